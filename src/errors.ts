@@ -1,0 +1,69 @@
+// The one list of domain errors. Domain code (storage, actors, runtime) throws TroupeError
+// with a stable code; only src/http/errors.ts maps codes to HTTP statuses.
+
+export const ERROR_CODES = {
+  NOT_FOUND: "resource does not exist",
+  CONFLICT: "resource already exists or is in a conflicting state",
+  THREAD_BUSY: "the thread has a run in flight and the request needs it idle",
+  MULTITASK_REJECTED: "a run is in flight and multitask_strategy is reject",
+  VALIDATION: "request body, query or path failed validation",
+  BAD_REQUEST: "request is well-formed but cannot be processed",
+  MALFORMED_JSON: "request body is not valid JSON",
+  PAYLOAD_TOO_LARGE: "request body exceeds the size limit",
+  UNSUPPORTED_MEDIA_TYPE: "request content type is not supported",
+  UNAUTHORIZED: "missing or invalid credentials",
+  FORBIDDEN: "credentials do not allow this operation",
+  RATE_LIMITED: "identity exceeded its rate limit",
+  GRAPH_NOT_FOUND: "no graph registered with that id",
+  GRAPH_LOAD_FAILED: "the graph module could not be loaded",
+  NOT_IMPLEMENTED: "feature not available in this build",
+  UNAVAILABLE: "the service is shutting down or a worker is restarting",
+  INTERNAL: "unexpected failure",
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** One validation issue, already in the wire shape of HTTPValidationError items. */
+export interface ValidationIssue {
+  loc: (string | number)[];
+  msg: string;
+  type: string;
+}
+
+export class TroupeError extends Error {
+  readonly code: ErrorCode;
+  readonly issues?: ValidationIssue[];
+  readonly headers?: Record<string, string>;
+
+  constructor(code: ErrorCode, message: string, opts: { issues?: ValidationIssue[]; headers?: Record<string, string>; cause?: unknown } = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = "TroupeError";
+    this.code = code;
+    this.issues = opts.issues;
+    this.headers = opts.headers;
+  }
+}
+
+export const notFound = (message: string) => new TroupeError("NOT_FOUND", message);
+export const conflict = (message: string) => new TroupeError("CONFLICT", message);
+export const badRequest = (message: string) => new TroupeError("BAD_REQUEST", message);
+
+/** Serializable form for crossing thread boundaries (Error objects lose their class). */
+export interface SerializedError {
+  code: ErrorCode;
+  message: string;
+  stack?: string;
+  issues?: ValidationIssue[];
+}
+
+export function serializeError(err: unknown): SerializedError {
+  if (err instanceof TroupeError) return { code: err.code, message: err.message, stack: err.stack, issues: err.issues };
+  if (err instanceof Error) return { code: "INTERNAL", message: err.message, stack: err.stack };
+  return { code: "INTERNAL", message: String(err) };
+}
+
+export function deserializeError(e: SerializedError): TroupeError {
+  const err = new TroupeError(e.code, e.message, { issues: e.issues });
+  if (e.stack) err.stack = e.stack;
+  return err;
+}

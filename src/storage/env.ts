@@ -1,0 +1,81 @@
+// One LMDB environment per data directory holds every durable record of a deployment server.
+// Each thread (HTTP thread, actor workers, webhook worker) opens it independently: lmdb-js
+// shares the memory map and serialises write transactions across threads and processes.
+// Values are packed with msgpackr (lmdb-js' default "msgpack" encoding).
+import { open, type Database, type RootDatabase } from "lmdb";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type {
+  AssistantRecord, AssistantVersionRecord, CronRecord, RunRecord, StoreItemRecord, ThreadRecord,
+} from "./records.ts";
+
+export type Key = string | number | (string | number)[];
+
+export interface StoredCheckpoint {
+  /** serde type tag + bytes of the Checkpoint (LangGraph serializer of the graph's own library copy) */
+  type: string;
+  checkpoint: Uint8Array;
+  metadataType: string;
+  metadata: Uint8Array;
+  parentId: string | null;
+}
+
+export interface StoredWrite {
+  channel: string;
+  type: string;
+  value: Uint8Array;
+}
+
+export interface Storage {
+  root: RootDatabase;
+  assistants: Database<AssistantRecord, string>;
+  /** key [assistant_id, version] */
+  assistantVersions: Database<AssistantVersionRecord, [string, number]>;
+  threads: Database<ThreadRecord, string>;
+  /** key [thread_id, run_id]; run ids are UUID v7 so a thread's runs iterate in creation order */
+  runs: Database<RunRecord, [string, string]>;
+  /** run_id -> thread_id, for routes that name only a run */
+  runThread: Database<string, string>;
+  /** key [thread_id, run_id] of every run that is pending or running: what recovery scans */
+  activeRuns: Database<number, [string, string]>;
+  /** key [thread_id, checkpoint_ns, checkpoint_id] */
+  checkpoints: Database<StoredCheckpoint, [string, string, string]>;
+  /** key [thread_id, checkpoint_ns, checkpoint_id, task_id, idx] */
+  writes: Database<StoredWrite, [string, string, string, string, number]>;
+  /** key [...namespace labels joined by "\u0000", item key] */
+  store: Database<StoreItemRecord, [string, string]>;
+  crons: Database<CronRecord, string>;
+  close(): Promise<void>;
+}
+
+export interface StorageOptions {
+  /** fsync every commit (survives power loss); off = survives process crash (kill -9) only */
+  syncCommits?: boolean;
+}
+
+export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage {
+  mkdirSync(dataDir, { recursive: true });
+  const root = open({
+    path: join(dataDir, "troupe.mdb"),
+    maxDbs: 16,
+    // 64 GiB of address space; the file grows as needed.
+    mapSize: 64 * 1024 ** 3,
+    noSync: opts.syncCommits === false,
+    compression: false,
+  });
+  const db = <V, K extends Key>(name: string) => root.openDB<V, K>({ name, encoding: "msgpack" });
+  return {
+    root,
+    assistants: db("assistants"),
+    assistantVersions: db("assistant_versions"),
+    threads: db("threads"),
+    runs: db("runs"),
+    runThread: db("run_thread"),
+    activeRuns: db("active_runs"),
+    checkpoints: db("checkpoints"),
+    writes: db("writes"),
+    store: db("store"),
+    crons: db("crons"),
+    close: () => root.close(),
+  };
+}

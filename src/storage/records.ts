@@ -1,0 +1,121 @@
+// Persisted record shapes. Field names follow the wire (snake_case) so handlers can emit
+// records without copying; fields that are internal only are listed in INTERNAL_RUN_FIELDS.
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+export type ThreadStatus = "idle" | "busy" | "interrupted" | "error";
+export type RunStatus = "pending" | "running" | "success" | "error" | "timeout" | "interrupted";
+export type MultitaskStrategy = "reject" | "interrupt" | "rollback" | "enqueue";
+export type StreamMode =
+  | "values" | "messages" | "messages-tuple" | "updates" | "events" | "tasks"
+  | "checkpoints" | "debug" | "custom" | "tools";
+
+export interface RunnableConfigJson {
+  tags?: string[];
+  recursion_limit?: number;
+  configurable?: JsonObject;
+  [key: string]: Json | undefined;
+}
+
+export interface AssistantRecord {
+  assistant_id: string;
+  version: number;
+  config: RunnableConfigJson;
+  context: Json;
+  created_at: string;
+  updated_at: string;
+  graph_id: string;
+  metadata: JsonObject;
+  name: string;
+  description: string | null;
+}
+
+export interface AssistantVersionRecord {
+  assistant_id: string;
+  version: number;
+  graph_id: string;
+  config: RunnableConfigJson;
+  context: Json;
+  metadata: JsonObject;
+  name: string;
+  description: string | null;
+  created_at: string;
+}
+
+export interface ThreadRecord {
+  thread_id: string;
+  created_at: string;
+  updated_at: string;
+  metadata: JsonObject;
+  status: ThreadStatus;
+  config: RunnableConfigJson;
+  values?: Json;
+  interrupts?: Record<string, Json[]>;
+}
+
+/** Everything needed to execute a run, as accepted at creation (JSON-safe). */
+export interface RunKwargs {
+  input?: Json;
+  command?: JsonObject;
+  config: RunnableConfigJson;
+  context?: Json;
+  stream_mode: StreamMode[];
+  interrupt_before?: "*" | string[];
+  interrupt_after?: "*" | string[];
+  webhook?: string;
+  feedback_keys?: string[];
+  temporary: boolean;
+  subgraphs: boolean;
+  resumable: boolean;
+  checkpoint_during?: boolean;
+  durability?: "exit" | "async" | "sync";
+}
+
+export interface RunRecord {
+  run_id: string;
+  thread_id: string;
+  assistant_id: string;
+  metadata: JsonObject;
+  status: RunStatus;
+  kwargs: RunKwargs;
+  multitask_strategy: MultitaskStrategy;
+  created_at: string;
+  updated_at: string;
+  // internal (not on the wire)
+  graph_id: string;
+  attempt: number;
+  on_completion?: "delete" | "keep";
+  started_at?: string;
+  ended_at?: string;
+  error?: { error: string; message: string };
+}
+
+export const INTERNAL_RUN_FIELDS = ["graph_id", "attempt", "on_completion", "started_at", "ended_at", "error"] as const;
+
+export interface StoreItemRecord {
+  namespace: string[];
+  key: string;
+  value: JsonObject;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface CronRecord {
+  cron_id: string;
+  assistant_id: string;
+  thread_id: string | null;
+  on_run_completed: "delete" | "keep" | null;
+  end_time: string | null;
+  schedule: string;
+  timezone: string | null;
+  created_at: string;
+  updated_at: string;
+  payload: JsonObject;
+  user_id: string | null;
+  next_run_date: string | null;
+  metadata: JsonObject;
+  enabled: boolean;
+}
+
+export const nowIso = (): string => new Date().toISOString();

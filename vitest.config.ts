@@ -1,0 +1,13 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    globals: true,
+    include: ["test/**/*.test.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    // Each file spawns its own server on port 0 with its own data dir; two cores in CI.
+    fileParallelism: true,
+    maxWorkers: 2,
+  },
+});
