@@ -11,17 +11,39 @@ import type {
 
 export type Key = string | number | (string | number)[];
 
+/** A LangGraph channel version (integers by default; savers may use strings). */
+export type StoredChannelVersion = number | string;
+
+/** Blob key [channel, version, tag]; tag is "" unless the version collided (see checkpointer.ts). */
+export type StoredBlobRef = [string, StoredChannelVersion, string];
+
 export interface StoredCheckpoint {
-  /** serde type tag + bytes of the Checkpoint (LangGraph serializer of the graph's own library copy) */
+  /** serde type tag + bytes of the Checkpoint without channel_values (LangGraph serializer of the graph's own library copy) */
   type: string;
   checkpoint: Uint8Array;
   metadataType: string;
   metadata: Uint8Array;
   parentId: string | null;
+  /** metadata.run_id when it is a string: lets rollback find a run's checkpoints without deserialising */
+  runId: string | null;
+  /** blobs this checkpoint's put created (what rollback deletes with it) */
+  blobs: StoredBlobRef[];
+  /** channels whose current value sits under a non-empty tag: channel -> [version, tag] */
+  tags?: Record<string, [StoredChannelVersion, string]>;
 }
 
 export interface StoredWrite {
   channel: string;
+  type: string;
+  value: Uint8Array;
+  /** task path for writesSortKey ordering; "" when the caller gave none */
+  taskPath: string;
+  /** run_id from the putWrites config metadata, when known */
+  runId: string | null;
+}
+
+/** One channel value: serde type tag + bytes. */
+export interface StoredBlob {
   type: string;
   value: Uint8Array;
 }
@@ -42,6 +64,8 @@ export interface Storage {
   checkpoints: Database<StoredCheckpoint, [string, string, string]>;
   /** key [thread_id, checkpoint_ns, checkpoint_id, task_id, idx] */
   writes: Database<StoredWrite, [string, string, string, string, number]>;
+  /** channel values, key [thread_id, checkpoint_ns, channel, version, tag]: written only when a channel changes */
+  blobs: Database<StoredBlob, [string, string, string, StoredChannelVersion, string]>;
   /** key [...namespace labels joined by "\u0000", item key] */
   store: Database<StoreItemRecord, [string, string]>;
   crons: Database<CronRecord, string>;
@@ -60,7 +84,9 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     maxDbs: 16,
     // 64 GiB of address space; the file grows as needed.
     mapSize: 64 * 1024 ** 3,
-    noSync: opts.syncCommits === false,
+    // Default: commits reach the OS before we answer (survives kill -9), no fsync per commit
+    // (power loss may lose the last commits). --sync-commits turns fsync on.
+    noSync: opts.syncCommits !== true,
     compression: false,
   });
   const db = <V, K extends Key>(name: string) => root.openDB<V, K>({ name, encoding: "msgpack" });
@@ -74,6 +100,7 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     activeRuns: db("active_runs"),
     checkpoints: db("checkpoints"),
     writes: db("writes"),
+    blobs: db("blobs"),
     store: db("store"),
     crons: db("crons"),
     close: () => root.close(),

@@ -1,0 +1,91 @@
+// Run lifecycle and thread status rules in one place (reference §6.4–§6.7), pure functions so
+// they are unit-tested directly and used by the actor.
+import { TroupeError } from "../errors.ts";
+import type { JsonObject, MultitaskStrategy, RunStatus, RunnableConfigJson, ThreadStatus } from "../storage/records.ts";
+
+export interface FinishedRunFacts {
+  outcome: "success" | "error" | "interrupted";
+  /** the thread's latest checkpoint has nodes left to run (interrupt() or interrupt_before/after) */
+  hasNext: boolean;
+  /** runs still queued on the thread after this one */
+  queued: number;
+}
+
+/** Thread status once a run ends. Queued work wins: the next run starts at once. */
+export function threadStatusAfterRun(f: FinishedRunFacts): ThreadStatus {
+  if (f.queued > 0) return "busy";
+  if (f.outcome === "error") return "error";
+  // a cancelled run leaves the thread idle even if it stopped mid-graph (upstream behaviour)
+  if (f.outcome === "interrupted") return "idle";
+  return f.hasNext ? "interrupted" : "idle";
+}
+
+export const REJECT_MESSAGE = "Thread is already running a task. Wait for it to finish or choose a different multitask strategy.";
+
+export type InflightAction = "none" | "cancel-interrupt" | "cancel-rollback";
+
+/** What creating a run does to the runs already in flight on its thread. Throws for reject. */
+export function multitaskDecision(strategy: MultitaskStrategy, hasInflight: boolean): InflightAction {
+  if (!hasInflight) return "none";
+  switch (strategy) {
+    case "reject":
+      throw new TroupeError("MULTITASK_REJECTED", REJECT_MESSAGE);
+    case "interrupt":
+      return "cancel-interrupt";
+    case "rollback":
+      return "cancel-rollback";
+    case "enqueue":
+      return "none";
+  }
+}
+
+export const isFinal = (s: RunStatus): boolean => s === "success" || s === "error" || s === "interrupted" || s === "timeout";
+
+export const MAX_ATTEMPTS = 3;
+
+/** Merge configs the way upstream does: later wins, `configurable` merged key by key. */
+export function mergeConfigs(...configs: (RunnableConfigJson | undefined)[]): RunnableConfigJson {
+  const out: RunnableConfigJson = {};
+  let configurable: JsonObject | undefined;
+  for (const c of configs) {
+    if (!c) continue;
+    for (const [k, v] of Object.entries(c)) {
+      if (k === "configurable") configurable = { ...configurable, ...(v as JsonObject) };
+      else if (v !== undefined) out[k] = v;
+    }
+  }
+  if (configurable) out.configurable = configurable;
+  return out;
+}
+
+/**
+ * Metadata containment filter (reference §4.1): every key of the filter must be present and
+ * equal; nested objects match recursively; arrays compare by value (upstream compares by
+ * identity and never matches: a bug we do not copy).
+ */
+export function matchesFilter(filter: unknown, value: unknown): boolean {
+  if (filter === null || typeof filter !== "object" || Array.isArray(filter)) return deepEqual(filter, value);
+  if (value === null || typeof value !== "object") return false;
+  for (const [k, f] of Object.entries(filter as Record<string, unknown>)) {
+    const v = (value as Record<string, unknown>)[k];
+    if (v === undefined || v === null) return false;
+    if (f !== null && typeof f === "object" && !Array.isArray(f)) {
+      if (!matchesFilter(f, v)) return false;
+    } else if (!deepEqual(f, v)) return false;
+  }
+  return true;
+}
+
+export function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const bb = b as unknown[];
+    return a.length === bb.length && a.every((x, i) => deepEqual(x, bb[i]));
+  }
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  return ka.every((k) => deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}

@@ -1,0 +1,122 @@
+// The typed message protocol between the HTTP thread and actor shards (worker threads).
+// Every request carries a reqId and gets exactly one Reply; run events and completions flow
+// back unsolicited. Errors cross as SerializedError (code + message + stack).
+import type { SerializedError } from "../errors.ts";
+import type {
+  AssistantRecord, Json, JsonObject, MultitaskStrategy, RunKwargs, RunRecord, ThreadRecord, ThreadStatus,
+} from "../storage/records.ts";
+
+export interface CheckpointSelector {
+  checkpoint_id?: string;
+  checkpoint_ns?: string;
+  checkpoint_map?: JsonObject | null;
+}
+
+export interface CreateRunCommand {
+  type: "run.create";
+  threadId: string;
+  runId: string;
+  assistant: AssistantRecord;
+  kwargs: RunKwargs;
+  metadata: JsonObject;
+  multitaskStrategy: MultitaskStrategy;
+  ifNotExists: "reject" | "create";
+  afterSeconds: number;
+  /** stateless run: temporary thread, deleted after completion unless onCompletion is keep */
+  stateless: boolean;
+  onCompletion: "delete" | "keep";
+}
+
+export type ActorCommand =
+  | CreateRunCommand
+  | { type: "run.cancel"; threadId: string; runId: string; action: "interrupt" | "rollback"; wait: boolean }
+  | { type: "run.delete"; threadId: string; runId: string }
+  | {
+      type: "thread.create";
+      threadId: string;
+      metadata: JsonObject;
+      ifExists: "raise" | "do_nothing";
+      supersteps?: { updates: { values?: Json; command?: JsonObject | null; as_node: string }[] }[];
+      graphAssistant?: AssistantRecord;
+    }
+  | { type: "thread.patch"; threadId: string; metadata: JsonObject }
+  | { type: "thread.delete"; threadId: string }
+  | { type: "thread.copy"; threadId: string; newThreadId: string }
+  | { type: "thread.state"; threadId: string; checkpoint?: CheckpointSelector; subgraphs: boolean; assistant?: AssistantRecord }
+  | {
+      type: "thread.update_state";
+      threadId: string;
+      values: Json | undefined;
+      asNode?: string;
+      checkpoint?: CheckpointSelector;
+      assistant?: AssistantRecord;
+    }
+  | {
+      type: "thread.history";
+      threadId: string;
+      limit: number;
+      before?: string;
+      metadata?: JsonObject;
+      checkpoint?: CheckpointSelector;
+      assistant?: AssistantRecord;
+    }
+  | { type: "graph.describe"; assistant: AssistantRecord; what: "graph" | "schemas" | "subgraphs"; xray: boolean | number; namespace?: string; recurse: boolean };
+
+export type ToShard = { reqId: number; cmd: ActorCommand } | { type: "shutdown" };
+
+/** Wire event of a run stream; data is already serialized JSON text. */
+export interface RunEvent {
+  id: number;
+  event: string;
+  data: string;
+}
+
+export interface RunDone {
+  runId: string;
+  threadId: string;
+  status: RunRecord["status"];
+  /** JSON text of the /wait body: last values, {"__interrupt__": [...]} or {"__error__": {...}} */
+  output: string;
+  threadStatus: ThreadStatus | "deleted";
+}
+
+export type FromShard =
+  | { type: "reply"; reqId: number; ok: true; value: unknown }
+  | { type: "reply"; reqId: number; ok: false; error: SerializedError }
+  | { type: "run.start"; runId: string; threadId: string; resumable: boolean; attempt: number }
+  | { type: "run.events"; runId: string; events: RunEvent[] }
+  | { type: "run.done"; done: RunDone };
+
+/** Replies of the commands, keyed by command type. */
+export interface ActorReplies {
+  "run.create": RunRecord;
+  "run.cancel": { found: boolean };
+  "run.delete": { deleted: boolean };
+  "thread.create": ThreadRecord;
+  "thread.patch": ThreadRecord;
+  "thread.delete": { deleted: boolean };
+  "thread.copy": ThreadRecord;
+  "thread.state": JsonObject;
+  "thread.update_state": { checkpoint: JsonObject };
+  "thread.history": JsonObject[];
+  "graph.describe": Json;
+}
+
+export interface ShardTask {
+  shardIndex: number;
+  shardCount: number;
+  port: MessagePort;
+  webhookPort: MessagePort | null;
+  dataDir: string;
+  graphs: GraphSpecLite[];
+  /** env vars from the config, applied in the worker before graphs load */
+  env: Record<string, string>;
+  disableWebhooks: boolean;
+  webhookHeaders: Record<string, string>;
+}
+
+export interface GraphSpecLite {
+  graphId: string;
+  filePath: string;
+  exportName: string;
+}

@@ -1,0 +1,120 @@
+// HTTP-thread side of run streams: per-run event logs fed by the actor workers, live
+// subscribers (SSE), and waiters for completion (/wait, /join). Logs of finished runs are kept
+// for a while so a late join still sees the events and the final output.
+import type { RunDone, RunEvent } from "./protocol.ts";
+
+export interface RunSubscriber {
+  onEvent(e: RunEvent): void;
+  onDone(done: RunDone): void;
+}
+
+interface RunLog {
+  runId: string;
+  threadId: string;
+  resumable: boolean;
+  events: RunEvent[];
+  /** a non-resumable log is replayed to its first reader only (later readers get live events) */
+  replayed: boolean;
+  subscribers: Set<RunSubscriber>;
+  done?: RunDone;
+  waiters: ((d: RunDone) => void)[];
+  expireTimer?: NodeJS.Timeout;
+}
+
+export interface RunHubOptions {
+  /** how long a finished run's log and output stay available */
+  retentionMs: number;
+}
+
+export class RunHub {
+  private readonly logs = new Map<string, RunLog>();
+
+  constructor(private readonly opts: RunHubOptions = { retentionMs: 60_000 }) {}
+
+  private log(runId: string, threadId = ""): RunLog {
+    let l = this.logs.get(runId);
+    if (!l) {
+      l = { runId, threadId, resumable: false, events: [], replayed: false, subscribers: new Set(), waiters: [] };
+      this.logs.set(runId, l);
+    }
+    return l;
+  }
+
+  /** Called when the run-create reply arrives, before any event of the run can be processed. */
+  expect(runId: string, threadId: string, resumable: boolean): void {
+    const l = this.log(runId, threadId);
+    l.resumable = resumable;
+  }
+
+  started(runId: string, threadId: string, resumable: boolean, attempt: number): void {
+    const l = this.log(runId, threadId);
+    l.resumable = resumable;
+    if (attempt > 1) l.events = []; // a re-executed run restarts its stream (metadata.attempt > 1)
+    l.done = undefined;
+  }
+
+  events(runId: string, events: RunEvent[]): void {
+    const l = this.log(runId);
+    for (const e of events) {
+      l.events.push(e);
+      for (const s of l.subscribers) s.onEvent(e);
+    }
+  }
+
+  finished(done: RunDone): void {
+    const l = this.log(done.runId, done.threadId);
+    l.done = done;
+    for (const s of l.subscribers) s.onDone(done);
+    l.subscribers.clear();
+    for (const w of l.waiters) w(done);
+    l.waiters = [];
+    // Events of a finished non-resumable run matter only to a reader arriving right after it ended;
+    // drop them soon to bound memory under load. The final output stays for the full retention.
+    if (!l.resumable) {
+      setTimeout(() => (l.events = []), Math.min(5_000, this.opts.retentionMs)).unref();
+    }
+    l.expireTimer = setTimeout(() => this.logs.delete(done.runId), this.opts.retentionMs);
+    l.expireTimer.unref();
+  }
+
+  /** Final result if the run is known to have finished (in this process, recently). */
+  doneOf(runId: string): RunDone | undefined {
+    return this.logs.get(runId)?.done;
+  }
+
+  /** Resolves when the run finishes. Caller must check storage first for runs finished earlier. */
+  waitFor(runId: string): Promise<RunDone> {
+    const l = this.log(runId);
+    if (l.done) return Promise.resolve(l.done);
+    return new Promise((resolve) => l.waiters.push(resolve));
+  }
+
+  /**
+   * Subscribe to a run's events. `from`: "start" replays the whole log (create-and-stream,
+   * Last-Event-ID -1), a number replays events with id > from, "live" only new events — except
+   * that the first reader of a non-resumable run gets the buffer (upstream behaviour).
+   * Returns an unsubscribe function.
+   */
+  subscribe(runId: string, from: "start" | "live" | number, sub: RunSubscriber): () => void {
+    const l = this.log(runId);
+    let replay: RunEvent[] = [];
+    if (from === "start") replay = l.events;
+    else if (typeof from === "number") replay = l.resumable ? l.events.filter((e) => e.id > from) : [];
+    else if (!l.resumable && !l.replayed) replay = l.events;
+    l.replayed = true;
+    for (const e of replay) sub.onEvent(e);
+    if (l.done) {
+      sub.onDone(l.done);
+      return () => undefined;
+    }
+    l.subscribers.add(sub);
+    return () => l.subscribers.delete(sub);
+  }
+
+  /** Forget a run that will never produce events here (e.g. deleted). */
+  drop(runId: string): void {
+    const l = this.logs.get(runId);
+    if (l?.expireTimer) clearTimeout(l.expireTimer);
+    this.logs.delete(runId);
+  }
+}

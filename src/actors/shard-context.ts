@@ -1,0 +1,25 @@
+// What a thread actor may use from the shard that hosts it.
+import type { RunRecord } from "../storage/records.ts";
+import type { Storage } from "../storage/env.ts";
+import type { GraphRegistry } from "./graph-registry.ts";
+import type { FromShard, RunEvent } from "./protocol.ts";
+import type { ThreadActor } from "./thread-actor.ts";
+
+/** Checkpoint operations on whole threads/runs, beyond BaseCheckpointSaver. */
+export interface ThreadCheckpointOps {
+  deleteThread(threadId: string): Promise<void>;
+  copyThread(fromThreadId: string, toThreadId: string): Promise<void>;
+  deleteCheckpointsOfRun(threadId: string, runId: string): Promise<void>;
+  hasCheckpointOfRun(threadId: string, runId: string): Promise<boolean>;
+}
+
+export interface ShardContext {
+  storage: Storage;
+  registry: GraphRegistry;
+  saver: ThreadCheckpointOps;
+  post(msg: FromShard): void;
+  emit(runId: string, event: RunEvent): void;
+  webhook(run: RunRecord, values: unknown, stateless: boolean): void;
+  maybeRelease(actor: ThreadActor): void;
+  log(message: string): void;
+}

@@ -1,0 +1,144 @@
+// The body of one actor worker: hosts the thread actors whose ids hash to this shard, the graph
+// registry and the checkpointer; speaks the protocol of protocol.ts over a MessagePort.
+import type { MessagePort } from "node:worker_threads";
+import type { BaseStore } from "@langchain/langgraph-checkpoint";
+import { serializeError, TroupeError } from "../errors.ts";
+import { LmdbCheckpointSaver } from "../storage/checkpointer.ts";
+import { openStorage } from "../storage/env.ts";
+import type { RunRecord } from "../storage/records.ts";
+import { GraphRegistry } from "./graph-registry.ts";
+import { describeGraph } from "./graph-describe.ts";
+import type { ActorCommand, FromShard, RunEvent, ShardTask, ToShard } from "./protocol.ts";
+import type { ShardContext, ThreadCheckpointOps } from "./shard-context.ts";
+import { shardOf } from "./sharding.ts";
+import { ThreadActor } from "./thread-actor.ts";
+import { buildWebhookPayload } from "../webhooks/payload.ts";
+
+export interface ShardHostOptions {
+  /** builds the LangGraph store graphs see (shared with the /store routes) */
+  createStore?: (storage: ReturnType<typeof openStorage>) => BaseStore | undefined;
+}
+
+export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {}): Promise<string> {
+  for (const [k, v] of Object.entries(task.env)) process.env[k] ??= v;
+  const storage = openStorage(task.dataDir);
+  const saver = new LmdbCheckpointSaver(storage);
+  const store = opts.createStore?.(storage);
+  const registry = new GraphRegistry(task.graphs, {
+    checkpointer: (serde) => (serde ? new LmdbCheckpointSaver(storage, serde) : saver),
+    store,
+  });
+  const port = task.port as unknown as MessagePort;
+  const webhookPort = task.webhookPort as unknown as MessagePort | null;
+
+  // Outgoing messages are batched per event-loop turn: one postMessage carries many events.
+  let outbox: FromShard[] = [];
+  let flushScheduled = false;
+  const flush = () => {
+    flushScheduled = false;
+    const batch = outbox;
+    outbox = [];
+    port.postMessage(batch);
+  };
+  const post = (msg: FromShard) => {
+    outbox.push(msg);
+    if (!flushScheduled) {
+      flushScheduled = true;
+      setImmediate(flush);
+    }
+  };
+  // consecutive events of one run coalesce into a single message
+  const emit = (runId: string, event: RunEvent) => {
+    const last = outbox[outbox.length - 1];
+    if (last && last.type === "run.events" && last.runId === runId) last.events.push(event);
+    else post({ type: "run.events", runId, events: [event] });
+  };
+
+  const checkpointOps: ThreadCheckpointOps = {
+    deleteThread: (t) => saver.deleteThread(t),
+    copyThread: (a, b) => saver.copyThread(a, b),
+    deleteCheckpointsOfRun: async (t, r) => void (await saver.deleteCheckpointsOfRun(t, r)),
+    hasCheckpointOfRun: async (t, r) => {
+      for await (const _ of saver.list({ configurable: { thread_id: t } }, { filter: { run_id: r }, limit: 1 })) return true;
+      return false;
+    },
+  };
+
+  const actors = new Map<string, ThreadActor>();
+  const ctx: ShardContext = {
+    storage,
+    registry,
+    saver: checkpointOps,
+    post,
+    emit,
+    webhook: (run: RunRecord, values: unknown, stateless: boolean) => {
+      if (task.disableWebhooks || !webhookPort) return;
+      webhookPort.postMessage({ type: "webhook.send", url: run.kwargs.webhook!, payload: buildWebhookPayload(run, values, stateless) });
+    },
+    maybeRelease: (actor) => {
+      // drop idle actors on the next turn so a burst of commands reuses the same instance
+      setImmediate(() => {
+        if (actor.idle && actors.get(actor.threadId) === actor) actors.delete(actor.threadId);
+      });
+    },
+    log: (m) => console.error(`[troupe shard ${task.shardIndex}] ${m}`),
+  };
+  const actorFor = (threadId: string): ThreadActor => {
+    let a = actors.get(threadId);
+    if (!a) actors.set(threadId, (a = new ThreadActor(threadId, ctx)));
+    return a;
+  };
+
+  const reply = (reqId: number, p: Promise<unknown>) =>
+    p.then(
+      (value) => post({ type: "reply", reqId, ok: true, value }),
+      (err: unknown) => {
+        if (!(err instanceof TroupeError)) ctx.log(`request ${reqId} failed: ${(err as Error)?.stack ?? String(err)}`);
+        post({ type: "reply", reqId, ok: false, error: serializeError(err) });
+      },
+    );
+
+  const handle = (cmd: ActorCommand): Promise<unknown> => {
+    if (cmd.type === "graph.describe") return describeGraph(registry, cmd);
+    const actor = actorFor(cmd.threadId);
+    const p = actor.handle(cmd);
+    void p.finally(() => ctx.maybeRelease(actor)).catch(() => undefined);
+    return p;
+  };
+
+  recover(storage, task, actorFor);
+
+  return new Promise<string>((resolve) => {
+    port.on("message", (msg: ToShard) => {
+      if ("type" in msg && msg.type === "shutdown") {
+        flush();
+        port.close();
+        void storage.close().finally(() => resolve("stopped"));
+        return;
+      }
+      const m = msg as { reqId: number; cmd: ActorCommand };
+      void reply(m.reqId, Promise.resolve().then(() => handle(m.cmd)));
+    });
+  });
+}
+
+/** After a restart: runs still pending or running go back to their actors' queues. */
+function recover(storage: ReturnType<typeof openStorage>, task: ShardTask, actorFor: (t: string) => ThreadActor): void {
+  const byThread = new Map<string, RunRecord[]>();
+  for (const { key } of storage.activeRuns.getRange({})) {
+    const [threadId, runId] = key;
+    if (shardOf(threadId, task.shardCount) !== task.shardIndex) continue;
+    const run = storage.runs.get([threadId, runId]);
+    if (!run) {
+      void storage.activeRuns.remove(key);
+      continue;
+    }
+    let list = byThread.get(threadId);
+    if (!list) byThread.set(threadId, (list = []));
+    list.push(run);
+  }
+  for (const [threadId, runs] of byThread) {
+    runs.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0));
+    actorFor(threadId).recover(runs);
+  }
+}

@@ -1,0 +1,144 @@
+// HTTP-thread side of the actor runtime: a Piscina pool whose workers each run one long-lived
+// shard task; requests are routed to the shard owning the thread id and answered by reqId.
+// A shard that dies is restarted (its actors recover their runs from LMDB) and every request
+// pending on it is rejected.
+import { MessageChannel, type MessagePort } from "node:worker_threads";
+import { availableParallelism } from "node:os";
+import { Piscina } from "piscina";
+import { deserializeError, TroupeError } from "../errors.ts";
+import type { ActorCommand, ActorReplies, FromShard, GraphSpecLite, ShardTask } from "./protocol.ts";
+import { RunHub } from "./run-hub.ts";
+import { shardOf } from "./sharding.ts";
+
+export interface ShardPoolOptions {
+  dataDir: string;
+  graphs: GraphSpecLite[];
+  env: Record<string, string>;
+  workers?: number;
+  disableWebhooks: boolean;
+  webhookHeaders: Record<string, string>;
+  /** gives each shard a direct port to the webhook worker */
+  webhookPortFor?: () => MessagePort | null;
+}
+
+interface Pending {
+  resolve(v: unknown): void;
+  reject(e: unknown): void;
+}
+
+interface Shard {
+  index: number;
+  port: MessagePort;
+  task: Promise<unknown>;
+  pending: Map<number, Pending>;
+}
+
+const TSX_IMPORT = import.meta.resolve("tsx");
+
+export class ShardPool {
+  readonly hub = new RunHub();
+  readonly size: number;
+  private readonly pool: Piscina;
+  private readonly shards: Shard[] = [];
+  private nextReqId = 1;
+  private closing = false;
+
+  constructor(private readonly opts: ShardPoolOptions) {
+    this.size = Math.max(1, opts.workers ?? availableParallelism());
+    this.pool = new Piscina({
+      filename: new URL("../../workers/actor-shard.ts", import.meta.url).href,
+      minThreads: this.size,
+      maxThreads: this.size,
+      concurrentTasksPerWorker: 1,
+      idleTimeout: Number.POSITIVE_INFINITY,
+      maxQueue: this.size * 2,
+      execArgv: [...process.execArgv.filter((a) => !a.startsWith("--import")), "--import", TSX_IMPORT],
+      resourceLimits: { maxOldGenerationSizeMb: 4096 },
+    });
+    for (let i = 0; i < this.size; i++) this.shards.push(this.startShard(i));
+  }
+
+  private startShard(index: number): Shard {
+    const { port1, port2 } = new MessageChannel();
+    const webhookPort = this.opts.webhookPortFor?.() ?? null;
+    const task: ShardTask = {
+      shardIndex: index,
+      shardCount: this.size,
+      port: port2 as unknown as ShardTask["port"],
+      webhookPort: webhookPort as unknown as ShardTask["webhookPort"],
+      dataDir: this.opts.dataDir,
+      graphs: this.opts.graphs,
+      env: this.opts.env,
+      disableWebhooks: this.opts.disableWebhooks,
+      webhookHeaders: this.opts.webhookHeaders,
+    };
+    const transferList = webhookPort ? [port2, webhookPort] : [port2];
+    const shard: Shard = {
+      index,
+      port: port1,
+      pending: new Map(),
+      task: this.pool.run(task, { transferList: transferList as never }),
+    };
+    port1.on("message", (batch: FromShard[]) => this.onMessages(shard, batch));
+    shard.task.then(
+      () => undefined,
+      (err: unknown) => {
+        if (this.closing) return;
+        console.error(`[troupe] actor shard ${index} died: ${(err as Error)?.stack ?? String(err)}; restarting`);
+        this.failPending(shard, new TroupeError("UNAVAILABLE", "The worker handling this thread restarted; retry the request"));
+        port1.close();
+        this.shards[index] = this.startShard(index);
+      },
+    );
+    return shard;
+  }
+
+  private failPending(shard: Shard, err: unknown): void {
+    for (const p of shard.pending.values()) p.reject(err);
+    shard.pending.clear();
+  }
+
+  private onMessages(shard: Shard, batch: FromShard[]): void {
+    for (const m of batch) {
+      switch (m.type) {
+        case "reply": {
+          const p = shard.pending.get(m.reqId);
+          if (!p) break;
+          shard.pending.delete(m.reqId);
+          if (m.ok) p.resolve(m.value);
+          else p.reject(deserializeError(m.error));
+          break;
+        }
+        case "run.start":
+          this.hub.started(m.runId, m.threadId, m.resumable, m.attempt);
+          break;
+        case "run.events":
+          this.hub.events(m.runId, m.events);
+          break;
+        case "run.done":
+          this.hub.finished(m.done);
+          break;
+      }
+    }
+  }
+
+  /** Send a command to the actor of its thread (or, for graph.describe, to a shard by assistant id). */
+  request<C extends ActorCommand>(cmd: C): Promise<ActorReplies[C["type"]]> {
+    if (this.closing) return Promise.reject(new TroupeError("UNAVAILABLE", "Server is shutting down"));
+    const key = cmd.type === "graph.describe" ? cmd.assistant.assistant_id : cmd.threadId;
+    const shard = this.shards[shardOf(key, this.size)];
+    const reqId = this.nextReqId++;
+    return new Promise((resolve, reject) => {
+      shard.pending.set(reqId, { resolve: resolve as (v: unknown) => void, reject });
+      shard.port.postMessage({ reqId, cmd });
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    for (const s of this.shards) s.port.postMessage({ type: "shutdown" });
+    await Promise.race([Promise.allSettled(this.shards.map((s) => s.task)), new Promise((r) => setTimeout(r, 5_000))]);
+    for (const s of this.shards) this.failPending(s, new TroupeError("UNAVAILABLE", "Server is shutting down"));
+    await this.pool.destroy();
+  }
+}

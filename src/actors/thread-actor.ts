@@ -1,0 +1,428 @@
+// One actor per thread: it owns the thread's mailbox (commands run one at a time), its queue of
+// pending runs and the run in flight. It is the only writer of its thread's records, so status
+// changes never race. Runs execute here, inside an actor worker, never on the HTTP thread.
+import { TroupeError, notFound } from "../errors.ts";
+import type { JsonObject, RunRecord, ThreadRecord, ThreadStatus } from "../storage/records.ts";
+import { nowIso } from "../storage/records.ts";
+import { executeRun, type RunOutcome } from "./run-executor.ts";
+import { MAX_ATTEMPTS, mergeConfigs, multitaskDecision, threadStatusAfterRun } from "./lifecycle.ts";
+import type { ActorCommand, ActorReplies, CreateRunCommand } from "./protocol.ts";
+import type { ShardContext } from "./shard-context.ts";
+import { EMPTY_STATE, readHistory, readState, stateConfig } from "./thread-state.ts";
+import { toJsonText, toPlain } from "./wire.ts";
+
+interface InFlight {
+  run: RunRecord;
+  abort: AbortController;
+  finished: Promise<void>;
+}
+
+export class ThreadActor {
+  private mailbox: Promise<unknown> = Promise.resolve();
+  private pendingOps = 0;
+  private readonly queue: RunRecord[] = [];
+  private current: InFlight | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(readonly threadId: string, private readonly ctx: ShardContext) {}
+
+  get idle(): boolean {
+    return !this.current && this.queue.length === 0 && this.pendingOps === 0 && !this.timer;
+  }
+
+  /** Commands run strictly one after another, each after the previous one's commits. */
+  private serial<T>(fn: () => Promise<T> | T): Promise<T> {
+    this.pendingOps++;
+    const p = this.mailbox.then(fn);
+    this.mailbox = p.then(
+      () => this.pendingOps--,
+      () => this.pendingOps--,
+    );
+    return p;
+  }
+
+  handle<C extends ActorCommand>(cmd: C): Promise<ActorReplies[C["type"]]> {
+    const r = (() => {
+      switch (cmd.type) {
+        case "run.create": return this.serial(() => this.createRun(cmd));
+        case "run.cancel": return this.cancel(cmd.runId, cmd.action, cmd.wait);
+        case "run.delete": return this.serial(() => this.deleteRun(cmd.runId));
+        case "thread.create": return this.serial(() => this.createThread(cmd));
+        case "thread.patch": return this.serial(() => this.patchThread(cmd.metadata));
+        case "thread.delete": return this.serial(() => this.deleteThread());
+        case "thread.copy": return this.serial(() => this.copyThread(cmd.newThreadId));
+        case "thread.state": return this.serial(() => this.state(cmd));
+        case "thread.update_state": return this.serial(() => this.updateState(cmd));
+        case "thread.history": return this.serial(() => this.history(cmd));
+        case "graph.describe": throw new Error("graph.describe is not a thread command");
+      }
+    })();
+    return r as Promise<ActorReplies[C["type"]]>;
+  }
+
+  // ---- threads -------------------------------------------------------------------------
+
+  private getThread(): ThreadRecord {
+    const t = this.ctx.storage.threads.get(this.threadId);
+    if (!t) throw notFound(`Thread with ID ${this.threadId} not found`);
+    return t;
+  }
+
+  private async createThread(cmd: Extract<ActorCommand, { type: "thread.create" }>): Promise<ThreadRecord> {
+    const existing = this.ctx.storage.threads.get(this.threadId);
+    if (existing) {
+      if (cmd.ifExists === "do_nothing") return existing;
+      throw new TroupeError("CONFLICT", `Thread ${this.threadId} already exists`);
+    }
+    const now = nowIso();
+    const thread: ThreadRecord = { thread_id: this.threadId, created_at: now, updated_at: now, metadata: cmd.metadata, status: "idle", config: {} };
+    if (cmd.supersteps?.length) {
+      const graphId = cmd.metadata.graph_id as string | undefined;
+      if (!graphId || !this.ctx.registry.has(graphId)) {
+        throw new TroupeError("BAD_REQUEST", `Thread ${this.threadId} has no graph ID: pass metadata.graph_id (or graph_id) naming a registered graph to apply supersteps`);
+      }
+      const graph = await this.ctx.registry.get(graphId, stateConfig(thread), { accessContext: "threads.update" });
+      const lib = await this.ctx.registry.lib(graphId);
+      const steps = cmd.supersteps.map((s) => ({
+        updates: s.updates.map((u) => ({
+          values: u.command ? undefined : u.values,
+          asNode: u.as_node,
+          ...(u.command ? { values: new lib.Command(u.command as Record<string, unknown>) } : {}),
+        })),
+      }));
+      if (!graph.bulkUpdateState) throw new TroupeError("BAD_REQUEST", "This graph's LangGraph version does not support supersteps");
+      await graph.bulkUpdateState(stateConfig(thread), steps);
+      const snap = await graph.getState(stateConfig(thread));
+      thread.values = toPlain(snap.values);
+    }
+    await this.ctx.storage.threads.put(this.threadId, thread);
+    return thread;
+  }
+
+  private async patchThread(metadata: JsonObject): Promise<ThreadRecord> {
+    const t = this.getThread();
+    const next: ThreadRecord = { ...t, metadata: { ...t.metadata, ...metadata }, updated_at: nowIso() };
+    await this.ctx.storage.threads.put(this.threadId, next);
+    return next;
+  }
+
+  private async deleteThread(): Promise<{ deleted: boolean }> {
+    this.getThread();
+    for (const run of [...this.queue]) run.status = "interrupted";
+    this.queue.length = 0;
+    this.current?.abort.abort("interrupt");
+    const s = this.ctx.storage;
+    await s.root.transaction(() => {
+      for (const { key } of s.runs.getRange({ start: [this.threadId], end: [this.threadId, "\uffff"] })) {
+        s.runs.remove(key);
+        s.runThread.remove(key[1]);
+        s.activeRuns.remove(key);
+      }
+      s.threads.remove(this.threadId);
+    });
+    await this.ctx.saver.deleteThread(this.threadId);
+    return { deleted: true };
+  }
+
+  private async copyThread(newThreadId: string): Promise<ThreadRecord> {
+    const t = this.getThread();
+    const now = nowIso();
+    const copy: ThreadRecord = { thread_id: newThreadId, created_at: now, updated_at: now, metadata: { ...t.metadata, thread_id: newThreadId }, status: "idle", config: {} };
+    await this.ctx.saver.copyThread(this.threadId, newThreadId);
+    await this.ctx.storage.threads.put(newThreadId, copy);
+    return copy;
+  }
+
+  private graphIdOf(t: ThreadRecord, fallback?: { graph_id: string }): string | undefined {
+    const g = (t.metadata.graph_id as string | undefined) ?? fallback?.graph_id;
+    return g && this.ctx.registry.has(g) ? g : undefined;
+  }
+
+  private async state(cmd: Extract<ActorCommand, { type: "thread.state" }>): Promise<JsonObject> {
+    const t = this.getThread();
+    const graphId = this.graphIdOf(t, cmd.assistant);
+    if (!graphId) return EMPTY_STATE;
+    const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.read" });
+    return readState(graph, t, cmd.checkpoint, cmd.subgraphs);
+  }
+
+  private async history(cmd: Extract<ActorCommand, { type: "thread.history" }>): Promise<JsonObject[]> {
+    const t = this.getThread();
+    const graphId = this.graphIdOf(t, cmd.assistant);
+    if (!graphId) return [];
+    const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.read" });
+    return readHistory(graph, t, cmd);
+  }
+
+  private async updateState(cmd: Extract<ActorCommand, { type: "thread.update_state" }>): Promise<{ checkpoint: JsonObject }> {
+    const t = this.getThread();
+    if (this.current || this.queue.length) throw new TroupeError("THREAD_BUSY", `Thread ${this.threadId} is busy: a run is pending or running`);
+    const graphId = this.graphIdOf(t, cmd.assistant);
+    if (!graphId) throw new TroupeError("BAD_REQUEST", `Thread ${this.threadId} has no graph ID`);
+    const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.update" });
+    const cfg = await graph.updateState(stateConfig(t, cmd.checkpoint), cmd.values, cmd.asNode);
+    const snap = await graph.getState(stateConfig(t));
+    const next: ThreadRecord = { ...t, values: toPlain(snap.values), updated_at: nowIso() };
+    await this.ctx.storage.threads.put(this.threadId, next);
+    const c = (cfg as { configurable?: Record<string, unknown> }).configurable ?? {};
+    return { checkpoint: { thread_id: this.threadId, checkpoint_ns: (c.checkpoint_ns as string) ?? "", checkpoint_id: c.checkpoint_id as string } };
+  }
+
+  // ---- runs ----------------------------------------------------------------------------
+
+  private async createRun(cmd: CreateRunCommand): Promise<RunRecord> {
+    const s = this.ctx.storage;
+    const now = nowIso();
+    const assistant = cmd.assistant;
+    let thread = s.threads.get(this.threadId);
+    const runConfig = cmd.kwargs.config;
+    if (!thread) {
+      if (!cmd.stateless && cmd.ifNotExists !== "create") throw notFound(`Thread with ID ${this.threadId} not found`);
+      thread = {
+        thread_id: this.threadId, created_at: now, updated_at: now,
+        metadata: { graph_id: assistant.graph_id, assistant_id: assistant.assistant_id, ...cmd.metadata },
+        status: "busy",
+        config: {},
+      };
+    }
+    const inflight = !!this.current || this.queue.length > 0;
+    const action = multitaskDecision(cmd.multitaskStrategy, inflight);
+    const configurable = {
+      ...(assistant.config.configurable ?? {}),
+      ...(thread.config.configurable ?? {}),
+      ...(runConfig.configurable ?? {}),
+      run_id: cmd.runId,
+      thread_id: this.threadId,
+      graph_id: assistant.graph_id,
+      assistant_id: assistant.assistant_id,
+    };
+    const config = { ...mergeConfigs(assistant.config, runConfig), configurable };
+    const created = new Date(Date.now() + Math.max(0, cmd.afterSeconds) * 1000).toISOString();
+    const run: RunRecord = {
+      run_id: cmd.runId,
+      thread_id: this.threadId,
+      assistant_id: assistant.assistant_id,
+      metadata: { ...assistant.metadata, ...thread.metadata, ...cmd.metadata },
+      status: "pending",
+      kwargs: { ...cmd.kwargs, config },
+      multitask_strategy: cmd.multitaskStrategy,
+      created_at: created,
+      updated_at: now,
+      graph_id: assistant.graph_id,
+      attempt: 0,
+      on_completion: cmd.stateless ? cmd.onCompletion : undefined,
+    };
+    const nextThread: ThreadRecord = {
+      ...thread,
+      metadata: { ...thread.metadata, graph_id: assistant.graph_id, assistant_id: assistant.assistant_id },
+      config: mergeConfigs(thread.config, assistant.config, runConfig),
+      status: "busy",
+      updated_at: now,
+    };
+    await s.root.transaction(() => {
+      s.threads.put(this.threadId, nextThread);
+      s.runs.put([this.threadId, run.run_id], run);
+      s.runThread.put(run.run_id, this.threadId);
+      s.activeRuns.put([this.threadId, run.run_id], 1);
+    });
+    if (action !== "none") {
+      const reason = action === "cancel-rollback" ? "rollback" : "interrupt";
+      for (const pending of [...this.queue]) await this.cancelPending(pending, reason);
+      this.current?.abort.abort(reason);
+    }
+    this.insertQueued(run);
+    this.pump();
+    return run;
+  }
+
+  private insertQueued(run: RunRecord): void {
+    let i = this.queue.length;
+    while (i > 0 && this.queue[i - 1].created_at > run.created_at) i--;
+    this.queue.splice(i, 0, run);
+  }
+
+  /** Re-admit runs found pending/running in storage after a restart. */
+  recover(runs: RunRecord[]): void {
+    for (const run of runs) {
+      if (run.status === "running") {
+        if (run.attempt >= MAX_ATTEMPTS) {
+          void this.serial(() => this.finish({ ...run }, { status: "error", rolledBack: false, error: { error: "RunRecoveryError", message: `Run ${run.run_id} exceeded max attempts (${MAX_ATTEMPTS}) after server restarts` } }, false));
+          continue;
+        }
+        // a run that already checkpointed resumes from its last checkpoint instead of replaying its input
+        run.status = "pending";
+        run.kwargs = { ...run.kwargs, input: null, command: undefined, __resume_from_checkpoint: true } as RunRecord["kwargs"];
+      }
+      this.insertQueued(run);
+    }
+    this.pump();
+  }
+
+  private pump(): void {
+    if (this.current || this.queue.length === 0 || this.timer) return;
+    const next = this.queue[0];
+    const dueIn = Date.parse(next.created_at) - Date.now();
+    if (dueIn > 0) {
+      this.timer = setTimeout(() => {
+        this.timer = undefined;
+        this.pump();
+      }, dueIn);
+      return;
+    }
+    this.queue.shift();
+    let resolveFinished!: () => void;
+    const finished = new Promise<void>((r) => (resolveFinished = r));
+    const abort = new AbortController();
+    this.current = { run: next, abort, finished };
+    void this.execute(next, abort).finally(() => {
+      this.current = undefined;
+      resolveFinished();
+      this.pump();
+      this.ctx.maybeRelease(this);
+    });
+  }
+
+  private async execute(run: RunRecord, abort: AbortController): Promise<void> {
+    const s = this.ctx.storage;
+    const resumeFromCheckpoint = (run.kwargs as { __resume_from_checkpoint?: boolean }).__resume_from_checkpoint === true;
+    if (resumeFromCheckpoint) {
+      // only resume when the crashed attempt reached a checkpoint; otherwise replay the original input
+      const original = s.runs.get([run.thread_id, run.run_id]);
+      const reached = await this.ctx.saver.hasCheckpointOfRun(run.thread_id, run.run_id);
+      if (!reached && original) run.kwargs = original.kwargs;
+      delete (run.kwargs as { __resume_from_checkpoint?: boolean }).__resume_from_checkpoint;
+    }
+    const startedAt = nowIso();
+    const running: RunRecord = { ...run, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
+    void s.runs.put([run.thread_id, run.run_id], running);
+    this.ctx.post({ type: "run.start", runId: run.run_id, threadId: run.thread_id, resumable: run.kwargs.resumable, attempt: running.attempt });
+
+    let seq = 0;
+    const emit = (event: string, data: string) => this.ctx.emit(run.run_id, { id: seq++, event, data });
+    emit("metadata", JSON.stringify({ run_id: run.run_id, attempt: running.attempt }));
+
+    const stateless = run.kwargs.temporary && run.on_completion !== "keep";
+    let outcome: RunOutcome;
+    try {
+      const graph = await this.ctx.registry.get(run.graph_id, run.kwargs.config as Record<string, unknown>, { checkpointer: !stateless, accessContext: "threads.create_run" });
+      const lib = await this.ctx.registry.lib(run.graph_id);
+      outcome = await executeRun({ run: running, graph, lib, signal: abort.signal, emit });
+    } catch (err) {
+      const error = { error: (err as Error).name ?? "Error", message: (err as Error).message ?? String(err) };
+      emit("error", JSON.stringify(error));
+      outcome = { status: "error", rolledBack: false, error };
+    }
+    await this.serial(() => this.finish(running, outcome, stateless));
+  }
+
+  /** Persist the outcome: run status, thread status/values, then tell the HTTP thread and the webhook worker. */
+  private async finish(run: RunRecord, outcome: RunOutcome, stateless: boolean): Promise<void> {
+    const s = this.ctx.storage;
+    const endedAt = nowIso();
+    const final: RunRecord = { ...run, status: outcome.status, updated_at: endedAt, ended_at: endedAt, ...(outcome.error ? { error: outcome.error } : {}) };
+    let threadStatus: ThreadStatus | "deleted";
+    let values: unknown;
+    if (stateless) {
+      threadStatus = "deleted";
+      await s.root.transaction(() => {
+        for (const { key } of s.runs.getRange({ start: [this.threadId], end: [this.threadId, "\uffff"] })) {
+          s.runs.remove(key);
+          s.runThread.remove(key[1]);
+          s.activeRuns.remove(key);
+        }
+        s.threads.remove(this.threadId);
+      });
+    } else {
+      if (outcome.rolledBack) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, run.run_id);
+      const thread = s.threads.get(this.threadId);
+      let hasNext = false;
+      let interrupts: Record<string, unknown[]> | undefined;
+      if (thread && this.ctx.registry.has(run.graph_id)) {
+        try {
+          const graph = await this.ctx.registry.get(run.graph_id, run.kwargs.config as Record<string, unknown>, { accessContext: "threads.read" });
+          const snap = await graph.getState(stateConfig(thread));
+          if (snap.config?.configurable?.checkpoint_id) {
+            values = toPlain(snap.values);
+            hasNext = snap.next.length > 0;
+            interrupts = {};
+            for (const t of snap.tasks) interrupts[t.id] = toPlain(t.interrupts ?? []);
+          }
+        } catch (err) {
+          this.ctx.log(`state read after run ${run.run_id} failed: ${(err as Error).message}`);
+        }
+      }
+      threadStatus = threadStatusAfterRun({ outcome: outcome.status, hasNext, queued: this.queue.length });
+      await s.root.transaction(() => {
+        if (outcome.rolledBack) {
+          s.runs.remove([this.threadId, run.run_id]);
+          s.runThread.remove(run.run_id);
+        } else {
+          s.runs.put([this.threadId, run.run_id], final);
+        }
+        s.activeRuns.remove([this.threadId, run.run_id]);
+        if (thread) {
+          const next: ThreadRecord = { ...thread, status: threadStatus as ThreadStatus, updated_at: endedAt };
+          if (values !== undefined) next.values = values as ThreadRecord["values"];
+          else delete next.values;
+          if (interrupts) next.interrupts = interrupts as ThreadRecord["interrupts"];
+          s.threads.put(this.threadId, next);
+        }
+      });
+    }
+    const output = outcome.error ? toJsonText({ __error__: outcome.error }) : outcome.lastValuesJson ?? (values === undefined ? "null" : toJsonText(values));
+    this.ctx.post({ type: "run.done", done: { runId: run.run_id, threadId: this.threadId, status: final.status, output, threadStatus } });
+    if (run.kwargs.webhook) this.ctx.webhook(final, values, stateless);
+  }
+
+  private async cancelPending(run: RunRecord, action: "interrupt" | "rollback"): Promise<void> {
+    const i = this.queue.indexOf(run);
+    if (i >= 0) this.queue.splice(i, 1);
+    const s = this.ctx.storage;
+    const now = nowIso();
+    const thread = s.threads.get(this.threadId);
+    const threadStatus: ThreadStatus = this.current || this.queue.length ? "busy" : "idle";
+    await s.root.transaction(() => {
+      s.activeRuns.remove([this.threadId, run.run_id]);
+      if (action === "rollback") {
+        s.runs.remove([this.threadId, run.run_id]);
+        s.runThread.remove(run.run_id);
+      } else {
+        s.runs.put([this.threadId, run.run_id], { ...run, status: "interrupted", updated_at: now, ended_at: now });
+      }
+      if (thread) s.threads.put(this.threadId, { ...thread, status: threadStatus, updated_at: now });
+    });
+    this.ctx.post({ type: "run.done", done: { runId: run.run_id, threadId: this.threadId, status: "interrupted", output: "null", threadStatus } });
+    if (run.kwargs.webhook && action !== "rollback") this.ctx.webhook({ ...run, status: "interrupted", updated_at: now, ended_at: now }, undefined, false);
+  }
+
+  private async cancel(runId: string, action: "interrupt" | "rollback", wait: boolean): Promise<{ found: boolean }> {
+    if (this.current?.run.run_id === runId) {
+      const { abort, finished } = this.current;
+      abort.abort(action);
+      if (wait) await finished;
+      return { found: true };
+    }
+    const queued = this.queue.find((r) => r.run_id === runId);
+    if (queued) {
+      await this.serial(() => this.cancelPending(queued, action));
+      return { found: true };
+    }
+    if (!this.ctx.storage.runs.get([this.threadId, runId])) throw notFound("Run not found");
+    return { found: true };
+  }
+
+  private async deleteRun(runId: string): Promise<{ deleted: boolean }> {
+    const s = this.ctx.storage;
+    const run = s.runs.get([this.threadId, runId]);
+    if (!run) throw notFound("Run not found");
+    if (this.current?.run.run_id === runId || this.queue.some((r) => r.run_id === runId)) {
+      throw new TroupeError("CONFLICT", `Run ${runId} is ${run.status}: cancel it before deleting`);
+    }
+    await s.root.transaction(() => {
+      s.runs.remove([this.threadId, runId]);
+      s.runThread.remove(runId);
+    });
+    await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, runId);
+    return { deleted: true };
+  }
+}

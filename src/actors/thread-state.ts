@@ -1,0 +1,85 @@
+// Thread-state operations that need the graph (state, history, update, supersteps) and the
+// ThreadState wire shape (reference §2.4). Run inside the actor that owns the thread.
+import { TroupeError } from "../errors.ts";
+import type { Json, JsonObject, ThreadRecord } from "../storage/records.ts";
+import type { CompiledGraphLike, StateSnapshotLike } from "./graph-registry.ts";
+import type { CheckpointSelector } from "./protocol.ts";
+import { toPlain } from "./wire.ts";
+
+export const EMPTY_STATE: JsonObject = { values: {}, next: [], tasks: [], created_at: null, checkpoint: null, parent_checkpoint: null };
+
+function checkpointOf(cfg: StateSnapshotLike["config"] | undefined): JsonObject | null {
+  const c = cfg?.configurable;
+  if (!c || !c.checkpoint_id) return null;
+  return {
+    thread_id: c.thread_id as string,
+    checkpoint_ns: (c.checkpoint_ns as string) ?? "",
+    checkpoint_id: c.checkpoint_id as string,
+    checkpoint_map: (c.checkpoint_map as Json) ?? null,
+  };
+}
+
+export function formatState(s: StateSnapshotLike, subgraphs: boolean): JsonObject {
+  const checkpoint = checkpointOf(s.config);
+  const parent = checkpointOf(s.parentConfig);
+  const metadata = { ...(s.metadata ?? {}) } as Record<string, unknown>;
+  delete metadata.checkpoint_ns;
+  return toPlain<JsonObject>({
+    values: s.values ?? {},
+    next: s.next ?? [],
+    tasks: (s.tasks ?? []).map((t) => {
+      const sub = t.state as StateSnapshotLike | { configurable?: Record<string, unknown> } | undefined;
+      const isSnapshot = !!sub && typeof sub === "object" && "values" in sub;
+      return {
+        id: t.id,
+        name: t.name,
+        error: t.error == null ? null : typeof t.error === "string" ? t.error : (t.error as Error).message ?? String(t.error),
+        interrupts: (t.interrupts ?? []).map((i) => ({ id: i.id, value: i.value })),
+        path: t.path ?? [],
+        checkpoint: !isSnapshot && sub ? (sub as { configurable?: Record<string, unknown> }).configurable ?? null : null,
+        state: isSnapshot && subgraphs ? formatState(sub as StateSnapshotLike, subgraphs) : null,
+        result: t.result ?? null,
+      };
+    }),
+    metadata,
+    created_at: s.createdAt ?? null,
+    checkpoint,
+    parent_checkpoint: parent,
+    checkpoint_id: checkpoint?.checkpoint_id ?? null,
+    parent_checkpoint_id: parent?.checkpoint_id ?? null,
+  });
+}
+
+export function stateConfig(thread: ThreadRecord, sel?: CheckpointSelector): Record<string, unknown> {
+  const configurable: Record<string, unknown> = { ...(thread.config.configurable ?? {}), thread_id: thread.thread_id };
+  for (const k of ["checkpoint_id", "checkpoint_ns", "checkpoint_map"] as const) {
+    delete configurable[k];
+    if (sel?.[k] !== undefined && sel[k] !== null) configurable[k] = sel[k];
+  }
+  if (configurable.checkpoint_ns === undefined) configurable.checkpoint_ns = "";
+  return { configurable };
+}
+
+export async function readState(graph: CompiledGraphLike, thread: ThreadRecord, sel: CheckpointSelector | undefined, subgraphs: boolean): Promise<JsonObject> {
+  const snap = await graph.getState(stateConfig(thread, sel), { subgraphs });
+  if (sel?.checkpoint_id && !snap.config?.configurable?.checkpoint_id) {
+    throw new TroupeError("NOT_FOUND", `Checkpoint ${sel.checkpoint_id} not found on thread ${thread.thread_id}`);
+  }
+  return formatState(snap, subgraphs);
+}
+
+export async function readHistory(
+  graph: CompiledGraphLike,
+  thread: ThreadRecord,
+  opts: { limit: number; before?: string; metadata?: JsonObject; checkpoint?: CheckpointSelector },
+): Promise<JsonObject[]> {
+  const out: JsonObject[] = [];
+  const options: Record<string, unknown> = { limit: opts.limit };
+  if (opts.before) options.before = { configurable: { thread_id: thread.thread_id, checkpoint_ns: opts.checkpoint?.checkpoint_ns ?? "", checkpoint_id: opts.before } };
+  if (opts.metadata) options.filter = opts.metadata;
+  for await (const s of graph.getStateHistory(stateConfig(thread, opts.checkpoint), options)) {
+    out.push(formatState(s, false));
+    if (out.length >= opts.limit) break;
+  }
+  return out;
+}

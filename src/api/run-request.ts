@@ -1,0 +1,137 @@
+// Turns a RunCreate body plus request headers into the actor's CreateRunCommand: defaults
+// (enqueue, values), checkpoint and header fields folded into config, webhook policy checks.
+import { TroupeError } from "../errors.ts";
+import type { CreateRunCommand } from "../actors/protocol.ts";
+import { validationError } from "../http/validation.ts";
+import { anyValue, body, bool, checkpointSelector, configSchema, nullable, object, str, strings, uuid } from "../http/schemas/common.ts";
+import type { JsonSchema } from "../http/schema-types.ts";
+import type { AppContext } from "../server/context.ts";
+import type { Json, JsonObject, MultitaskStrategy, RunnableConfigJson, StreamMode } from "../storage/records.ts";
+import { validateWebhookUrl } from "../webhooks/url-policy.ts";
+
+export const STREAM_MODES: StreamMode[] = ["values", "messages", "messages-tuple", "updates", "events", "tasks", "checkpoints", "debug", "custom", "tools"];
+const streamMode: JsonSchema = { type: "string", enum: STREAM_MODES };
+const interruptNodes: JsonSchema = nullable({ anyOf: [{ type: "string", enum: ["*"] }, strings] });
+const gotoTarget: JsonSchema = { anyOf: [str, { type: "object", properties: { node: str, input: anyValue }, required: ["node"] }] };
+
+export const runCreateSchema: JsonSchema = body({
+  assistant_id: str,
+  input: anyValue,
+  command: nullable({
+    type: "object",
+    properties: {
+      resume: anyValue,
+      update: nullable({ anyOf: [object, { type: "array", items: { type: "array", minItems: 2, maxItems: 2 } }] }),
+      goto: nullable({ anyOf: [gotoTarget, { type: "array", items: gotoTarget }] }),
+    },
+  }),
+  checkpoint_id: nullable(uuid),
+  checkpoint: nullable(checkpointSelector),
+  config: nullable(configSchema),
+  context: anyValue,
+  metadata: nullable(object),
+  webhook: nullable(str),
+  interrupt_before: interruptNodes,
+  interrupt_after: interruptNodes,
+  multitask_strategy: nullable({ type: "string", enum: ["reject", "interrupt", "rollback", "enqueue"] }),
+  stream_mode: nullable({ anyOf: [streamMode, { type: "array", items: streamMode }] }),
+  stream_subgraphs: nullable(bool),
+  stream_resumable: nullable(bool),
+  on_disconnect: nullable({ type: "string", enum: ["cancel", "continue"] }),
+  after_seconds: nullable({ type: "number", minimum: 0 }),
+  if_not_exists: nullable({ type: "string", enum: ["reject", "create"] }),
+  on_completion: nullable({ type: "string", enum: ["delete", "keep"] }),
+  feedback_keys: nullable(strings),
+  langsmith_tracer: nullable(object),
+  checkpoint_during: nullable(bool),
+  durability: nullable({ type: "string", enum: ["exit", "async", "sync"] }),
+}, ["assistant_id"]);
+
+export interface RunCreateBody {
+  assistant_id: string;
+  input?: Json;
+  command?: JsonObject | null;
+  checkpoint_id?: string | null;
+  checkpoint?: JsonObject | null;
+  config?: RunnableConfigJson | null;
+  context?: Json;
+  metadata?: JsonObject | null;
+  webhook?: string | null;
+  interrupt_before?: "*" | string[] | null;
+  interrupt_after?: "*" | string[] | null;
+  multitask_strategy?: MultitaskStrategy | null;
+  stream_mode?: StreamMode | StreamMode[] | null;
+  stream_subgraphs?: boolean | null;
+  stream_resumable?: boolean | null;
+  on_disconnect?: "cancel" | "continue" | null;
+  after_seconds?: number | null;
+  if_not_exists?: "reject" | "create" | null;
+  on_completion?: "delete" | "keep" | null;
+  feedback_keys?: string[] | null;
+  langsmith_tracer?: { project_name?: string; example_id?: string } | null;
+  checkpoint_during?: boolean | null;
+  durability?: "exit" | "async" | "sync" | null;
+}
+
+const patternCache = new Map<string, RegExp>();
+function headerMatches(name: string, patterns: readonly string[]): boolean {
+  return patterns.some((p) => {
+    if (!p.includes("*")) return p === name;
+    let re = patternCache.get(p);
+    if (!re) patternCache.set(p, (re = new RegExp(`^${p.split("*").map((s) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`)));
+    return re.test(name);
+  });
+}
+
+export function buildCreateRun(
+  app: AppContext,
+  b: RunCreateBody,
+  headers: Record<string, string>,
+  opts: { threadId: string; runId: string; stateless: boolean },
+): CreateRunCommand {
+  const assistant = app.resolveAssistant(b.assistant_id);
+  if (!app.graphIds.has(assistant.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${assistant.graph_id}" of assistant ${assistant.assistant_id} is not registered on this server`);
+  if (b.webhook) {
+    const reason = validateWebhookUrl(b.webhook, app.config.webhooks.url);
+    if (reason) throw validationError([{ loc: ["body", "webhook"], msg: reason, type: "value_error" }]);
+  }
+  const config: RunnableConfigJson = { ...(b.config ?? {}) };
+  const configurable: JsonObject = { ...(config.configurable ?? {}) };
+  if (b.checkpoint_id) configurable.checkpoint_id = b.checkpoint_id;
+  if (b.checkpoint) Object.assign(configurable, b.checkpoint);
+  if (b.langsmith_tracer?.project_name) configurable.langsmith_project = b.langsmith_tracer.project_name;
+  if (b.langsmith_tracer?.example_id) configurable.langsmith_example_id = b.langsmith_tracer.example_id;
+  const hf = app.config.http.configurableHeaders;
+  for (const [name, value] of Object.entries(headers)) {
+    if (headerMatches(name, hf.includes) && !headerMatches(name, hf.excludes)) configurable[name] ??= value;
+  }
+  config.configurable = configurable;
+  const modes = b.stream_mode == null ? ["values" as StreamMode] : Array.isArray(b.stream_mode) ? [...new Set(b.stream_mode)] : [b.stream_mode];
+  return {
+    type: "run.create",
+    threadId: opts.threadId,
+    runId: opts.runId,
+    assistant,
+    kwargs: {
+      ...(b.input !== undefined ? { input: b.input } : {}),
+      ...(b.command ? { command: b.command } : {}),
+      config,
+      ...(b.context !== undefined && b.context !== null ? { context: b.context } : {}),
+      stream_mode: modes,
+      ...(b.interrupt_before ? { interrupt_before: b.interrupt_before } : {}),
+      ...(b.interrupt_after ? { interrupt_after: b.interrupt_after } : {}),
+      ...(b.webhook ? { webhook: b.webhook } : {}),
+      ...(b.feedback_keys ? { feedback_keys: b.feedback_keys } : {}),
+      temporary: opts.stateless && (b.on_completion ?? "delete") === "delete",
+      subgraphs: b.stream_subgraphs ?? false,
+      resumable: b.stream_resumable ?? false,
+      ...(b.durability ? { durability: b.durability } : {}),
+    },
+    metadata: b.metadata ?? {},
+    multitaskStrategy: b.multitask_strategy ?? "enqueue",
+    ifNotExists: b.if_not_exists ?? "reject",
+    afterSeconds: b.after_seconds ?? 0,
+    stateless: opts.stateless,
+    onCompletion: b.on_completion ?? "delete",
+  };
+}

@@ -1,0 +1,266 @@
+// Thread runs and stateless runs (reference §6, §7): create (background, stream, wait), join,
+// join-stream, cancel, list, get, delete, batch. Execution happens in actor workers; this file
+// only turns HTTP into actor commands and run-hub subscriptions.
+import { notFound, TroupeError } from "../errors.ts";
+import { uuid7 } from "../util/ids.ts";
+import type { RunDone, RunEvent } from "../actors/protocol.ts";
+import { isFinal } from "../actors/lifecycle.ts";
+import { empty, json, type Reply, type RouteDef, type SseReply } from "../http/types.ts";
+import { body, str, uuid } from "../http/schemas/common.ts";
+import type { AppContext } from "../server/context.ts";
+import type { RunRecord, RunStatus } from "../storage/records.ts";
+import { buildCreateRun, runCreateSchema, type RunCreateBody } from "./run-request.ts";
+import { sseFrame, wireRun } from "./wire.ts";
+
+const TAG = "runs";
+const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
+
+export function runRoutes(app: AppContext): RouteDef<any, any>[] {
+  const { pool, storage } = app;
+  const hub = pool.hub;
+
+  const mustThread = (threadId: string) => {
+    const t = storage.threads.get(threadId);
+    if (!t) throw notFound(`Thread with ID ${threadId} not found`);
+    return t;
+  };
+  const mustRun = (threadId: string, runId: string): RunRecord => {
+    const r = storage.runs.get([threadId, runId]);
+    if (!r) throw notFound(`Run ${runId} not found on thread ${threadId}`);
+    return r;
+  };
+
+  const create = async (b: RunCreateBody, headers: Record<string, string>, threadId: string | null): Promise<RunRecord> => {
+    const stateless = threadId === null;
+    const cmd = buildCreateRun(app, b, headers, { threadId: threadId ?? uuid7(), runId: uuid7(), stateless });
+    const run = await pool.request(cmd);
+    hub.expect(run.run_id, run.thread_id, run.kwargs.resumable);
+    return run;
+  };
+  const location = (run: RunRecord, stateless: boolean) =>
+    stateless ? `/runs/${run.run_id}` : `/threads/${run.thread_id}/runs/${run.run_id}`;
+
+  /** Final /wait or /join body of a run that may have finished long ago. */
+  const outputOf = async (run: RunRecord): Promise<string> => {
+    if (!isFinal(run.status)) return (await hub.waitFor(run.run_id)).output;
+    const done = hub.doneOf(run.run_id);
+    if (done) return done.output;
+    if (run.status === "error" && run.error) return JSON.stringify({ __error__: run.error });
+    const t = storage.threads.get(run.thread_id);
+    return JSON.stringify(t?.values ?? null);
+  };
+
+  const streamReply = (run: RunRecord, from: "start" | "live" | number, opts: { withIds: boolean; cancelOnDisconnect: boolean; headers?: Record<string, string> }): SseReply => ({
+    kind: "sse",
+    headers: opts.headers,
+    start(sink) {
+      let finished = false;
+      const unsubscribe = hub.subscribe(run.run_id, from, {
+        onEvent: (e: RunEvent) => void sink.write(sseFrame(e, opts.withIds)),
+        onDone: (_d: RunDone) => {
+          finished = true;
+          sink.end();
+        },
+      });
+      return () => {
+        unsubscribe();
+        if (!finished && opts.cancelOnDisconnect) {
+          void pool.request({ type: "run.cancel", threadId: run.thread_id, runId: run.run_id, action: "interrupt", wait: false }).catch(() => undefined);
+        }
+      };
+    },
+  });
+
+  const waitReply = (run: RunRecord, headers: Record<string, string>): Reply => ({
+    kind: "deferred",
+    contentType: "application/json",
+    heartbeatMs: 1_000,
+    headers,
+    body: hub.waitFor(run.run_id).then((d) => d.output),
+  });
+
+  const joinStream = (threadId: string | null, runId: string, headers: Record<string, string>, query: Record<string, unknown>): Reply => {
+    if (threadId) mustThread(threadId);
+    const tid = threadId ?? storage.runThread.get(runId);
+    const run = tid ? storage.runs.get([tid, runId]) : undefined;
+    if (!run) throw notFound(`Run ${runId} not found`);
+    const lastId = headers["last-event-id"];
+    const from = lastId !== undefined && /^-?\d+$/.test(lastId) ? Number(lastId) : "live";
+    const extra = threadId ? undefined : { "content-location": `/runs/${runId}` };
+    if (isFinal(run.status) && !hub.doneOf(runId)) {
+      // finished before this process saw it (e.g. before a restart): nothing left to stream
+      return { kind: "sse", headers: extra, start: (sink) => void sink.end() };
+    }
+    return streamReply(run, from === -1 ? "start" : from, { withIds: true, cancelOnDisconnect: truthy(query.cancel_on_disconnect), headers: extra });
+  };
+
+  const threadParams = { thread_id: "uuid" } as const;
+  const runParams = { thread_id: "uuid", run_id: "uuid" } as const;
+
+  return [
+    {
+      method: "POST", path: "/threads/:thread_id/runs", operationId: "create_run", summary: "Create a background run", tag: TAG,
+      params: threadParams, body: runCreateSchema,
+      handler: async ({ params, body: b, headers }) => {
+        const run = await create(b as RunCreateBody, headers, params.thread_id);
+        return json(wireRun(run), 200, { "content-location": location(run, false) });
+      },
+    },
+    {
+      method: "POST", path: "/threads/:thread_id/runs/stream", operationId: "stream_run", summary: "Create a run and stream its output (SSE)", tag: TAG,
+      params: threadParams, body: runCreateSchema,
+      response: { status: 200, contentType: "text/event-stream" },
+      handler: async ({ params, body: b, headers }) => {
+        const rb = b as RunCreateBody;
+        const run = await create(rb, headers, params.thread_id);
+        return streamReply(run, "start", { withIds: true, cancelOnDisconnect: rb.on_disconnect === "cancel", headers: { "content-location": location(run, false) } });
+      },
+    },
+    {
+      method: "POST", path: "/threads/:thread_id/runs/wait", operationId: "wait_run", summary: "Create a run and wait for its final state", tag: TAG,
+      params: threadParams, body: runCreateSchema,
+      handler: async ({ params, body: b, headers }) => {
+        const run = await create(b as RunCreateBody, headers, params.thread_id);
+        return waitReply(run, { "content-location": location(run, false) });
+      },
+    },
+    {
+      method: "POST", path: "/runs", operationId: "create_stateless_run", summary: "Create a stateless background run", tag: TAG,
+      body: runCreateSchema,
+      handler: async ({ body: b, headers }) => {
+        const run = await create(b as RunCreateBody, headers, null);
+        return json(wireRun(run), 200, { "content-location": location(run, true) });
+      },
+    },
+    {
+      method: "POST", path: "/runs/stream", operationId: "stream_stateless_run", summary: "Create a stateless run and stream its output (SSE)", tag: TAG,
+      body: runCreateSchema,
+      response: { status: 200, contentType: "text/event-stream" },
+      handler: async ({ body: b, headers }) => {
+        const rb = b as RunCreateBody;
+        const run = await create(rb, headers, null);
+        return streamReply(run, "start", { withIds: false, cancelOnDisconnect: rb.on_disconnect === "cancel", headers: { "content-location": location(run, true) } });
+      },
+    },
+    {
+      method: "POST", path: "/runs/wait", operationId: "wait_stateless_run", summary: "Create a stateless run and wait for its output", tag: TAG,
+      body: runCreateSchema,
+      handler: async ({ body: b, headers }) => {
+        const run = await create(b as RunCreateBody, headers, null);
+        return waitReply(run, { "content-location": location(run, true) });
+      },
+    },
+    {
+      method: "POST", path: "/runs/batch", operationId: "create_stateless_runs_batch", summary: "Create several stateless background runs", tag: TAG,
+      body: { type: "array", items: runCreateSchema, minItems: 1 },
+      handler: async ({ body: b, headers }) => {
+        const runs = await Promise.all((b as RunCreateBody[]).map((rb) => create(rb, headers, null)));
+        return json(runs.map(wireRun));
+      },
+    },
+    {
+      method: "GET", path: "/threads/:thread_id/runs", operationId: "list_runs", summary: "List runs of a thread, oldest first", tag: TAG,
+      params: threadParams,
+      query: { type: "object", properties: { limit: { type: "integer", minimum: 1, maximum: 10000, default: 10 }, offset: { type: "integer", minimum: 0, default: 0 }, status: { type: "string", enum: ["pending", "running", "success", "error", "timeout", "interrupted"] }, select: {} } },
+      handler: ({ params, query }) => {
+        mustThread(params.thread_id);
+        const q = query as { limit: number; offset: number; status?: RunStatus };
+        const out: ReturnType<typeof wireRun>[] = [];
+        let skipped = 0;
+        for (const { value } of storage.runs.getRange({ start: [params.thread_id], end: [params.thread_id, "\uffff"] })) {
+          if (q.status && value.status !== q.status) continue;
+          if (skipped < q.offset) {
+            skipped++;
+            continue;
+          }
+          out.push(wireRun(value));
+          if (out.length >= q.limit) break;
+        }
+        return json(out);
+      },
+    },
+    {
+      method: "GET", path: "/threads/:thread_id/runs/:run_id", operationId: "get_run", summary: "Get a run", tag: TAG,
+      params: runParams,
+      handler: ({ params }) => {
+        mustThread(params.thread_id);
+        return json(wireRun(mustRun(params.thread_id, params.run_id)));
+      },
+    },
+    {
+      method: "DELETE", path: "/threads/:thread_id/runs/:run_id", operationId: "delete_run", summary: "Delete a finished run", tag: TAG,
+      params: runParams,
+      handler: async ({ params }) => {
+        mustThread(params.thread_id);
+        await pool.request({ type: "run.delete", threadId: params.thread_id, runId: params.run_id });
+        hub.drop(params.run_id);
+        return empty(204);
+      },
+    },
+    {
+      method: "POST", path: "/threads/:thread_id/runs/:run_id/cancel", operationId: "cancel_run", summary: "Cancel a pending or running run", tag: TAG,
+      params: runParams,
+      query: { type: "object", properties: { wait: { type: "string" }, action: { type: "string", enum: ["interrupt", "rollback"], default: "interrupt" }, reason: str } },
+      handler: async ({ params, query }) => {
+        mustThread(params.thread_id);
+        const q = query as { wait?: string; action: "interrupt" | "rollback" };
+        const wait = truthy(q.wait);
+        await pool.request({ type: "run.cancel", threadId: params.thread_id, runId: params.run_id, action: q.action, wait });
+        return empty(wait ? 204 : 202);
+      },
+    },
+    {
+      method: "POST", path: "/runs/cancel", operationId: "cancel_runs", summary: "Cancel many runs (by thread, ids or status)", tag: TAG,
+      body: body({ thread_id: uuid, run_ids: { type: "array", items: uuid }, status: { type: "string", enum: ["pending", "running", "all"] } }),
+      query: { type: "object", properties: { action: { type: "string", enum: ["interrupt", "rollback"], default: "interrupt" } } },
+      handler: async ({ body: b, query }) => {
+        const q = b as { thread_id?: string; run_ids?: string[]; status?: "pending" | "running" | "all" };
+        if (!q.thread_id && !q.run_ids?.length && !q.status) {
+          throw new TroupeError("VALIDATION", "Provide thread_id, run_ids or status", { issues: [{ loc: ["body"], msg: "Provide thread_id, run_ids or status", type: "value_error" }] });
+        }
+        const targets: { threadId: string; runId: string }[] = [];
+        const statusOk = (s: RunStatus) => (q.status === undefined || q.status === "all" ? s === "pending" || s === "running" : s === q.status);
+        if (q.run_ids?.length) {
+          for (const runId of q.run_ids) {
+            const threadId = q.thread_id ?? storage.runThread.get(runId);
+            const run = threadId ? storage.runs.get([threadId, runId]) : undefined;
+            if (run && statusOk(run.status)) targets.push({ threadId: run.thread_id, runId });
+          }
+        } else {
+          const range = q.thread_id ? { start: [q.thread_id], end: [q.thread_id, "\uffff"] } : {};
+          for (const { key } of storage.activeRuns.getRange(range as object)) {
+            const run = storage.runs.get(key);
+            if (run && statusOk(run.status)) targets.push({ threadId: key[0], runId: key[1] });
+          }
+        }
+        const action = (query as { action: "interrupt" | "rollback" }).action;
+        await Promise.all(targets.map((t) => pool.request({ type: "run.cancel", ...t, action, wait: false }).catch(() => undefined)));
+        return empty(204);
+      },
+    },
+    {
+      method: "GET", path: "/threads/:thread_id/runs/:run_id/join", operationId: "join_run", summary: "Wait for a run to finish and return its final state", tag: TAG,
+      params: runParams,
+      query: { type: "object", properties: { cancel_on_disconnect: str } },
+      handler: async ({ params }) => {
+        mustThread(params.thread_id);
+        const run = mustRun(params.thread_id, params.run_id);
+        return { kind: "text", status: 200, contentType: "application/json", body: await outputOf(run) };
+      },
+    },
+    {
+      method: "GET", path: "/threads/:thread_id/runs/:run_id/stream", operationId: "join_run_stream", summary: "Stream a run's events (Last-Event-ID resumes)", tag: TAG,
+      params: runParams,
+      query: { type: "object", properties: { cancel_on_disconnect: str, stream_mode: {} } },
+      response: { status: 200, contentType: "text/event-stream" },
+      handler: ({ params, headers, query }) => joinStream(params.thread_id, params.run_id, headers, query as Record<string, unknown>),
+    },
+    {
+      method: "GET", path: "/runs/:run_id/stream", operationId: "join_stateless_run_stream", summary: "Stream a stateless run's events", tag: TAG,
+      params: { run_id: "uuid" },
+      query: { type: "object", properties: { cancel_on_disconnect: str, stream_mode: {} } },
+      response: { status: 200, contentType: "text/event-stream" },
+      handler: ({ params, headers, query }) => joinStream(null, params.run_id, headers, query as Record<string, unknown>),
+    },
+  ];
+}

@@ -1,0 +1,27 @@
+// System routes: health, server info, the API reference (/docs) and its OpenAPI document.
+import { json, type RouteDef } from "../http/types.ts";
+import { buildOpenApi, renderDocsHtml } from "../http/openapi.ts";
+import type { AppContext } from "../server/context.ts";
+
+export function systemRoutes(app: AppContext, allRoutes: () => readonly RouteDef<any, any>[]): RouteDef<any, any>[] {
+  let doc: Record<string, unknown> | undefined;
+  const openapi = () => (doc ??= buildOpenApi(allRoutes(), { title: "Troupe deployment server", version: app.version, description: "LangGraph-compatible deployment server API" }));
+  return [
+    { method: "GET", path: "/ok", operationId: "ok", summary: "Health check", tag: "system", handler: () => json({ ok: true }) },
+    {
+      method: "GET", path: "/info", operationId: "info", summary: "Server information", tag: "system",
+      handler: () =>
+        json({
+          version: app.version,
+          langgraph_js_version: app.langgraphVersion,
+          context: "js",
+          flags: { assistants: true, crons: true, langsmith: false, langsmith_tracing_replicas: true },
+        }),
+    },
+    { method: "GET", path: "/openapi.json", operationId: "openapi", summary: "OpenAPI document", tag: "system", handler: () => json(openapi()) },
+    {
+      method: "GET", path: "/docs", operationId: "docs", summary: "API reference (HTML)", tag: "system",
+      handler: () => ({ kind: "text", status: 200, contentType: "text/html; charset=utf-8", body: renderDocsHtml(openapi()) }),
+    },
+  ];
+}

@@ -1,0 +1,20 @@
+// Wire projections of stored records (internal fields removed) and SSE framing.
+import { INTERNAL_RUN_FIELDS, type RunRecord } from "../storage/records.ts";
+import type { RunEvent } from "../actors/protocol.ts";
+
+export type WireRun = Omit<RunRecord, (typeof INTERNAL_RUN_FIELDS)[number]>;
+
+export function wireRun(run: RunRecord): WireRun {
+  const { graph_id: _g, attempt: _a, on_completion: _o, started_at: _s, ended_at: _e, error: _err, ...rest } = run;
+  const kwargs = { ...rest.kwargs } as Record<string, unknown>;
+  delete kwargs.__resume_from_checkpoint;
+  return { ...rest, kwargs: kwargs as unknown as WireRun["kwargs"] };
+}
+
+export function sseFrame(e: RunEvent, withId: boolean): string {
+  return withId ? `event: ${e.event}\ndata: ${e.data}\nid: ${e.id}\n\n` : `event: ${e.event}\ndata: ${e.data}\n\n`;
+}
+
+export function sseSynthetic(event: string, dataJson: string): string {
+  return `event: ${event}\ndata: ${dataJson}\n\n`;
+}

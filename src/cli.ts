@@ -1,0 +1,71 @@
+// `troupe` command line: dev / serve a deployment server (control plane and keys come later).
+import { parseArgs } from "node:util";
+import { resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { ConfigError } from "./config/index.ts";
+import { startServer } from "./server/create.ts";
+
+const USAGE = `troupe — LangGraph-compatible agent server
+
+Usage:
+  troupe dev   [--config FILE] [--port 8123] [--data-dir DIR] [--workers N]
+  troupe serve [--config FILE] [--port 8123] [--host 0.0.0.0] [--data-dir DIR] [--workers N] [--sync-commits]
+
+  --config FILE     service.json or langgraph.json (default: ./service.json, then ./langgraph.json)
+  --port N          port to listen on (default 8123, the SDK's default; 0 = any free port)
+  --host ADDR       address to bind (dev: always 127.0.0.1; serve: default 0.0.0.0)
+  --data-dir DIR    LMDB data directory (default ./.troupe-data)
+  --workers N       actor worker threads (default: number of CPUs)
+  --sync-commits    fsync every commit (survives power loss; slower). Default survives kill -9.
+`;
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  if (!command || command === "--help" || command === "-h" || command === "help") {
+    process.stdout.write(USAGE);
+    return;
+  }
+  if (command !== "dev" && command !== "serve") {
+    process.stderr.write(`Unknown command "${command}".\n\n${USAGE}`);
+    process.exit(2);
+  }
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      config: { type: "string" },
+      port: { type: "string" },
+      host: { type: "string" },
+      "data-dir": { type: "string" },
+      workers: { type: "string" },
+      "sync-commits": { type: "boolean" },
+    },
+    strict: true,
+  });
+  const configPath = resolve(values.config ?? (existsSync("service.json") ? "service.json" : "langgraph.json"));
+  const port = values.port === undefined ? 8123 : Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be an integer 0-65535, got "${values.port}"`);
+  const workers = values.workers === undefined ? undefined : Number(values.workers);
+  if (workers !== undefined && (!Number.isInteger(workers) || workers < 1)) throw new Error(`--workers must be a positive integer, got "${values.workers}"`);
+  const host = command === "dev" ? "127.0.0.1" : values.host ?? "0.0.0.0";
+  const server = await startServer({
+    configPath,
+    host,
+    port,
+    dataDir: resolve(values["data-dir"] ?? ".troupe-data"),
+    workers,
+    syncCommits: values["sync-commits"] ?? false,
+  });
+  // The line tests and scripts wait for: keep its format stable.
+  process.stdout.write(`troupe listening on ${server.url} (graphs: ${server.config.graphs.map((g) => g.graphId).join(", ")})\n`);
+  const stop = () => {
+    void server.close().then(() => process.exit(0));
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof ConfigError) process.stderr.write(`troupe: invalid configuration\n${err.message}\n`);
+  else process.stderr.write(`troupe: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.exit(1);
+});

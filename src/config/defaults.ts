@@ -1,0 +1,51 @@
+// Every default of the deployment config in one place; the JSON schema quotes these values in its
+// `default` keywords and the resolver applies them, so the two cannot drift apart.
+
+export const DEFAULTS = {
+  nodeVersion: "20",
+  maxBodyBytes: 10 * 1024 * 1024,
+  cors: {
+    allowOrigins: ["*"],
+    allowMethods: ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH"],
+    allowHeaders: [] as string[],
+    allowCredentials: false,
+    /** Force-added to any configured list: the SDK reads them from browsers. */
+    exposeHeaders: ["content-location", "x-pagination-total", "x-pagination-next"],
+  },
+  configurableHeaders: {
+    includes: ["x-*", "user-agent"],
+    excludes: ["x-api-key", "x-tenant-id", "x-service-key"],
+  },
+  webhooks: {
+    envPrefix: "LG_WEBHOOK_",
+    requireHttps: false,
+    /** Spec: "when true, relative URLs are disallowed" — opt-in, so the in-process route test works. */
+    disableLoopback: false,
+    maxUrlLength: 2048,
+  },
+  store: {
+    indexFields: ["$"],
+    refreshOnRead: true,
+  },
+  checkpointer: {
+    strategy: "delete" as const,
+    sweepIntervalMinutes: 5,
+    sweepLimit: 1000,
+  },
+} as const;
+
+/** Top-level keys only the Docker build / CLI uses: accepted without a warning, otherwise ignored. */
+export const SILENT_TOP_LEVEL_KEYS: ReadonlySet<string> = new Set([
+  "$schema",
+  "dockerfile_lines",
+  "docker_compose_file",
+  "api_version",
+  "_INTERNAL_docker_tag",
+  "node_loader",
+  "python_version",
+  "pip_config_file",
+  "pip_installer",
+  "base_image",
+  "image_distro",
+  "keep_pkg_tools",
+]);

@@ -1,0 +1,172 @@
+// Request pipeline independent of the socket library: guards (rate limit, auth) → route match →
+// param/query/body validation → handler → error mapping. Validators are compiled at registration.
+import { TroupeError } from "../errors.ts";
+import { isUuid } from "../util/ids.ts";
+import { errorReply } from "./errors.ts";
+import { Router } from "./router.ts";
+import type { Headers, Reply, RequestContext, RouteDef } from "./types.ts";
+import { compileBody, compileQuery, validationError, type Validator } from "./validation.ts";
+
+export interface RawRequest {
+  method: string;
+  path: string;
+  query: string;
+  headers: Record<string, string>;
+  body: Buffer | null;
+  clientIp: string;
+  signal: AbortSignal;
+}
+
+/** A guard may answer the request itself (429, 401 …) and may add headers to whatever reply goes out. */
+export type Guard = (req: RawRequest, ctx: GuardContext) => Reply | undefined | Promise<Reply | undefined>;
+export interface GuardContext { responseHeaders: Headers; auth?: RequestContext["auth"] }
+
+interface CompiledRoute {
+  def: RouteDef<any, any>;
+  body?: Validator;
+  query?: Validator;
+}
+
+export interface DispatcherOptions {
+  maxBodyBytes: number;
+  guards?: Guard[];
+  /** headers added to every reply (CORS) */
+  commonHeaders?: Headers;
+}
+
+export class Dispatcher {
+  private readonly router = new Router();
+  private readonly compiled = new Map<RouteDef<any, any>, CompiledRoute>();
+  private readonly guards: Guard[];
+
+  constructor(readonly opts: DispatcherOptions) {
+    this.guards = opts.guards ?? [];
+  }
+
+  get routes(): readonly RouteDef<any, any>[] {
+    return this.router.routes;
+  }
+
+  add(...defs: RouteDef<any, any>[]): void {
+    for (const def of defs) {
+      this.router.add(def);
+      this.compiled.set(def, {
+        def,
+        body: def.body ? compileBody(def.body) : undefined,
+        query: def.query ? compileQuery(def.query) : undefined,
+      });
+    }
+  }
+
+  addGuard(g: Guard): void {
+    this.guards.push(g);
+  }
+
+  async dispatch(req: RawRequest): Promise<Reply> {
+    const gctx: GuardContext = { responseHeaders: {} };
+    let reply: Reply;
+    try {
+      reply = await this.run(req, gctx);
+    } catch (err) {
+      if (!(err instanceof TroupeError)) console.error(`[troupe] ${req.method} ${req.path} failed:`, err);
+      reply = errorReply(err);
+    }
+    const extra = this.opts.commonHeaders;
+    if (extra || Object.keys(gctx.responseHeaders).length > 0) {
+      reply.headers = { ...extra, ...gctx.responseHeaders, ...reply.headers };
+    }
+    return reply;
+  }
+
+  private async run(req: RawRequest, gctx: GuardContext): Promise<Reply> {
+    for (const guard of this.guards) {
+      const early = await guard(req, gctx);
+      if (early) return early;
+    }
+    const m = this.router.match(req.method, req.path);
+    if ("notFound" in m) throw new TroupeError("NOT_FOUND", `Not Found: ${req.method} ${req.path}`);
+    if ("methodNotAllowed" in m) {
+      const e = new TroupeError("BAD_REQUEST", `Method ${req.method} not allowed on ${req.path}`);
+      return { kind: "json", status: 405, body: { detail: e.message }, headers: { allow: m.methodNotAllowed.join(", ") } };
+    }
+    const route = this.compiled.get(m.route)!;
+    const def = route.def;
+
+    if (def.params) {
+      for (const [name, kind] of Object.entries(def.params)) {
+        if (kind === "uuid" && !isUuid(m.params[name] ?? "")) {
+          throw validationError([{ loc: ["path", name], msg: "Input should be a valid UUID", type: "uuid_parsing" }]);
+        }
+      }
+    }
+
+    const rawQuery = new URLSearchParams(req.query);
+    let query: Record<string, unknown> = {};
+    if (route.query) {
+      query = queryObject(rawQuery);
+      const issues = route.query(query);
+      if (issues) throw validationError(issues);
+    }
+
+    let body: unknown = undefined;
+    if (def.body) {
+      body = parseBody(req);
+      if (body === undefined) {
+        if (!def.bodyOptional) {
+          throw validationError([{ loc: ["body"], msg: "Field required", type: "missing" }]);
+        }
+        body = {};
+      }
+      const issues = route.body!(body);
+      if (issues) throw validationError(issues);
+    }
+
+    const ctx: RequestContext = {
+      method: req.method,
+      path: req.path,
+      params: m.params,
+      query,
+      rawQuery,
+      headers: req.headers,
+      body,
+      clientIp: req.clientIp,
+      signal: req.signal,
+      auth: gctx.auth,
+    };
+    return def.handler(ctx);
+  }
+}
+
+/** Repeated keys become arrays; single keys stay strings (ajv coerces per schema). */
+function queryObject(q: URLSearchParams): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of q) {
+    const prev = out[k];
+    if (prev === undefined) out[k] = v;
+    else if (Array.isArray(prev)) prev.push(v);
+    else out[k] = [prev, v];
+  }
+  return out;
+}
+
+const JSON_TYPE = /^application\/([\w.+-]+\+)?json\b/i;
+
+/**
+ * Body rules (documented in README): empty body → absent; JSON or text/plain content types
+ * (or none) are parsed as JSON; any other content type is refused with 415.
+ */
+export function parseBody(req: RawRequest): unknown {
+  const buf = req.body;
+  if (!buf || buf.length === 0) return undefined;
+  const ct = req.headers["content-type"] ?? "";
+  if (ct && !JSON_TYPE.test(ct) && !ct.toLowerCase().startsWith("text/plain")) {
+    throw new TroupeError("UNSUPPORTED_MEDIA_TYPE", `Unsupported content type "${ct.split(";")[0]}": send application/json`);
+  }
+  const text = buf.toString("utf8");
+  if (text.trim() === "") return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new TroupeError("MALFORMED_JSON", "Malformed JSON in request body");
+  }
+}

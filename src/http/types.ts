@@ -1,0 +1,83 @@
+// The HTTP layer's own request/reply model: handlers never see uWebSockets.js objects, so the
+// same route table serves the socket front end, in-process dispatch (relative webhook URLs)
+// and OpenAPI generation.
+import type { JsonSchema } from "./schema-types.ts";
+
+export interface RequestContext<B = unknown, Q = Record<string, unknown>> {
+  method: string;
+  path: string;
+  params: Record<string, string>;
+  query: Q;
+  rawQuery: URLSearchParams;
+  /** lower-cased header names */
+  headers: Record<string, string>;
+  body: B;
+  clientIp: string;
+  /** aborted when the client disconnects before the reply is complete */
+  signal: AbortSignal;
+  /** identity established by the auth layer, if any */
+  auth?: AuthInfo;
+}
+
+export interface AuthInfo {
+  identity: string;
+  permissions: string[];
+  org?: string;
+  user?: Record<string, unknown>;
+}
+
+export type Headers = Record<string, string>;
+
+export interface JsonReply { kind: "json"; status: number; body: unknown; headers?: Headers }
+/** Pre-serialized JSON text (e.g. produced by a worker). */
+export interface TextReply { kind: "text"; status: number; body: string; contentType: string; headers?: Headers }
+export interface EmptyReply { kind: "empty"; status: 202 | 204; headers?: Headers }
+
+export interface SseSink {
+  /** write one already-framed SSE chunk; returns false once the client is gone */
+  write(frame: string): boolean;
+  end(): void;
+}
+
+export interface SseReply {
+  kind: "sse";
+  headers?: Headers;
+  /** called once the headers are out; returns a cleanup run when the client disconnects early */
+  start(sink: SseSink): (() => void) | void;
+}
+
+/** Status and headers now, body later, with a newline every heartbeatMs meanwhile (runs/wait). */
+export interface DeferredReply {
+  kind: "deferred";
+  headers?: Headers;
+  contentType: string;
+  heartbeatMs: number;
+  body: Promise<string>;
+  onAbort?: () => void;
+}
+
+export type Reply = JsonReply | TextReply | EmptyReply | SseReply | DeferredReply;
+
+export type Handler<B = unknown, Q = Record<string, unknown>> = (ctx: RequestContext<B, Q>) => Reply | Promise<Reply>;
+
+export type ParamKind = "uuid" | "string";
+
+export interface RouteDef<B = unknown, Q = Record<string, unknown>> {
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  /** path with :param segments, e.g. /threads/:thread_id/runs */
+  path: string;
+  operationId: string;
+  summary: string;
+  tag: string;
+  params?: Record<string, ParamKind>;
+  body?: JsonSchema;
+  /** body may be omitted entirely (treated as {}) */
+  bodyOptional?: boolean;
+  query?: JsonSchema;
+  /** response schema, for the OpenAPI document */
+  response?: { status: number; schema?: JsonSchema; description?: string; contentType?: string };
+  handler: Handler<B, Q>;
+}
+
+export const json = (body: unknown, status = 200, headers?: Headers): JsonReply => ({ kind: "json", status, body, headers });
+export const empty = (status: 202 | 204 = 204, headers?: Headers): EmptyReply => ({ kind: "empty", status, headers });

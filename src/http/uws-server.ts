@@ -1,0 +1,214 @@
+// The socket front end: uWebSockets.js accepts connections on the main thread, collects the
+// body, hands a RawRequest to the Dispatcher and writes the Reply back (corked, abort-safe).
+import { createRequire } from "node:module";
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from "uWebSockets.js";
+import type { Dispatcher, RawRequest } from "./dispatch.ts";
+import { statusLine } from "./errors.ts";
+import type { Headers, Reply } from "./types.ts";
+
+type Uws = typeof import("uWebSockets.js");
+
+/**
+ * The trufflesuite build silently falls back to a pure-JS server when its native binary does not
+ * load. That server is an order of magnitude slower, so we refuse to start on it.
+ */
+export function loadNativeUws(): Uws {
+  const require = createRequire(import.meta.url);
+  const uws = require("uWebSockets.js") as Uws & { getParts?: unknown };
+  if (typeof uws.getParts !== "function" || Object.keys(uws).length < 20) {
+    throw new Error(
+      "uWebSockets.js native binary did not load (the package fell back to its slow pure-JS server). " +
+        "Troupe refuses to start on the fallback: use Node 20 on glibc >= 2.36 (linux x64/arm64) and unset UWS_USE_FALLBACK.",
+    );
+  }
+  return uws;
+}
+
+export interface ListeningServer {
+  port: number;
+  host: string;
+  close(): void;
+}
+
+export function listen(dispatcher: Dispatcher, host: string, port: number): Promise<ListeningServer> {
+  const uws = loadNativeUws();
+  const app: TemplatedApp = uws.App();
+  app.any("/*", (res, req) => onRequest(dispatcher, res, req));
+  return new Promise((resolve, reject) => {
+    app.listen(host, port, (socket: us_listen_socket | false) => {
+      if (!socket) return reject(new Error(`cannot listen on ${host}:${port} (port in use or not permitted)`));
+      resolve({
+        port: uws.us_socket_local_port(socket),
+        host,
+        close: () => uws.us_listen_socket_close(socket),
+      });
+    });
+  });
+}
+
+const BODYLESS = new Set(["GET", "HEAD", "OPTIONS", "DELETE"]);
+
+function onRequest(dispatcher: Dispatcher, res: HttpResponse, req: HttpRequest): void {
+  // HttpRequest is only valid synchronously: copy everything now.
+  const method = req.getCaseSensitiveMethod().toUpperCase();
+  const path = req.getUrl();
+  const query = req.getQuery() ?? "";
+  const headers: Record<string, string> = {};
+  req.forEach((k, v) => {
+    headers[k] = v;
+  });
+  const abort = new AbortController();
+  const state: ResState = { aborted: false, done: false, onAbort: [] };
+  // uWS keeps one abort handler per response: fan out from here.
+  res.onAborted(() => {
+    state.aborted = true;
+    abort.abort();
+    for (const fn of state.onAbort) fn();
+  });
+  const clientIp = Buffer.from(res.getRemoteAddressAsText()).toString();
+  const raw: RawRequest = { method, path, query, headers, body: null, clientIp, signal: abort.signal };
+
+  const contentLength = Number(headers["content-length"] ?? "0");
+  const maxBody = dispatcher.opts.maxBodyBytes;
+  const expectsBody = !BODYLESS.has(method) || contentLength > 0 || headers["transfer-encoding"] !== undefined;
+  if (!expectsBody || (contentLength === 0 && headers["transfer-encoding"] === undefined)) {
+    void handle(dispatcher, raw, res, state);
+    return;
+  }
+  if (contentLength > maxBody) {
+    writeReply(res, state, tooLarge(maxBody), true);
+    return;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  res.onData((ab, isLast) => {
+    if (state.done) return;
+    size += ab.byteLength;
+    if (size > maxBody) {
+      writeReply(res, state, tooLarge(maxBody), true);
+      return;
+    }
+    chunks.push(Buffer.from(new Uint8Array(ab)));
+    if (isLast) {
+      raw.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+      void handle(dispatcher, raw, res, state);
+    }
+  });
+}
+
+const tooLarge = (max: number): Reply => ({
+  kind: "json",
+  status: 413,
+  body: { detail: `Request body exceeds the limit of ${max} bytes` },
+});
+
+interface ResState {
+  aborted: boolean;
+  done: boolean;
+  onAbort: (() => void)[];
+}
+
+async function handle(dispatcher: Dispatcher, raw: RawRequest, res: HttpResponse, state: ResState): Promise<void> {
+  const reply = await dispatcher.dispatch(raw);
+  if (state.aborted) {
+    if (reply.kind === "deferred") reply.onAbort?.();
+    return;
+  }
+  writeReply(res, state, reply, false);
+}
+
+function writeHead(res: HttpResponse, status: number, contentType: string | null, headers: Headers | undefined): void {
+  res.writeStatus(statusLine(status));
+  if (contentType) res.writeHeader("content-type", contentType);
+  if (headers) for (const k in headers) res.writeHeader(k, headers[k]);
+}
+
+function writeReply(res: HttpResponse, state: ResState, reply: Reply, closeConnection: boolean): void {
+  if (state.done || state.aborted) return;
+  switch (reply.kind) {
+    case "json": {
+      const text = reply.body === undefined ? "null" : JSON.stringify(reply.body);
+      state.done = true;
+      res.cork(() => {
+        writeHead(res, reply.status, "application/json", reply.headers);
+        res.end(text, closeConnection);
+      });
+      return;
+    }
+    case "text":
+      state.done = true;
+      res.cork(() => {
+        writeHead(res, reply.status, reply.contentType, reply.headers);
+        res.end(reply.body, closeConnection);
+      });
+      return;
+    case "empty":
+      state.done = true;
+      res.cork(() => {
+        writeHead(res, reply.status, null, reply.headers);
+        res.endWithoutBody(0, closeConnection);
+      });
+      return;
+    case "sse":
+      return writeSse(res, state, reply);
+    case "deferred":
+      return writeDeferred(res, state, reply);
+  }
+}
+
+function writeSse(res: HttpResponse, state: ResState, reply: Extract<Reply, { kind: "sse" }>): void {
+  res.cork(() => {
+    writeHead(res, 200, "text/event-stream", { "cache-control": "no-cache", connection: "keep-alive", ...reply.headers });
+    // flush the head now so clients see the stream open before the first event
+    res.write("");
+  });
+  let ended = false;
+  const cleanup = reply.start({
+    write(frame) {
+      if (ended || state.aborted) return false;
+      res.cork(() => res.write(frame));
+      return true;
+    },
+    end() {
+      if (ended) return;
+      ended = true;
+      if (state.aborted) return;
+      state.done = true;
+      res.cork(() => res.end());
+    },
+  });
+  if (cleanup) {
+    state.onAbort.push(() => {
+      if (!ended) cleanup();
+    });
+  }
+}
+
+function writeDeferred(res: HttpResponse, state: ResState, reply: Extract<Reply, { kind: "deferred" }>): void {
+  res.cork(() => {
+    writeHead(res, 200, reply.contentType, reply.headers);
+    res.write("");
+  });
+  const timer = setInterval(() => {
+    if (!state.aborted && !state.done) res.cork(() => res.write("\n"));
+  }, reply.heartbeatMs);
+  state.onAbort.push(() => {
+    clearInterval(timer);
+    reply.onAbort?.();
+  });
+  reply.body.then(
+    (text) => {
+      clearInterval(timer);
+      if (state.aborted || state.done) return;
+      state.done = true;
+      res.cork(() => res.end(text));
+    },
+    (err: unknown) => {
+      clearInterval(timer);
+      if (state.aborted || state.done) return;
+      state.done = true;
+      const message = err instanceof Error ? err.message : String(err);
+      res.cork(() => res.end(JSON.stringify({ __error__: { error: "Error", message } })));
+    },
+  );
+}

@@ -1,0 +1,17 @@
+// What endpoint groups share: the main thread's storage handle, the actor runtime and the
+// resolved config. Built once at startup by src/server/create.ts.
+import type { ShardPool } from "../actors/shard-pool.ts";
+import type { ResolvedConfig } from "../config/index.ts";
+import type { Storage } from "../storage/env.ts";
+import type { AssistantRecord } from "../storage/records.ts";
+
+export interface AppContext {
+  storage: Storage;
+  pool: ShardPool;
+  config: ResolvedConfig;
+  graphIds: ReadonlySet<string>;
+  version: string;
+  langgraphVersion: string;
+  /** resolve a graph id or assistant id to the assistant record; throws 404 */
+  resolveAssistant(idOrGraph: string): AssistantRecord;
+}

@@ -1,0 +1,134 @@
+// Starts a deployment server: config → LMDB → default assistants → webhook worker → actor
+// shards → routes → uWebSockets.js listener. Returns a handle to stop it cleanly.
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { MessageChannel, Worker } from "node:worker_threads";
+import { loadConfig, type ResolvedConfig } from "../config/index.ts";
+import { ShardPool } from "../actors/shard-pool.ts";
+import { assistantRoutes } from "../api/assistants.ts";
+import { runRoutes } from "../api/runs.ts";
+import { systemRoutes } from "../api/system.ts";
+import { threadRoutes } from "../api/threads.ts";
+import { storeRoutes } from "../api/store.ts";
+import { Dispatcher } from "../http/dispatch.ts";
+import { corsGuard, corsHeaders } from "../http/cors.ts";
+import { listen, loadNativeUws } from "../http/uws-server.ts";
+import type { RouteDef } from "../http/types.ts";
+import { AssistantStore } from "../storage/assistants.ts";
+import { openStorage } from "../storage/env.ts";
+import { defaultAssistantId } from "../util/ids.ts";
+import { notFound } from "../errors.ts";
+import type { AppContext } from "./context.ts";
+import type { JsonObject } from "../storage/records.ts";
+
+export interface ServerOptions {
+  configPath: string;
+  host?: string;
+  port?: number;
+  dataDir: string;
+  workers?: number;
+  syncCommits?: boolean;
+}
+
+export interface RunningServer {
+  url: string;
+  port: number;
+  host: string;
+  config: ResolvedConfig;
+  close(): Promise<void>;
+}
+
+const require = createRequire(import.meta.url);
+const TSX_IMPORT = import.meta.resolve("tsx");
+
+export function packageVersion(): string {
+  return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+}
+
+export async function startServer(opts: ServerOptions): Promise<RunningServer> {
+  loadNativeUws(); // refuse early, before spawning workers, if only the JS fallback is available
+  const config = await loadConfig(opts.configPath);
+  for (const w of config.warnings) console.warn(`[troupe] ${w}`);
+  for (const [k, v] of Object.entries(config.env)) process.env[k] ??= v;
+
+  const storage = openStorage(opts.dataDir, { syncCommits: opts.syncCommits });
+  const graphIds = new Set(config.graphs.map((g) => g.graphId));
+  const assistants = new AssistantStore(storage);
+  await assistants.ensureDefaults(graphIds, parseGraphConfigs(process.env.LANGGRAPH_CONFIG));
+
+  const webhookWorker = new Worker(new URL("../../workers/webhook.ts", import.meta.url), {
+    execArgv: ["--import", TSX_IMPORT],
+    workerData: { headers: { ...config.webhooks.headers } },
+  });
+  webhookWorker.unref();
+
+  const pool = new ShardPool({
+    dataDir: opts.dataDir,
+    graphs: config.graphs.map((g) => ({ graphId: g.graphId, filePath: g.filePath, exportName: g.exportName })),
+    env: { ...config.env },
+    workers: opts.workers,
+    disableWebhooks: config.http.disableWebhooks,
+    webhookHeaders: { ...config.webhooks.headers },
+    webhookPortFor: () => {
+      const { port1, port2 } = new MessageChannel();
+      webhookWorker.postMessage({ type: "webhook.port", port: port1 }, [port1]);
+      return port2;
+    },
+  });
+
+  const app: AppContext = {
+    storage,
+    pool,
+    config,
+    graphIds,
+    version: packageVersion(),
+    langgraphVersion: (require("@langchain/langgraph/package.json") as { version: string }).version,
+    resolveAssistant: (idOrGraph) => {
+      const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : idOrGraph;
+      const a = storage.assistants.get(id);
+      if (!a) throw notFound(`No assistant found for "${idOrGraph}". Make sure the assistant ID is for a valid assistant or a valid graph ID.`);
+      return a;
+    },
+  };
+
+  const dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors) });
+  dispatcher.addGuard(corsGuard(config.http.cors));
+  const groups: RouteDef<any, any>[][] = [];
+  if (!config.http.disableMeta) groups.push(systemRoutes(app, () => dispatcher.routes));
+  else groups.push(systemRoutes(app, () => dispatcher.routes).filter((r) => r.path === "/ok"));
+  if (!config.http.disableAssistants) groups.push(assistantRoutes(app));
+  if (!config.http.disableThreads) groups.push(threadRoutes(app));
+  if (!config.http.disableRuns) groups.push(runRoutes(app));
+  if (!config.http.disableStore) groups.push(storeRoutes(app));
+  for (const g of groups) dispatcher.add(...g);
+
+  const host = opts.host ?? "127.0.0.1";
+  const server = await listen(dispatcher, host, opts.port ?? 8123);
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${server.port}`;
+  let closed = false;
+  return {
+    url,
+    port: server.port,
+    host,
+    config,
+    async close() {
+      if (closed) return;
+      closed = true;
+      server.close();
+      await pool.close();
+      await webhookWorker.terminate();
+      await storage.close();
+    },
+  };
+}
+
+/** LANGGRAPH_CONFIG: per-graph default assistant config (reference §12.3). */
+function parseGraphConfigs(raw: string | undefined): Record<string, JsonObject> {
+  if (!raw) return {};
+  try {
+    const v = JSON.parse(raw) as unknown;
+    return v && typeof v === "object" ? (v as Record<string, JsonObject>) : {};
+  } catch {
+    throw new Error("LANGGRAPH_CONFIG is not valid JSON");
+  }
+}

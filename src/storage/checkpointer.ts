@@ -1,0 +1,327 @@
+// LangGraph checkpointer on the shared LMDB env. Channel values live in the `blobs` DB keyed by
+// [thread, ns, channel, version], so each step stores only the channels it changed.
+import type { RunnableConfig } from "@langchain/core/runnables";
+import {
+  BaseCheckpointSaver, TASKS, WRITES_IDX_MAP, compareWritesSortKeys, getCheckpointId, maxChannelVersion, writesSortKey,
+  type ChannelVersions, type Checkpoint, type CheckpointListOptions, type CheckpointMetadata,
+  type CheckpointPendingWrite, type CheckpointTuple, type PendingWrite, type SerializerProtocol,
+} from "@langchain/langgraph-checkpoint";
+import { TroupeError } from "../errors.ts";
+import type { Storage, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, StoredWrite } from "./env.ts";
+
+/*
+ * Storage contract
+ * - checkpoints [thread, ns, id]: the checkpoint serialised WITHOUT channel_values, plus metadata.
+ * - blobs [thread, ns, channel, version, tag]: one value per channel version, written by the put
+ *   whose newVersions names it. getTuple rebuilds channel_values from channel_versions.
+ * - A version number is only unique along one branch: a fork (update_state / run from an older
+ *   checkpoint) can write another value under a version that already exists. Such a put stores
+ *   the blob under tag = its checkpoint id and records channel -> [version, tag] in `tags`;
+ *   children inherit the tag while the version is unchanged. Otherwise the tag is "".
+ * - writes [thread, ns, id, task, idx]: pending writes, returned in writesSortKey order.
+ * Reads are synchronous LMDB reads; put/putWrites resolve after their transaction commits.
+ */
+
+type CheckpointKey = [string, string, string];
+type TagMap = Record<string, [StoredChannelVersion, string]>;
+type StoredCheckpointBody = Omit<Checkpoint, "channel_values">;
+
+/** Sorts after every key element (ordered-binary): [...prefix, MAX_KEY] ends a prefix range. */
+const MAX_KEY = new Uint8Array([0xff]);
+const KEY_CHUNK = 128;
+
+export class LmdbCheckpointSaver extends BaseCheckpointSaver {
+  private readonly storage: Storage;
+
+  constructor(storage: Storage, serde?: SerializerProtocol) {
+    super(serde);
+    this.storage = storage;
+  }
+
+  async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    const threadId = threadIdOf(config);
+    if (threadId === undefined) return undefined;
+    const ns = namespaceOf(config);
+    const id = getCheckpointId(config);
+    if (id) {
+      const key: CheckpointKey = [threadId, ns, id];
+      const record = this.storage.checkpoints.get(key);
+      return record === undefined ? undefined : this.toTuple(key, record);
+    }
+    for (const { key, value } of this.storage.checkpoints.getRange({
+      start: [threadId, ns, MAX_KEY], end: [threadId, ns], reverse: true, limit: 1,
+    })) return this.toTuple(key, value);
+    return undefined;
+  }
+
+  async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
+    const { before, filter } = options;
+    let remaining = options.limit ?? Infinity;
+    if (remaining <= 0) return;
+    const threadId = threadIdOf(config);
+    const ns = config.configurable?.checkpoint_ns;
+    const onlyId = getCheckpointId(config);
+    const beforeId = before === undefined ? "" : getCheckpointId(before);
+    const keys = threadId !== undefined && typeof ns === "string"
+      ? this.namespaceKeysNewestFirst(threadId, ns, beforeId)
+      : this.keysNewestFirst(threadId, typeof ns === "string" ? ns : undefined, beforeId);
+    for (const key of keys) {
+      if (onlyId && key[2] !== onlyId) continue;
+      const record = this.storage.checkpoints.get(key);
+      if (record === undefined) continue;
+      const metadata = (await this.serde.loadsTyped(record.metadataType, record.metadata)) as CheckpointMetadata;
+      if (filter !== undefined && !matchesFilter(metadata, filter)) continue;
+      yield await this.toTuple(key, record, metadata);
+      if (--remaining <= 0) return;
+    }
+  }
+
+  async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    const threadId = requireThreadId(config, "put a checkpoint");
+    const ns = namespaceOf(config);
+    const parentId = getCheckpointId(config) || null;
+    const { channel_values: values, ...body } = checkpoint;
+    const changed = Object.keys(newVersions).filter((ch) => Object.hasOwn(values, ch) && values[ch] !== undefined);
+    const [[type, bytes], [metadataType, metadataBytes], ...blobs] = await Promise.all([
+      this.serde.dumpsTyped(body),
+      this.serde.dumpsTyped(metadata),
+      ...changed.map((ch) => this.serde.dumpsTyped(values[ch])),
+    ]);
+    const runId = runIdOf(metadata, config);
+    const { checkpoints, blobs: blobDb } = this.storage;
+    const key: CheckpointKey = [threadId, ns, checkpoint.id];
+    await this.storage.root.transaction(() => {
+      const tags = inheritedTags(parentId === null ? undefined : checkpoints.get([threadId, ns, parentId])?.tags, checkpoint, newVersions);
+      let previous: StoredCheckpoint | undefined | null = null; // null: not read yet
+      const created: StoredBlobRef[] = [];
+      changed.forEach((ch, i) => {
+        const version = newVersions[ch];
+        let tag = "";
+        if (blobDb.doesExist([threadId, ns, ch, version, ""])) {
+          // Reuse "" only if this very checkpoint created it (a re-put); otherwise it is another branch's value.
+          if (previous === null) previous = checkpoints.get(key);
+          const ownsPlain = previous?.blobs.some(([c, v, t]) => c === ch && v === version && t === "") ?? false;
+          if (!ownsPlain) {
+            tag = checkpoint.id;
+            tags[ch] = [version, tag];
+          }
+        }
+        blobDb.putSync([threadId, ns, ch, version, tag], { type: blobs[i][0], value: blobs[i][1] });
+        created.push([ch, version, tag]);
+      });
+      const record: StoredCheckpoint = { type, checkpoint: bytes, metadataType, metadata: metadataBytes, parentId, runId, blobs: created };
+      if (Object.keys(tags).length > 0) record.tags = tags;
+      checkpoints.putSync(key, record);
+    });
+    return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
+  }
+
+  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
+    const threadId = requireThreadId(config, "put writes");
+    const checkpointId = getCheckpointId(config);
+    if (!checkpointId) throw new TroupeError("BAD_REQUEST", "putWrites needs configurable.checkpoint_id");
+    if (writes.length === 0) return;
+    const ns = namespaceOf(config);
+    const serialized = await Promise.all(writes.map(([, value]) => this.serde.dumpsTyped(value)));
+    const runId = runIdOf(undefined, config);
+    const db = this.storage.writes;
+    await this.storage.root.transaction(() => {
+      writes.forEach(([channel], i) => {
+        const idx = WRITES_IDX_MAP[channel] ?? i;
+        const key: [string, string, string, string, number] = [threadId, ns, checkpointId, taskId, idx];
+        // Regular writes are first-wins (a retried task must not replace them); special ones (errors, interrupts) overwrite.
+        if (idx >= 0 && db.doesExist(key)) return;
+        const [type, value] = serialized[i];
+        db.putSync(key, { channel, type, value, taskPath: taskPath ?? "", runId });
+      });
+    });
+  }
+
+  async deleteThread(threadId: string): Promise<void> {
+    const { checkpoints, writes, blobs } = this.storage;
+    const range = { start: [threadId], end: [threadId, MAX_KEY] };
+    await this.storage.root.transaction(() => {
+      for (const key of Array.from(checkpoints.getKeys(range))) checkpoints.removeSync(key);
+      for (const key of Array.from(writes.getKeys(range))) writes.removeSync(key);
+      for (const key of Array.from(blobs.getKeys(range))) blobs.removeSync(key);
+    });
+  }
+
+  /**
+   * Duplicates every checkpoint, pending write and channel blob of `fromThreadId` under
+   * `toThreadId` (which should be empty), rewriting metadata.thread_id where present.
+   */
+  async copyThread(fromThreadId: string, toThreadId: string): Promise<void> {
+    if (fromThreadId === toThreadId) throw new TroupeError("BAD_REQUEST", "copyThread needs two different thread ids");
+    const { checkpoints, writes, blobs } = this.storage;
+    const range = { start: [fromThreadId], end: [fromThreadId, MAX_KEY] };
+    const copied = await Promise.all(Array.from(checkpoints.getRange(range)).map(async ({ key, value }) => {
+      const metadata: unknown = await this.serde.loadsTyped(value.metadataType, value.metadata);
+      if (metadata === null || typeof metadata !== "object" || !("thread_id" in metadata)) return { key, value };
+      const [metadataType, bytes] = await this.serde.dumpsTyped({ ...metadata, thread_id: toThreadId });
+      return { key, value: { ...value, metadataType, metadata: bytes } };
+    }));
+    const copiedWrites = Array.from(writes.getRange(range));
+    const copiedBlobs = Array.from(blobs.getRange(range));
+    await this.storage.root.transaction(() => {
+      for (const { key, value } of copied) checkpoints.putSync([toThreadId, key[1], key[2]], value);
+      for (const { key, value } of copiedWrites) writes.putSync([toThreadId, key[1], key[2], key[3], key[4]], value);
+      for (const { key, value } of copiedBlobs) blobs.putSync([toThreadId, key[1], key[2], key[3], key[4]], value);
+    });
+  }
+
+  /**
+   * Rollback: removes the thread's checkpoints whose run id (metadata.run_id, else the put
+   * config's metadata.run_id) is `runId`, with their writes and the blobs they created, plus
+   * writes the run left on surviving checkpoints (e.g. resume writes). Returns how many
+   * checkpoints went.
+   */
+  async deleteCheckpointsOfRun(threadId: string, runId: string): Promise<number> {
+    const { checkpoints, writes, blobs } = this.storage;
+    const range = { start: [threadId], end: [threadId, MAX_KEY] };
+    return this.storage.root.transaction(() => {
+      let removed = 0;
+      for (const { key, value } of Array.from(checkpoints.getRange(range))) {
+        if (value.runId !== runId) continue;
+        removed += 1;
+        checkpoints.removeSync(key);
+        for (const writeKey of Array.from(writes.getKeys({ start: key, end: [...key, MAX_KEY] }))) writes.removeSync(writeKey);
+        for (const [channel, version, tag] of value.blobs) blobs.removeSync([threadId, key[1], channel, version, tag]);
+      }
+      for (const { key, value } of Array.from(writes.getRange(range))) if (value.runId === runId) writes.removeSync(key);
+      return removed;
+    });
+  }
+
+  private async toTuple(key: CheckpointKey, record: StoredCheckpoint, loadedMetadata?: CheckpointMetadata): Promise<CheckpointTuple> {
+    const [threadId, ns, id] = key;
+    const body = (await this.serde.loadsTyped(record.type, record.checkpoint)) as StoredCheckpointBody;
+    const checkpoint: Checkpoint = {
+      ...body,
+      channel_versions: body.channel_versions ?? {},
+      channel_values: await this.loadChannelValues(threadId, ns, body.channel_versions ?? {}, record.tags),
+    };
+    if (checkpoint.v < 4 && record.parentId !== null) await this.migratePendingSends(checkpoint, threadId, ns, record.parentId);
+    const tuple: CheckpointTuple = {
+      config: { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: id } },
+      checkpoint,
+      metadata: loadedMetadata ?? ((await this.serde.loadsTyped(record.metadataType, record.metadata)) as CheckpointMetadata),
+      pendingWrites: await this.loadWrites(threadId, ns, id),
+    };
+    if (record.parentId !== null) {
+      tuple.parentConfig = { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: record.parentId } };
+    }
+    return tuple;
+  }
+
+  private async loadChannelValues(threadId: string, ns: string, versions: ChannelVersions, tags: TagMap | undefined): Promise<Record<string, unknown>> {
+    const values: Record<string, unknown> = {};
+    for (const channel in versions) {
+      if (!Object.hasOwn(versions, channel)) continue;
+      const version = versions[channel];
+      const tagged = tags?.[channel];
+      const tag = tagged !== undefined && tagged[0] === version ? tagged[1] : "";
+      const blob = this.storage.blobs.get([threadId, ns, channel, version, tag]);
+      if (blob !== undefined) values[channel] = await this.serde.loadsTyped(blob.type, blob.value);
+    }
+    return values;
+  }
+
+  /** Pending writes of one checkpoint in writesSortKey order (the order live execution applies them). */
+  private async loadWrites(threadId: string, ns: string, checkpointId: string): Promise<CheckpointPendingWrite[]> {
+    const entries = Array.from(this.storage.writes.getRange({
+      start: [threadId, ns, checkpointId], end: [threadId, ns, checkpointId, MAX_KEY],
+    }));
+    if (entries.length === 0) return [];
+    const sorted = entries
+      .map(({ key, value }) => ({ sortKey: writesSortKey(value.taskPath ?? "", key[3], key[4]), taskId: key[3], value }))
+      .sort((a, b) => compareWritesSortKeys(a.sortKey, b.sortKey));
+    return Promise.all(sorted.map(async ({ taskId, value }: { taskId: string; value: StoredWrite }): Promise<CheckpointPendingWrite> =>
+      [taskId, value.channel, await this.serde.loadsTyped(value.type, value.value)]));
+  }
+
+  /** Checkpoints older than format v4 kept pending sends as TASKS writes on their parent. */
+  private async migratePendingSends(checkpoint: Checkpoint, threadId: string, ns: string, parentId: string): Promise<void> {
+    const sends = (await this.loadWrites(threadId, ns, parentId)).filter(([, channel]) => channel === TASKS).map(([, , value]) => value);
+    const versions = Object.values(checkpoint.channel_versions);
+    checkpoint.channel_values[TASKS] = sends;
+    checkpoint.channel_versions[TASKS] = versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined);
+  }
+
+  /** Keys of one (thread, ns), newest first, read in small synchronous chunks (no read txn spans an await). */
+  private *namespaceKeysNewestFirst(threadId: string, ns: string, beforeId: string): Generator<CheckpointKey> {
+    let start: (string | Uint8Array)[] = [threadId, ns, beforeId || MAX_KEY];
+    let exclusiveStart = beforeId !== "";
+    for (;;) {
+      const chunk = Array.from(this.storage.checkpoints.getKeys({ start, end: [threadId, ns], reverse: true, exclusiveStart, limit: KEY_CHUNK }));
+      yield* chunk;
+      if (chunk.length < KEY_CHUNK) return;
+      start = chunk[chunk.length - 1];
+      exclusiveStart = true;
+    }
+  }
+
+  /** Keys of one thread or of every thread (optionally one namespace), ordered by checkpoint id, newest first. */
+  private keysNewestFirst(threadId: string | undefined, ns: string | undefined, beforeId: string): CheckpointKey[] {
+    const range = threadId === undefined ? {} : { start: [threadId], end: [threadId, MAX_KEY] };
+    const keys = Array.from(this.storage.checkpoints.getKeys(range))
+      .filter((key) => (ns === undefined || key[1] === ns) && (beforeId === "" || key[2] < beforeId));
+    return keys.sort((a, b) => compareDesc(a[2], b[2]) || compareDesc(b[0], a[0]) || compareDesc(b[1], a[1]));
+  }
+}
+
+function threadIdOf(config: RunnableConfig): string | undefined {
+  const threadId: unknown = config.configurable?.thread_id;
+  if (typeof threadId === "string" && threadId !== "") return threadId;
+  if (typeof threadId === "number") return String(threadId);
+  return undefined;
+}
+
+function requireThreadId(config: RunnableConfig, action: string): string {
+  const threadId = threadIdOf(config);
+  if (threadId === undefined) throw new TroupeError("BAD_REQUEST", `cannot ${action}: configurable.thread_id is missing`);
+  return threadId;
+}
+
+function namespaceOf(config: RunnableConfig): string {
+  const ns: unknown = config.configurable?.checkpoint_ns;
+  return typeof ns === "string" ? ns : "";
+}
+
+function runIdOf(metadata: CheckpointMetadata | undefined, config: RunnableConfig): string | null {
+  const candidates: unknown[] = [(metadata as Record<string, unknown> | undefined)?.run_id, config.metadata?.run_id, config.configurable?.run_id];
+  for (const candidate of candidates) if (typeof candidate === "string" && candidate !== "") return candidate;
+  return null;
+}
+
+/** Tags a child keeps from its parent: channels it did not rewrite and whose version is unchanged. */
+function inheritedTags(parentTags: TagMap | undefined, checkpoint: Checkpoint, newVersions: ChannelVersions): TagMap {
+  const tags: TagMap = {};
+  if (parentTags === undefined) return tags;
+  for (const channel in parentTags) {
+    const tagged = parentTags[channel];
+    if (!Object.hasOwn(newVersions, channel) && checkpoint.channel_versions[channel] === tagged[0]) tags[channel] = tagged;
+  }
+  return tags;
+}
+
+function compareDesc(a: string, b: string): number {
+  return a < b ? 1 : a > b ? -1 : 0;
+}
+
+function matchesFilter(metadata: CheckpointMetadata, filter: Record<string, unknown>): boolean {
+  const record = metadata as Record<string, unknown>;
+  for (const key in filter) if (!deepEqual(record[key], filter[key])) return false;
+  return true;
+}
+
+function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const aRecord = a as Record<string, unknown>;
+  const bRecord = b as Record<string, unknown>;
+  const aKeys = Object.keys(aRecord);
+  if (aKeys.length !== Object.keys(bRecord).length) return false;
+  return aKeys.every((key) => Object.hasOwn(bRecord, key) && deepEqual(aRecord[key], bRecord[key]));
+}

@@ -1,0 +1,206 @@
+// LmdbCheckpointSaver beyond the conformance suite: Troupe helpers (copyThread, rollback by run id),
+// durability across reopening the env, fork-safe channel blobs, and a real LangGraph graph on top.
+import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
+import { Annotation, END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import { ERROR, emptyCheckpoint, uuid6, type Checkpoint, type CheckpointMetadata } from "@langchain/langgraph-checkpoint";
+import type { RunnableConfig } from "@langchain/core/runnables";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
+import { openStorage, type Storage } from "../src/storage/env.ts";
+
+let dir: string;
+let storage: Storage;
+let saver: LmdbCheckpointSaver;
+
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), "troupe-checkpointer-"));
+  storage = openStorage(dir);
+  saver = new LmdbCheckpointSaver(storage);
+});
+
+afterEach(async () => {
+  await storage.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const cfg = (thread_id: string, checkpoint_id?: string, extra: Partial<RunnableConfig> = {}): RunnableConfig =>
+  ({ ...extra, configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) } });
+
+function checkpoint(values: Record<string, unknown>, versions: Record<string, number>): Checkpoint {
+  return { ...emptyCheckpoint(), id: uuid6(-1), channel_values: values, channel_versions: versions };
+}
+
+function meta(step: number, extra: Record<string, unknown> = {}): CheckpointMetadata {
+  return { source: "loop", step, parents: {}, ...extra };
+}
+
+/** Puts a checkpoint as a child of `parent` and returns its id. */
+async function putChild(thread: string, parent: string | undefined, values: Record<string, unknown>,
+  versions: Record<string, number>, newVersions: Record<string, number>, metadata: CheckpointMetadata): Promise<string> {
+  const result = await saver.put(cfg(thread, parent), checkpoint(values, versions), metadata, newVersions);
+  return result.configurable?.checkpoint_id as string;
+}
+
+const keysOf = (db: { getKeys(o: object): Iterable<unknown> }, thread: string): unknown[] =>
+  Array.from(db.getKeys({ start: [thread], end: [thread, new Uint8Array([0xff])] }));
+
+describe("channel blobs", () => {
+  it("rebuilds unchanged channels from ancestors and stores each changed channel once", async () => {
+    const big = Array.from({ length: 50 }, (_, i) => `message ${i}`);
+    const c1 = await putChild("t", undefined, { messages: big, step: 1 }, { messages: 1, step: 1 }, { messages: 1, step: 1 }, meta(0));
+    const c2 = await putChild("t", c1, { messages: big, step: 2 }, { messages: 1, step: 2 }, { step: 2 }, meta(1));
+    const c3 = await putChild("t", c2, { messages: big, step: 3 }, { messages: 1, step: 3 }, { step: 3 }, meta(2));
+    expect((await saver.getTuple(cfg("t", c3)))?.checkpoint.channel_values).toEqual({ messages: big, step: 3 });
+    expect((await saver.getTuple(cfg("t", c1)))?.checkpoint.channel_values).toEqual({ messages: big, step: 1 });
+    // messages@1 once + step@1..3
+    expect(keysOf(storage.blobs, "t")).toHaveLength(4);
+  });
+
+  it("keeps each branch's value when a fork reuses a channel version", async () => {
+    const c1 = await putChild("t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0));
+    const c2 = await putChild("t", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1));
+    const fork = await putChild("t", c1, { foo: "c" }, { foo: 2 }, { foo: 2 }, meta(1, { source: "update" }));
+    const forkChild = await putChild("t", fork, { foo: "c", bar: 1 }, { foo: 2, bar: 1 }, { bar: 1 }, meta(2));
+    expect((await saver.getTuple(cfg("t", c2)))?.checkpoint.channel_values).toEqual({ foo: "b" });
+    expect((await saver.getTuple(cfg("t", fork)))?.checkpoint.channel_values).toEqual({ foo: "c" });
+    expect((await saver.getTuple(cfg("t", forkChild)))?.checkpoint.channel_values).toEqual({ foo: "c", bar: 1 });
+  });
+
+  it("round-trips LangChain message classes", async () => {
+    const messages = [new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "hello", id: "a1" })];
+    const id = await putChild("t", undefined, { messages }, { messages: 1 }, { messages: 1 }, meta(0));
+    await saver.putWrites(cfg("t", id), [["messages", [new AIMessage("pending")]]], "task-1");
+    const tuple = await saver.getTuple(cfg("t"));
+    const loaded = tuple?.checkpoint.channel_values.messages as BaseMessage[];
+    expect(loaded[0]).toBeInstanceOf(HumanMessage);
+    expect(loaded[1]).toBeInstanceOf(AIMessage);
+    expect(loaded.map((m) => m.content)).toEqual(["hi", "hello"]);
+    const [[, , pending]] = tuple?.pendingWrites ?? [];
+    expect((pending as BaseMessage[])[0]).toBeInstanceOf(AIMessage);
+  });
+});
+
+describe("putWrites", () => {
+  it("keeps the first regular write of a (task, idx) and lets special writes overwrite", async () => {
+    const id = await putChild("t", undefined, {}, {}, {}, meta(0));
+    await saver.putWrites(cfg("t", id), [["a", 1]], "task");
+    await saver.putWrites(cfg("t", id), [["a", 2]], "task");
+    await saver.putWrites(cfg("t", id), [[ERROR, "first"]], "task");
+    await saver.putWrites(cfg("t", id), [[ERROR, "second"]], "task");
+    expect((await saver.getTuple(cfg("t", id)))?.pendingWrites).toEqual([["task", ERROR, "second"], ["task", "a", 1]]);
+  });
+});
+
+describe("copyThread", () => {
+  it("duplicates checkpoints, writes and values under the new id and rewrites metadata.thread_id", async () => {
+    const c1 = await putChild("src", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0, { thread_id: "src", graph_id: "g" }));
+    const c2 = await putChild("src", c1, { foo: "a", bar: 2 }, { foo: 1, bar: 1 }, { bar: 1 }, meta(1, { thread_id: "src" }));
+    await saver.putWrites(cfg("src", c2), [["foo", "next"]], "task-1", "~path");
+    await saver.copyThread("src", "dst");
+
+    const copied = await collect(saver.list(cfg("dst")));
+    const original = await collect(saver.list(cfg("src")));
+    expect(copied.map((t) => t.checkpoint.id)).toEqual([c2, c1]);
+    expect(copied.map((t) => metaField(t.metadata, "thread_id"))).toEqual(["dst", "dst"]);
+    expect(copied.map((t) => metaField(t.metadata, "graph_id"))).toEqual([undefined, "g"]);
+    expect(copied[0].checkpoint).toEqual(original[0].checkpoint);
+    expect(copied[0].checkpoint.channel_values).toEqual({ foo: "a", bar: 2 });
+    expect(copied[0].pendingWrites).toEqual([["task-1", "foo", "next"]]);
+    expect(copied[0].parentConfig?.configurable).toEqual({ thread_id: "dst", checkpoint_ns: "", checkpoint_id: c1 });
+    // the source is untouched and the copy is independent of it
+    expect(original.map((t) => metaField(t.metadata, "thread_id"))).toEqual(["src", "src"]);
+    await saver.deleteThread("src");
+    expect(await saver.getTuple(cfg("src"))).toBeUndefined();
+    expect((await saver.getTuple(cfg("dst")))?.checkpoint.channel_values).toEqual({ foo: "a", bar: 2 });
+  });
+});
+
+describe("deleteCheckpointsOfRun", () => {
+  it("removes the run's checkpoints, their writes and blobs, and the run's writes on earlier checkpoints", async () => {
+    const c1 = await putChild("t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0, { run_id: "run-1" }));
+    await saver.putWrites(cfg("t", c1), [["foo", "kept"]], "task-1");
+    await saver.putWrites(cfg("t", c1, { metadata: { run_id: "run-2" } }), [["__resume__", "yes"]], "resume-task");
+    const c2 = await putChild("t", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1, { run_id: "run-2" }));
+    const c3 = await putChild("t", c2, { foo: "c" }, { foo: 3 }, { foo: 3 }, meta(2, { run_id: "run-2" }));
+    await saver.putWrites(cfg("t", c3), [["foo", "x"]], "task-3");
+
+    expect(await saver.deleteCheckpointsOfRun("t", "run-2")).toBe(2);
+    const latest = await saver.getTuple(cfg("t"));
+    expect(latest?.checkpoint.id).toBe(c1);
+    expect(latest?.pendingWrites).toEqual([["task-1", "foo", "kept"]]);
+    expect(await saver.getTuple(cfg("t", c2))).toBeUndefined();
+    expect(keysOf(storage.writes, "t")).toHaveLength(1);
+    expect(keysOf(storage.blobs, "t")).toEqual([["t", "", "foo", 1, ""]]);
+
+    // A new run from c1 reuses version 2 without colliding with the removed branch.
+    const next = await putChild("t", c1, { foo: "z" }, { foo: 2 }, { foo: 2 }, meta(1, { run_id: "run-3" }));
+    expect(storage.checkpoints.get(["t", "", next])?.tags).toBeUndefined();
+    expect((await saver.getTuple(cfg("t")))?.checkpoint.channel_values).toEqual({ foo: "z" });
+    expect(await saver.deleteCheckpointsOfRun("t", "no-such-run")).toBe(0);
+  });
+});
+
+describe("durability", () => {
+  it("keeps checkpoints, writes and values across closing and reopening the env", async () => {
+    const c1 = await putChild("t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0));
+    const c2 = await putChild("t", c1, { foo: "a", bar: [1, 2] }, { foo: 1, bar: 1 }, { bar: 1 }, meta(1, { run_id: "r" }));
+    await saver.putWrites(cfg("t", c2), [["foo", "w"]], "task");
+    const before = await saver.getTuple(cfg("t"));
+    await storage.close();
+
+    storage = openStorage(dir);
+    saver = new LmdbCheckpointSaver(storage);
+    const after = await saver.getTuple(cfg("t"));
+    expect(after?.checkpoint.id).toBe(c2);
+    expect(after).toEqual(before);
+    expect(after?.checkpoint.channel_values).toEqual({ foo: "a", bar: [1, 2] });
+    expect((await collect(saver.list(cfg("t"), { filter: { run_id: "r" } }))).map((t) => t.checkpoint.id)).toEqual([c2]);
+  });
+});
+
+describe("with a real LangGraph graph", () => {
+  it("persists state across invocations, keeps branches apart on time travel and updateState forks", async () => {
+    const State = Annotation.Root({ ...MessagesAnnotation.spec, turns: Annotation<number>({ reducer: (a, b) => a + b, default: () => 0 }) });
+    const graph = new StateGraph(State)
+      .addNode("echo", (s: typeof State.State) => ({ messages: [new AIMessage(`echo ${String(s.messages.at(-1)?.content)}`)], turns: 1 }))
+      .addEdge(START, "echo")
+      .addEdge("echo", END)
+      .compile({ checkpointer: saver });
+    const config = { configurable: { thread_id: "g" } };
+    await graph.invoke({ messages: [new HumanMessage("one")] }, config);
+    const second = await graph.invoke({ messages: [new HumanMessage("two")] }, config);
+    expect(second.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "two", "echo two"]);
+    expect(second.turns).toBe(2);
+
+    const history = await collect(graph.getStateHistory(config));
+    expect(history.map((s) => s.metadata?.step)).toEqual([4, 3, 2, 1, 0, -1]);
+
+    // Time travel: run again from the state after the first turn. The new branch reuses the
+    // channel versions of the original one; both branches must keep their own values.
+    const afterFirst = history.find((s) => s.metadata?.step === 1);
+    if (afterFirst === undefined) throw new Error("no step-1 state");
+    const replay = await graph.invoke({ messages: [new HumanMessage("again")] }, afterFirst.config);
+    expect(replay.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "again", "echo again"]);
+    const originalLatest = await graph.getState(history[0].config);
+    expect(originalLatest.values.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "two", "echo two"]);
+
+    // updateState forks too; the latest state of the thread is then the fork.
+    const forked = await graph.updateState(afterFirst.config, { messages: [new HumanMessage("fork")] });
+    expect((await graph.getState(forked)).values.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "fork"]);
+    expect((await graph.getState(config)).values.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "fork"]);
+    expect((await graph.getState(history[0].config)).values.turns).toBe(2);
+  });
+});
+
+function metaField(metadata: CheckpointMetadata | undefined, key: string): unknown {
+  return (metadata as Record<string, unknown> | undefined)?.[key];
+}
+
+async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of iterable) out.push(item);
+  return out;
+}

@@ -1,0 +1,11 @@
+// Piscina task entry for an actor worker: one long-lived task per worker hosts one shard.
+import { isMainThread } from "node:worker_threads";
+import { runShardHost } from "../src/actors/shard-host.ts";
+import type { ShardTask } from "../src/actors/protocol.ts";
+import { LmdbStore } from "../src/storage/store.ts";
+
+if (isMainThread) throw new Error("workers/actor-shard.ts is a worker entry point; it must not be loaded on the main thread");
+
+export default function actorShard(task: ShardTask): Promise<string> {
+  return runShardHost(task, { createStore: (storage) => new LmdbStore(storage) });
+}
