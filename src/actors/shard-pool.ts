@@ -31,9 +31,9 @@ interface Shard {
   port: MessagePort;
   task: Promise<unknown>;
   pending: Map<number, Pending>;
+  dead: boolean;
 }
 
-const TSX_IMPORT = import.meta.resolve("tsx");
 
 export class ShardPool {
   readonly hub = new RunHub();
@@ -46,17 +46,18 @@ export class ShardPool {
   constructor(private readonly opts: ShardPoolOptions) {
     this.size = Math.max(1, opts.workers ?? availableParallelism());
     this.pool = new Piscina({
-      filename: new URL("../../workers/actor-shard.ts", import.meta.url).href,
+      filename: new URL("../../workers/actor-shard.boot.mjs", import.meta.url).href,
       minThreads: this.size,
       maxThreads: this.size,
       concurrentTasksPerWorker: 1,
       idleTimeout: Number.POSITIVE_INFINITY,
       maxQueue: this.size * 2,
-      execArgv: [...process.execArgv.filter((a) => !a.startsWith("--import")), "--import", TSX_IMPORT],
       resourceLimits: { maxOldGenerationSizeMb: 4096 },
     });
     for (let i = 0; i < this.size; i++) this.shards.push(this.startShard(i));
   }
+
+  private readonly restarts: number[] = [];
 
   private startShard(index: number): Shard {
     const { port1, port2 } = new MessageChannel();
@@ -77,6 +78,7 @@ export class ShardPool {
       index,
       port: port1,
       pending: new Map(),
+      dead: false,
       task: this.pool.run(task, { transferList: transferList as never }),
     };
     port1.on("message", (batch: FromShard[]) => this.onMessages(shard, batch));
@@ -84,10 +86,16 @@ export class ShardPool {
       () => undefined,
       (err: unknown) => {
         if (this.closing) return;
+        shard.dead = true;
         console.error(`[troupe] actor shard ${index} died: ${(err as Error)?.stack ?? String(err)}; restarting`);
         this.failPending(shard, new TroupeError("UNAVAILABLE", "The worker handling this thread restarted; retry the request"));
         port1.close();
-        this.shards[index] = this.startShard(index);
+        // back off when a shard keeps dying at startup (e.g. a graph that crashes the worker)
+        const n = (this.restarts[index] = (this.restarts[index] ?? 0) + 1);
+        setTimeout(() => {
+          if (!this.closing) this.shards[index] = this.startShard(index);
+        }, Math.min(100 * 2 ** (n - 1), 10_000)).unref();
+        setTimeout(() => (this.restarts[index] = 0), 60_000).unref();
       },
     );
     return shard;
@@ -127,6 +135,7 @@ export class ShardPool {
     if (this.closing) return Promise.reject(new TroupeError("UNAVAILABLE", "Server is shutting down"));
     const key = cmd.type === "graph.describe" ? cmd.assistant.assistant_id : cmd.threadId;
     const shard = this.shards[shardOf(key, this.size)];
+    if (shard.dead) return Promise.reject(new TroupeError("UNAVAILABLE", "The worker handling this thread is restarting; retry the request"));
     const reqId = this.nextReqId++;
     return new Promise((resolve, reject) => {
       shard.pending.set(reqId, { resolve: resolve as (v: unknown) => void, reject });

@@ -39,7 +39,6 @@ export interface RunningServer {
 }
 
 const require = createRequire(import.meta.url);
-const TSX_IMPORT = import.meta.resolve("tsx");
 
 export function packageVersion(): string {
   return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
@@ -56,9 +55,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const assistants = new AssistantStore(storage);
   await assistants.ensureDefaults(graphIds, parseGraphConfigs(process.env.LANGGRAPH_CONFIG));
 
-  const webhookWorker = new Worker(new URL("../../workers/webhook.ts", import.meta.url), {
-    execArgv: ["--import", TSX_IMPORT],
-    workerData: { headers: { ...config.webhooks.headers } },
+  const webhookWorker = new Worker(new URL("../../workers/ts-boot.mjs", import.meta.url), {
+    workerData: { entry: new URL("../../workers/webhook.ts", import.meta.url).href, headers: { ...config.webhooks.headers } },
   });
   webhookWorker.unref();
 

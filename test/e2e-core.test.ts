@@ -1,0 +1,245 @@
+// End to end through the real @langchain/langgraph-sdk Client against a spawned server:
+// assistants, threads, runs (wait/stream/background/join), interrupts, multitask strategies.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Client } from "@langchain/langgraph-sdk";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+
+let server: TestServer;
+let client: Client;
+const human = (content: string) => ({ messages: [{ role: "human", content }] });
+
+beforeAll(async () => {
+  server = await startTestServer();
+  client = new Client({ apiUrl: server.url, apiKey: null });
+});
+afterAll(async () => {
+  await server?.stop();
+  server?.cleanup();
+});
+
+async function raw(path: string, init?: RequestInit): Promise<{ status: number; body: unknown; headers: Headers }> {
+  const res = await fetch(server.url + path, init);
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    /* not json */
+  }
+  return { status: res.status, body, headers: res.headers };
+}
+
+describe("system", () => {
+  it("answers /ok, /info, /docs and /openapi.json", async () => {
+    expect((await raw("/ok")).body).toEqual({ ok: true });
+    const info = (await raw("/info")).body as { version: string; flags: Record<string, boolean> };
+    expect(info.version).toMatch(/^\d+\.\d+\.\d+/);
+    const doc = (await raw("/openapi.json")).body as { openapi: string; paths: Record<string, unknown> };
+    expect(doc.openapi).toBe("3.1.0");
+    expect(doc.paths["/threads/{thread_id}/runs/wait"]).toBeDefined();
+    const html = await raw("/docs");
+    expect(html.status).toBe(200);
+    expect(String(html.body)).toContain("/threads/{thread_id}/runs/stream");
+  });
+});
+
+describe("assistants", () => {
+  it("has a default assistant per graph with the deterministic id", async () => {
+    const a = await client.assistants.get("agent");
+    expect(a.assistant_id).toBe("fe096781-5601-53d2-b2f6-0d3403f7e9ca");
+    expect(a.graph_id).toBe("agent");
+    expect(a.metadata).toEqual({ created_by: "system" });
+    const echo = await client.assistants.get("046b5dc7-2108-582c-9c6c-31d556d138f0");
+    expect(echo.name).toBe("echo");
+  });
+
+  it("creates, patches into versions, searches, counts and deletes", async () => {
+    const a = await client.assistants.create({ graphId: "echo", config: { configurable: { x: 1 } }, metadata: { team: "t1" }, name: "mine" });
+    expect(a.version).toBe(1);
+    await expect(client.assistants.create({ graphId: "echo", assistantId: a.assistant_id })).rejects.toThrow(/HTTP 409/);
+    const same = await client.assistants.create({ graphId: "echo", assistantId: a.assistant_id, ifExists: "do_nothing" });
+    expect(same.assistant_id).toBe(a.assistant_id);
+    const p = await client.assistants.update(a.assistant_id, { metadata: { extra: true }, name: "renamed" });
+    expect(p.version).toBe(2);
+    expect(p.metadata).toEqual({ team: "t1", extra: true });
+    const versions = await client.assistants.getVersions(a.assistant_id);
+    expect(versions.map((v) => v.version)).toEqual([2, 1]);
+    const back = await client.assistants.setLatest(a.assistant_id, 1);
+    expect(back.name).toBe("mine");
+    const found = await client.assistants.search({ metadata: { team: "t1" } });
+    expect(found.map((x) => x.assistant_id)).toEqual([a.assistant_id]);
+    expect(await client.assistants.count({ graphId: "echo" })).toBeGreaterThanOrEqual(2);
+    await client.assistants.delete(a.assistant_id);
+    await expect(client.assistants.get(a.assistant_id)).rejects.toThrow(/HTTP 404/);
+  });
+
+  it("refuses unknown graphs and validates bodies with 422", async () => {
+    const r = await raw("/assistants", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ graph_id: "nope" }) });
+    expect(r.status).toBe(404);
+    expect((r.body as { detail: string }).detail).toContain("nope");
+    const v = await raw("/assistants", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ config: 5 }) });
+    expect(v.status).toBe(422);
+    const detail = (v.body as { detail: { loc: unknown[]; msg: string; type: string }[] }).detail;
+    expect(detail).toContainEqual({ loc: ["body", "graph_id"], msg: "Field required", type: "missing" });
+    expect(detail.some((d) => d.loc.join(".") === "body.config")).toBe(true);
+  });
+
+  it("describes the graph", async () => {
+    const g = (await client.assistants.getGraph("agent")) as { nodes: { id: string }[]; edges: unknown[] };
+    expect(g.nodes.map((n) => n.id)).toContain("__start__");
+    const s = await client.assistants.getSchemas("agent");
+    expect(s.graph_id).toBe("agent");
+  });
+});
+
+describe("threads", () => {
+  it("creates, gets, patches, searches, counts, copies and deletes", async () => {
+    const t = await client.threads.create({ metadata: { owner: "ann" } });
+    expect(t.status).toBe("idle");
+    expect((await client.threads.get(t.thread_id)).metadata).toEqual({ owner: "ann" });
+    const p = await client.threads.update(t.thread_id, { metadata: { k: 2 } });
+    expect(p.metadata).toEqual({ owner: "ann", k: 2 });
+    const found = await client.threads.search({ metadata: { owner: "ann" } });
+    expect(found.map((x) => x.thread_id)).toContain(t.thread_id);
+    expect(await client.threads.count({ metadata: { owner: "ann", k: 2 } })).toBe(1);
+    await client.runs.wait(t.thread_id, "echo", { input: human("hello") });
+    const copy = await client.threads.copy(t.thread_id);
+    expect(copy.thread_id).not.toBe(t.thread_id);
+    const copiedState = await client.threads.getState(copy.thread_id);
+    const msgs = (copiedState.values as { messages: { content: string }[] }).messages;
+    expect(msgs.map((m) => m.content)).toEqual(["hello", "hello"].map((x, i) => (i === 0 ? x : msgs[1].content)));
+    await client.threads.delete(t.thread_id);
+    await expect(client.threads.get(t.thread_id)).rejects.toThrow(/HTTP 404/);
+  });
+
+  it("answers JSON errors: 404 detail, 422 bad uuid, 400 malformed json, 415 content type, 413 size", async () => {
+    const missing = await raw("/threads/00000000-0000-4000-8000-000000000000");
+    expect(missing.status).toBe(404);
+    expect(missing.body).toEqual({ detail: "Thread with ID 00000000-0000-4000-8000-000000000000 not found" });
+    const bad = await raw("/threads/not-a-uuid");
+    expect(bad.status).toBe(422);
+    expect((bad.body as { detail: { loc: unknown[] }[] }).detail[0].loc).toEqual(["path", "thread_id"]);
+    const malformed = await raw("/threads", { method: "POST", headers: { "content-type": "application/json" }, body: "{nope" });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body).toEqual({ detail: "Malformed JSON in request body" });
+    const form = await raw("/threads", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "a=b" });
+    expect(form.status).toBe(415);
+    const huge = await raw("/threads", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ metadata: { x: "y".repeat(11 * 1024 * 1024) } }) });
+    expect(huge.status).toBe(413);
+    expect((await raw("/ok")).status).toBe(200);
+  });
+
+  it("pre-populates a thread with supersteps and reports history", async () => {
+    const t = await client.threads.create({
+      graphId: "echo",
+      supersteps: [{ updates: [{ values: { messages: [{ role: "human", content: "seeded" }] }, asNode: "__input__" }] }, { updates: [{ values: { messages: [{ role: "ai", content: "answer" }] }, asNode: "echo" }] }],
+    });
+    expect(((t.values as { messages: unknown[] }).messages ?? []).length).toBe(2);
+    const history = await client.threads.getHistory(t.thread_id, { limit: 10 });
+    expect(history.length).toBeGreaterThanOrEqual(2);
+    expect(history[0].checkpoint.checkpoint_id).toBeTruthy();
+  });
+});
+
+describe("runs", () => {
+  it("waits for a run on a thread and updates thread status and values", async () => {
+    const t = await client.threads.create();
+    const out = (await client.runs.wait(t.thread_id, "echo", { input: human("hi") })) as { messages: { type: string; content: string }[] };
+    expect(out.messages.map((m) => m.type)).toEqual(["human", "ai"]);
+    const after = await client.threads.get(t.thread_id);
+    expect(after.status).toBe("idle");
+    expect((after.values as { messages: unknown[] }).messages).toHaveLength(2);
+    expect(after.metadata?.graph_id).toBe("echo");
+    const runs = await client.runs.list(t.thread_id);
+    expect(runs).toHaveLength(1);
+    expect(runs[0].status).toBe("success");
+  });
+
+  it("streams values with metadata first and consecutive ids", async () => {
+    const t = await client.threads.create();
+    const events: { event: string; data: unknown }[] = [];
+    for await (const e of client.runs.stream(t.thread_id, "echo", { input: human("stream me"), streamMode: ["values", "updates"] })) events.push(e);
+    expect(events[0].event).toBe("metadata");
+    expect(Object.keys(events[0].data as object).sort()).toEqual(["attempt", "run_id"]);
+    expect(new Set(events.map((e) => e.event))).toEqual(new Set(["metadata", "values", "updates"]));
+    expect(events.at(-1)!.event).toBe("values");
+  });
+
+  it("streams tokens in messages-tuple mode", async () => {
+    const events: { event: string; data: unknown }[] = [];
+    for await (const e of client.runs.stream(null, "agent", { input: human("tell me a story please"), streamMode: "messages-tuple" })) events.push(e);
+    const tokens = events.filter((e) => e.event === "messages");
+    expect(tokens.length).toBeGreaterThan(2);
+  });
+
+  it("creates a background run, joins it, and streams a joined resumable run from Last-Event-ID", async () => {
+    const t = await client.threads.create();
+    const run = await client.runs.create(t.thread_id, "slow", { input: human("bg"), config: { configurable: { sleep_ms: 300 } }, streamResumable: true });
+    expect(run.status).toBe("pending");
+    const events: { event: string }[] = [];
+    for await (const e of client.runs.joinStream(t.thread_id, run.run_id, { lastEventId: "-1" })) events.push(e);
+    expect(events[0].event).toBe("metadata");
+    const joined = (await client.runs.join(t.thread_id, run.run_id)) as { messages: unknown[] };
+    expect(joined.messages).toHaveLength(2);
+    expect((await client.runs.get(t.thread_id, run.run_id)).status).toBe("success");
+  });
+
+  it("interrupts for human approval and resumes with a command", async () => {
+    const t = await client.threads.create();
+    const first = (await client.runs.wait(t.thread_id, "agent", { input: human("what is the weather in Paris"), config: { configurable: { require_approval: true } } })) as Record<string, unknown>;
+    expect(first.__interrupt__).toBeDefined();
+    const thread = await client.threads.get(t.thread_id);
+    expect(thread.status).toBe("interrupted");
+    const state = await client.threads.getState(t.thread_id);
+    expect(state.next.length).toBeGreaterThan(0);
+    const resumed = (await client.runs.wait(t.thread_id, "agent", { command: { resume: "approve" }, config: { configurable: { require_approval: true } } })) as { messages: { content: string }[] };
+    expect(resumed.messages.at(-1)!.content).toContain("sunny");
+    expect((await client.threads.get(t.thread_id)).status).toBe("idle");
+  });
+
+  it("reports a failing graph as error with __error__ and thread status error", async () => {
+    const t = await client.threads.create();
+    const r = await raw(`/threads/${t.thread_id}/runs/wait`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "error", input: {} }) });
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({ __error__: { error: "CustomError", message: "Boo!" } });
+    expect((await client.threads.get(t.thread_id)).status).toBe("error");
+  });
+
+  it("enqueues by default, rejects with 409, interrupts and cancels", async () => {
+    const t = await client.threads.create();
+    const slow = { config: { configurable: { sleep_ms: 400 } } };
+    const r1 = await client.runs.create(t.thread_id, "slow", { input: human("one"), ...slow });
+    const r2 = await client.runs.create(t.thread_id, "slow", { input: human("two"), ...slow });
+    await expect(client.runs.create(t.thread_id, "slow", { input: human("three"), multitaskStrategy: "reject" })).rejects.toThrow(/HTTP 409/);
+    await client.runs.join(t.thread_id, r2.run_id);
+    expect((await client.runs.get(t.thread_id, r1.run_id)).status).toBe("success");
+    expect((await client.runs.get(t.thread_id, r2.run_id)).status).toBe("success");
+    const values = (await client.threads.getState(t.thread_id)).values as { messages: { content: string }[] };
+    expect(values.messages.filter((m) => m.content === "one" || m.content === "two").map((m) => m.content)).toEqual(["one", "two"]);
+
+    const r3 = await client.runs.create(t.thread_id, "slow", { input: human("three"), config: { configurable: { sleep_ms: 5000 } } });
+    await new Promise((r) => setTimeout(r, 200));
+    const r4 = await client.runs.create(t.thread_id, "slow", { input: human("four"), multitaskStrategy: "interrupt", ...slow });
+    await client.runs.join(t.thread_id, r4.run_id);
+    expect((await client.runs.get(t.thread_id, r3.run_id)).status).toBe("interrupted");
+    expect((await client.runs.get(t.thread_id, r4.run_id)).status).toBe("success");
+
+    const r5 = await client.runs.create(t.thread_id, "slow", { input: human("five"), config: { configurable: { sleep_ms: 5000 } } });
+    await new Promise((r) => setTimeout(r, 150));
+    await client.runs.cancel(t.thread_id, r5.run_id, true);
+    expect((await client.runs.get(t.thread_id, r5.run_id)).status).toBe("interrupted");
+    expect((await client.threads.get(t.thread_id)).status).toBe("idle");
+  });
+
+  it("runs stateless wait and stream, and 404s runs on missing threads", async () => {
+    const out = (await client.runs.wait(null, "echo", { input: human("stateless") })) as { messages: unknown[] };
+    expect(out.messages).toHaveLength(2);
+    const events: string[] = [];
+    for await (const e of client.runs.stream(null, "echo", { input: human("s") })) events.push(e.event);
+    expect(events).toEqual(["metadata", "values", "values"]);
+    const r = await raw("/threads/00000000-0000-4000-8000-000000000001/runs", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "echo" }) });
+    expect(r.status).toBe(404);
+    const created = await client.runs.wait("00000000-0000-4000-8000-000000000002", "echo", { input: human("x"), ifNotExists: "create" });
+    expect((created as { messages: unknown[] }).messages).toHaveLength(2);
+  });
+});

@@ -1,0 +1,75 @@
+// Spawns a real Troupe server process (bin/troupe.js) on port 0 with a fresh data directory,
+// exactly as a user would run it, and stops it (gracefully or with SIGKILL) at the end.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const REPO = fileURLToPath(new URL("../..", import.meta.url));
+export const TEST_CONFIG = join(REPO, "test/fixtures/graphs/service.json");
+
+export interface TestServer {
+  url: string;
+  dataDir: string;
+  proc: ChildProcess;
+  output(): string;
+  /** graceful stop (SIGTERM) */
+  stop(): Promise<void>;
+  /** kill -9, keeping the data dir */
+  kill(): Promise<void>;
+  /** remove the data dir (after stop/kill) */
+  cleanup(): void;
+}
+
+export interface StartOptions {
+  config?: string;
+  dataDir?: string;
+  workers?: number;
+  env?: Record<string, string>;
+  extraArgs?: string[];
+}
+
+export async function startTestServer(opts: StartOptions = {}): Promise<TestServer> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "troupe-test-"));
+  const args = [join(REPO, "bin/troupe.js"), "dev", "--port", "0", "--config", opts.config ?? TEST_CONFIG, "--data-dir", dataDir, "--workers", String(opts.workers ?? 2), ...(opts.extraArgs ?? [])];
+  const proc = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, ...opts.env }, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  proc.stdout!.on("data", (d: Buffer) => (out += d.toString()));
+  proc.stderr!.on("data", (d: Buffer) => (out += d.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start in 30 s:\n${out}`)), 30_000);
+    const onData = () => {
+      const m = /troupe listening on (http:\/\/\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    };
+    proc.stdout!.on("data", onData);
+    proc.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code} before listening:\n${out}`));
+    });
+  });
+  const exited = new Promise<void>((r) => proc.once("exit", () => r()));
+  return {
+    url,
+    dataDir,
+    proc,
+    output: () => out,
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 8_000))]);
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGKILL");
+      await exited;
+    },
+    async kill() {
+      proc.kill("SIGKILL");
+      await exited;
+    },
+    cleanup() {
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
