@@ -75,17 +75,17 @@ function onRequest(dispatcher: Dispatcher, res: HttpResponse, req: HttpRequest):
     void handle(dispatcher, raw, res, state);
     return;
   }
-  if (contentLength > maxBody) {
-    writeReply(res, state, tooLarge(maxBody), true);
-    return;
-  }
   const chunks: Buffer[] = [];
   let size = 0;
   res.onData((ab, isLast) => {
     if (state.done) return;
     size += ab.byteLength;
-    if (size > maxBody) {
-      writeReply(res, state, tooLarge(maxBody), true);
+    if (size > maxBody || contentLength > maxBody) {
+      // Drain the rest so the client sees the 413 instead of a broken pipe, but give up on
+      // clients that keep sending far past the limit.
+      chunks.length = 0;
+      if (isLast) writeReply(res, state, tooLarge(maxBody), false);
+      else if (size > 4 * maxBody) writeReply(res, state, tooLarge(maxBody), true);
       return;
     }
     chunks.push(Buffer.from(new Uint8Array(ab)));
