@@ -1,5 +1,5 @@
-// Piscina task entry for an actor worker (loaded through actor-shard.boot.mjs, which registers
-// tsx so user graph files can be TypeScript): one long-lived task per worker hosts one shard.
+// Piscina task entry for an actor worker (started with --import workers/tsx-register.mjs, so
+// user graph files can be TypeScript): one long-lived task per worker hosts one shard.
 import { isMainThread } from "node:worker_threads";
 import { runShardHost } from "../src/actors/shard-host.ts";
 import type { ShardTask } from "../src/actors/protocol.ts";

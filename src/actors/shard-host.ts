@@ -58,10 +58,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     deleteThread: (t) => saver.deleteThread(t),
     copyThread: (a, b) => saver.copyThread(a, b),
     deleteCheckpointsOfRun: async (t, r) => void (await saver.deleteCheckpointsOfRun(t, r)),
-    hasCheckpointOfRun: async (t, r) => {
-      for await (const _ of saver.list({ configurable: { thread_id: t } }, { filter: { run_id: r }, limit: 1 })) return true;
-      return false;
-    },
+    hasCheckpointOfRun: async (t, r) => saver.hasCheckpointOfRun(t, r),
   };
 
   const actors = new Map<string, ThreadActor>();

@@ -9,6 +9,7 @@ import { deserializeError, TroupeError } from "../errors.ts";
 import type { ActorCommand, ActorReplies, FromShard, GraphSpecLite, ShardTask } from "./protocol.ts";
 import { RunHub } from "./run-hub.ts";
 import { shardOf } from "./sharding.ts";
+import { TSX_REGISTER } from "../util/tsx.ts";
 
 export interface ShardPoolOptions {
   dataDir: string;
@@ -46,7 +47,8 @@ export class ShardPool {
   constructor(private readonly opts: ShardPoolOptions) {
     this.size = Math.max(1, opts.workers ?? availableParallelism());
     this.pool = new Piscina({
-      filename: new URL("../../workers/actor-shard.boot.mjs", import.meta.url).href,
+      filename: new URL("../../workers/actor-shard.ts", import.meta.url).href,
+      execArgv: ["--import", TSX_REGISTER],
       minThreads: this.size,
       maxThreads: this.size,
       concurrentTasksPerWorker: 1,

@@ -2,7 +2,7 @@
 // shards → routes → uWebSockets.js listener. Returns a handle to stop it cleanly.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { MessageChannel, Worker } from "node:worker_threads";
+import { WebhookWorkerHost } from "../webhooks/host.ts";
 import { loadConfig, type ResolvedConfig } from "../config/index.ts";
 import { ShardPool } from "../actors/shard-pool.ts";
 import { assistantRoutes } from "../api/assistants.ts";
@@ -55,10 +55,18 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const assistants = new AssistantStore(storage);
   await assistants.ensureDefaults(graphIds, parseGraphConfigs(process.env.LANGGRAPH_CONFIG));
 
-  const webhookWorker = new Worker(new URL("../../workers/ts-boot.mjs", import.meta.url), {
-    workerData: { entry: new URL("../../workers/webhook.ts", import.meta.url).href, headers: { ...config.webhooks.headers } },
-  });
-  webhookWorker.unref();
+  // Relative webhook URLs are delivered in-process through the router (dispatcher set below).
+  let dispatcher: Dispatcher | undefined;
+  const webhooks = new WebhookWorkerHost({
+    headers: { ...config.webhooks.headers },
+    urlPolicy: config.webhooks.url,
+    dispatch: async (method, path, headers, body) => {
+      if (!dispatcher) return { status: 503 };
+      const [p, q = ""] = path.split("?");
+      const reply = await dispatcher.dispatch({ method, path: p, query: q, headers, body: body === undefined ? null : Buffer.from(body), clientIp: "127.0.0.1", signal: new AbortController().signal });
+      return { status: "status" in reply ? reply.status : 200 };
+    },
+  }).unref();
 
   const pool = new ShardPool({
     dataDir: opts.dataDir,
@@ -67,11 +75,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     workers: opts.workers,
     disableWebhooks: config.http.disableWebhooks,
     webhookHeaders: { ...config.webhooks.headers },
-    webhookPortFor: () => {
-      const { port1, port2 } = new MessageChannel();
-      webhookWorker.postMessage({ type: "webhook.port", port: port1 }, [port1]);
-      return port2;
-    },
+    webhookPortFor: () => webhooks.connectPort(),
   });
 
   const app: AppContext = {
@@ -89,7 +93,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     },
   };
 
-  const dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors) });
+  dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors) });
   dispatcher.addGuard(corsGuard(config.http.cors));
   const groups: RouteDef<any, any>[][] = [];
   if (!config.http.disableMeta) groups.push(systemRoutes(app, () => dispatcher.routes));
@@ -114,7 +118,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       closed = true;
       server.close();
       await pool.close();
-      await webhookWorker.terminate();
+      await webhooks.terminate();
       await storage.close();
     },
   };

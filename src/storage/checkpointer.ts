@@ -170,6 +170,14 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     });
   }
 
+  /** Whether any checkpoint of the thread was written by the run (crash recovery: resume vs replay). */
+  hasCheckpointOfRun(threadId: string, runId: string): boolean {
+    for (const { value } of this.storage.checkpoints.getRange({ start: [threadId], end: [threadId, MAX_KEY] })) {
+      if (value.runId === runId) return true;
+    }
+    return false;
+  }
+
   /**
    * Rollback: removes the thread's checkpoints whose run id (metadata.run_id, else the put
    * config's metadata.run_id) is `runId`, with their writes and the blobs they created, plus

@@ -1,0 +1,65 @@
+// kill -9 during a load of queued and running runs, restart on the same data dir: every
+// accepted run ends in a final status, no thread stays busy, state and history still read,
+// and join / join-stream on those runs still answer.
+import { afterAll, describe, expect, it } from "vitest";
+import { Client } from "@langchain/langgraph-sdk";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+
+const servers: TestServer[] = [];
+afterAll(async () => {
+  for (const s of servers) await s.stop();
+  servers[0]?.cleanup();
+});
+
+describe("crash recovery", () => {
+  it("finishes every accepted run after kill -9 and restart", async () => {
+    const first = await startTestServer();
+    servers.push(first);
+    const c1 = new Client({ apiUrl: first.url, apiKey: null });
+    const threads: string[] = [];
+    const runs: { threadId: string; runId: string }[] = [];
+    for (let i = 0; i < 8; i++) {
+      const t = await c1.threads.create({ metadata: { crash: "test" } });
+      threads.push(t.thread_id);
+      for (let j = 0; j < 4; j++) {
+        const r = await c1.runs.create(t.thread_id, "slow", {
+          input: { messages: [{ role: "human", content: `t${i} r${j}` }] },
+          config: { configurable: { sleep_ms: 250 } },
+        });
+        runs.push({ threadId: t.thread_id, runId: r.run_id });
+      }
+    }
+    // let some runs start (and some finish) so the crash hits running, queued and done runs
+    await new Promise((r) => setTimeout(r, 400));
+    const before = await Promise.all(runs.map((r) => c1.runs.get(r.threadId, r.runId)));
+    expect(before.some((r) => r.status === "running")).toBe(true);
+    expect(before.some((r) => r.status === "pending")).toBe(true);
+    await first.kill();
+
+    const second = await startTestServer({ dataDir: first.dataDir });
+    servers.push(second);
+    const c2 = new Client({ apiUrl: second.url, apiKey: null });
+
+    // join answers for every run: the final state of its thread (or an error)
+    await Promise.all(runs.map((r) => c2.runs.join(r.threadId, r.runId)));
+    const after = await Promise.all(runs.map((r) => c2.runs.get(r.threadId, r.runId)));
+    for (const r of after) expect(["success", "error"]).toContain(r.status);
+    expect(after.filter((r) => r.status === "success").length).toBeGreaterThanOrEqual(runs.length - 2);
+
+    for (const threadId of threads) {
+      const t = await c2.threads.get(threadId);
+      expect(t.status).not.toBe("busy");
+      const state = await c2.threads.getState(threadId);
+      const contents = (state.values as { messages: { type: string; content: string }[] }).messages.filter((m) => m.type === "human").map((m) => m.content);
+      // each accepted input was applied once, in order, even across the crash
+      expect(contents).toEqual([0, 1, 2, 3].map((j) => contents[0].replace(/r\d$/, `r${j}`)));
+      const history = await c2.threads.getHistory(threadId, { limit: 100 });
+      expect(history.length).toBeGreaterThan(4);
+    }
+    // join-stream on a finished run still answers (and closes)
+    const events: unknown[] = [];
+    for await (const e of c2.runs.joinStream(runs[0].threadId, runs[0].runId)) events.push(e);
+    expect(Array.isArray(events)).toBe(true);
+    expect(await c2.threads.count({ status: "busy" })).toBe(0);
+  });
+});

@@ -1,0 +1,73 @@
+// Run-completion webhooks end to end: real server, real local HTTP receiver.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Client } from "@langchain/langgraph-sdk";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+
+let server: TestServer;
+let client: Client;
+let receiver: Server;
+let receiverUrl: string;
+const received: { path: string; headers: Record<string, unknown>; body: Record<string, unknown> }[] = [];
+
+beforeAll(async () => {
+  receiver = createServer((req, res) => {
+    let data = "";
+    req.on("data", (d) => (data += d));
+    req.on("end", () => {
+      received.push({ path: req.url ?? "", headers: req.headers, body: JSON.parse(data) as Record<string, unknown> });
+      res.end("ok");
+    });
+  });
+  await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+  server = await startTestServer();
+  client = new Client({ apiUrl: server.url, apiKey: null });
+});
+afterAll(async () => {
+  await server?.stop();
+  server?.cleanup();
+  receiver?.close();
+});
+
+async function until<T>(fn: () => T | undefined, ms = 10_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = fn();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe("webhooks", () => {
+  it("posts the final run to the webhook after a successful thread run", async () => {
+    const t = await client.threads.create();
+    await client.runs.wait(t.thread_id, "echo", { input: { messages: [{ role: "human", content: "hook" }] }, webhook: `${receiverUrl}/done?token=s3cret`, metadata: { m: 1 } });
+    const hit = await until(() => received.find((r) => r.body.thread_id === t.thread_id));
+    expect(hit.path).toBe("/done?token=s3cret");
+    expect(hit.headers["content-type"]).toContain("application/json");
+    expect(hit.body.status).toBe("success");
+    expect(hit.body.metadata).toMatchObject({ m: 1 });
+    expect(hit.body.values).toBeDefined();
+    for (const k of ["run_id", "assistant_id", "created_at", "updated_at", "run_started_at", "run_ended_at", "webhook_sent_at", "kwargs", "multitask_strategy"]) expect(hit.body).toHaveProperty(k);
+  });
+
+  it("reports failures with an error object, also for stateless runs", async () => {
+    const r = await fetch(`${server.url}/runs/wait`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "error", input: {}, webhook: `${receiverUrl}/failed` }) });
+    await r.text();
+    const hit = await until(() => received.find((x) => x.path === "/failed"));
+    expect(hit.body.status).toBe("error");
+    expect(hit.body.error).toEqual({ error: "CustomError", message: "Boo!" });
+    expect(hit.body.values).toBeUndefined();
+  });
+
+  it("refuses webhook URLs that break the policy with 422", async () => {
+    const t = await client.threads.create();
+    const r = await fetch(`${server.url}/threads/${t.thread_id}/runs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "echo", webhook: "ftp://example.com/x" }) });
+    expect(r.status).toBe(422);
+    const body = (await r.json()) as { detail: { loc: string[] }[] };
+    expect(body.detail[0].loc).toEqual(["body", "webhook"]);
+  });
+});
