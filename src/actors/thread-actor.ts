@@ -33,7 +33,12 @@ export class ThreadActor {
   /** Commands run strictly one after another, each after the previous one's commits. */
   private serial<T>(fn: () => Promise<T> | T): Promise<T> {
     this.pendingOps++;
-    const p = this.mailbox.then(fn);
+    // Start each command from a fresh LMDB read snapshot: the previous command's commit (or another
+    // thread's) may have landed within this event-loop turn.
+    const p = this.mailbox.then(() => {
+      this.ctx.storage.root.resetReadTxn();
+      return fn();
+    });
     this.mailbox = p.then(
       () => this.pendingOps--,
       () => this.pendingOps--,

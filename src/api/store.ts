@@ -1,0 +1,114 @@
+// Store routes (reference §9): the long-term memory store over HTTP. Same LMDB records the
+// graphs read and write through `config.store`, so items written by a run show up here.
+// The SDK also sends `index`, `ttl` (put) and `refresh_ttl` (get, search): accepted and ignored,
+// since this store has neither a vector index nor TTLs.
+import type { MatchCondition } from "@langchain/langgraph-checkpoint";
+import { empty, json, type RouteDef } from "../http/types.ts";
+import { anyValue, body, limit, nullable, object, offset, str, strings } from "../http/schemas/common.ts";
+import { validationError } from "../http/validation.ts";
+import type { AppContext } from "../server/context.ts";
+import type { JsonObject } from "../storage/records.ts";
+import { LmdbStore } from "../storage/store.ts";
+
+const TAG = "store";
+
+const itemPut = body({ namespace: strings, key: str, value: object, index: anyValue, ttl: anyValue }, ["namespace", "key", "value"]);
+const itemDelete = body({ namespace: strings, key: str }, ["key"]);
+const itemQuery = { type: "object", properties: { namespace: str, key: str, refresh_ttl: anyValue }, required: ["key"] };
+const itemSearch = body({
+  namespace_prefix: strings,
+  filter: nullable(object),
+  limit: limit(1000, 10),
+  offset,
+  query: nullable(str),
+  refresh_ttl: anyValue,
+}, ["namespace_prefix"]);
+const namespaceList = body({
+  prefix: nullable(strings),
+  suffix: nullable(strings),
+  max_depth: { type: ["integer", "null"], minimum: 1 },
+  limit: limit(1000, 100),
+  offset,
+});
+
+/** Namespace rules of the reference: labels non-empty, no "." (the GET query joins with it); NUL is our key separator. */
+function checkNamespace(ns: string[], loc: string[], required: boolean): void {
+  if (required && ns.length === 0) throw validationError([{ loc, msg: "Namespace is required", type: "value_error" }]);
+  if (ns.some((l) => l === "" || l.includes("."))) {
+    throw validationError([{ loc, msg: `Namespace labels cannot be empty or contain periods. Received: ${ns.join(".")}`, type: "value_error" }]);
+  }
+  if (ns.some((l) => l.includes("\u0000"))) {
+    throw validationError([{ loc, msg: "Namespace labels cannot contain NUL characters", type: "value_error" }]);
+  }
+}
+
+export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
+  const store = new LmdbStore(app.storage);
+
+  return [
+    {
+      method: "PUT", path: "/store/items", operationId: "put_item", summary: "Store or update an item", tag: TAG,
+      body: itemPut,
+      handler: async ({ body: b }) => {
+        const { namespace, key, value } = b as { namespace: string[]; key: string; value: JsonObject };
+        checkNamespace(namespace, ["body", "namespace"], true);
+        await store.write([{ namespace, key, value }]);
+        return empty(204);
+      },
+    },
+    {
+      method: "GET", path: "/store/items", operationId: "get_item", summary: "Get an item (null when absent)", tag: TAG,
+      query: itemQuery,
+      handler: ({ query }) => {
+        const q = query as { namespace?: string; key: string };
+        const namespace = q.namespace ? q.namespace.split(".") : [];
+        checkNamespace(namespace, ["query", "namespace"], false);
+        return json(store.getRecord(namespace, q.key));
+      },
+    },
+    {
+      method: "DELETE", path: "/store/items", operationId: "delete_item", summary: "Delete an item (also when absent)", tag: TAG,
+      body: itemDelete,
+      handler: async ({ body: b }) => {
+        const { namespace = [], key } = b as { namespace?: string[]; key: string };
+        checkNamespace(namespace, ["body", "namespace"], false);
+        await store.write([{ namespace, key, value: null }]);
+        return empty(204);
+      },
+    },
+    {
+      method: "POST", path: "/store/items/search", operationId: "search_items", summary: "Search items under a namespace prefix", tag: TAG,
+      body: itemSearch,
+      handler: ({ body: b }) => {
+        const q = b as { namespace_prefix: string[]; filter?: JsonObject | null; limit: number; offset: number; query?: string | null };
+        checkNamespace(q.namespace_prefix, ["body", "namespace_prefix"], false);
+        const items = store.searchRecords({
+          namespacePrefix: q.namespace_prefix,
+          filter: q.filter ?? undefined,
+          limit: q.limit,
+          offset: q.offset,
+          query: q.query ?? undefined,
+        });
+        return json({ items });
+      },
+    },
+    {
+      method: "POST", path: "/store/namespaces", operationId: "list_namespaces", summary: "List namespaces", tag: TAG,
+      body: namespaceList, bodyOptional: true,
+      handler: ({ body: b }) => {
+        const q = b as { prefix?: string[] | null; suffix?: string[] | null; max_depth?: number | null; limit: number; offset: number };
+        const matchConditions: MatchCondition[] = [];
+        if (q.prefix) {
+          checkNamespace(q.prefix, ["body", "prefix"], false);
+          matchConditions.push({ matchType: "prefix", path: q.prefix });
+        }
+        if (q.suffix) {
+          checkNamespace(q.suffix, ["body", "suffix"], false);
+          matchConditions.push({ matchType: "suffix", path: q.suffix });
+        }
+        const namespaces = store.namespaces({ matchConditions, maxDepth: q.max_depth ?? undefined, limit: q.limit, offset: q.offset });
+        return json({ namespaces });
+      },
+    },
+  ];
+}

@@ -1,0 +1,241 @@
+// The long-term memory store (LangGraph BaseStore) on LMDB: graphs get it as `config.store` in
+// actor workers, and the /store routes use it on the HTTP thread, each thread with its own handle.
+import {
+  BaseStore, type GetOperation, type Item, type ListNamespacesOperation, type MatchCondition,
+  type Operation, type OperationResults, type PutOperation, type SearchItem, type SearchOperation,
+} from "@langchain/langgraph-checkpoint";
+import { TroupeError } from "../errors.ts";
+import type { Storage } from "./env.ts";
+import type { JsonObject, StoreItemRecord } from "./records.ts";
+import { nowIso } from "./records.ts";
+
+/** Joins namespace labels in keys; labels may not contain it (LangGraph rejects NUL too). */
+const SEP = "\u0000";
+/** One past SEP: [joined + NEXT] sorts after every key of `joined` and of its descendants. */
+const AFTER = "\u0001";
+
+type StoreKey = [string, string];
+const keyOf = (namespace: readonly string[], key: string): StoreKey => [namespace.join(SEP), key];
+
+/** Key range holding exactly the namespaces that start with `labels` (the whole table for []). */
+function subtree(labels: readonly string[]): { start?: StoreKey | [string]; end?: [string] } {
+  if (labels.length === 0) return {};
+  const joined = labels.join(SEP);
+  return { start: [joined], end: [joined + AFTER] };
+}
+
+const hasPrefix = (ns: readonly string[], prefix: readonly string[]) =>
+  prefix.length <= ns.length && prefix.every((p, i) => p === ns[i]);
+
+export function toItem(r: StoreItemRecord): Item {
+  return { value: r.value, key: r.key, namespace: r.namespace, createdAt: new Date(r.created_at), updatedAt: new Date(r.updated_at) };
+}
+
+/**
+ * Storage contract: reads are synchronous LMDB reads from a fresh snapshot, so they see every
+ * commit that has resolved in any thread (lmdb-js would otherwise keep a thread's read snapshot
+ * until its next event turn, missing a write another thread committed in between);
+ * writes run in one LMDB transaction per batch and resolve after it commits. Result order of
+ * search and listNamespaces is key order (namespace labels, then key); no sort is applied.
+ * `query` needs a vector index, which this store does not have: it is ignored (no `score`).
+ */
+export class LmdbStore extends BaseStore {
+  constructor(private readonly s: Storage) {
+    super();
+  }
+
+  /**
+   * LangGraph batch semantics (as InMemoryStore): reads see the state before the batch's
+   * writes; several puts of one item in a batch keep the last.
+   */
+  async batch<Op extends Operation[]>(operations: Op): Promise<OperationResults<Op>> {
+    const results: unknown[] = new Array(operations.length);
+    const puts = new Map<string, PutOperation>();
+    operations.forEach((op, i) => {
+      if ("value" in op) {
+        puts.set(JSON.stringify(keyOf(op.namespace, op.key)), op);
+        results[i] = undefined;
+      } else if ("namespacePrefix" in op) {
+        results[i] = this.searchRecords(op).map((r): SearchItem => toItem(r));
+      } else if ("key" in op) {
+        const r = this.getRecord((op as GetOperation).namespace, op.key);
+        results[i] = r ? toItem(r) : null;
+      } else {
+        results[i] = this.namespaces(op);
+      }
+    });
+    if (puts.size > 0) await this.write([...puts.values()]);
+    return results as OperationResults<Op>;
+  }
+
+  /** Wire shape of one item, or null. */
+  getRecord(namespace: readonly string[], key: string): StoreItemRecord | null {
+    this.s.root.resetReadTxn();
+    return this.s.store.get(keyOf(namespace, key)) ?? null;
+  }
+
+  /** Upserts (value = object) and deletes (value = null) in one transaction; resolves after commit. */
+  async write(ops: readonly PutOperation[]): Promise<void> {
+    for (const op of ops) if (op.value !== null) checkNamespace(op.namespace);
+    const now = nowIso();
+    await this.s.root.transaction(() => {
+      for (const op of ops) {
+        const k = keyOf(op.namespace, op.key);
+        if (op.value === null) {
+          this.s.store.remove(k);
+          continue;
+        }
+        const prev = this.s.store.get(k);
+        this.s.store.put(k, {
+          namespace: [...op.namespace],
+          key: op.key,
+          value: op.value as JsonObject,
+          created_at: prev?.created_at ?? now,
+          updated_at: now,
+        });
+      }
+    });
+  }
+
+  /** Wire shape of matching items: a range scan of the namespace prefix, stopping at offset + limit. */
+  searchRecords(op: SearchOperation): StoreItemRecord[] {
+    const limit = op.limit ?? 10;
+    const offset = op.offset ?? 0;
+    const out: StoreItemRecord[] = [];
+    if (limit <= 0) return out;
+    this.s.root.resetReadTxn();
+    let skipped = 0;
+    for (const { value } of this.s.store.getRange(subtree(op.namespacePrefix))) {
+      if (!hasPrefix(value.namespace, op.namespacePrefix)) continue;
+      if (op.filter && !matchesFilter(value.value, op.filter)) continue;
+      if (skipped < offset) {
+        skipped++;
+        continue;
+      }
+      out.push(value);
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  /**
+   * Distinct namespaces matching every condition ("*" matches any label), truncated to maxDepth
+   * and de-duplicated. Visits one key per distinct namespace: after reading a namespace's first
+   * key it seeks past that namespace, or past its whole subtree once it was listed truncated.
+   */
+  namespaces(op: ListNamespacesOperation): string[][] {
+    const conditions = op.matchConditions ?? [];
+    const limit = op.limit ?? 100;
+    const offset = op.offset ?? 0;
+    const depth = op.maxDepth;
+    const out: string[][] = [];
+    if (limit <= 0) return out;
+    this.s.root.resetReadTxn();
+    // the leading literal labels of every prefix condition bound the scan
+    const fixed = conditions.filter((c) => c.matchType === "prefix").map((c) => literalHead(c.path))
+      .reduce<string[]>((a, b) => (b.length > a.length ? b : a), []);
+    const { start: lo, end } = subtree(fixed);
+    let start: StoreKey | [string] | undefined = lo;
+    let skipped = 0;
+    for (let done = false; !done;) {
+      const first = firstKey(this.s, start, end);
+      if (!first) break;
+      const ns = first[0] === "" ? [] : first[0].split(SEP);
+      // smallest key of the next namespace (a child of ns, or whatever follows)
+      start = [first[0] + SEP];
+      if (!conditions.every((c) => matches(c, ns))) continue;
+      let shown = ns;
+      if (depth !== undefined && ns.length >= depth) {
+        // every later namespace under the truncated one would show the same: seek past its subtree
+        shown = ns.slice(0, Math.max(depth, 0));
+        if (shown.length > 0) start = [shown.join(SEP) + AFTER];
+        else done = true;
+      }
+      if (skipped < offset) {
+        skipped++;
+        continue;
+      }
+      out.push(shown);
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+}
+
+function firstKey(s: Storage, start: StoreKey | [string] | undefined, end: [string] | undefined): StoreKey | undefined {
+  for (const k of s.store.getKeys({ start, end, limit: 1 })) return k;
+  return undefined;
+}
+
+function literalHead(path: readonly string[]): string[] {
+  const i = path.indexOf("*");
+  return i < 0 ? [...path] : path.slice(0, i);
+}
+
+function matches(c: MatchCondition, ns: readonly string[]): boolean {
+  const { path } = c;
+  if (path.length > ns.length) return false;
+  const at = c.matchType === "prefix" ? 0 : ns.length - path.length;
+  return path.every((p, i) => p === "*" || p === ns[at + i]);
+}
+
+/** Labels are non-empty strings without the key separator; writes need at least one. */
+function checkNamespace(namespace: readonly string[]): void {
+  if (namespace.length === 0) throw new TroupeError("VALIDATION", "Namespace is required");
+  for (const label of namespace) {
+    if (typeof label !== "string" || label === "" || label.includes(SEP)) {
+      throw new TroupeError("VALIDATION", `Namespace labels must be non-empty strings without NUL characters. Received: ${JSON.stringify(namespace)}`);
+    }
+  }
+}
+
+// ---- filter: LangGraph store semantics (top-level value fields; equality or operator objects)
+
+const OPERATORS = new Set(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin"]);
+
+export function matchesFilter(value: Record<string, unknown>, filter: Record<string, unknown>): boolean {
+  return Object.entries(filter).every(([field, cond]) => compare(value[field], cond));
+}
+
+function isOperatorObject(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const keys = Object.keys(v);
+  return keys.length > 0 && keys.every((k) => OPERATORS.has(k));
+}
+
+function compare(actual: unknown, cond: unknown): boolean {
+  if (!isOperatorObject(cond)) return deepEqual(actual, cond);
+  return Object.entries(cond).every(([op, expected]) => {
+    switch (op) {
+      case "$eq": return deepEqual(actual, expected);
+      case "$ne": return !deepEqual(actual, expected);
+      case "$gt": return order(actual, expected) > 0;
+      case "$gte": return order(actual, expected) >= 0;
+      case "$lt": return order(actual, expected) < 0;
+      case "$lte": return order(actual, expected) <= 0;
+      case "$in": return Array.isArray(expected) && expected.some((e) => deepEqual(actual, e));
+      case "$nin": return !Array.isArray(expected) || !expected.some((e) => deepEqual(actual, e));
+      default: return false;
+    }
+  });
+}
+
+/** Numbers compare numerically, strings lexically (ISO dates work); anything else is unordered (NaN). */
+function order(a: unknown, b: unknown): number {
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  if (typeof a === "string" && typeof b === "string") return a < b ? -1 : a > b ? 1 : 0;
+  return Number.NaN;
+}
+
+function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const bb = b as unknown[];
+    return a.length === bb.length && a.every((x, i) => deepEqual(x, bb[i]));
+  }
+  const ka = Object.keys(a);
+  const bo = b as Record<string, unknown>;
+  return ka.length === Object.keys(bo).length && ka.every((k) => Object.hasOwn(bo, k) && deepEqual((a as Record<string, unknown>)[k], bo[k]));
+}
