@@ -75,7 +75,7 @@ describe("interrupts, history, state", () => {
     const history = await client.threads.getHistory(t.thread_id, { limit: 20 });
     expect(history[0].next).toEqual([]);
     expect(history.at(-1)!.metadata?.step).toBe(-1);
-    const older = await client.threads.getHistory(t.thread_id, { limit: 2, before: history[1].checkpoint });
+    const older = await client.threads.getHistory(t.thread_id, { limit: 2, before: { configurable: history[1].checkpoint } as never });
     expect(older[0].checkpoint.checkpoint_id).toBe(history[2].checkpoint.checkpoint_id);
     const atCheckpoint = await client.threads.getState(t.thread_id, history[2].checkpoint.checkpoint_id!);
     expect(atCheckpoint.checkpoint.checkpoint_id).toBe(history[2].checkpoint.checkpoint_id);
@@ -85,7 +85,8 @@ describe("interrupts, history, state", () => {
     const t = await client.threads.create();
     await client.runs.wait(t.thread_id, "interrupt_steps", { input: { messages: ["s"] } });
     const r = await client.threads.updateState(t.thread_id, { values: { messages: ["patched"] }, asNode: "three" });
-    expect(r.checkpoint.checkpoint_id).toBeTruthy();
+    expect((r as unknown as { checkpoint: { checkpoint_id: string } }).checkpoint.checkpoint_id).toBeTruthy();
+    expect(r.configurable?.checkpoint_id).toBeTruthy();
     const s = await client.threads.getState(t.thread_id);
     expect((s.values as { messages: string[] }).messages.at(-1)).toBe("patched");
     await client.runs.create(t.thread_id, "slow", { input: { messages: [] }, config: { configurable: { sleep_ms: 600 } } });

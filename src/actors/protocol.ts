@@ -97,7 +97,7 @@ export interface ActorReplies {
   "thread.delete": { deleted: boolean };
   "thread.copy": ThreadRecord;
   "thread.state": JsonObject;
-  "thread.update_state": { checkpoint: JsonObject };
+  "thread.update_state": { checkpoint: JsonObject; configurable: JsonObject };
   "thread.history": JsonObject[];
   "graph.describe": Json;
 }

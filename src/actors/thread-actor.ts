@@ -159,7 +159,7 @@ export class ThreadActor {
     return readHistory(graph, t, cmd);
   }
 
-  private async updateState(cmd: Extract<ActorCommand, { type: "thread.update_state" }>): Promise<{ checkpoint: JsonObject }> {
+  private async updateState(cmd: Extract<ActorCommand, { type: "thread.update_state" }>): Promise<{ checkpoint: JsonObject; configurable: JsonObject }> {
     const t = this.getThread();
     if (this.current || this.queue.length) throw new TroupeError("THREAD_BUSY", `Thread ${this.threadId} is busy: a run is pending or running`);
     const graphId = this.graphIdOf(t, cmd.assistant);
@@ -170,7 +170,9 @@ export class ThreadActor {
     const next: ThreadRecord = { ...t, values: toPlain(snap.values), updated_at: nowIso() };
     await this.ctx.storage.threads.put(this.threadId, next);
     const c = (cfg as { configurable?: Record<string, unknown> }).configurable ?? {};
-    return { checkpoint: { thread_id: this.threadId, checkpoint_ns: (c.checkpoint_ns as string) ?? "", checkpoint_id: c.checkpoint_id as string } };
+    // `checkpoint` is what RemoteGraph reads; the SDK types the reply as a config (`configurable`)
+    const checkpoint = { thread_id: this.threadId, checkpoint_ns: (c.checkpoint_ns as string) ?? "", checkpoint_id: c.checkpoint_id as string };
+    return { checkpoint, configurable: checkpoint };
   }
 
   // ---- runs ----------------------------------------------------------------------------

@@ -1,0 +1,203 @@
+// Command-line options: parsed once with node:util parseArgs, validated with messages that name
+// the option, then resolved into a frozen object with units in the field names.
+import path from "node:path";
+import { parseArgs } from "node:util";
+import type { ClientKind } from "./http/types.ts";
+
+export const SCENARIO_NAMES = [
+  "ok",
+  "thread-create",
+  "wait-c1",
+  "wait-c16",
+  "wait-c64",
+  "stateless-wait",
+  "stream-ttfe",
+  "enqueue-1000",
+  "slow-200",
+  "rss",
+] as const;
+export type ScenarioName = (typeof SCENARIO_NAMES)[number];
+
+export interface ResolvedOptions {
+  readonly url: URL;
+  readonly scenarios: readonly ScenarioName[];
+  readonly durationMs: number;
+  readonly warmupMs: number;
+  readonly echoGraph: string;
+  readonly slowGraph: string;
+  readonly slowSleepMs: number;
+  readonly streamRuns: number;
+  readonly enqueueRuns: number;
+  readonly slowRuns: number;
+  readonly pageSize: number;
+  readonly idleTimeoutMs: number;
+  readonly scenarioTimeoutMs: number;
+  readonly client: ClientKind;
+  readonly clientWorkers: number;
+  readonly pid: number | null;
+  readonly pidTree: boolean;
+  readonly outFile: string;
+}
+
+export const HELP = `troupe-bench — load benchmark for any LangGraph-compatible deployment server
+
+Usage: npm run bench -- --url http://127.0.0.1:PORT [options]
+       node bin/troupe-bench.js --url http://127.0.0.1:PORT [options]
+
+Scenarios (all by default, in this order; pick with --only a,b,c):
+  ok              GET /ok at concurrency 64 for --duration s: req/s, p50/p99
+  thread-create   POST /threads {} at concurrency 16: creates/s, p50/p99
+  wait-c1         POST /threads, then POST /threads/{id}/runs/wait (echo graph) on that
+  wait-c16        fresh thread, at concurrency 1 / 16 / 64: runs/s; p50/p99 are of the
+  wait-c64        wait request alone (thread creation is not in the latency)
+  stateless-wait  POST /runs/wait (echo graph) at concurrency 16: runs/s, p50/p99
+  stream-ttfe     sequential POST /threads/{id}/runs/stream on fresh threads: time to the
+                  first complete SSE event (must be "metadata"), p50/p99; each stream is
+                  read to its end (--stream-runs runs)
+  enqueue-1000    --enqueue-runs background runs on ONE thread (POST /threads/{id}/runs,
+                  multitask_strategy "enqueue", concurrency 16), join the last one, then
+                  page GET /threads/{id}/runs until all are "success": total seconds
+  slow-200        --slow-runs threads created first, then that many POST .../runs/wait on
+                  the slow graph all at once: total wall seconds (ideal ≈ --slow-sleep-ms)
+  rss             VmRSS of --pid (plus descendants with --pid-tree) at the end, and the
+                  peak sampled every 250 ms during the whole bench; "n/a" without --pid
+
+Options:
+  --url URL                 server base URL, http only (required)
+  --only LIST               comma-separated scenario names (default: all)
+  --duration S              measured seconds of each concurrency scenario (default 5)
+  --warmup S                unmeasured seconds before each of them (default 1)
+  --echo-graph ID           graph/assistant id of the echo graph (default "echo")
+  --slow-graph ID           graph/assistant id of the slow graph (default "slow")
+  --slow-sleep-ms MS        sent as config.configurable.sleep_ms to the slow graph (default 200)
+  --stream-runs N           runs in stream-ttfe (default 200)
+  --enqueue-runs N          runs in enqueue-1000 (default 1000)
+  --slow-runs N             runs in slow-200 (default 200)
+  --page-size N             limit used when paging GET /threads/{id}/runs (default 100)
+  --timeout S               a request fails when the server sends nothing for S s (default 60)
+  --scenario-timeout S      cap on stream-ttfe, enqueue-1000 and slow-200, which then report
+                            what they finished (default 300)
+  --client raw|node         HTTP client: raw keep-alive sockets (default, cheapest per request)
+                            or node:http with a keep-alive Agent (cross-check)
+  --client-workers N        spread ok / thread-create / wait-* / stateless-wait over N worker
+                            threads, each with its own sockets (default 1 = main thread only)
+  --pid PID                 server process whose memory the rss scenario reports
+  --pid-tree                add the RSS of every descendant process of --pid
+  --out FILE                JSON results file (default bench/out/<timestamp>.json)
+  -h, --help                this text
+
+Errors (non-2xx, run outputs carrying "__error__", resets, timeouts) are counted per scenario
+and never stop the run. Exit code: 0 when the run completed (even with request errors), 2 on
+bad options or an unreachable server.
+`;
+
+export class OptionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "OptionError";
+  }
+}
+
+function num(raw: string | undefined, name: string, def: number, { min = 0, integer = false } = {}): number {
+  if (raw === undefined) return def;
+  const v = Number(raw);
+  if (!Number.isFinite(v) || v < min || (integer && !Number.isInteger(v))) {
+    throw new OptionError(`--${name} must be ${integer ? "an integer" : "a number"} ≥ ${min}, got "${raw}"`);
+  }
+  return v;
+}
+
+function defaultOutFile(now: Date): string {
+  const stamp = now.toISOString().replace(/[:.]/g, "-");
+  return path.join(path.dirname(new URL(import.meta.url).pathname), "out", `${stamp}.json`);
+}
+
+/** Returns null when --help was asked for. */
+export function parseOptions(argv: string[], now = new Date()): ResolvedOptions | null {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        url: { type: "string" },
+        only: { type: "string" },
+        duration: { type: "string" },
+        warmup: { type: "string" },
+        "echo-graph": { type: "string" },
+        "slow-graph": { type: "string" },
+        "slow-sleep-ms": { type: "string" },
+        "stream-runs": { type: "string" },
+        "enqueue-runs": { type: "string" },
+        "slow-runs": { type: "string" },
+        "page-size": { type: "string" },
+        timeout: { type: "string" },
+        "scenario-timeout": { type: "string" },
+        client: { type: "string" },
+        "client-workers": { type: "string" },
+        pid: { type: "string" },
+        "pid-tree": { type: "boolean" },
+        out: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }));
+  } catch (err) {
+    throw new OptionError((err as Error).message);
+  }
+  if (values.help === true) return null;
+
+  if (values.url === undefined) throw new OptionError("--url is required (e.g. --url http://127.0.0.1:2124)");
+  let url: URL;
+  try {
+    url = new URL(values.url);
+  } catch {
+    throw new OptionError(`--url is not a URL: "${values.url}"`);
+  }
+  if (url.protocol !== "http:") throw new OptionError(`--url must be http:// (got ${url.protocol})`);
+
+  let scenarios: ScenarioName[] = [...SCENARIO_NAMES];
+  if (values.only !== undefined) {
+    const picked = values.only.split(",").map((s) => s.trim()).filter((s) => s !== "");
+    for (const s of picked) {
+      if (!(SCENARIO_NAMES as readonly string[]).includes(s)) {
+        throw new OptionError(`--only: unknown scenario "${s}" (known: ${SCENARIO_NAMES.join(", ")})`);
+      }
+    }
+    if (picked.length === 0) throw new OptionError("--only needs at least one scenario name");
+    scenarios = SCENARIO_NAMES.filter((s) => picked.includes(s));
+  }
+
+  const client = values.client ?? "raw";
+  if (client !== "raw" && client !== "node") throw new OptionError(`--client must be raw or node, got "${client}"`);
+
+  const pid = values.pid === undefined ? null : num(values.pid, "pid", 0, { min: 1, integer: true });
+  if (values["pid-tree"] === true && pid === null) throw new OptionError("--pid-tree needs --pid");
+
+  const graph = (v: string | undefined, name: string, def: string): string => {
+    if (v === undefined) return def;
+    if (v.trim() === "") throw new OptionError(`--${name} must not be empty`);
+    return v;
+  };
+
+  return Object.freeze({
+    url,
+    scenarios: Object.freeze(scenarios),
+    durationMs: num(values.duration, "duration", 5, { min: 0.1 }) * 1000,
+    warmupMs: num(values.warmup, "warmup", 1) * 1000,
+    echoGraph: graph(values["echo-graph"], "echo-graph", "echo"),
+    slowGraph: graph(values["slow-graph"], "slow-graph", "slow"),
+    slowSleepMs: num(values["slow-sleep-ms"], "slow-sleep-ms", 200, { integer: true }),
+    streamRuns: num(values["stream-runs"], "stream-runs", 200, { min: 1, integer: true }),
+    enqueueRuns: num(values["enqueue-runs"], "enqueue-runs", 1000, { min: 1, integer: true }),
+    slowRuns: num(values["slow-runs"], "slow-runs", 200, { min: 1, integer: true }),
+    pageSize: num(values["page-size"], "page-size", 100, { min: 1, integer: true }),
+    idleTimeoutMs: num(values.timeout, "timeout", 60, { min: 0.1 }) * 1000,
+    scenarioTimeoutMs: num(values["scenario-timeout"], "scenario-timeout", 300, { min: 1 }) * 1000,
+    client,
+    clientWorkers: num(values["client-workers"], "client-workers", 1, { min: 1, integer: true }),
+    pid,
+    pidTree: values["pid-tree"] === true,
+    outFile: values.out === undefined ? defaultOutFile(now) : path.resolve(process.env.INIT_CWD ?? process.cwd(), values.out),
+  });
+}

@@ -1,0 +1,28 @@
+// Every scenario by name, in the order a full run executes them.
+import type { ScenarioName } from "../options.ts";
+import {
+  okScenario,
+  statelessWaitScenario,
+  threadCreateScenario,
+  waitC16Scenario,
+  waitC1Scenario,
+  waitC64Scenario,
+} from "./concurrency.ts";
+import { enqueueScenario } from "./enqueue.ts";
+import { rssScenario } from "./rss.ts";
+import { slowBurstScenario } from "./slow-burst.ts";
+import { streamTtfeScenario } from "./stream-ttfe.ts";
+import type { Scenario } from "./types.ts";
+
+export const SCENARIOS: Readonly<Record<ScenarioName, Scenario>> = {
+  ok: okScenario,
+  "thread-create": threadCreateScenario,
+  "wait-c1": waitC1Scenario,
+  "wait-c16": waitC16Scenario,
+  "wait-c64": waitC64Scenario,
+  "stateless-wait": statelessWaitScenario,
+  "stream-ttfe": streamTtfeScenario,
+  "enqueue-1000": enqueueScenario,
+  "slow-200": slowBurstScenario,
+  rss: rssScenario,
+};
