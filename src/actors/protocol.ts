@@ -62,7 +62,8 @@ export type ActorCommand =
     }
   | { type: "graph.describe"; assistant: AssistantRecord; what: "graph" | "schemas" | "subgraphs"; xray: boolean | number; namespace?: string; recurse: boolean };
 
-export type ToShard = { reqId: number; cmd: ActorCommand } | { type: "shutdown" };
+/** shutdown: start no new runs, let running ones finish for up to graceMs, then stop */
+export type ToShard = { reqId: number; cmd: ActorCommand } | { type: "shutdown"; graceMs: number };
 
 /** Wire event of a run stream; data is already serialized JSON text. */
 export interface RunEvent {

@@ -14,6 +14,8 @@ export interface ThreadCheckpointOps {
 }
 
 export interface ShardContext {
+  /** set on shutdown: actors start no new runs (queued ones stay in LMDB for the next server) */
+  draining: boolean;
   storage: Storage;
   registry: GraphRegistry;
   saver: ThreadCheckpointOps;

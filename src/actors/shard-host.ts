@@ -65,6 +65,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
 
   const actors = new Map<string, ThreadActor>();
   const ctx: ShardContext = {
+    draining: false,
     storage,
     registry,
     saver: checkpointOps,
@@ -110,9 +111,19 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   return new Promise<string>((resolve) => {
     port.on("message", (msg: ToShard) => {
       if ("type" in msg && msg.type === "shutdown") {
-        flush();
-        port.close();
-        void storage.close().finally(() => resolve("stopped"));
+        ctx.draining = true;
+        const deadline = Date.now() + msg.graceMs;
+        const finish = () => {
+          const busy = [...actors.values()].some((a) => a.running);
+          if (busy && Date.now() < deadline) return void setTimeout(finish, 25);
+          flush();
+          port.close();
+          // Runs still running past the grace period stay "running" in LMDB: the next server
+          // resumes them from their last checkpoint. Closing LMDB under them would fail their writes.
+          if (busy) resolve("stopped with runs in flight");
+          else void storage.close().finally(() => resolve("stopped"));
+        };
+        finish();
         return;
       }
       const m = msg as { reqId: number; cmd: ActorCommand };

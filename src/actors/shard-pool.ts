@@ -145,10 +145,11 @@ export class ShardPool {
     });
   }
 
-  async close(): Promise<void> {
+  /** Drain: shards start no new runs and get graceMs to finish running ones (rollover, SIGTERM). */
+  async close(graceMs = 10_000): Promise<void> {
     this.closing = true;
-    for (const s of this.shards) s.port.postMessage({ type: "shutdown" });
-    await Promise.race([Promise.allSettled(this.shards.map((s) => s.task)), new Promise((r) => setTimeout(r, 5_000))]);
+    for (const s of this.shards) s.port.postMessage({ type: "shutdown", graceMs });
+    await Promise.race([Promise.allSettled(this.shards.map((s) => s.task)), new Promise((r) => setTimeout(r, graceMs + 2_000))]);
     for (const s of this.shards) this.failPending(s, new TroupeError("UNAVAILABLE", "Server is shutting down"));
     await this.pool.destroy();
   }

@@ -265,8 +265,12 @@ export class ThreadActor {
     this.pump();
   }
 
+  get running(): boolean {
+    return this.current !== undefined;
+  }
+
   private pump(): void {
-    if (this.current || this.queue.length === 0 || this.timer) return;
+    if (this.current || this.queue.length === 0 || this.timer || this.ctx.draining) return;
     const next = this.queue[0];
     const dueIn = Date.parse(next.created_at) - Date.now();
     if (dueIn > 0) {

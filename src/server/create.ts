@@ -10,6 +10,10 @@ import { runRoutes } from "../api/runs.ts";
 import { systemRoutes } from "../api/system.ts";
 import { threadRoutes } from "../api/threads.ts";
 import { storeRoutes } from "../api/store.ts";
+import { a2aRoutes } from "../api/a2a.ts"; // a2a/mcp
+import { mcpRoutes } from "../api/mcp.ts"; // a2a/mcp
+import { cronRoutes } from "../api/crons.ts";
+import { CronScheduler } from "../crons/scheduler.ts";
 import { Dispatcher } from "../http/dispatch.ts";
 import { corsGuard, corsHeaders } from "../http/cors.ts";
 import { listen, loadNativeUws } from "../http/uws-server.ts";
@@ -35,7 +39,8 @@ export interface RunningServer {
   port: number;
   host: string;
   config: ResolvedConfig;
-  close(): Promise<void>;
+  /** stop accepting, let running runs finish for up to graceMs (queued runs stay for the next start) */
+  close(graceMs?: number): Promise<void>;
 }
 
 const require = createRequire(import.meta.url);
@@ -93,6 +98,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     },
   };
 
+  // --- crons: scheduler on the HTTP thread (src/crons/), only when run routes are enabled ---
+  const crons = config.http.disableRuns ? null : new CronScheduler(app);
+  // --- end crons ---
+
   dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors) });
   dispatcher.addGuard(corsGuard(config.http.cors));
   const groups: RouteDef<any, any>[][] = [];
@@ -101,8 +110,13 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   if (!config.http.disableAssistants) groups.push(assistantRoutes(app));
   if (!config.http.disableThreads) groups.push(threadRoutes(app));
   if (!config.http.disableRuns) groups.push(runRoutes(app));
+  if (crons) groups.push(cronRoutes(app, crons)); // crons
   if (!config.http.disableStore) groups.push(storeRoutes(app));
+  if (!config.http.disableMcp) groups.push(mcpRoutes(app)); // a2a/mcp
+  if (!config.http.disableA2a) groups.push(a2aRoutes(app)); // a2a/mcp
   for (const g of groups) dispatcher.add(...g);
+
+  await crons?.start(); // crons
 
   const host = opts.host ?? "127.0.0.1";
   const server = await listen(dispatcher, host, opts.port ?? 8123);
@@ -113,11 +127,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     port: server.port,
     host,
     config,
-    async close() {
+    async close(graceMs = 10_000) {
       if (closed) return;
       closed = true;
       server.close();
-      await pool.close();
+      await crons?.stop(); // crons: before the pool, so in-flight ticks finish creating their runs
+      await pool.close(graceMs);
       await webhooks.terminate();
       await storage.close();
     },
