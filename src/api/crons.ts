@@ -1,0 +1,140 @@
+// Crons (reference §2.8, §8): periodic runs on a schedule. Records live on the HTTP thread;
+// the CronScheduler (src/crons/) fires them. Handlers validate, write, then (re)schedule.
+import { notFound } from "../errors.ts";
+import { empty, json, type RouteDef } from "../http/types.ts";
+import { body, bool, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
+import { page, select } from "../http/paging.ts";
+import type { JsonSchema } from "../http/schema-types.ts";
+import type { AppContext } from "../server/context.ts";
+import type { CronRecord } from "../storage/records.ts";
+import { defaultAssistantId, uuid7 } from "../util/ids.ts";
+import { newCronRecord, patchCronRecord, type CronCreate, type CronPatch } from "../crons/cron-record.ts";
+import { PAYLOAD_FIELDS, runBodyOf } from "../crons/payload.ts";
+import type { CronScheduler } from "../crons/scheduler.ts";
+import { checkSchedule, checkTimezone } from "../crons/schedule.ts";
+import type { CronQuery } from "../crons/store.ts";
+import { buildCreateRun, runCreateSchema } from "./run-request.ts";
+
+const TAG = "crons";
+const SORT_FIELDS = ["cron_id", "assistant_id", "thread_id", "next_run_date", "end_time", "created_at", "updated_at"] as const;
+type SortField = (typeof SORT_FIELDS)[number];
+
+const runProps = runCreateSchema.properties ?? {};
+const payloadProps: Record<string, JsonSchema> = Object.fromEntries(PAYLOAD_FIELDS.map((f) => [f, runProps[f] ?? {}]));
+const cronFields: Record<string, JsonSchema> = {
+  ...payloadProps,
+  schedule: str,
+  timezone: nullable(str),
+  metadata: nullable(object),
+  enabled: nullable(bool),
+  end_time: nullable({ type: "string", format: "date-time" }),
+  on_run_completed: nullable({ type: "string", enum: ["delete", "keep"] }),
+};
+const cronCreate = body({ ...cronFields, assistant_id: str }, ["assistant_id", "schedule"]);
+const cronPatch = body(cronFields);
+const filterFields = { assistant_id: nullable(str), thread_id: nullable(uuid), metadata: nullable(object) };
+const cronSearch = body({
+  ...filterFields,
+  enabled: nullable(bool),
+  limit: limit(1000, 10),
+  offset,
+  sort_by: nullable({ type: "string", enum: [...SORT_FIELDS] }),
+  sort_order: nullable(sortOrder),
+  select: nullable(strings),
+});
+
+/** Ascending by `key`, nulls last; `desc` reverses the non-null order and keeps nulls last. */
+function sortCrons(items: CronRecord[], key: SortField, order: "asc" | "desc"): CronRecord[] {
+  const dir = order === "asc" ? 1 : -1;
+  return items.sort((a, b) => {
+    const x = a[key];
+    const y = b[key];
+    if (x === y) return 0;
+    if (x === null) return 1;
+    if (y === null) return -1;
+    return x < y ? -dir : dir;
+  });
+}
+
+export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef<any, any>[] {
+  const { store } = scheduler;
+  const mustCron = (id: string): CronRecord => {
+    const c = store.get(id);
+    if (!c) throw notFound(`Cron with ID ${id} not found`);
+    return c;
+  };
+  /** Building a run for the cron checks what a tick would (assistant's graph, webhook policy). */
+  const checkRunnable = (rec: CronRecord) =>
+    void buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless: rec.thread_id === null });
+  /** Filters accept a graph id where an assistant id is expected (reference §1.4). */
+  const filterOf = (q: CronQuery): CronQuery => ({
+    ...q,
+    assistant_id: q.assistant_id && app.graphIds.has(q.assistant_id) ? defaultAssistantId(q.assistant_id) : q.assistant_id,
+  });
+
+  const create = async (b: CronCreate, threadId: string | null, userId: string | null): Promise<CronRecord> => {
+    const assistant = app.resolveAssistant(b.assistant_id);
+    if (threadId !== null && !app.storage.threads.get(threadId)) throw notFound(`Thread with ID ${threadId} not found`);
+    if (b.timezone) checkTimezone(b.timezone);
+    checkSchedule(b.schedule, b.timezone ?? null);
+    const rec = newCronRecord(b, { cronId: uuid7(), assistantId: assistant.assistant_id, threadId, userId });
+    checkRunnable(rec);
+    await store.put(rec);
+    scheduler.schedule(rec);
+    return rec;
+  };
+
+  return [
+    {
+      method: "POST", path: "/threads/:thread_id/runs/crons", operationId: "create_thread_cron", summary: "Create a cron that runs on a thread", tag: TAG,
+      params: { thread_id: "uuid" }, body: cronCreate,
+      handler: async ({ params, body: b, auth }) => json(await create(b as CronCreate, params.thread_id, auth?.identity ?? null)),
+    },
+    {
+      method: "POST", path: "/runs/crons", operationId: "create_cron", summary: "Create a stateless cron (a new thread per run)", tag: TAG,
+      body: cronCreate,
+      handler: async ({ body: b, auth }) => json(await create(b as CronCreate, null, auth?.identity ?? null)),
+    },
+    {
+      method: "POST", path: "/runs/crons/search", operationId: "search_crons", summary: "Search crons", tag: TAG,
+      body: cronSearch, bodyOptional: true,
+      handler: ({ body: b }) => {
+        const q = b as CronQuery & { limit: number; offset: number; sort_by?: SortField | null; sort_order?: "asc" | "desc" | null; select?: string[] | null };
+        const sorted = sortCrons(store.search(filterOf(q)), q.sort_by ?? "created_at", q.sort_order ?? "desc");
+        const p = page(sorted, q.offset, q.limit);
+        return json(select(p.items, q.select ?? undefined), 200, p.headers);
+      },
+    },
+    {
+      method: "POST", path: "/runs/crons/count", operationId: "count_crons", summary: "Count crons", tag: TAG,
+      body: body({ ...filterFields, enabled: nullable(bool) }), bodyOptional: true,
+      handler: ({ body: b }) => json(store.search(filterOf(b as CronQuery)).length),
+    },
+    {
+      method: "PATCH", path: "/runs/crons/:cron_id", operationId: "update_cron", summary: "Update a cron (schedule changes reschedule it)", tag: TAG,
+      params: { cron_id: "uuid" }, body: cronPatch, bodyOptional: true,
+      handler: async ({ params, body: b }) => {
+        const p = b as CronPatch;
+        const cur = mustCron(params.cron_id);
+        if (p.timezone) checkTimezone(p.timezone);
+        if (p.schedule !== undefined || p.timezone !== undefined) {
+          checkSchedule(p.schedule ?? cur.schedule, p.timezone === undefined ? cur.timezone : p.timezone);
+        }
+        checkRunnable(patchCronRecord(cur, p));
+        const updated = await store.update(params.cron_id, (cur) => patchCronRecord(cur, p));
+        if (!updated) throw notFound(`Cron with ID ${params.cron_id} not found`);
+        scheduler.schedule(updated);
+        return json(updated);
+      },
+    },
+    {
+      method: "DELETE", path: "/runs/crons/:cron_id", operationId: "delete_cron", summary: "Delete a cron", tag: TAG,
+      params: { cron_id: "uuid" },
+      handler: async ({ params }) => {
+        scheduler.unschedule(params.cron_id);
+        if (!(await store.remove(params.cron_id))) throw notFound(`Cron with ID ${params.cron_id} not found`);
+        return empty(204);
+      },
+    },
+  ];
+}
