@@ -1,0 +1,168 @@
+// A2A endpoint (reference §4.1): JSON-RPC 2.0 at POST /a2a/{assistant_id} with the v1.0 and
+// v0.3 method names, plus the agent cards. Context id = thread_id, task id = run_id; the
+// protocol work lives in ./protocols/a2a-*.ts, this file routes methods to it.
+import { json, type Reply, type RouteDef } from "../http/types.ts";
+import type { AppContext } from "../server/context.ts";
+import type { AssistantRecord } from "../storage/records.ts";
+import { isUuid } from "../util/ids.ts";
+import { agentCard, baseUrlOf } from "./protocols/a2a-card.ts";
+import { createTaskRun, taskNotFound } from "./protocols/a2a-send.ts";
+import { taskStream } from "./protocols/a2a-stream.ts";
+import { buildTask, loadTask, sourceOf, taskState, type HistoryOptions, type TaskSource } from "./protocols/a2a-task.ts";
+import { A2A_ERRORS, METHODS, parseState, type Dialect } from "./protocols/a2a-wire.ts";
+import { inputSchemas } from "./protocols/input-schema.ts";
+import { accepts, classify, isRecord, RPC, RpcError, rpcError, rpcResult, toRpcError, type RpcId, type RpcParams } from "./protocols/jsonrpc.ts";
+
+const TAG = "a2a";
+const MAX_HISTORY = 10;
+const HISTORY_SCOPE_HEADER = "langgraph-a2a-history-scope";
+
+function historyOptions(params: RpcParams, headers: Record<string, string>, defaults: { length?: number; includeArtifacts: boolean }): HistoryOptions {
+  const cfg = isRecord(params.configuration) ? params.configuration : {};
+  const rawLength = cfg.historyLength ?? params.historyLength;
+  if (rawLength !== undefined && rawLength !== null && (!Number.isInteger(rawLength) || (rawLength as number) < 0 || (rawLength as number) > MAX_HISTORY)) {
+    throw new RpcError(RPC.INVALID_PARAMS, `Invalid params: historyLength must be an integer between 0 and ${MAX_HISTORY}`);
+  }
+  const scope = cfg.historyScope ?? params.historyScope ?? headers[HISTORY_SCOPE_HEADER] ?? "context";
+  if (scope !== "context" && scope !== "task") throw new RpcError(RPC.INVALID_PARAMS, 'Invalid params: historyScope must be "context" or "task"');
+  const length = typeof rawLength === "number" ? rawLength : defaults.length;
+  const includeArtifacts = typeof params.includeArtifacts === "boolean" ? params.includeArtifacts : defaults.includeArtifacts;
+  return { scope, length, includeArtifacts };
+}
+
+/** Task id of GetTask/CancelTask params: `id`, or a v1 resource name `tasks/{id}`. */
+function taskIdOf(params: RpcParams): string {
+  if (typeof params.id === "string" && params.id) return params.id;
+  if (typeof params.name === "string" && params.name.startsWith("tasks/")) return params.name.slice("tasks/".length);
+  throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: task id is required");
+}
+
+export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
+  const { storage, pool } = app;
+  const schemas = inputSchemas(app);
+  const graphDescription = new Map(app.config.graphs.map((g) => [g.graphId, g.description]));
+
+  const card = async (a: AssistantRecord, headers: Record<string, string>) =>
+    agentCard({ assistant: a, graphDescription: graphDescription.get(a.graph_id) ?? null, inputSchema: await schemas.of(a), baseUrl: baseUrlOf(headers), version: app.version });
+
+  const findTask = (a: AssistantRecord, id: string): TaskSource => {
+    const src = loadTask(storage, id);
+    if (!src || src.run.assistant_id !== a.assistant_id) throw taskNotFound(id);
+    return src;
+  };
+
+  const send = async (a: AssistantRecord, id: RpcId, d: Dialect, params: RpcParams, headers: Record<string, string>): Promise<Reply> => {
+    const hist = historyOptions(params, headers, { includeArtifacts: true });
+    const run = await createTaskRun(app, schemas, a, params, headers, false);
+    const answer = (): string => {
+      const task = buildTask(d, loadTask(storage, run.run_id, run.thread_id) ?? { run, thread: undefined, latest: true }, hist);
+      return JSON.stringify(rpcResult(id, d === "v1" ? { task } : task));
+    };
+    const cfg = isRecord(params.configuration) ? params.configuration : {};
+    if (cfg.blocking === false || cfg.returnImmediately === true) return { kind: "text", status: 200, contentType: "application/json", body: answer() };
+    const body = pool.hub.waitFor(run.run_id).then(answer, (err: unknown) => JSON.stringify(rpcError(id, toRpcError(err))));
+    return { kind: "deferred", contentType: "application/json", heartbeatMs: 1_000, body };
+  };
+
+  const cancel = async (a: AssistantRecord, d: Dialect, params: RpcParams, headers: Record<string, string>) => {
+    const hist = historyOptions(params, headers, { includeArtifacts: true });
+    const src = findTask(a, taskIdOf(params));
+    const state = taskState(src);
+    if (state !== "submitted" && state !== "working") {
+      throw new RpcError(A2A_ERRORS.TASK_NOT_CANCELABLE, `Task ${src.run.run_id} cannot be canceled: it is ${state}`);
+    }
+    await pool.request({ type: "run.cancel", threadId: src.run.thread_id, runId: src.run.run_id, action: "interrupt", wait: true });
+    return buildTask(d, loadTask(storage, src.run.run_id, src.run.thread_id) ?? src, hist);
+  };
+
+  const list = (a: AssistantRecord, d: Dialect, params: RpcParams, headers: Record<string, string>) => {
+    const hist = historyOptions(params, headers, { length: 0, includeArtifacts: false });
+    const pageSize = params.pageSize ?? 50;
+    if (!Number.isInteger(pageSize) || (pageSize as number) < 1 || (pageSize as number) > 100) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: pageSize must be between 1 and 100");
+    const offset = params.pageToken === undefined || params.pageToken === "" ? 0 : Number(params.pageToken);
+    if (!Number.isInteger(offset) || offset < 0) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: invalid pageToken");
+    const ctx = params.contextId;
+    if (ctx !== undefined && (typeof ctx !== "string" || !isUuid(ctx))) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: contextId must be a UUID");
+    const wanted = typeof params.status === "string" ? parseState(params.status) : undefined;
+    if (params.status !== undefined && !wanted) throw new RpcError(RPC.INVALID_PARAMS, `Invalid params: unknown task state ${String(params.status)}`);
+    const latest = new Map<string, string | undefined>();
+    const range = ctx ? { start: [ctx], end: [ctx, "\uffff"] } : {};
+    const found: TaskSource[] = [];
+    for (const { value } of storage.runs.getRange(range as object)) {
+      if (value.assistant_id !== a.assistant_id) continue;
+      const src = sourceOf(storage, value, latest);
+      if (!wanted || taskState(src) === wanted) found.push(src);
+    }
+    found.sort((x, y) => (x.run.created_at === y.run.created_at ? (x.run.run_id < y.run.run_id ? 1 : -1) : x.run.created_at < y.run.created_at ? 1 : -1));
+    const size = pageSize as number;
+    const next = offset + size < found.length ? String(offset + size) : "";
+    return { tasks: found.slice(offset, offset + size).map((s) => buildTask(d, s, hist)), nextPageToken: next, pageSize: size, totalSize: found.length };
+  };
+
+  const post = async (assistantId: string, body: unknown, headers: Record<string, string>): Promise<Reply> => {
+    if (Array.isArray(body)) return json(rpcError(null, { code: RPC.INVALID_REQUEST, message: "Invalid Request: batch requests are not supported" }), 400);
+    const env = classify(body);
+    if (env.kind === "invalid") return json(rpcError(env.id, env.error), 400);
+    if (env.kind === "response") return json(rpcError(null, { code: RPC.INVALID_REQUEST, message: "Invalid Request: expected a request" }), 400);
+    const id = env.kind === "request" ? env.id : null;
+    const spec = METHODS[env.method];
+    if (spec?.op === "stream") {
+      if (!accepts(headers.accept, "text/event-stream")) return json({ error: `Not Acceptable: ${env.method} requires Accept: text/event-stream` }, 400);
+    } else if (headers.accept !== undefined && !accepts(headers.accept, "application/json", "application/*", "*/*")) {
+      return json({ error: "Not Acceptable: Client must accept application/json" }, 400);
+    }
+    if (!spec) return json(rpcError(id, { code: RPC.METHOD_NOT_FOUND, message: `Method not found: ${env.method}` }));
+    let a: AssistantRecord;
+    try {
+      a = app.resolveAssistant(assistantId);
+    } catch {
+      return json(rpcError(id, { code: RPC.INVALID_PARAMS, message: `Assistant not found: ${assistantId}` }), 404);
+    }
+    const p = env.params;
+    const d = spec.dialect;
+    try {
+      switch (spec.op) {
+        case "send":
+          return await send(a, id, d, p, headers);
+        case "stream": {
+          const history = historyOptions(p, headers, { includeArtifacts: true });
+          const run = await createTaskRun(app, schemas, a, p, headers, true);
+          return taskStream({ storage, hub: pool.hub, run, dialect: d, rpcId: id, history });
+        }
+        case "get": {
+          const hist = historyOptions(p, headers, { includeArtifacts: true });
+          return json(rpcResult(id, buildTask(d, findTask(a, taskIdOf(p)), hist)));
+        }
+        case "cancel":
+          return json(rpcResult(id, await cancel(a, d, p, headers)));
+        case "list":
+          return json(rpcResult(id, list(a, d, p, headers)));
+        case "card":
+          return json(rpcResult(id, await card(a, headers)));
+      }
+    } catch (err) {
+      return json(rpcError(id, toRpcError(err)));
+    }
+  };
+
+  return [
+    {
+      method: "POST", path: "/a2a/:assistant_id", operationId: "a2a_post", summary: "A2A JSON-RPC request (v1.0 and v0.3 method names)", tag: TAG,
+      body: {}, bodyOptional: true,
+      handler: ({ params, body, headers }) => post(params.assistant_id, body, headers),
+    },
+    {
+      method: "GET", path: "/a2a/:assistant_id/.well-known/agent-card.json", operationId: "a2a_agent_card", summary: "A2A agent card of an assistant", tag: TAG,
+      handler: async ({ params, headers }) => json(await card(app.resolveAssistant(params.assistant_id), headers)),
+    },
+    {
+      method: "GET", path: "/.well-known/agent-card.json", operationId: "a2a_agent_card_by_query", summary: "A2A agent card (assistant_id query parameter)", tag: TAG,
+      query: { type: "object", properties: { assistant_id: { type: "string" } } },
+      handler: async ({ query, headers }) => {
+        const id = (query as { assistant_id?: string }).assistant_id;
+        if (!id) return json(rpcError(null, { code: RPC.INVALID_PARAMS, message: "Missing required query parameter: assistant_id" }), 400);
+        return json(await card(app.resolveAssistant(id), headers));
+      },
+    },
+  ];
+}

@@ -1,0 +1,126 @@
+// MCP endpoint (reference §4.2): Streamable HTTP transport, stateless, JSON responses only.
+// Every assistant is one tool; tools/call runs the assistant as a stateless run and waits.
+import { json, type Reply, type RouteDef } from "../http/types.ts";
+import type { AppContext } from "../server/context.ts";
+import type { AssistantRecord, JsonObject } from "../storage/records.ts";
+import { uuid7 } from "../util/ids.ts";
+import { inputSchemas } from "./protocols/input-schema.ts";
+import { accepts, classify, isRecord, RPC, RpcError, rpcError, rpcResult, toRpcError, type RpcParams, type RpcResponse } from "./protocols/jsonrpc.ts";
+import { buildCreateRun, type RunCreateBody } from "./run-request.ts";
+
+const TAG = "mcp";
+const PROTOCOL_VERSION = "2024-11-05";
+const PAGE_SIZE = 100;
+
+/** MCP tool names: letters, digits, `_` and `-`, at most 64 characters (what LLM tool APIs accept). */
+export function toolName(assistantName: string): string {
+  const s = assistantName.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64);
+  return s === "" ? "assistant" : s;
+}
+
+export function mcpRoutes(app: AppContext): RouteDef<any, any>[] {
+  const schemas = inputSchemas(app);
+  const graphDescription = new Map(app.config.graphs.map((g) => [g.graphId, g.description]));
+
+  /** Assistants of registered graphs, oldest first (a stable order for cursor paging). */
+  const assistants = (): AssistantRecord[] => {
+    const out: AssistantRecord[] = [];
+    for (const { value } of app.storage.assistants.getRange({})) if (app.graphIds.has(value.graph_id)) out.push(value);
+    return out.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.assistant_id < b.assistant_id ? -1 : 1));
+  };
+
+  const tool = async (a: AssistantRecord) => {
+    const schema = await schemas.of(a);
+    return {
+      name: toolName(a.name),
+      description: a.description ?? graphDescription.get(a.graph_id) ?? "",
+      inputSchema: schema && schema.type === "object" ? schema : { type: "object" },
+    };
+  };
+
+  const listTools = async (params: RpcParams) => {
+    const c = params.cursor;
+    const offset = c === undefined || c === null ? 0 : Number(c);
+    if (!Number.isInteger(offset) || offset < 0) throw new RpcError(RPC.INVALID_PARAMS, `Invalid cursor: ${String(c)}`);
+    const all = assistants();
+    const tools = await Promise.all(all.slice(offset, offset + PAGE_SIZE).map(tool));
+    return { tools, ...(offset + PAGE_SIZE < all.length ? { nextCursor: String(offset + PAGE_SIZE) } : {}) };
+  };
+
+  const callTool = async (params: RpcParams, headers: Record<string, string>) => {
+    const name = params.name;
+    if (typeof name !== "string" || name === "") throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: tool name is required");
+    const args = params.arguments ?? {};
+    if (!isRecord(args)) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: arguments must be an object");
+    const matches = assistants().filter((a) => toolName(a.name) === name);
+    if (matches.length === 0) throw new RpcError(RPC.INVALID_PARAMS, `Unknown tool: ${name}`);
+    if (matches.length > 1) {
+      throw new RpcError(RPC.INVALID_PARAMS, `Tool name ${name} is ambiguous: it matches assistants ${matches.map((a) => a.assistant_id).join(", ")}`);
+    }
+    const body: RunCreateBody = { assistant_id: matches[0].assistant_id, input: args as JsonObject };
+    if (params.context !== undefined) body.context = params.context as JsonObject;
+    const run = await app.pool.request(buildCreateRun(app, body, headers, { threadId: uuid7(), runId: uuid7(), stateless: true }));
+    app.pool.hub.expect(run.run_id, run.thread_id, false);
+    const done = await app.pool.hub.waitFor(run.run_id);
+    const out = JSON.parse(done.output) as unknown;
+    if (isRecord(out) && isRecord(out.__error__)) {
+      const e = out.__error__;
+      return { content: [{ type: "text", text: `${String(e.error ?? "Error")}: ${String(e.message ?? "")}` }], isError: true };
+    }
+    return { content: [{ type: "text", text: done.output }], isError: false };
+  };
+
+  const call = (method: string, params: RpcParams, headers: Record<string, string>): Promise<unknown> | unknown => {
+    switch (method) {
+      case "initialize":
+        return { protocolVersion: PROTOCOL_VERSION, capabilities: { tools: { listChanged: false } }, serverInfo: { name: "LangGraph", version: app.version } };
+      case "ping":
+        return {};
+      case "tools/list":
+        return listTools(params);
+      case "tools/call":
+        return callTool(params, headers);
+      default:
+        throw new RpcError(RPC.METHOD_NOT_FOUND, `Method not found: ${method}`);
+    }
+  };
+
+  /** Answer one message; undefined for notifications and responses (nothing to send back). */
+  const answer = async (msg: unknown, headers: Record<string, string>): Promise<{ response?: RpcResponse; invalid: boolean }> => {
+    const env = classify(msg);
+    if (env.kind === "invalid") return { response: rpcError(env.id, env.error), invalid: true };
+    if (env.kind !== "request") return { invalid: false };
+    try {
+      return { response: rpcResult(env.id, await call(env.method, env.params, headers)), invalid: false };
+    } catch (err) {
+      return { response: rpcError(env.id, toRpcError(err)), invalid: false };
+    }
+  };
+
+  const post = async (body: unknown, headers: Record<string, string>): Promise<Reply> => {
+    if (!accepts(headers.accept, "application/json", "text/event-stream")) {
+      return json({ error: "Not Acceptable: Client must accept application/json or text/event-stream" }, 400);
+    }
+    if (Array.isArray(body)) {
+      if (body.length === 0) return json(rpcError(null, { code: RPC.INVALID_REQUEST, message: "Invalid Request: empty batch" }), 400);
+      const answers = await Promise.all(body.map((m) => answer(m, headers)));
+      const responses = answers.flatMap((a) => (a.response ? [a.response] : []));
+      return responses.length ? json(responses) : { kind: "empty", status: 202 };
+    }
+    const a = await answer(body, headers);
+    if (!a.response) return { kind: "empty", status: 202 };
+    return json(a.response, a.invalid ? 400 : 200);
+  };
+
+  return [
+    {
+      method: "POST", path: "/mcp", operationId: "mcp_post", summary: "MCP JSON-RPC request (Streamable HTTP, stateless)", tag: TAG,
+      body: {}, bodyOptional: true,
+      handler: ({ body, headers }) => post(body, headers),
+    },
+    {
+      method: "DELETE", path: "/mcp", operationId: "mcp_delete", summary: "MCP session termination (not supported: sessions do not exist)", tag: TAG,
+      handler: () => json({ error: "Session termination is not supported: this MCP server is stateless" }, 404),
+    },
+  ];
+}

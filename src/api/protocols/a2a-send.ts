@@ -1,0 +1,60 @@
+// SendMessage / message/send (and the streaming variants): an A2A message becomes a run on the
+// context's thread (created if missing). A message naming a task waiting for input resumes it.
+import type { AppContext } from "../../server/context.ts";
+import type { AssistantRecord, JsonObject, RunRecord } from "../../storage/records.ts";
+import { isUuid, uuid7 } from "../../util/ids.ts";
+import { buildCreateRun, type RunCreateBody } from "../run-request.ts";
+import { A2A_ERRORS, TERMINAL_STATES } from "./a2a-wire.ts";
+import { hasMessageContent, readMessage, resumeValue, toGraphInput } from "./a2a-messages.ts";
+import { loadTask, taskState } from "./a2a-task.ts";
+import { acceptsMessages, type InputSchemas } from "./input-schema.ts";
+import { isRecord, RPC, RpcError, toRpcError, type RpcParams } from "./jsonrpc.ts";
+
+export const taskNotFound = (id: string) => new RpcError(A2A_ERRORS.TASK_NOT_FOUND, `Task not found: ${id}`);
+
+export async function createTaskRun(
+  app: AppContext,
+  schemas: InputSchemas,
+  assistant: AssistantRecord,
+  params: RpcParams,
+  headers: Record<string, string>,
+  stream: boolean,
+): Promise<RunRecord> {
+  const msg = readMessage(params.message);
+  const contextId = msg.contextId ?? params.contextId;
+  if (contextId !== undefined && contextId !== null && (typeof contextId !== "string" || !isUuid(contextId))) {
+    throw new RpcError(RPC.INVALID_PARAMS, "Failed to create run: Invalid thread ID");
+  }
+  let threadId = typeof contextId === "string" ? contextId : uuid7();
+  let resume = false;
+  if (msg.taskId !== undefined && msg.taskId !== null) {
+    const taskId = String(msg.taskId);
+    const prev = loadTask(app.storage, taskId);
+    if (!prev || prev.run.assistant_id !== assistant.assistant_id || (typeof contextId === "string" && prev.run.thread_id !== contextId)) throw taskNotFound(taskId);
+    const state = taskState(prev);
+    if (TERMINAL_STATES.has(state)) {
+      throw new RpcError(A2A_ERRORS.UNSUPPORTED_OPERATION, `Task ${taskId} is already ${state}: send the next message without taskId to start a new task in the same context`);
+    }
+    threadId = prev.run.thread_id;
+    resume = state === "input-required";
+  }
+  const command = isRecord(params.command) ? (params.command as JsonObject) : resume ? { resume: resumeValue(msg) } : undefined;
+  if (!command && hasMessageContent(msg) && !acceptsMessages(await schemas.of(assistant))) {
+    throw new RpcError(RPC.INVALID_PARAMS, `Assistant ${assistant.assistant_id} does not accept messages (its input schema has no "messages" key): send a data part instead`);
+  }
+  const body: RunCreateBody = {
+    assistant_id: assistant.assistant_id,
+    if_not_exists: "create",
+    stream_mode: stream ? ["messages-tuple", "values"] : ["values"],
+    ...(command ? { command } : { input: toGraphInput(msg) }),
+    ...(params.context !== undefined && params.context !== null ? { context: params.context as JsonObject } : {}),
+  };
+  try {
+    const run = await app.pool.request(buildCreateRun(app, body, headers, { threadId, runId: uuid7(), stateless: false }));
+    app.pool.hub.expect(run.run_id, run.thread_id, false);
+    return run;
+  } catch (err) {
+    const e = toRpcError(err, "Failed to create run: ");
+    throw new RpcError(e.code, e.message);
+  }
+}

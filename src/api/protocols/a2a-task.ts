@@ -1,0 +1,154 @@
+// A2A Task views of LangGraph runs (task id = run_id, context id = thread_id), built from the
+// stored run and thread records: state mapping, status message, history and the final
+// "Assistant Response" artifact.
+import type { Storage } from "../../storage/env.ts";
+import type { RunRecord, ThreadRecord } from "../../storage/records.ts";
+import { uuid5 } from "../../util/ids.ts";
+import { encodeMessage, dataPart, kind, stateName, textPart, type A2AMessage, type Dialect, type Part, type TaskState } from "./a2a-wire.ts";
+import { a2aMessageId, messagesOf, messageType, partsOf, roleOf, type PlainMessage } from "./a2a-messages.ts";
+import { isRecord } from "./jsonrpc.ts";
+
+const A2A_NAMESPACE = "9a6f1f4e-6a0c-5d7e-8a57-2f6c0a3b7a11";
+export const ARTIFACT_NAME = "Assistant Response";
+
+/** A run plus what decides its task state: its thread and whether it is the thread's latest run. */
+export interface TaskSource {
+  run: RunRecord;
+  thread: ThreadRecord | undefined;
+  latest: boolean;
+}
+
+export interface HistoryOptions {
+  /** "context": the whole conversation up to the end of this task (default); "task": this task's messages only */
+  scope: "context" | "task";
+  /** keep only the last N messages */
+  length?: number;
+  includeArtifacts: boolean;
+}
+
+function latestRunId(storage: Storage, threadId: string): string | undefined {
+  for (const { key } of storage.runs.getRange({ start: [threadId, "\uffff"], end: [threadId], reverse: true, limit: 1 })) return key[1];
+  return undefined;
+}
+
+/** Task source of an already-read run; `latestByThread` caches the latest-run lookups of one request. */
+export function sourceOf(storage: Storage, run: RunRecord, latestByThread: Map<string, string | undefined>): TaskSource {
+  if (!latestByThread.has(run.thread_id)) latestByThread.set(run.thread_id, latestRunId(storage, run.thread_id));
+  return { run, thread: storage.threads.get(run.thread_id), latest: latestByThread.get(run.thread_id) === run.run_id };
+}
+
+/** Load a task by run id; `threadId` narrows the lookup (and must match). */
+export function loadTask(storage: Storage, runId: string, threadId?: string): TaskSource | undefined {
+  const tid = threadId ?? storage.runThread.get(runId);
+  if (!tid) return undefined;
+  const run = storage.runs.get([tid, runId]);
+  if (!run) return undefined;
+  return { run, thread: storage.threads.get(tid), latest: latestRunId(storage, tid) === runId };
+}
+
+const interruptValues = (thread: ThreadRecord | undefined): unknown[] =>
+  Object.values(thread?.interrupts ?? {}).flatMap((list) => (Array.isArray(list) ? list : [])).map((i) => (isRecord(i) && "value" in i ? i.value : i));
+
+/**
+ * Run status → task state (reference §4.1). A cancelled run is "interrupted" in our run records,
+ * so "interrupted" maps to input-required only when the thread really waits for input.
+ */
+export function taskState({ run, thread, latest }: TaskSource): TaskState {
+  switch (run.status) {
+    case "pending":
+      return "submitted";
+    case "running":
+      return "working";
+    case "error":
+    case "timeout":
+      return "failed";
+    case "interrupted":
+      return latest && interruptValues(thread).length > 0 ? "input-required" : "canceled";
+    case "success":
+      return latest && thread?.status === "interrupted" ? "input-required" : "completed";
+  }
+}
+
+const agentMessage = (src: TaskSource, tag: string, parts: Part[]): A2AMessage => ({
+  messageId: uuid5(`${src.run.run_id}:${tag}`, A2A_NAMESPACE),
+  role: "agent",
+  parts,
+  contextId: src.run.thread_id,
+  taskId: src.run.run_id,
+});
+
+function statusMessage(d: Dialect, src: TaskSource, state: TaskState): A2AMessage | undefined {
+  if (state === "failed") {
+    const e = src.run.error;
+    const text = e ? `${e.error}: ${e.message}` : src.run.status === "timeout" ? "Run timed out" : "Run failed";
+    return agentMessage(src, "status", [textPart(d, text)]);
+  }
+  if (state === "input-required") {
+    const parts = interruptValues(src.thread).map((v) => (typeof v === "string" ? textPart(d, v) : dataPart(d, isRecord(v) ? v : { value: v })));
+    return parts.length ? agentMessage(src, "status", parts) : undefined;
+  }
+  return undefined;
+}
+
+export function encodeStatus(d: Dialect, src: TaskSource, state: TaskState = taskState(src)): Record<string, unknown> {
+  const m = statusMessage(d, src, state);
+  return { state: stateName(d, state), ...(m ? { message: encodeMessage(d, m) } : {}), timestamp: src.run.updated_at };
+}
+
+/** Where this run's own messages sit in the thread's message list: from its first input message to the next foreign human message. */
+function segment(msgs: PlainMessage[], run: RunRecord): { start: number; end: number } | undefined {
+  const ids = new Set(messagesOf(run.kwargs.input).map((m) => m.id).filter((id): id is string => typeof id === "string"));
+  if (ids.size === 0) return undefined;
+  const start = msgs.findIndex((m) => typeof m.id === "string" && ids.has(m.id));
+  if (start < 0) return undefined;
+  let end = start + 1;
+  while (end < msgs.length && !(messageType(msgs[end]) === "human" && !ids.has(msgs[end].id as string))) end++;
+  return { start, end };
+}
+
+const toA2A = (d: Dialect, m: PlainMessage, contextId: string, taskId: string | undefined, i: number): Record<string, unknown> =>
+  encodeMessage(d, { messageId: a2aMessageId(m) ?? `${contextId}-${i}`, role: roleOf(m), parts: partsOf(d, m), contextId, taskId });
+
+function history(d: Dialect, src: TaskSource, h: HistoryOptions): Record<string, unknown>[] {
+  const { run } = src;
+  const msgs = messagesOf(src.thread?.values);
+  const seg = segment(msgs, run);
+  let items: { m: PlainMessage; own: boolean }[];
+  if (seg) {
+    const from = h.scope === "task" ? seg.start : 0;
+    items = msgs.slice(from, seg.end).map((m, i) => ({ m, own: from + i >= seg.start }));
+  } else {
+    const own = messagesOf(run.kwargs.input).map((m) => ({ m, own: true }));
+    items = h.scope === "task" ? own : [...msgs.map((m) => ({ m, own: false })), ...own];
+  }
+  if (h.length !== undefined) items = h.length === 0 ? [] : items.slice(-h.length);
+  return items.map(({ m, own }, i) => toA2A(d, m, run.thread_id, own ? run.run_id : undefined, i));
+}
+
+/** The final answer: the task's last AI message, else (graphs without messages) the state values. */
+export function artifactOf(d: Dialect, src: TaskSource): Record<string, unknown> {
+  const values = src.thread?.values;
+  const msgs = messagesOf(values);
+  const seg = segment(msgs, src.run);
+  const pool = seg ? msgs.slice(seg.start, seg.end) : src.latest ? msgs : [];
+  const ai = pool.filter((m) => messageType(m) === "ai").at(-1);
+  let parts: Part[];
+  if (ai) {
+    parts = partsOf(d, ai);
+    if (parts.length === 0) parts = [textPart(d, "")];
+  } else parts = [isRecord(values) ? dataPart(d, values) : textPart(d, JSON.stringify(values ?? null))];
+  return { artifactId: uuid5(`${src.run.run_id}:artifact`, A2A_NAMESPACE), name: ARTIFACT_NAME, parts };
+}
+
+export function buildTask(d: Dialect, src: TaskSource, h: HistoryOptions): Record<string, unknown> {
+  const state = taskState(src);
+  return {
+    ...kind(d, "task"),
+    id: src.run.run_id,
+    contextId: src.run.thread_id,
+    status: encodeStatus(d, src, state),
+    ...(state === "completed" && h.includeArtifacts ? { artifacts: [artifactOf(d, src)] } : {}),
+    history: history(d, src, h),
+    metadata: { assistant_id: src.run.assistant_id, graph_id: src.run.graph_id },
+  };
+}
