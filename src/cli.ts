@@ -9,7 +9,7 @@ const USAGE = `troupe — LangGraph-compatible agent server
 
 Usage:
   troupe dev   [--config FILE] [--port 8123] [--data-dir DIR] [--workers N]
-  troupe serve [--config FILE] [--port 8123] [--host 0.0.0.0] [--data-dir DIR] [--workers N] [--sync-commits]
+  troupe serve [--config FILE] [--port 8123] [--host 0.0.0.0] [--data-dir DIR] [--workers N] [--sync-commits] [--rate-limit us|eu|off]
 
   --config FILE     service.json or langgraph.json (default: ./service.json, then ./langgraph.json)
   --port N          port to listen on (default 8123, the SDK's default; 0 = any free port)
@@ -17,6 +17,7 @@ Usage:
   --data-dir DIR    LMDB data directory (default ./.troupe-data)
   --workers N       actor worker threads (default: number of CPUs)
   --sync-commits    fsync every commit (survives power loss; slower). Default survives kill -9.
+  --rate-limit R    platform rate limits of region us|eu, or off (serve: default us; dev: always off)
 `;
 
 async function main(argv: string[]): Promise<void> {
@@ -38,6 +39,7 @@ async function main(argv: string[]): Promise<void> {
       "data-dir": { type: "string" },
       workers: { type: "string" },
       "sync-commits": { type: "boolean" },
+      "rate-limit": { type: "string" },
     },
     strict: true,
   });
@@ -47,6 +49,8 @@ async function main(argv: string[]): Promise<void> {
   const workers = values.workers === undefined ? undefined : Number(values.workers);
   if (workers !== undefined && (!Number.isInteger(workers) || workers < 1)) throw new Error(`--workers must be a positive integer, got "${values.workers}"`);
   const host = command === "dev" ? "127.0.0.1" : values.host ?? "0.0.0.0";
+  const rl = command === "dev" ? "off" : values["rate-limit"] ?? process.env.TROUPE_RATE_LIMIT ?? "us";
+  if (rl !== "us" && rl !== "eu" && rl !== "off") throw new Error(`--rate-limit must be us, eu or off, got "${rl}"`);
   const server = await startServer({
     configPath,
     host,
@@ -54,6 +58,7 @@ async function main(argv: string[]): Promise<void> {
     dataDir: resolve(values["data-dir"] ?? ".troupe-data"),
     workers,
     syncCommits: values["sync-commits"] ?? false,
+    rateLimit: rl === "off" ? null : { region: rl },
   });
   // The line tests and scripts wait for: keep its format stable.
   process.stdout.write(`troupe listening on ${server.url} (graphs: ${server.config.graphs.map((g) => g.graphId).join(", ")})\n`);

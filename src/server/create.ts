@@ -16,6 +16,7 @@ import { cronRoutes } from "../api/crons.ts";
 import { CronScheduler } from "../crons/scheduler.ts";
 import { Dispatcher } from "../http/dispatch.ts";
 import { corsGuard, corsHeaders } from "../http/cors.ts";
+import { rateLimitGuard } from "../ratelimit/guard.ts";
 import { listen, loadNativeUws } from "../http/uws-server.ts";
 import type { RouteDef } from "../http/types.ts";
 import { AssistantStore } from "../storage/assistants.ts";
@@ -32,6 +33,8 @@ export interface ServerOptions {
   dataDir: string;
   workers?: number;
   syncCommits?: boolean;
+  /** platform rate limits (spec table) for a region; null/undefined = off */
+  rateLimit?: { region: "us" | "eu"; scale?: number } | null;
 }
 
 export interface RunningServer {
@@ -104,6 +107,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors) });
   dispatcher.addGuard(corsGuard(config.http.cors));
+  if (opts.rateLimit) dispatcher.addGuard(rateLimitGuard(opts.rateLimit));
   const groups: RouteDef<any, any>[][] = [];
   if (!config.http.disableMeta) groups.push(systemRoutes(app, () => dispatcher.routes));
   else groups.push(systemRoutes(app, () => dispatcher.routes).filter((r) => r.path === "/ok"));

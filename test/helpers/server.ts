@@ -23,6 +23,8 @@ export interface TestServer {
 }
 
 export interface StartOptions {
+  /** `dev` (default: loopback, no auth, no rate limits) or `serve` (pass --host 127.0.0.1 in extraArgs) */
+  command?: "dev" | "serve";
   config?: string;
   dataDir?: string;
   workers?: number;
@@ -32,7 +34,7 @@ export interface StartOptions {
 
 export async function startTestServer(opts: StartOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "troupe-test-"));
-  const args = [join(REPO, "bin/troupe.js"), "dev", "--port", "0", "--config", opts.config ?? TEST_CONFIG, "--data-dir", dataDir, "--workers", String(opts.workers ?? 2), ...(opts.extraArgs ?? [])];
+  const args = [join(REPO, "bin/troupe.js"), opts.command ?? "dev", "--port", "0", "--config", opts.config ?? TEST_CONFIG, "--data-dir", dataDir, "--workers", String(opts.workers ?? 2), ...(opts.extraArgs ?? [])];
   const proc = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, ...opts.env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   proc.stdout!.on("data", (d: Buffer) => (out += d.toString()));

@@ -1,0 +1,17 @@
+// The HTTP guard applying the platform rate limits: every reply carries the remaining budget
+// (X-RateLimit-*); a denied request gets 429 with Retry-After and a JSON detail.
+import type { Guard } from "../http/dispatch.ts";
+import { errorReply } from "../http/errors.ts";
+import { RateLimiter, rateLimitError, rateLimitHeaders, type RateLimiterOptions } from "./limiter.ts";
+
+export function rateLimitGuard(opts: RateLimiterOptions): Guard {
+  const limiter = new RateLimiter(opts);
+  return (req, ctx) => {
+    const result = limiter.check(req.method, req.path, req.headers, req.clientIp);
+    if (result.allowed) {
+      if (result.ruleId !== undefined) Object.assign(ctx.responseHeaders, rateLimitHeaders(result));
+      return undefined;
+    }
+    return errorReply(rateLimitError(result));
+  };
+}
