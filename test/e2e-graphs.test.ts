@@ -56,6 +56,15 @@ describe("stream modes", () => {
     expect(new Set(debug.map((e) => e.event))).toEqual(new Set(["metadata", "debug", "tasks"]));
   });
 
+  it("marks the thread interrupted when a subgraph interrupts, and shows subgraph state", async () => {
+    const t = await client.threads.create();
+    const out = (await client.runs.wait(t.thread_id, "subgraph", { input: human("x"), config: { configurable: { interrupt_in_subgraph: true } } })) as Record<string, unknown>;
+    expect(out.__interrupt__).toBeDefined();
+    expect((await client.threads.get(t.thread_id)).status).toBe("interrupted");
+    const s = await client.threads.getState(t.thread_id, undefined, { subgraphs: true });
+    expect(s.tasks.some((task) => task.state !== null && task.state !== undefined)).toBe(true);
+  });
+
   it("names subgraph events with their namespace", async () => {
     const events = await collect(client.runs.stream(null, "subgraph", { input: human("x"), streamMode: ["updates"], streamSubgraphs: true }));
     expect(events.some((e) => /^updates\|child:[0-9a-f-]+$/.test(e.event))).toBe(true);

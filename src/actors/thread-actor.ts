@@ -348,7 +348,15 @@ export class ThreadActor {
       const thread = s.threads.get(this.threadId);
       let hasNext = false;
       let interrupts: Record<string, unknown[]> | undefined;
-      if (thread && this.ctx.registry.has(run.graph_id)) {
+      const ranToEnd =
+        outcome.status === "success" && !outcome.rolledBack && outcome.lastValuesJson !== undefined &&
+        !outcome.lastValuesJson.startsWith('{"__interrupt__"') && !run.kwargs.interrupt_before && !run.kwargs.interrupt_after;
+      if (thread && ranToEnd) {
+        // The graph reached END: its last root values chunk is the final state and no task is
+        // pending, so the state read (and re-serialization) below is not needed.
+        values = JSON.parse(outcome.lastValuesJson!);
+        interrupts = {};
+      } else if (thread && this.ctx.registry.has(run.graph_id)) {
         try {
           const graph = await this.ctx.registry.get(run.graph_id, run.kwargs.config as Record<string, unknown>, { accessContext: "threads.read" });
           const snap = await graph.getState(stateConfig(thread));
