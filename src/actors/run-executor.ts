@@ -96,7 +96,10 @@ export async function executeRun(o: ExecuteOptions): Promise<RunOutcome> {
   const wantEvents = requested.has("events");
   const checkpointing = !(run.kwargs.temporary && run.on_completion !== "keep");
 
-  let lastValuesJson: string | undefined;
+  // The last root values chunk is the /wait body; serialize it once at the end unless the
+  // values mode already serialized it for the stream.
+  let lastValues: { payload: unknown; text?: string } | undefined;
+  const lastValuesJson = (): string | undefined => (lastValues ? (lastValues.text ??= toJsonText(lastValues.payload)) : undefined);
   const seenMessageIds = new Set<string>();
   const partials = new Map<string, MessageChunkLike>();
 
@@ -104,9 +107,9 @@ export async function executeRun(o: ExecuteOptions): Promise<RunOutcome> {
     const suffix = ns.length ? `|${ns.join("|")}` : "";
     switch (mode) {
       case "values": {
-        const text = toJsonText(payload);
-        if (ns.length === 0) lastValuesJson = text;
-        if (requested.has("values")) emit(`values${suffix}`, text);
+        const text = requested.has("values") ? toJsonText(payload) : undefined;
+        if (ns.length === 0) lastValues = { payload, text };
+        if (text !== undefined) emit(`values${suffix}`, text);
         if (requested.has("messages")) {
           const msgs = (payload as { messages?: unknown } | null)?.messages;
           if (Array.isArray(msgs)) {
@@ -169,13 +172,13 @@ export async function executeRun(o: ExecuteOptions): Promise<RunOutcome> {
         else handleChunk([], c[0] as string, c[1]);
       }
     }
-    return { status: "success", rolledBack: false, lastValuesJson };
+    return { status: "success", rolledBack: false, lastValuesJson: lastValuesJson() };
   } catch (err) {
     if (signal.aborted) {
-      return { status: "interrupted", rolledBack: signal.reason === "rollback", lastValuesJson };
+      return { status: "interrupted", rolledBack: signal.reason === "rollback", lastValuesJson: lastValuesJson() };
     }
     const error = errorInfo(err);
     emit("error", toJsonText(error));
-    return { status: "error", rolledBack: false, error, lastValuesJson };
+    return { status: "error", rolledBack: false, error, lastValuesJson: lastValuesJson() };
   }
 }

@@ -10,6 +10,8 @@ export interface RunSubscriber {
 
 interface RunLog {
   runId: string;
+  /** bytes of event data held for a non-resumable run (bounded, oldest dropped first) */
+  bytes: number;
   threadId: string;
   resumable: boolean;
   events: RunEvent[];
@@ -24,17 +26,27 @@ interface RunLog {
 export interface RunHubOptions {
   /** how long a finished run's log and output stay available */
   retentionMs: number;
+  /**
+   * Event bytes kept per non-resumable run for a late first reader. Beyond it the oldest events
+   * are dropped (memory stays bounded when thousands of background runs stream big states).
+   * Resumable runs keep their whole log: the client asked for replay.
+   */
+  maxBufferedBytes?: number;
 }
 
 export class RunHub {
   private readonly logs = new Map<string, RunLog>();
 
-  constructor(private readonly opts: RunHubOptions = { retentionMs: 60_000 }) {}
+  private readonly maxBytes: number;
+
+  constructor(private readonly opts: RunHubOptions = { retentionMs: 60_000 }) {
+    this.maxBytes = opts.maxBufferedBytes ?? 256 * 1024;
+  }
 
   private log(runId: string, threadId = ""): RunLog {
     let l = this.logs.get(runId);
     if (!l) {
-      l = { runId, threadId, resumable: false, events: [], replayed: false, subscribers: new Set(), waiters: [] };
+      l = { runId, threadId, bytes: 0, resumable: false, events: [], replayed: false, subscribers: new Set(), waiters: [] };
       this.logs.set(runId, l);
     }
     return l;
@@ -56,8 +68,14 @@ export class RunHub {
   events(runId: string, events: RunEvent[]): void {
     const l = this.log(runId);
     for (const e of events) {
-      l.events.push(e);
       for (const s of l.subscribers) s.onEvent(e);
+      // a non-resumable log that was already read has no later reader to serve
+      if (!l.resumable && l.replayed) continue;
+      l.events.push(e);
+      if (!l.resumable) {
+        l.bytes += e.data.length;
+        while (l.bytes > this.maxBytes && l.events.length > 1) l.bytes -= l.events.shift()!.data.length;
+      }
     }
   }
 

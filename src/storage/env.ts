@@ -88,6 +88,9 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     // (power loss may lose the last commits). --sync-commits turns fsync on.
     noSync: opts.syncCommits !== true,
     compression: false,
+    // Big checkpoint blobs are read once per step; kernel read-ahead would map (and count in RSS)
+    // neighbouring pages we never touch.
+    noReadAhead: true,
   });
   const db = <V, K extends Key>(name: string) => root.openDB<V, K>({ name, encoding: "msgpack" });
   return {
