@@ -79,7 +79,7 @@ export interface StorageOptions {
 
 export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage {
   mkdirSync(dataDir, { recursive: true });
-  const root = open({
+  const options = {
     path: join(dataDir, "troupe.mdb"),
     maxDbs: 16,
     // 64 GiB of address space; the file grows as needed.
@@ -90,8 +90,9 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     compression: false,
     // Big checkpoint blobs are read once per step; kernel read-ahead would map (and count in RSS)
     // neighbouring pages we never touch.
-    noReadAhead: true,
-  });
+    noReadAhead: true, // honoured by lmdb-js (MDB_NORDAHEAD) but missing from its typings
+  };
+  const root = open(options);
   const db = <V, K extends Key>(name: string) => root.openDB<V, K>({ name, encoding: "msgpack" });
   return {
     root,
