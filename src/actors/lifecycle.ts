@@ -1,6 +1,9 @@
 // Run lifecycle and thread status rules in one place (reference §6.4–§6.7), pure functions so
 // they are unit-tested directly and used by the actor.
 import { TroupeError } from "../errors.ts";
+import { deepEqual } from "../util/deep-equal.ts";
+
+export { deepEqual };
 import type { JsonObject, MultitaskStrategy, RunStatus, RunnableConfigJson, ThreadStatus } from "../storage/records.ts";
 
 export interface FinishedRunFacts {
@@ -74,18 +77,4 @@ export function matchesFilter(filter: unknown, value: unknown): boolean {
     } else if (!deepEqual(f, v)) return false;
   }
   return true;
-}
-
-export function deepEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  if (Array.isArray(a)) {
-    const bb = b as unknown[];
-    return a.length === bb.length && a.every((x, i) => deepEqual(x, bb[i]));
-  }
-  const ka = Object.keys(a);
-  const kb = Object.keys(b);
-  if (ka.length !== kb.length) return false;
-  return ka.every((k) => deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
 }

@@ -117,16 +117,20 @@ export class ThreadActor {
     this.queue.length = 0;
     this.current?.abort.abort("interrupt");
     const s = this.ctx.storage;
-    await s.root.transaction(() => {
-      for (const { key } of s.runs.getRange({ start: [this.threadId], end: [this.threadId, "\uffff"] })) {
-        s.runs.remove(key);
-        s.runThread.remove(key[1]);
-        s.activeRuns.remove(key);
-      }
-      s.threads.remove(this.threadId);
-    });
+    await s.root.transaction(() => this.removeThreadRecords());
     await this.ctx.saver.deleteThread(this.threadId);
     return { deleted: true };
+  }
+
+  /** The thread record and all its runs (call inside a write transaction). */
+  private removeThreadRecords(): void {
+    const s = this.ctx.storage;
+    for (const { key } of s.runs.getRange({ start: [this.threadId], end: [this.threadId, "\uffff"] })) {
+      s.runs.remove(key);
+      s.runThread.remove(key[1]);
+      s.activeRuns.remove(key);
+    }
+    s.threads.remove(this.threadId);
   }
 
   private async copyThread(newThreadId: string): Promise<ThreadRecord> {
@@ -335,14 +339,7 @@ export class ThreadActor {
     let values: unknown;
     if (stateless) {
       threadStatus = "deleted";
-      await s.root.transaction(() => {
-        for (const { key } of s.runs.getRange({ start: [this.threadId], end: [this.threadId, "\uffff"] })) {
-          s.runs.remove(key);
-          s.runThread.remove(key[1]);
-          s.activeRuns.remove(key);
-        }
-        s.threads.remove(this.threadId);
-      });
+      await s.root.transaction(() => this.removeThreadRecords());
     } else {
       if (outcome.rolledBack) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, run.run_id);
       const thread = s.threads.get(this.threadId);

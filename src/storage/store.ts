@@ -1,5 +1,6 @@
 // The long-term memory store (LangGraph BaseStore) on LMDB: graphs get it as `config.store` in
 // actor workers, and the /store routes use it on the HTTP thread, each thread with its own handle.
+import { deepEqual } from "../util/deep-equal.ts";
 import {
   BaseStore, type GetOperation, type Item, type ListNamespacesOperation, type MatchCondition,
   type Operation, type OperationResults, type PutOperation, type SearchItem, type SearchOperation,
@@ -227,15 +228,3 @@ function order(a: unknown, b: unknown): number {
   return Number.NaN;
 }
 
-function deepEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  if (Array.isArray(a)) {
-    const bb = b as unknown[];
-    return a.length === bb.length && a.every((x, i) => deepEqual(x, bb[i]));
-  }
-  const ka = Object.keys(a);
-  const bo = b as Record<string, unknown>;
-  return ka.length === Object.keys(bo).length && ka.every((k) => Object.hasOwn(bo, k) && deepEqual((a as Record<string, unknown>)[k], bo[k]));
-}
