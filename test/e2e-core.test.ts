@@ -1,24 +1,12 @@
 // End to end through the real @langchain/langgraph-sdk Client against a spawned server:
 // assistants, threads, runs (wait/stream/background/join), interrupts, multitask strategies.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Client } from "@langchain/langgraph-sdk";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { describe, expect, it } from "vitest";
+import { human, useServer } from "./helpers/suite.ts";
 
-let server: TestServer;
-let client: Client;
-const human = (content: string) => ({ messages: [{ role: "human", content }] });
-
-beforeAll(async () => {
-  server = await startTestServer();
-  client = new Client({ apiUrl: server.url, apiKey: null });
-});
-afterAll(async () => {
-  await server?.stop();
-  server?.cleanup();
-});
+const fx = useServer();
 
 async function raw(path: string, init?: RequestInit): Promise<{ status: number; body: unknown; headers: Headers }> {
-  const res = await fetch(server.url + path, init);
+  const res = await fetch(fx.server.url + path, init);
   const text = await res.text();
   let body: unknown = text;
   try {
@@ -45,32 +33,32 @@ describe("system", () => {
 
 describe("assistants", () => {
   it("has a default assistant per graph with the deterministic id", async () => {
-    const a = await client.assistants.get("agent");
+    const a = await fx.client.assistants.get("agent");
     expect(a.assistant_id).toBe("fe096781-5601-53d2-b2f6-0d3403f7e9ca");
     expect(a.graph_id).toBe("agent");
     expect(a.metadata).toEqual({ created_by: "system" });
-    const echo = await client.assistants.get("046b5dc7-2108-582c-9c6c-31d556d138f0");
+    const echo = await fx.client.assistants.get("046b5dc7-2108-582c-9c6c-31d556d138f0");
     expect(echo.name).toBe("echo");
   });
 
   it("creates, patches into versions, searches, counts and deletes", async () => {
-    const a = await client.assistants.create({ graphId: "echo", config: { configurable: { x: 1 } }, metadata: { team: "t1" }, name: "mine" });
+    const a = await fx.client.assistants.create({ graphId: "echo", config: { configurable: { x: 1 } }, metadata: { team: "t1" }, name: "mine" });
     expect(a.version).toBe(1);
-    await expect(client.assistants.create({ graphId: "echo", assistantId: a.assistant_id })).rejects.toThrow(/HTTP 409/);
-    const same = await client.assistants.create({ graphId: "echo", assistantId: a.assistant_id, ifExists: "do_nothing" });
+    await expect(fx.client.assistants.create({ graphId: "echo", assistantId: a.assistant_id })).rejects.toThrow(/HTTP 409/);
+    const same = await fx.client.assistants.create({ graphId: "echo", assistantId: a.assistant_id, ifExists: "do_nothing" });
     expect(same.assistant_id).toBe(a.assistant_id);
-    const p = await client.assistants.update(a.assistant_id, { metadata: { extra: true }, name: "renamed" });
+    const p = await fx.client.assistants.update(a.assistant_id, { metadata: { extra: true }, name: "renamed" });
     expect(p.version).toBe(2);
     expect(p.metadata).toEqual({ team: "t1", extra: true });
-    const versions = await client.assistants.getVersions(a.assistant_id);
+    const versions = await fx.client.assistants.getVersions(a.assistant_id);
     expect(versions.map((v) => v.version)).toEqual([2, 1]);
-    const back = await client.assistants.setLatest(a.assistant_id, 1);
+    const back = await fx.client.assistants.setLatest(a.assistant_id, 1);
     expect(back.name).toBe("mine");
-    const found = await client.assistants.search({ metadata: { team: "t1" } });
+    const found = await fx.client.assistants.search({ metadata: { team: "t1" } });
     expect(found.map((x) => x.assistant_id)).toEqual([a.assistant_id]);
-    expect(await client.assistants.count({ graphId: "echo" })).toBeGreaterThanOrEqual(2);
-    await client.assistants.delete(a.assistant_id);
-    await expect(client.assistants.get(a.assistant_id)).rejects.toThrow(/HTTP 404/);
+    expect(await fx.client.assistants.count({ graphId: "echo" })).toBeGreaterThanOrEqual(2);
+    await fx.client.assistants.delete(a.assistant_id);
+    await expect(fx.client.assistants.get(a.assistant_id)).rejects.toThrow(/HTTP 404/);
   });
 
   it("refuses unknown graphs and validates bodies with 422", async () => {
@@ -85,31 +73,31 @@ describe("assistants", () => {
   });
 
   it("describes the graph", async () => {
-    const g = (await client.assistants.getGraph("agent")) as { nodes: { id: string }[]; edges: unknown[] };
+    const g = (await fx.client.assistants.getGraph("agent")) as { nodes: { id: string }[]; edges: unknown[] };
     expect(g.nodes.map((n) => n.id)).toContain("__start__");
-    const s = await client.assistants.getSchemas("agent");
+    const s = await fx.client.assistants.getSchemas("agent");
     expect(s.graph_id).toBe("agent");
   });
 });
 
 describe("threads", () => {
   it("creates, gets, patches, searches, counts, copies and deletes", async () => {
-    const t = await client.threads.create({ metadata: { owner: "ann" } });
+    const t = await fx.client.threads.create({ metadata: { owner: "ann" } });
     expect(t.status).toBe("idle");
-    expect((await client.threads.get(t.thread_id)).metadata).toEqual({ owner: "ann" });
-    const p = await client.threads.update(t.thread_id, { metadata: { k: 2 } });
+    expect((await fx.client.threads.get(t.thread_id)).metadata).toEqual({ owner: "ann" });
+    const p = await fx.client.threads.update(t.thread_id, { metadata: { k: 2 } });
     expect(p.metadata).toEqual({ owner: "ann", k: 2 });
-    const found = await client.threads.search({ metadata: { owner: "ann" } });
+    const found = await fx.client.threads.search({ metadata: { owner: "ann" } });
     expect(found.map((x) => x.thread_id)).toContain(t.thread_id);
-    expect(await client.threads.count({ metadata: { owner: "ann", k: 2 } })).toBe(1);
-    await client.runs.wait(t.thread_id, "echo", { input: human("hello") });
-    const copy = await client.threads.copy(t.thread_id);
+    expect(await fx.client.threads.count({ metadata: { owner: "ann", k: 2 } })).toBe(1);
+    await fx.client.runs.wait(t.thread_id, "echo", { input: human("hello") });
+    const copy = await fx.client.threads.copy(t.thread_id);
     expect(copy.thread_id).not.toBe(t.thread_id);
-    const copiedState = await client.threads.getState(copy.thread_id);
+    const copiedState = await fx.client.threads.getState(copy.thread_id);
     const msgs = (copiedState.values as { messages: { content: string }[] }).messages;
     expect(msgs.map((m) => m.content)).toEqual(["hello", "hello"].map((x, i) => (i === 0 ? x : msgs[1].content)));
-    await client.threads.delete(t.thread_id);
-    await expect(client.threads.get(t.thread_id)).rejects.toThrow(/HTTP 404/);
+    await fx.client.threads.delete(t.thread_id);
+    await expect(fx.client.threads.get(t.thread_id)).rejects.toThrow(/HTTP 404/);
   });
 
   it("answers JSON errors: 404 detail, 422 bad uuid, 400 malformed json, 415 content type, 413 size", async () => {
@@ -130,13 +118,13 @@ describe("threads", () => {
   });
 
   it("pre-populates a thread with supersteps and reports history", async () => {
-    const t = await client.threads.create({
+    const t = await fx.client.threads.create({
       graphId: "echo",
       supersteps: [{ updates: [{ values: { messages: [{ role: "human", content: "seeded" }] }, asNode: "__input__" }] }, { updates: [{ values: { messages: [{ role: "ai", content: "answer" }] }, asNode: "echo" }] }],
     });
     // LangGraph applies an __input__ update when the next superstep runs; the "echo" update lands on top
     expect(JSON.stringify(t.values)).toContain("answer");
-    const history = await client.threads.getHistory(t.thread_id, { limit: 10 });
+    const history = await fx.client.threads.getHistory(t.thread_id, { limit: 10 });
     expect(history.length).toBeGreaterThanOrEqual(2);
     expect(history[0].checkpoint.checkpoint_id).toBeTruthy();
   });
@@ -144,22 +132,22 @@ describe("threads", () => {
 
 describe("runs", () => {
   it("waits for a run on a thread and updates thread status and values", async () => {
-    const t = await client.threads.create();
-    const out = (await client.runs.wait(t.thread_id, "echo", { input: human("hi") })) as { messages: { type: string; content: string }[] };
+    const t = await fx.client.threads.create();
+    const out = (await fx.client.runs.wait(t.thread_id, "echo", { input: human("hi") })) as { messages: { type: string; content: string }[] };
     expect(out.messages.map((m) => m.type)).toEqual(["human", "ai"]);
-    const after = await client.threads.get(t.thread_id);
+    const after = await fx.client.threads.get(t.thread_id);
     expect(after.status).toBe("idle");
     expect((after.values as { messages: unknown[] }).messages).toHaveLength(2);
     expect(after.metadata?.graph_id).toBe("echo");
-    const runs = await client.runs.list(t.thread_id);
+    const runs = await fx.client.runs.list(t.thread_id);
     expect(runs).toHaveLength(1);
     expect(runs[0].status).toBe("success");
   });
 
   it("streams values with metadata first and consecutive ids", async () => {
-    const t = await client.threads.create();
+    const t = await fx.client.threads.create();
     const events: { event: string; data: unknown }[] = [];
-    for await (const e of client.runs.stream(t.thread_id, "echo", { input: human("stream me"), streamMode: ["values", "updates"] })) events.push(e);
+    for await (const e of fx.client.runs.stream(t.thread_id, "echo", { input: human("stream me"), streamMode: ["values", "updates"] })) events.push(e);
     expect(events[0].event).toBe("metadata");
     expect(Object.keys(events[0].data as object).sort()).toEqual(["attempt", "run_id"]);
     expect(new Set(events.map((e) => e.event))).toEqual(new Set(["metadata", "values", "updates"]));
@@ -168,79 +156,79 @@ describe("runs", () => {
 
   it("streams tokens in messages-tuple mode", async () => {
     const events: { event: string; data: unknown }[] = [];
-    for await (const e of client.runs.stream(null, "agent", { input: human("tell me a story please"), streamMode: "messages-tuple" })) events.push(e);
+    for await (const e of fx.client.runs.stream(null, "agent", { input: human("tell me a story please"), streamMode: "messages-tuple" })) events.push(e);
     const tokens = events.filter((e) => e.event === "messages");
     expect(tokens.length).toBeGreaterThan(2);
   });
 
   it("creates a background run, joins it, and streams a joined resumable run from Last-Event-ID", async () => {
-    const t = await client.threads.create();
-    const run = await client.runs.create(t.thread_id, "slow", { input: human("bg"), config: { configurable: { sleep_ms: 300 } }, streamResumable: true });
+    const t = await fx.client.threads.create();
+    const run = await fx.client.runs.create(t.thread_id, "slow", { input: human("bg"), config: { configurable: { sleep_ms: 300 } }, streamResumable: true });
     expect(run.status).toBe("pending");
     const events: { event: string }[] = [];
-    for await (const e of client.runs.joinStream(t.thread_id, run.run_id, { lastEventId: "-1" })) events.push(e);
+    for await (const e of fx.client.runs.joinStream(t.thread_id, run.run_id, { lastEventId: "-1" })) events.push(e);
     expect(events[0].event).toBe("metadata");
-    const joined = (await client.runs.join(t.thread_id, run.run_id)) as { messages: unknown[] };
+    const joined = (await fx.client.runs.join(t.thread_id, run.run_id)) as { messages: unknown[] };
     expect(joined.messages).toHaveLength(2);
-    expect((await client.runs.get(t.thread_id, run.run_id)).status).toBe("success");
+    expect((await fx.client.runs.get(t.thread_id, run.run_id)).status).toBe("success");
   });
 
   it("interrupts for human approval and resumes with a command", async () => {
-    const t = await client.threads.create();
-    const first = (await client.runs.wait(t.thread_id, "agent", { input: human("what is the weather in Paris"), config: { configurable: { require_approval: true } } })) as Record<string, unknown>;
+    const t = await fx.client.threads.create();
+    const first = (await fx.client.runs.wait(t.thread_id, "agent", { input: human("what is the weather in Paris"), config: { configurable: { require_approval: true } } })) as Record<string, unknown>;
     expect(first.__interrupt__).toBeDefined();
-    const thread = await client.threads.get(t.thread_id);
+    const thread = await fx.client.threads.get(t.thread_id);
     expect(thread.status).toBe("interrupted");
-    const state = await client.threads.getState(t.thread_id);
+    const state = await fx.client.threads.getState(t.thread_id);
     expect(state.next.length).toBeGreaterThan(0);
-    const resumed = (await client.runs.wait(t.thread_id, "agent", { command: { resume: "approve" }, config: { configurable: { require_approval: true } } })) as { messages: { content: string }[] };
+    const resumed = (await fx.client.runs.wait(t.thread_id, "agent", { command: { resume: "approve" }, config: { configurable: { require_approval: true } } })) as { messages: { content: string }[] };
     expect(resumed.messages.at(-1)!.content).toContain("sunny");
-    expect((await client.threads.get(t.thread_id)).status).toBe("idle");
+    expect((await fx.client.threads.get(t.thread_id)).status).toBe("idle");
   });
 
   it("reports a failing graph as error with __error__ and thread status error", async () => {
-    const t = await client.threads.create();
+    const t = await fx.client.threads.create();
     const r = await raw(`/threads/${t.thread_id}/runs/wait`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "error", input: {} }) });
     expect(r.status).toBe(200);
     expect(r.body).toEqual({ __error__: { error: "CustomError", message: "Boo!" } });
-    expect((await client.threads.get(t.thread_id)).status).toBe("error");
+    expect((await fx.client.threads.get(t.thread_id)).status).toBe("error");
   });
 
   it("enqueues by default, rejects with 409, interrupts and cancels", async () => {
-    const t = await client.threads.create();
+    const t = await fx.client.threads.create();
     const slow = { config: { configurable: { sleep_ms: 400 } } };
-    const r1 = await client.runs.create(t.thread_id, "slow", { input: human("one"), ...slow });
-    const r2 = await client.runs.create(t.thread_id, "slow", { input: human("two"), ...slow });
-    await expect(client.runs.create(t.thread_id, "slow", { input: human("three"), multitaskStrategy: "reject" })).rejects.toThrow(/HTTP 409/);
-    await client.runs.join(t.thread_id, r2.run_id);
-    expect((await client.runs.get(t.thread_id, r1.run_id)).status).toBe("success");
-    expect((await client.runs.get(t.thread_id, r2.run_id)).status).toBe("success");
-    const values = (await client.threads.getState(t.thread_id)).values as { messages: { content: string }[] };
+    const r1 = await fx.client.runs.create(t.thread_id, "slow", { input: human("one"), ...slow });
+    const r2 = await fx.client.runs.create(t.thread_id, "slow", { input: human("two"), ...slow });
+    await expect(fx.client.runs.create(t.thread_id, "slow", { input: human("three"), multitaskStrategy: "reject" })).rejects.toThrow(/HTTP 409/);
+    await fx.client.runs.join(t.thread_id, r2.run_id);
+    expect((await fx.client.runs.get(t.thread_id, r1.run_id)).status).toBe("success");
+    expect((await fx.client.runs.get(t.thread_id, r2.run_id)).status).toBe("success");
+    const values = (await fx.client.threads.getState(t.thread_id)).values as { messages: { content: string }[] };
     expect(values.messages.filter((m) => m.content === "one" || m.content === "two").map((m) => m.content)).toEqual(["one", "one", "two", "two"]);
 
-    const r3 = await client.runs.create(t.thread_id, "slow", { input: human("three"), config: { configurable: { sleep_ms: 5000 } } });
+    const r3 = await fx.client.runs.create(t.thread_id, "slow", { input: human("three"), config: { configurable: { sleep_ms: 5000 } } });
     await new Promise((r) => setTimeout(r, 200));
-    const r4 = await client.runs.create(t.thread_id, "slow", { input: human("four"), multitaskStrategy: "interrupt", ...slow });
-    await client.runs.join(t.thread_id, r4.run_id);
-    expect((await client.runs.get(t.thread_id, r3.run_id)).status).toBe("interrupted");
-    expect((await client.runs.get(t.thread_id, r4.run_id)).status).toBe("success");
+    const r4 = await fx.client.runs.create(t.thread_id, "slow", { input: human("four"), multitaskStrategy: "interrupt", ...slow });
+    await fx.client.runs.join(t.thread_id, r4.run_id);
+    expect((await fx.client.runs.get(t.thread_id, r3.run_id)).status).toBe("interrupted");
+    expect((await fx.client.runs.get(t.thread_id, r4.run_id)).status).toBe("success");
 
-    const r5 = await client.runs.create(t.thread_id, "slow", { input: human("five"), config: { configurable: { sleep_ms: 5000 } } });
+    const r5 = await fx.client.runs.create(t.thread_id, "slow", { input: human("five"), config: { configurable: { sleep_ms: 5000 } } });
     await new Promise((r) => setTimeout(r, 150));
-    await client.runs.cancel(t.thread_id, r5.run_id, true);
-    expect((await client.runs.get(t.thread_id, r5.run_id)).status).toBe("interrupted");
-    expect((await client.threads.get(t.thread_id)).status).toBe("idle");
+    await fx.client.runs.cancel(t.thread_id, r5.run_id, true);
+    expect((await fx.client.runs.get(t.thread_id, r5.run_id)).status).toBe("interrupted");
+    expect((await fx.client.threads.get(t.thread_id)).status).toBe("idle");
   });
 
   it("runs stateless wait and stream, and 404s runs on missing threads", async () => {
-    const out = (await client.runs.wait(null, "echo", { input: human("stateless") })) as { messages: unknown[] };
+    const out = (await fx.client.runs.wait(null, "echo", { input: human("stateless") })) as { messages: unknown[] };
     expect(out.messages).toHaveLength(2);
     const events: string[] = [];
-    for await (const e of client.runs.stream(null, "echo", { input: human("s") })) events.push(e.event);
+    for await (const e of fx.client.runs.stream(null, "echo", { input: human("s") })) events.push(e.event);
     expect(events).toEqual(["metadata", "values", "values"]);
     const r = await raw("/threads/00000000-0000-4000-8000-000000000001/runs", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "echo" }) });
     expect(r.status).toBe(404);
-    const created = await client.runs.wait("00000000-0000-4000-8000-000000000002", "echo", { input: human("x"), ifNotExists: "create" });
+    const created = await fx.client.runs.wait("00000000-0000-4000-8000-000000000002", "echo", { input: human("x"), ifNotExists: "create" });
     expect((created as { messages: unknown[] }).messages).toHaveLength(2);
   });
 });

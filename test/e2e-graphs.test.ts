@@ -1,27 +1,17 @@
 // Graph features end to end through the SDK and RemoteGraph: factories, stream modes, subgraphs,
 // interrupt_before/after, history, state updates, rollback, the store, and a user project that
 // brings its own copy of LangGraph in its own node_modules.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@langchain/langgraph-sdk";
 import { RemoteGraph } from "@langchain/langgraph/remote";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { startTestServer } from "./helpers/server.ts";
+import { human, useServer } from "./helpers/suite.ts";
 import { makeUserProject } from "./fixtures/make-user-project.ts";
 
-let server: TestServer;
-let client: Client;
-const human = (content: string) => ({ messages: [{ role: "human", content }] });
-
-beforeAll(async () => {
-  server = await startTestServer();
-  client = new Client({ apiUrl: server.url, apiKey: null });
-});
-afterAll(async () => {
-  await server?.stop();
-  server?.cleanup();
-});
+const fx = useServer();
 
 async function collect(it: AsyncIterable<{ event: string; data: unknown }>) {
   const out: { event: string; data: unknown }[] = [];
@@ -31,42 +21,42 @@ async function collect(it: AsyncIterable<{ event: string; data: unknown }>) {
 
 describe("graph exports", () => {
   it("runs factory and uncompiled StateGraph exports", async () => {
-    const f = (await client.runs.wait(null, "factory", { input: { messages: ["a"] } })) as Record<string, unknown>;
+    const f = (await fx.client.runs.wait(null, "factory", { input: { messages: ["a"] } })) as Record<string, unknown>;
     expect(JSON.stringify(f)).toContain("factory");
-    const u = await client.runs.wait(null, "uncompiled", { input: human("u") });
+    const u = await fx.client.runs.wait(null, "uncompiled", { input: human("u") });
     expect(u).toBeTruthy();
   });
 });
 
 describe("stream modes", () => {
   it("emits exactly the requested event names", async () => {
-    const t = await client.threads.create();
-    const msgs = await collect(client.runs.stream(t.thread_id, "agent", { input: human("hello there"), streamMode: "messages" }));
+    const t = await fx.client.threads.create();
+    const msgs = await collect(fx.client.runs.stream(t.thread_id, "agent", { input: human("hello there"), streamMode: "messages" }));
     expect(new Set(msgs.map((e) => e.event))).toEqual(new Set(["metadata", "messages/metadata", "messages/partial", "messages/complete"]));
     expect(msgs.at(-1)!.event).toBe("messages/complete");
-    const custom = await collect(client.runs.stream(null, "custom_stream", { input: {}, streamMode: "custom" }));
+    const custom = await collect(fx.client.runs.stream(null, "custom_stream", { input: {}, streamMode: "custom" }));
     expect(custom.filter((e) => e.event === "custom").map((e) => e.data)).toEqual([1, 2, 3].map((n) => ({ progress: n, of: 3 })));
-    const cps = await collect(client.runs.stream(t.thread_id, "echo", { input: human("c"), streamMode: "checkpoints" }));
+    const cps = await collect(fx.client.runs.stream(t.thread_id, "echo", { input: human("c"), streamMode: "checkpoints" }));
     const cp = cps.filter((e) => e.event === "checkpoints");
     expect(cp.length).toBeGreaterThan(0);
     expect(Object.keys(cp[0].data as object).sort()).toEqual(["metadata", "next", "values"]);
-    const events = await collect(client.runs.stream(null, "echo", { input: human("e"), streamMode: "events" }));
+    const events = await collect(fx.client.runs.stream(null, "echo", { input: human("e"), streamMode: "events" }));
     expect(events.some((e) => e.event === "events" && (e.data as { event: string }).event === "on_chain_start")).toBe(true);
-    const debug = await collect(client.runs.stream(t.thread_id, "echo", { input: human("d"), streamMode: ["debug", "tasks"] }));
+    const debug = await collect(fx.client.runs.stream(t.thread_id, "echo", { input: human("d"), streamMode: ["debug", "tasks"] }));
     expect(new Set(debug.map((e) => e.event))).toEqual(new Set(["metadata", "debug", "tasks"]));
   });
 
   it("marks the thread interrupted when a subgraph interrupts, and shows subgraph state", async () => {
-    const t = await client.threads.create();
-    const out = (await client.runs.wait(t.thread_id, "subgraph", { input: human("x"), config: { configurable: { interrupt_in_subgraph: true } } })) as Record<string, unknown>;
+    const t = await fx.client.threads.create();
+    const out = (await fx.client.runs.wait(t.thread_id, "subgraph", { input: human("x"), config: { configurable: { interrupt_in_subgraph: true } } })) as Record<string, unknown>;
     expect(out.__interrupt__).toBeDefined();
-    expect((await client.threads.get(t.thread_id)).status).toBe("interrupted");
-    const s = await client.threads.getState(t.thread_id, undefined, { subgraphs: true });
+    expect((await fx.client.threads.get(t.thread_id)).status).toBe("interrupted");
+    const s = await fx.client.threads.getState(t.thread_id, undefined, { subgraphs: true });
     expect(s.tasks.some((task) => task.state !== null && task.state !== undefined)).toBe(true);
   });
 
   it("names subgraph events with their namespace", async () => {
-    const events = await collect(client.runs.stream(null, "subgraph", { input: human("x"), streamMode: ["updates"], streamSubgraphs: true }));
+    const events = await collect(fx.client.runs.stream(null, "subgraph", { input: human("x"), streamMode: ["updates"], streamSubgraphs: true }));
     expect(events.some((e) => /^updates\|child:[0-9a-f-]+$/.test(e.event))).toBe(true);
     expect(events.some((e) => e.event === "updates")).toBe(true);
   });
@@ -74,65 +64,65 @@ describe("stream modes", () => {
 
 describe("interrupts, history, state", () => {
   it("stops at interrupt_before, continues with a null input, and keeps history", async () => {
-    const t = await client.threads.create();
-    await client.runs.wait(t.thread_id, "interrupt_steps", { input: { messages: ["start"] }, interruptBefore: ["two"] });
-    expect((await client.threads.get(t.thread_id)).status).toBe("interrupted");
-    const s = await client.threads.getState(t.thread_id);
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, "interrupt_steps", { input: { messages: ["start"] }, interruptBefore: ["two"] });
+    expect((await fx.client.threads.get(t.thread_id)).status).toBe("interrupted");
+    const s = await fx.client.threads.getState(t.thread_id);
     expect(s.next).toEqual(["two"]);
-    const done = (await client.runs.wait(t.thread_id, "interrupt_steps", { input: null })) as { messages: string[] };
+    const done = (await fx.client.runs.wait(t.thread_id, "interrupt_steps", { input: null })) as { messages: string[] };
     expect(done.messages).toEqual(["start", "one", "two", "three"]);
-    const history = await client.threads.getHistory(t.thread_id, { limit: 20 });
+    const history = await fx.client.threads.getHistory(t.thread_id, { limit: 20 });
     expect(history[0].next).toEqual([]);
     expect(history.at(-1)!.metadata?.step).toBe(-1);
-    const older = await client.threads.getHistory(t.thread_id, { limit: 2, before: { configurable: history[1].checkpoint } as never });
+    const older = await fx.client.threads.getHistory(t.thread_id, { limit: 2, before: { configurable: history[1].checkpoint } as never });
     expect(older[0].checkpoint.checkpoint_id).toBe(history[2].checkpoint.checkpoint_id);
-    const atCheckpoint = await client.threads.getState(t.thread_id, history[2].checkpoint.checkpoint_id!);
+    const atCheckpoint = await fx.client.threads.getState(t.thread_id, history[2].checkpoint.checkpoint_id!);
     expect(atCheckpoint.checkpoint.checkpoint_id).toBe(history[2].checkpoint.checkpoint_id);
   });
 
   it("updates state as a node and refuses while busy", async () => {
-    const t = await client.threads.create();
-    await client.runs.wait(t.thread_id, "interrupt_steps", { input: { messages: ["s"] } });
-    const r = await client.threads.updateState(t.thread_id, { values: { messages: ["patched"] }, asNode: "three" });
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, "interrupt_steps", { input: { messages: ["s"] } });
+    const r = await fx.client.threads.updateState(t.thread_id, { values: { messages: ["patched"] }, asNode: "three" });
     expect((r as unknown as { checkpoint: { checkpoint_id: string } }).checkpoint.checkpoint_id).toBeTruthy();
     expect(r.configurable?.checkpoint_id).toBeTruthy();
-    const s = await client.threads.getState(t.thread_id);
+    const s = await fx.client.threads.getState(t.thread_id);
     expect((s.values as { messages: string[] }).messages.at(-1)).toBe("patched");
-    await client.runs.create(t.thread_id, "slow", { input: { messages: [] }, config: { configurable: { sleep_ms: 600 } } });
-    await expect(client.threads.updateState(t.thread_id, { values: { messages: ["x"] } })).rejects.toThrow(/HTTP 409/);
+    await fx.client.runs.create(t.thread_id, "slow", { input: { messages: [] }, config: { configurable: { sleep_ms: 600 } } });
+    await expect(fx.client.threads.updateState(t.thread_id, { values: { messages: ["x"] } })).rejects.toThrow(/HTTP 409/);
   });
 
   it("rolls back a running run: the run and its checkpoints are gone", async () => {
-    const t = await client.threads.create();
-    await client.runs.wait(t.thread_id, "slow", { input: human("keep"), config: { configurable: { sleep_ms: 10 } } });
-    const before = await client.threads.getHistory(t.thread_id, { limit: 100 });
-    const run = await client.runs.create(t.thread_id, "slow", { input: human("drop"), config: { configurable: { sleep_ms: 3000 } } });
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, "slow", { input: human("keep"), config: { configurable: { sleep_ms: 10 } } });
+    const before = await fx.client.threads.getHistory(t.thread_id, { limit: 100 });
+    const run = await fx.client.runs.create(t.thread_id, "slow", { input: human("drop"), config: { configurable: { sleep_ms: 3000 } } });
     await new Promise((r) => setTimeout(r, 300));
-    await client.runs.cancel(t.thread_id, run.run_id, true, "rollback");
-    await expect(client.runs.get(t.thread_id, run.run_id)).rejects.toThrow(/HTTP 404/);
-    const after = await client.threads.getHistory(t.thread_id, { limit: 100 });
+    await fx.client.runs.cancel(t.thread_id, run.run_id, true, "rollback");
+    await expect(fx.client.runs.get(t.thread_id, run.run_id)).rejects.toThrow(/HTTP 404/);
+    const after = await fx.client.threads.getHistory(t.thread_id, { limit: 100 });
     expect(after.length).toBe(before.length);
-    expect((await client.threads.get(t.thread_id)).status).toBe("idle");
+    expect((await fx.client.threads.get(t.thread_id)).status).toBe("idle");
   });
 });
 
 describe("store", () => {
   it("shares the store between graphs and the /store routes", async () => {
-    const t = await client.threads.create();
-    await client.runs.wait(t.thread_id, "store_graph", { input: {} });
-    await client.runs.wait(t.thread_id, "store_graph", { input: {} });
-    const item = await client.store.getItem(["counters"], t.thread_id);
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, "store_graph", { input: {} });
+    await fx.client.runs.wait(t.thread_id, "store_graph", { input: {} });
+    const item = await fx.client.store.getItem(["counters"], t.thread_id);
     expect(item?.value).toEqual({ count: 2 });
-    await client.store.putItem(["notes", "a"], "k", { v: 1 });
-    const found = await client.store.searchItems(["notes"]);
+    await fx.client.store.putItem(["notes", "a"], "k", { v: 1 });
+    const found = await fx.client.store.searchItems(["notes"]);
     expect(found.items.map((i) => i.key)).toEqual(["k"]);
   });
 });
 
 describe("RemoteGraph", () => {
   it("invokes, streams and reads state through RemoteGraph", async () => {
-    const remote = new RemoteGraph({ graphId: "echo", url: server.url, apiKey: null as unknown as string });
-    const t = await client.threads.create();
+    const remote = new RemoteGraph({ graphId: "echo", url: fx.server.url, apiKey: null as unknown as string });
+    const t = await fx.client.threads.create();
     const config = { configurable: { thread_id: t.thread_id } };
     const out = (await remote.invoke(human("remote"), config)) as { messages: { content: string }[] };
     expect(out.messages.map((m) => m.content)).toContain("remote");

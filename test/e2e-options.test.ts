@@ -1,42 +1,31 @@
 // Run options end to end: after_seconds, on_disconnect=cancel, running from a checkpoint (fork),
 // stateless on_completion=keep, bulk cancel, and a bad config stopping startup with a clear message.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Client } from "@langchain/langgraph-sdk";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { startTestServer } from "./helpers/server.ts";
+import { human, useServer } from "./helpers/suite.ts";
 
-let server: TestServer;
-let client: Client;
-const human = (content: string) => ({ messages: [{ role: "human", content }] });
-
-beforeAll(async () => {
-  server = await startTestServer();
-  client = new Client({ apiUrl: server.url, apiKey: null });
-});
-afterAll(async () => {
-  await server?.stop();
-  server?.cleanup();
-});
+const fx = useServer();
 
 describe("run options", () => {
   it("delays a run with after_seconds", async () => {
-    const t = await client.threads.create();
+    const t = await fx.client.threads.create();
     const start = Date.now();
-    const run = await client.runs.create(t.thread_id, "echo", { input: human("later"), afterSeconds: 1 });
+    const run = await fx.client.runs.create(t.thread_id, "echo", { input: human("later"), afterSeconds: 1 });
     expect(Date.parse(run.created_at)).toBeGreaterThanOrEqual(start + 900);
     await new Promise((r) => setTimeout(r, 300));
-    expect((await client.runs.get(t.thread_id, run.run_id)).status).toBe("pending");
-    await client.runs.join(t.thread_id, run.run_id);
+    expect((await fx.client.runs.get(t.thread_id, run.run_id)).status).toBe("pending");
+    await fx.client.runs.join(t.thread_id, run.run_id);
     expect(Date.now() - start).toBeGreaterThanOrEqual(900);
-    expect((await client.runs.get(t.thread_id, run.run_id)).status).toBe("success");
+    expect((await fx.client.runs.get(t.thread_id, run.run_id)).status).toBe("success");
   });
 
   it("cancels a streamed run when the client disconnects with on_disconnect=cancel", async () => {
-    const t = await client.threads.create();
+    const t = await fx.client.threads.create();
     const ac = new AbortController();
-    const res = await fetch(`${server.url}/threads/${t.thread_id}/runs/stream`, {
+    const res = await fetch(`${fx.server.url}/threads/${t.thread_id}/runs/stream`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ assistant_id: "slow", input: human("x"), config: { configurable: { sleep_ms: 3000 } }, on_disconnect: "cancel" }),
@@ -49,36 +38,36 @@ describe("run options", () => {
     let status = "";
     for (let i = 0; i < 50 && status !== "interrupted"; i++) {
       await new Promise((r) => setTimeout(r, 100));
-      status = (await client.runs.get(t.thread_id, runId)).status;
+      status = (await fx.client.runs.get(t.thread_id, runId)).status;
     }
     expect(status).toBe("interrupted");
   });
 
   it("forks from an earlier checkpoint with checkpoint_id", async () => {
-    const t = await client.threads.create();
-    await client.runs.wait(t.thread_id, "echo", { input: human("first") });
-    await client.runs.wait(t.thread_id, "echo", { input: human("second") });
-    const history = await client.threads.getHistory(t.thread_id, { limit: 50 });
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, "echo", { input: human("first") });
+    await fx.client.runs.wait(t.thread_id, "echo", { input: human("second") });
+    const history = await fx.client.threads.getHistory(t.thread_id, { limit: 50 });
     const afterFirst = history.find((s) => (s.values as { messages?: unknown[] }).messages?.length === 2 && s.next.length === 0)!;
-    const out = (await client.runs.wait(t.thread_id, "echo", { input: human("fork"), checkpointId: afterFirst.checkpoint.checkpoint_id! })) as { messages: { content: string }[] };
+    const out = (await fx.client.runs.wait(t.thread_id, "echo", { input: human("fork"), checkpointId: afterFirst.checkpoint.checkpoint_id! })) as { messages: { content: string }[] };
     expect(out.messages.map((m) => m.content).filter((c) => c !== "first")).not.toContain("second");
     expect(out.messages.at(-1)!.content).toContain("fork");
   });
 
   it("keeps the temporary thread of a stateless run with on_completion=keep, and bulk-cancels", async () => {
-    const r = await fetch(`${server.url}/runs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "echo", input: human("keep me"), on_completion: "keep" }) });
+    const r = await fetch(`${fx.server.url}/runs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "echo", input: human("keep me"), on_completion: "keep" }) });
     const run = (await r.json()) as { run_id: string; thread_id: string };
     expect(r.headers.get("content-location")).toBe(`/runs/${run.run_id}`);
-    await client.runs.join(run.thread_id, run.run_id);
-    const state = await client.threads.getState(run.thread_id);
+    await fx.client.runs.join(run.thread_id, run.run_id);
+    const state = await fx.client.threads.getState(run.thread_id);
     expect((state.values as { messages: unknown[] }).messages).toHaveLength(2);
 
-    const t = await client.threads.create();
+    const t = await fx.client.threads.create();
     const runs = [];
-    for (let i = 0; i < 3; i++) runs.push(await client.runs.create(t.thread_id, "slow", { input: human(String(i)), config: { configurable: { sleep_ms: 2000 } } }));
-    await client.runs.cancelMany({ threadId: t.thread_id, status: "all" });
+    for (let i = 0; i < 3; i++) runs.push(await fx.client.runs.create(t.thread_id, "slow", { input: human(String(i)), config: { configurable: { sleep_ms: 2000 } } }));
+    await fx.client.runs.cancelMany({ threadId: t.thread_id, status: "all" });
     for (const x of runs) {
-      const final = await client.runs.join(t.thread_id, x.run_id).then(() => client.runs.get(t.thread_id, x.run_id));
+      const final = await fx.client.runs.join(t.thread_id, x.run_id).then(() => fx.client.runs.get(t.thread_id, x.run_id));
       expect(final.status).toBe("interrupted");
     }
   });
