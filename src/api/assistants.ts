@@ -1,7 +1,9 @@
 // Assistants: configured instances of a graph (reference §4). Records live on the HTTP thread;
 // graph-introspection routes are answered by an actor worker, where graphs are loaded.
-import { TroupeError } from "../errors.ts";
-import { json, type RouteDef } from "../http/types.ts";
+import { conflict, notFound, TroupeError } from "../errors.ts";
+import { json, type AuthInfo, type RouteDef } from "../http/types.ts";
+import { asMetadata, matchesAuthFilter, type AuthEvent } from "../auth/index.ts";
+import { defaultAssistantId, uuid7 } from "../util/ids.ts";
 import { body, configSchema, int, limit, nullable, object, offset, sortOrder, str, strings, uuid, anyValue } from "../http/schemas/common.ts";
 import { page, select, sortBy } from "../http/paging.ts";
 import type { AppContext } from "../server/context.ts";
@@ -46,7 +48,19 @@ const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "
 
 export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
   const store = new AssistantStore(app.storage);
-  const resolve = (id: string): AssistantRecord => app.resolveAssistant(id);
+  /**
+   * Fires `event` for the assistant a path names (graph ids resolved first), then resolves it:
+   * 404 when missing or hidden by the auth filter. `value` holds the event's extra fields.
+   */
+  const resolve = async (auth: AuthInfo | undefined, event: AuthEvent, idOrGraph: string, value: object = {}): Promise<AssistantRecord> => {
+    const id = app.graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : idOrGraph;
+    const filter = await app.auth?.authorize(auth, event, Object.assign(value, { assistant_id: id }));
+    const a = app.resolveAssistant(idOrGraph);
+    if (!matchesAuthFilter(filter, a.metadata)) throw notFound(`No assistant found for "${idOrGraph}". Make sure the assistant ID is for a valid assistant or a valid graph ID.`);
+    return a;
+  };
+  const searchFilter = (auth: AuthInfo | undefined, q: AssistantQuery & { limit?: number; offset?: number }) =>
+    app.auth?.authorize(auth, "assistants:search", { graph_id: q.graph_id, metadata: q.metadata, limit: q.limit ?? 0, offset: q.offset ?? 0 });
   const describe = (what: "graph" | "schemas" | "subgraphs") =>
     async (a: AssistantRecord, xray: boolean | number, namespace: string | undefined, recurse: boolean) => {
       if (!app.graphIds.has(a.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${a.graph_id}" of assistant ${a.assistant_id} is not registered`);
@@ -57,18 +71,25 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "POST", path: "/assistants", operationId: "create_assistant", summary: "Create an assistant", tag: TAG,
       body: assistantCreate,
-      handler: async ({ body: b }) => {
-        const c = b as AssistantCreate;
+      handler: async ({ body: b, auth }) => {
+        const c = { ...(b as AssistantCreate) };
         if (!app.graphIds.has(c.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${c.graph_id}" not found. Registered graphs: ${[...app.graphIds].join(", ")}`);
-        return json(await store.create(c));
+        c.assistant_id ??= uuid7();
+        const created = { assistant_id: c.assistant_id, graph_id: c.graph_id, config: c.config, context: c.context, metadata: c.metadata ?? {}, if_exists: c.if_exists, name: c.name, description: c.description };
+        const filter = await app.auth?.authorize(auth, "assistants:create", created);
+        const existing = store.get(c.assistant_id);
+        if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict(`Assistant ${c.assistant_id} already exists`);
+        return json(await store.create({ ...c, metadata: asMetadata(created.metadata) }));
       },
     },
     {
       method: "POST", path: "/assistants/search", operationId: "search_assistants", summary: "Search assistants", tag: TAG,
       body: assistantSearch, bodyOptional: true,
-      handler: ({ body: b }) => {
+      handler: async ({ body: b, auth }) => {
         const q = b as AssistantQuery & { limit: number; offset: number; sort_by?: keyof AssistantRecord; sort_order?: "asc" | "desc"; select?: string[] };
-        const sorted = sortBy(store.search(q), q.sort_by ?? "created_at", q.sort_order ?? "desc");
+        const filter = await searchFilter(auth, q);
+        const found = store.search(q).filter((a) => matchesAuthFilter(filter, a.metadata));
+        const sorted = sortBy(found, q.sort_by ?? "created_at", q.sort_order ?? "desc");
         const p = page(sorted, q.offset, q.limit);
         return json(select(p.items, q.select), 200, p.headers);
       },
@@ -76,26 +97,31 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "POST", path: "/assistants/count", operationId: "count_assistants", summary: "Count assistants", tag: TAG,
       body: body({ metadata: object, graph_id: str, name: str }), bodyOptional: true,
-      handler: ({ body: b }) => json(store.search(b as AssistantQuery).length),
+      handler: async ({ body: b, auth }) => {
+        const filter = await searchFilter(auth, b as AssistantQuery);
+        return json(store.search(b as AssistantQuery).filter((a) => matchesAuthFilter(filter, a.metadata)).length);
+      },
     },
     {
       method: "GET", path: "/assistants/:assistant_id", operationId: "get_assistant", summary: "Get an assistant", tag: TAG,
-      handler: ({ params }) => json(resolve(params.assistant_id)),
+      handler: async ({ params, auth }) => json(await resolve(auth, "assistants:read", params.assistant_id)),
     },
     {
       method: "PATCH", path: "/assistants/:assistant_id", operationId: "patch_assistant", summary: "Update an assistant (creates a new version)", tag: TAG,
       body: assistantPatch, bodyOptional: true,
-      handler: async ({ params, body: b }) => {
+      handler: async ({ params, body: b, auth }) => {
         const p = b as AssistantPatch;
         if (p.graph_id !== undefined && !app.graphIds.has(p.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${p.graph_id}" not found`);
-        return json(await store.patch(resolve(params.assistant_id).assistant_id, p));
+        const update = { graph_id: p.graph_id, config: p.config, metadata: p.metadata, name: p.name, description: p.description };
+        const a = await resolve(auth, "assistants:update", params.assistant_id, update);
+        return json(await store.patch(a.assistant_id, { ...p, metadata: update.metadata === undefined ? undefined : asMetadata(update.metadata) }));
       },
     },
     {
       method: "DELETE", path: "/assistants/:assistant_id", operationId: "delete_assistant", summary: "Delete an assistant and its versions", tag: TAG,
       query: { type: "object", properties: { delete_threads: boolQuery } },
-      handler: async ({ params, query }) => {
-        const a = resolve(params.assistant_id);
+      handler: async ({ params, query, auth }) => {
+        const a = await resolve(auth, "assistants:delete", params.assistant_id);
         await store.delete(a.assistant_id);
         if (truthy((query as { delete_threads?: string }).delete_threads)) {
           const ids: string[] = [];
@@ -108,42 +134,45 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "POST", path: "/assistants/:assistant_id/versions", operationId: "list_assistant_versions", summary: "List versions of an assistant, newest first", tag: TAG,
       body: body({ metadata: object, limit: limit(1000, 10), offset }), bodyOptional: true,
-      handler: ({ params, body: b }) => {
-        const a = resolve(params.assistant_id);
+      handler: async ({ params, body: b, auth }) => {
+        const a = await resolve(auth, "assistants:read", params.assistant_id);
         return json(store.versions(a.assistant_id, b as { metadata?: JsonObject; limit: number; offset: number }));
       },
     },
     {
       method: "POST", path: "/assistants/:assistant_id/latest", operationId: "set_latest_assistant_version", summary: "Make a version the current one", tag: TAG,
       body: body({ version: int }, ["version"]),
-      handler: async ({ params, body: b }) => json(await store.setLatest(resolve(params.assistant_id).assistant_id, (b as { version: number }).version)),
+      handler: async ({ params, body: b, auth }) => {
+        const version = (b as { version: number }).version;
+        return json(await store.setLatest((await resolve(auth, "assistants:update", params.assistant_id, { version })).assistant_id, version));
+      },
     },
     {
       method: "GET", path: "/assistants/:assistant_id/graph", operationId: "get_assistant_graph", summary: "Drawable graph of an assistant", tag: TAG,
       query: { type: "object", properties: { xray: { type: ["string"] } } },
-      handler: async ({ params, query }) => {
+      handler: async ({ params, query, auth }) => {
         const x = (query as { xray?: string }).xray;
         const xray: boolean | number = x === undefined ? false : /^\d+$/.test(x) && x !== "1" && x !== "0" ? Number(x) : truthy(x);
-        return json(await describe("graph")(resolve(params.assistant_id), xray, undefined, false));
+        return json(await describe("graph")(await resolve(auth, "assistants:read", params.assistant_id), xray, undefined, false));
       },
     },
     {
       method: "GET", path: "/assistants/:assistant_id/schemas", operationId: "get_assistant_schemas", summary: "JSON schemas of an assistant's graph", tag: TAG,
-      handler: async ({ params }) => json(await describe("schemas")(resolve(params.assistant_id), false, undefined, false)),
+      handler: async ({ params, auth }) => json(await describe("schemas")(await resolve(auth, "assistants:read", params.assistant_id), false, undefined, false)),
     },
     {
       method: "GET", path: "/assistants/:assistant_id/subgraphs", operationId: "get_assistant_subgraphs", summary: "Subgraphs of an assistant's graph", tag: TAG,
       query: { type: "object", properties: { recurse: boolQuery, namespace: str } },
-      handler: async ({ params, query }) => {
+      handler: async ({ params, query, auth }) => {
         const q = query as { recurse?: string; namespace?: string };
-        return json(await describe("subgraphs")(resolve(params.assistant_id), false, q.namespace, truthy(q.recurse)));
+        return json(await describe("subgraphs")(await resolve(auth, "assistants:read", params.assistant_id), false, q.namespace, truthy(q.recurse)));
       },
     },
     {
       method: "GET", path: "/assistants/:assistant_id/subgraphs/:namespace", operationId: "get_assistant_subgraphs_by_namespace", summary: "One subgraph of an assistant's graph", tag: TAG,
       query: { type: "object", properties: { recurse: boolQuery } },
-      handler: async ({ params, query }) =>
-        json(await describe("subgraphs")(resolve(params.assistant_id), false, params.namespace, truthy((query as { recurse?: string }).recurse))),
+      handler: async ({ params, query, auth }) =>
+        json(await describe("subgraphs")(await resolve(auth, "assistants:read", params.assistant_id), false, params.namespace, truthy((query as { recurse?: string }).recurse))),
     },
   ];
 }

@@ -1,7 +1,8 @@
 // Crons (reference §2.8, §8): periodic runs on a schedule. Records live on the HTTP thread;
 // the CronScheduler (src/crons/) fires them. Handlers validate, write, then (re)schedule.
 import { notFound } from "../errors.ts";
-import { empty, json, type RouteDef } from "../http/types.ts";
+import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
+import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
 import { body, bool, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
 import { page, select } from "../http/paging.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
@@ -58,11 +59,13 @@ function sortCrons(items: CronRecord[], key: SortField, order: "asc" | "desc"): 
 
 export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef<any, any>[] {
   const { store } = scheduler;
-  const mustCron = (id: string): CronRecord => {
+  /** The cron, or 404 when it is missing or the auth filter hides it. */
+  const mustCron = (id: string, filter?: AuthFilter): CronRecord => {
     const c = store.get(id);
-    if (!c) throw notFound(`Cron with ID ${id} not found`);
+    if (!c || !matchesAuthFilter(filter, c.metadata)) throw notFound(`Cron with ID ${id} not found`);
     return c;
   };
+  const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
   /** Building a run for the cron checks what a tick would (assistant's graph, webhook policy). */
   const checkRunnable = (rec: CronRecord) =>
     void buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless: rec.thread_id === null });
@@ -72,12 +75,20 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef<
     assistant_id: q.assistant_id && app.graphIds.has(q.assistant_id) ? defaultAssistantId(q.assistant_id) : q.assistant_id,
   });
 
-  const create = async (b: CronCreate, threadId: string | null, userId: string | null): Promise<CronRecord> => {
+  const create = async (body: CronCreate, threadId: string | null, auth: AuthInfo | undefined): Promise<CronRecord> => {
+    const userId = auth?.identity ?? null;
+    const cronId = uuid7();
+    const created = { payload: { ...body }, schedule: body.schedule, cron_id: cronId, thread_id: threadId, user_id: userId, end_time: body.end_time, metadata: body.metadata ?? {} };
+    await authorize(auth, "crons:create", created);
+    const b: CronCreate = { ...body, metadata: asMetadata(created.metadata) };
     const assistant = app.resolveAssistant(b.assistant_id);
-    if (threadId !== null && !app.storage.threads.get(threadId)) throw notFound(`Thread with ID ${threadId} not found`);
+    // a thread cron runs on the thread: the caller must be able to see it
+    const threadFilter = threadId === null ? undefined : await authorize(auth, "threads:read", { thread_id: threadId });
+    const thread = threadId === null ? undefined : app.storage.threads.get(threadId);
+    if (threadId !== null && (!thread || !matchesAuthFilter(threadFilter, thread.metadata))) throw notFound(`Thread with ID ${threadId} not found`);
     if (b.timezone) checkTimezone(b.timezone);
     checkSchedule(b.schedule, b.timezone ?? null);
-    const rec = newCronRecord(b, { cronId: uuid7(), assistantId: assistant.assistant_id, threadId, userId });
+    const rec = newCronRecord(b, { cronId, assistantId: assistant.assistant_id, threadId, userId });
     checkRunnable(rec);
     await store.put(rec);
     scheduler.schedule(rec);
@@ -88,19 +99,21 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef<
     {
       method: "POST", path: "/threads/:thread_id/runs/crons", operationId: "create_thread_cron", summary: "Create a cron that runs on a thread", tag: TAG,
       params: { thread_id: "uuid" }, body: cronCreate,
-      handler: async ({ params, body: b, auth }) => json(await create(b as CronCreate, params.thread_id, auth?.identity ?? null)),
+      handler: async ({ params, body: b, auth }) => json(await create(b as CronCreate, params.thread_id, auth)),
     },
     {
       method: "POST", path: "/runs/crons", operationId: "create_cron", summary: "Create a stateless cron (a new thread per run)", tag: TAG,
       body: cronCreate,
-      handler: async ({ body: b, auth }) => json(await create(b as CronCreate, null, auth?.identity ?? null)),
+      handler: async ({ body: b, auth }) => json(await create(b as CronCreate, null, auth)),
     },
     {
       method: "POST", path: "/runs/crons/search", operationId: "search_crons", summary: "Search crons", tag: TAG,
       body: cronSearch, bodyOptional: true,
-      handler: ({ body: b }) => {
+      handler: async ({ body: b, auth }) => {
         const q = b as CronQuery & { limit: number; offset: number; sort_by?: SortField | null; sort_order?: "asc" | "desc" | null; select?: string[] | null };
-        const sorted = sortCrons(store.search(filterOf(q)), q.sort_by ?? "created_at", q.sort_order ?? "desc");
+        const filter = await authorize(auth, "crons:search", { assistant_id: q.assistant_id, thread_id: q.thread_id, limit: q.limit, offset: q.offset });
+        const found = store.search(filterOf(q)).filter((c) => matchesAuthFilter(filter, c.metadata));
+        const sorted = sortCrons(found, q.sort_by ?? "created_at", q.sort_order ?? "desc");
         const p = page(sorted, q.offset, q.limit);
         return json(select(p.items, q.select ?? undefined), 200, p.headers);
       },
@@ -108,14 +121,18 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef<
     {
       method: "POST", path: "/runs/crons/count", operationId: "count_crons", summary: "Count crons", tag: TAG,
       body: body({ ...filterFields, enabled: nullable(bool) }), bodyOptional: true,
-      handler: ({ body: b }) => json(store.search(filterOf(b as CronQuery)).length),
+      handler: async ({ body: b, auth }) => {
+        const q = b as CronQuery;
+        const filter = await authorize(auth, "crons:search", { assistant_id: q.assistant_id, thread_id: q.thread_id, limit: 0, offset: 0 });
+        return json(store.search(filterOf(q)).filter((c) => matchesAuthFilter(filter, c.metadata)).length);
+      },
     },
     {
       method: "PATCH", path: "/runs/crons/:cron_id", operationId: "update_cron", summary: "Update a cron (schedule changes reschedule it)", tag: TAG,
       params: { cron_id: "uuid" }, body: cronPatch, bodyOptional: true,
-      handler: async ({ params, body: b }) => {
+      handler: async ({ params, body: b, auth }) => {
         const p = b as CronPatch;
-        const cur = mustCron(params.cron_id);
+        const cur = mustCron(params.cron_id, await authorize(auth, "crons:update", { cron_id: params.cron_id, payload: { ...p }, schedule: p.schedule }));
         if (p.timezone) checkTimezone(p.timezone);
         if (p.schedule !== undefined || p.timezone !== undefined) {
           checkSchedule(p.schedule ?? cur.schedule, p.timezone === undefined ? cur.timezone : p.timezone);
@@ -130,7 +147,8 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef<
     {
       method: "DELETE", path: "/runs/crons/:cron_id", operationId: "delete_cron", summary: "Delete a cron", tag: TAG,
       params: { cron_id: "uuid" },
-      handler: async ({ params }) => {
+      handler: async ({ params, auth }) => {
+        mustCron(params.cron_id, await authorize(auth, "crons:delete", { cron_id: params.cron_id }));
         scheduler.unschedule(params.cron_id);
         if (!(await store.remove(params.cron_id))) throw notFound(`Cron with ID ${params.cron_id} not found`);
         return empty(204);

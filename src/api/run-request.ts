@@ -6,6 +6,8 @@ import { validationError } from "../http/validation.ts";
 import { anyValue, body, bool, checkpointSelector, configSchema, nullable, object, str, strings, uuid } from "../http/schemas/common.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
+import type { AuthInfo } from "../http/types.ts";
+import { addAuthUserFields } from "../auth/run-access.ts";
 import type { Json, JsonObject, MultitaskStrategy, RunnableConfigJson, StreamMode } from "../storage/records.ts";
 import { validateWebhookUrl } from "../webhooks/url-policy.ts";
 
@@ -87,7 +89,7 @@ export function buildCreateRun(
   app: AppContext,
   b: RunCreateBody,
   headers: Record<string, string>,
-  opts: { threadId: string; runId: string; stateless: boolean },
+  opts: { threadId: string; runId: string; stateless: boolean; auth?: AuthInfo },
 ): CreateRunCommand {
   const assistant = app.resolveAssistant(b.assistant_id);
   if (!app.graphIds.has(assistant.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${assistant.graph_id}" of assistant ${assistant.assistant_id} is not registered on this server`);
@@ -104,6 +106,11 @@ export function buildCreateRun(
   const hf = app.config.http.configurableHeaders;
   for (const [name, value] of Object.entries(headers)) {
     if (headerMatches(name, hf.includes) && !headerMatches(name, hf.excludes)) configurable[name] ??= value;
+  }
+  if (opts.auth) {
+    // auth user fields (§6.3); user_id only when no run, thread or assistant config names one
+    const threadCfg = opts.stateless ? undefined : app.storage.threads.get(opts.threadId)?.config.configurable;
+    addAuthUserFields(configurable, opts.auth, threadCfg?.user_id != null || assistant.config.configurable?.user_id != null);
   }
   config.configurable = configurable;
   const modes = b.stream_mode == null ? ["values" as StreamMode] : Array.isArray(b.stream_mode) ? [...new Set(b.stream_mode)] : [b.stream_mode];

@@ -5,12 +5,13 @@ import { notFound, TroupeError } from "../errors.ts";
 import { uuid7 } from "../util/ids.ts";
 import type { RunDone, RunEvent } from "../actors/protocol.ts";
 import { isFinal } from "../actors/lifecycle.ts";
-import { empty, json, type Reply, type RouteDef, type SseReply } from "../http/types.ts";
+import { empty, json, type AuthInfo, type Reply, type RouteDef, type SseReply } from "../http/types.ts";
+import { matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
 import { body, str, uuid } from "../http/schemas/common.ts";
 import type { AppContext } from "../server/context.ts";
 import type { RunRecord, RunStatus } from "../storage/records.ts";
 import { buildCreateRun, runCreateSchema, type RunCreateBody } from "./run-request.ts";
-import { sseFrame, wireRun } from "./wire.ts";
+import { sseFrame, sseSynthetic, wireRun } from "./wire.ts";
 
 const TAG = "runs";
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
@@ -19,20 +20,23 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
   const { pool, storage } = app;
   const hub = pool.hub;
 
-  const mustThread = (threadId: string) => {
+  /** The thread, or 404 when it is missing or the auth filter hides it. */
+  const mustThread = (threadId: string, filter?: AuthFilter) => {
     const t = storage.threads.get(threadId);
-    if (!t) throw notFound(`Thread with ID ${threadId} not found`);
+    if (!t || !matchesAuthFilter(filter, t.metadata)) throw notFound(`Thread with ID ${threadId} not found`);
     return t;
   };
+  const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
   const mustRun = (threadId: string, runId: string): RunRecord => {
     const r = storage.runs.get([threadId, runId]);
     if (!r) throw notFound(`Run ${runId} not found on thread ${threadId}`);
     return r;
   };
 
-  const create = async (b: RunCreateBody, headers: Record<string, string>, threadId: string | null): Promise<RunRecord> => {
+  const create = async (b: RunCreateBody, headers: Record<string, string>, threadId: string | null, auth: AuthInfo | undefined): Promise<RunRecord> => {
     const stateless = threadId === null;
-    const cmd = buildCreateRun(app, b, headers, { threadId: threadId ?? uuid7(), runId: uuid7(), stateless });
+    const cmd = buildCreateRun(app, b, headers, { threadId: threadId ?? uuid7(), runId: uuid7(), stateless, auth });
+    await app.auth?.authorizeRun(auth, cmd, (id) => storage.threads.get(id));
     const run = await pool.request(cmd);
     hub.expect(run.run_id, run.thread_id, run.kwargs.resumable);
     return run;
@@ -79,11 +83,13 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     body: hub.waitFor(run.run_id).then((d) => d.output),
   });
 
-  const joinStream = (threadId: string | null, runId: string, headers: Record<string, string>, query: Record<string, unknown>): Reply => {
-    if (threadId) mustThread(threadId);
+  const joinStream = (threadId: string | null, runId: string, headers: Record<string, string>, query: Record<string, unknown>, filter: AuthFilter | undefined): Reply => {
+    if (threadId && !matchesAuthFilter(filter, mustThread(threadId).metadata)) {
+      return { kind: "sse", start: (sink) => void (sink.write(sseSynthetic("error", JSON.stringify({ error: "Error", message: "404: Thread not found" }))), sink.end()) };
+    }
     const tid = threadId ?? storage.runThread.get(runId);
     const run = tid ? storage.runs.get([tid, runId]) : undefined;
-    if (!run) throw notFound(`Run ${runId} not found`);
+    if (!run || (!threadId && !matchesAuthFilter(filter, storage.threads.get(run.thread_id)?.metadata))) throw notFound(`Run ${runId} not found`);
     const lastId = headers["last-event-id"];
     const from = lastId !== undefined && /^-?\d+$/.test(lastId) ? Number(lastId) : "live";
     const extra = threadId ? undefined : { "content-location": `/runs/${runId}` };
@@ -101,8 +107,8 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "POST", path: "/threads/:thread_id/runs", operationId: "create_run", summary: "Create a background run", tag: TAG,
       params: threadParams, body: runCreateSchema,
-      handler: async ({ params, body: b, headers }) => {
-        const run = await create(b as RunCreateBody, headers, params.thread_id);
+      handler: async ({ params, body: b, headers, auth }) => {
+        const run = await create(b as RunCreateBody, headers, params.thread_id, auth);
         return json(wireRun(run), 200, { "content-location": location(run, false) });
       },
     },
@@ -110,25 +116,25 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/threads/:thread_id/runs/stream", operationId: "stream_run", summary: "Create a run and stream its output (SSE)", tag: TAG,
       params: threadParams, body: runCreateSchema,
       response: { status: 200, contentType: "text/event-stream" },
-      handler: async ({ params, body: b, headers }) => {
+      handler: async ({ params, body: b, headers, auth }) => {
         const rb = b as RunCreateBody;
-        const run = await create(rb, headers, params.thread_id);
+        const run = await create(rb, headers, params.thread_id, auth);
         return streamReply(run, "start", { withIds: true, cancelOnDisconnect: rb.on_disconnect === "cancel", headers: { "content-location": location(run, false) } });
       },
     },
     {
       method: "POST", path: "/threads/:thread_id/runs/wait", operationId: "wait_run", summary: "Create a run and wait for its final state", tag: TAG,
       params: threadParams, body: runCreateSchema,
-      handler: async ({ params, body: b, headers }) => {
-        const run = await create(b as RunCreateBody, headers, params.thread_id);
+      handler: async ({ params, body: b, headers, auth }) => {
+        const run = await create(b as RunCreateBody, headers, params.thread_id, auth);
         return waitReply(run, { "content-location": location(run, false) });
       },
     },
     {
       method: "POST", path: "/runs", operationId: "create_stateless_run", summary: "Create a stateless background run", tag: TAG,
       body: runCreateSchema,
-      handler: async ({ body: b, headers }) => {
-        const run = await create(b as RunCreateBody, headers, null);
+      handler: async ({ body: b, headers, auth }) => {
+        const run = await create(b as RunCreateBody, headers, null, auth);
         return json(wireRun(run), 200, { "content-location": location(run, true) });
       },
     },
@@ -136,25 +142,25 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/runs/stream", operationId: "stream_stateless_run", summary: "Create a stateless run and stream its output (SSE)", tag: TAG,
       body: runCreateSchema,
       response: { status: 200, contentType: "text/event-stream" },
-      handler: async ({ body: b, headers }) => {
+      handler: async ({ body: b, headers, auth }) => {
         const rb = b as RunCreateBody;
-        const run = await create(rb, headers, null);
+        const run = await create(rb, headers, null, auth);
         return streamReply(run, "start", { withIds: false, cancelOnDisconnect: rb.on_disconnect === "cancel", headers: { "content-location": location(run, true) } });
       },
     },
     {
       method: "POST", path: "/runs/wait", operationId: "wait_stateless_run", summary: "Create a stateless run and wait for its output", tag: TAG,
       body: runCreateSchema,
-      handler: async ({ body: b, headers }) => {
-        const run = await create(b as RunCreateBody, headers, null);
+      handler: async ({ body: b, headers, auth }) => {
+        const run = await create(b as RunCreateBody, headers, null, auth);
         return waitReply(run, { "content-location": location(run, true) });
       },
     },
     {
       method: "POST", path: "/runs/batch", operationId: "create_stateless_runs_batch", summary: "Create several stateless background runs", tag: TAG,
       body: { type: "array", items: runCreateSchema, minItems: 1 },
-      handler: async ({ body: b, headers }) => {
-        const runs = await Promise.all((b as RunCreateBody[]).map((rb) => create(rb, headers, null)));
+      handler: async ({ body: b, headers, auth }) => {
+        const runs = await Promise.all((b as RunCreateBody[]).map((rb) => create(rb, headers, null, auth)));
         return json(runs.map(wireRun));
       },
     },
@@ -162,10 +168,11 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "GET", path: "/threads/:thread_id/runs", operationId: "list_runs", summary: "List runs of a thread, oldest first", tag: TAG,
       params: threadParams,
       query: { type: "object", properties: { limit: { type: "integer", minimum: 1, maximum: 10000, default: 10 }, offset: { type: "integer", minimum: 0, default: 0 }, status: { type: "string", enum: ["pending", "running", "success", "error", "timeout", "interrupted"] }, select: {} } },
-      handler: ({ params, query }) => {
-        mustThread(params.thread_id);
+      handler: async ({ params, query, auth }) => {
         const q = query as { limit: number; offset: number; status?: RunStatus };
+        const filter = await authorize(auth, "threads:search", { thread_id: params.thread_id, status: q.status, limit: q.limit, offset: q.offset });
         const out: ReturnType<typeof wireRun>[] = [];
+        if (!matchesAuthFilter(filter, mustThread(params.thread_id).metadata)) return json(out);
         let skipped = 0;
         for (const { value } of storage.runs.getRange({ start: [params.thread_id], end: [params.thread_id, "\uffff"] })) {
           if (q.status && value.status !== q.status) continue;
@@ -182,16 +189,16 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "GET", path: "/threads/:thread_id/runs/:run_id", operationId: "get_run", summary: "Get a run", tag: TAG,
       params: runParams,
-      handler: ({ params }) => {
-        mustThread(params.thread_id);
+      handler: async ({ params, auth }) => {
+        mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         return json(wireRun(mustRun(params.thread_id, params.run_id)));
       },
     },
     {
       method: "DELETE", path: "/threads/:thread_id/runs/:run_id", operationId: "delete_run", summary: "Delete a finished run", tag: TAG,
       params: runParams,
-      handler: async ({ params }) => {
-        mustThread(params.thread_id);
+      handler: async ({ params, auth }) => {
+        mustThread(params.thread_id, await authorize(auth, "threads:delete", { thread_id: params.thread_id, run_id: params.run_id }));
         await pool.request({ type: "run.delete", threadId: params.thread_id, runId: params.run_id });
         hub.drop(params.run_id);
         return empty(204);
@@ -201,9 +208,9 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/threads/:thread_id/runs/:run_id/cancel", operationId: "cancel_run", summary: "Cancel a pending or running run", tag: TAG,
       params: runParams,
       query: { type: "object", properties: { wait: { type: "string" }, action: { type: "string", enum: ["interrupt", "rollback"], default: "interrupt" }, reason: str } },
-      handler: async ({ params, query }) => {
-        mustThread(params.thread_id);
+      handler: async ({ params, query, auth }) => {
         const q = query as { wait?: string; action: "interrupt" | "rollback" };
+        mustThread(params.thread_id, await authorize(auth, "threads:update", { thread_id: params.thread_id, action: q.action }));
         const wait = truthy(q.wait);
         await pool.request({ type: "run.cancel", threadId: params.thread_id, runId: params.run_id, action: q.action, wait });
         return empty(wait ? 204 : 202);
@@ -213,7 +220,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/runs/cancel", operationId: "cancel_runs", summary: "Cancel many runs (by thread, ids or status)", tag: TAG,
       body: body({ thread_id: uuid, run_ids: { type: "array", items: uuid }, status: { type: "string", enum: ["pending", "running", "all"] } }),
       query: { type: "object", properties: { action: { type: "string", enum: ["interrupt", "rollback"], default: "interrupt" } } },
-      handler: async ({ body: b, query }) => {
+      handler: async ({ body: b, query, auth }) => {
         const q = b as { thread_id?: string; run_ids?: string[]; status?: "pending" | "running" | "all" };
         if (!q.thread_id && !q.run_ids?.length && !q.status) {
           throw new TroupeError("VALIDATION", "Provide thread_id, run_ids or status", { issues: [{ loc: ["body"], msg: "Provide thread_id, run_ids or status", type: "value_error" }] });
@@ -234,7 +241,9 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
           }
         }
         const action = (query as { action: "interrupt" | "rollback" }).action;
-        await Promise.all(targets.map((t) => pool.request({ type: "run.cancel", ...t, action, wait: false }).catch(() => undefined)));
+        const filter = await authorize(auth, "threads:update", { thread_id: q.thread_id, action });
+        const allowed = filter ? targets.filter((t) => matchesAuthFilter(filter, storage.threads.get(t.threadId)?.metadata)) : targets;
+        await Promise.all(allowed.map((t) => pool.request({ type: "run.cancel", ...t, action, wait: false }).catch(() => undefined)));
         return empty(204);
       },
     },
@@ -242,8 +251,8 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "GET", path: "/threads/:thread_id/runs/:run_id/join", operationId: "join_run", summary: "Wait for a run to finish and return its final state", tag: TAG,
       params: runParams,
       query: { type: "object", properties: { cancel_on_disconnect: str } },
-      handler: async ({ params }) => {
-        mustThread(params.thread_id);
+      handler: async ({ params, auth }) => {
+        mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const run = mustRun(params.thread_id, params.run_id);
         return { kind: "text", status: 200, contentType: "application/json", body: await outputOf(run) };
       },
@@ -253,14 +262,16 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       params: runParams,
       query: { type: "object", properties: { cancel_on_disconnect: str, stream_mode: {} } },
       response: { status: 200, contentType: "text/event-stream" },
-      handler: ({ params, headers, query }) => joinStream(params.thread_id, params.run_id, headers, query as Record<string, unknown>),
+      handler: async ({ params, headers, query, auth }) =>
+        joinStream(params.thread_id, params.run_id, headers, query as Record<string, unknown>, await authorize(auth, "threads:read", { thread_id: params.thread_id })),
     },
     {
       method: "GET", path: "/runs/:run_id/stream", operationId: "join_stateless_run_stream", summary: "Stream a stateless run's events", tag: TAG,
       params: { run_id: "uuid" },
       query: { type: "object", properties: { cancel_on_disconnect: str, stream_mode: {} } },
       response: { status: 200, contentType: "text/event-stream" },
-      handler: ({ params, headers, query }) => joinStream(null, params.run_id, headers, query as Record<string, unknown>),
+      handler: async ({ params, headers, query, auth }) =>
+        joinStream(null, params.run_id, headers, query as Record<string, unknown>, await authorize(auth, "threads:read", { run_id: params.run_id })),
     },
   ];
 }

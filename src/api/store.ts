@@ -9,6 +9,7 @@ import { validationError } from "../http/validation.ts";
 import type { AppContext } from "../server/context.ts";
 import type { JsonObject } from "../storage/records.ts";
 import { LmdbStore } from "../storage/store.ts";
+import { StoreAccess } from "../auth/index.ts";
 
 const TAG = "store";
 
@@ -44,45 +45,47 @@ function checkNamespace(ns: string[], loc: string[], required: boolean): void {
 
 export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
   const store = new LmdbStore(app.storage);
+  /** custom auth's store:* events; a pass-through for unauthenticated requests */
+  const access = new StoreAccess(app.auth, store);
 
   return [
     {
       method: "PUT", path: "/store/items", operationId: "put_item", summary: "Store or update an item", tag: TAG,
       body: itemPut,
-      handler: async ({ body: b }) => {
+      handler: async ({ body: b, auth }) => {
         const { namespace, key, value } = b as { namespace: string[]; key: string; value: JsonObject };
         checkNamespace(namespace, ["body", "namespace"], true);
-        await store.write([{ namespace, key, value }]);
+        await store.write([await access.put(auth, { namespace, key, value })]);
         return empty(204);
       },
     },
     {
       method: "GET", path: "/store/items", operationId: "get_item", summary: "Get an item (null when absent)", tag: TAG,
       query: itemQuery,
-      handler: ({ query }) => {
+      handler: async ({ query, auth }) => {
         const q = query as { namespace?: string; key: string };
         const namespace = q.namespace ? q.namespace.split(".") : [];
         checkNamespace(namespace, ["query", "namespace"], false);
-        return json(store.getRecord(namespace, q.key));
+        return json(await access.get(auth, { namespace, key: q.key }));
       },
     },
     {
       method: "DELETE", path: "/store/items", operationId: "delete_item", summary: "Delete an item (also when absent)", tag: TAG,
       body: itemDelete,
-      handler: async ({ body: b }) => {
+      handler: async ({ body: b, auth }) => {
         const { namespace = [], key } = b as { namespace?: string[]; key: string };
         checkNamespace(namespace, ["body", "namespace"], false);
-        await store.write([{ namespace, key, value: null }]);
+        await store.write([{ ...(await access.delete(auth, { namespace, key })), value: null }]);
         return empty(204);
       },
     },
     {
       method: "POST", path: "/store/items/search", operationId: "search_items", summary: "Search items under a namespace prefix", tag: TAG,
       body: itemSearch,
-      handler: ({ body: b }) => {
+      handler: async ({ body: b, auth }) => {
         const q = b as { namespace_prefix: string[]; filter?: JsonObject | null; limit: number; offset: number; query?: string | null };
         checkNamespace(q.namespace_prefix, ["body", "namespace_prefix"], false);
-        const items = store.searchRecords({
+        const items = await access.search(auth, {
           namespacePrefix: q.namespace_prefix,
           filter: q.filter ?? undefined,
           limit: q.limit,
@@ -95,7 +98,7 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "POST", path: "/store/namespaces", operationId: "list_namespaces", summary: "List namespaces", tag: TAG,
       body: namespaceList, bodyOptional: true,
-      handler: ({ body: b }) => {
+      handler: async ({ body: b, auth }) => {
         const q = b as { prefix?: string[] | null; suffix?: string[] | null; max_depth?: number | null; limit: number; offset: number };
         const matchConditions: MatchCondition[] = [];
         if (q.prefix) {
@@ -106,7 +109,7 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
           checkNamespace(q.suffix, ["body", "suffix"], false);
           matchConditions.push({ matchType: "suffix", path: q.suffix });
         }
-        const namespaces = store.namespaces({ matchConditions, maxDepth: q.max_depth ?? undefined, limit: q.limit, offset: q.offset });
+        const namespaces = await access.namespaces(auth, { matchConditions, maxDepth: q.max_depth ?? undefined, limit: q.limit, offset: q.offset });
         return json({ namespaces });
       },
     },

@@ -1,10 +1,12 @@
 // Threads (reference §5): records are read here on the HTTP thread; every mutation and every
 // state/history read goes to the thread's actor, which owns the thread and has the graph loaded.
-import { notFound } from "../errors.ts";
+import { conflict, notFound, TroupeError } from "../errors.ts";
+import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
 import { uuid7 } from "../util/ids.ts";
 import { matchesFilter } from "../actors/lifecycle.ts";
+import { deepEqual } from "../util/deep-equal.ts";
 import type { CheckpointSelector } from "../actors/protocol.ts";
-import { empty, json, type RouteDef } from "../http/types.ts";
+import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { anyValue, body, checkpointSelector, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
 import { page, select, sortBy } from "../http/paging.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
@@ -63,6 +65,7 @@ const historyBody = body({
   checkpoint: nullable(checkpointSelector),
 });
 
+
 /** `before` may be a checkpoint id or (SDK, RemoteGraph) a config/checkpoint object. */
 function beforeId(before: unknown): string | undefined {
   if (typeof before === "string") return before;
@@ -75,14 +78,17 @@ function beforeId(before: unknown): string | undefined {
 
 export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
   const { pool, storage } = app;
-  const mustThread = (id: string): ThreadRecord => {
+  /** The thread, or 404 when it is missing or the auth filter hides it. */
+  const mustThread = (id: string, filter?: AuthFilter): ThreadRecord => {
     const t = storage.threads.get(id);
-    if (!t) throw notFound(`Thread with ID ${id} not found`);
+    if (!t || !matchesAuthFilter(filter, t.metadata)) throw notFound(`Thread with ID ${id} not found`);
     return t;
   };
-  const search = (q: ThreadQuery): ThreadRecord[] => {
+  const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
+  const search = (q: ThreadQuery, filter: AuthFilter | undefined): ThreadRecord[] => {
     const out: ThreadRecord[] = [];
     const consider = (t: ThreadRecord) => {
+      if (!matchesAuthFilter(filter, t.metadata)) return;
       if (q.status && t.status !== q.status) return;
       if (q.metadata && !matchesFilter(q.metadata, t.metadata)) return;
       if (q.values && !matchesFilter(q.values, t.values ?? {})) return;
@@ -103,8 +109,8 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     return typeof g === "string" && app.graphIds.has(g) ? app.resolveAssistant(g) : undefined;
   };
   const threadParams = { thread_id: "uuid" } as const;
-  const state = async (threadId: string, checkpoint: CheckpointSelector | undefined, subgraphs: boolean) => {
-    const t = mustThread(threadId);
+  const state = async (auth: AuthInfo | undefined, threadId: string, checkpoint: CheckpointSelector | undefined, subgraphs: boolean) => {
+    const t = mustThread(threadId, await authorize(auth, "threads:read", { thread_id: threadId }));
     return json(await pool.request({ type: "thread.state", threadId, checkpoint, subgraphs, assistant: graphAssistant(t) }));
   };
 
@@ -112,20 +118,25 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "POST", path: "/threads", operationId: "create_thread", summary: "Create a thread", tag: TAG,
       body: threadCreate, bodyOptional: true,
-      handler: async ({ body: b }) => {
+      handler: async ({ body: b, auth }) => {
         const c = b as { thread_id?: string; metadata?: JsonObject | null; if_exists?: "raise" | "do_nothing" | null; graph_id?: string | null; supersteps?: { updates: { values?: Json; command?: JsonObject | null; as_node: string }[] }[] | null };
         const metadata: JsonObject = { ...(c.metadata ?? {}) };
         if (c.graph_id) metadata.graph_id = c.graph_id;
         const threadId = c.thread_id ?? uuid7();
-        return json(await pool.request({ type: "thread.create", threadId, metadata, ifExists: c.if_exists ?? "raise", supersteps: c.supersteps ?? undefined }));
+        const created = { thread_id: threadId, metadata, if_exists: c.if_exists ?? "raise" };
+        const filter = await authorize(auth, "threads:create", created);
+        const existing = storage.threads.get(threadId);
+        if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict(`Thread ${threadId} already exists`);
+        return json(await pool.request({ type: "thread.create", threadId, metadata: asMetadata(created.metadata), ifExists: c.if_exists ?? "raise", supersteps: c.supersteps ?? undefined }));
       },
     },
     {
       method: "POST", path: "/threads/search", operationId: "search_threads", summary: "Search threads", tag: TAG,
       body: threadSearch, bodyOptional: true,
-      handler: ({ body: b }) => {
+      handler: async ({ body: b, auth }) => {
         const q = b as ThreadQuery & { limit: number; offset: number; sort_by?: keyof ThreadRecord | null; sort_order?: "asc" | "desc" | null; select?: string[] | null };
-        const sorted = sortBy(search(q), q.sort_by ?? "created_at", q.sort_order ?? "desc");
+        const filter = await authorize(auth, "threads:search", { metadata: q.metadata, ids: q.ids, status: q.status, values: q.values, limit: q.limit, offset: q.offset });
+        const sorted = sortBy(search(q, filter), q.sort_by ?? "created_at", q.sort_order ?? "desc");
         const p = page(sorted, q.offset, q.limit);
         return json(select(p.items, q.select ?? undefined), 200, p.headers);
       },
@@ -133,17 +144,21 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "POST", path: "/threads/count", operationId: "count_threads", summary: "Count threads", tag: TAG,
       body: body({ metadata: nullable(object), values: nullable(object), status: nullable(threadStatus) }), bodyOptional: true,
-      handler: ({ body: b }) => json(search(b as ThreadQuery).length),
+      handler: async ({ body: b, auth }) => {
+        const q = b as ThreadQuery;
+        return json(search(q, await authorize(auth, "threads:search", { metadata: q.metadata, values: q.values, status: q.status, limit: 0, offset: 0 })).length);
+      },
     },
     {
       method: "POST", path: "/threads/prune", operationId: "prune_threads", summary: "Delete threads or keep only their latest state", tag: TAG,
       // keep_latest is not supported yet: the enum refuses it with a 422 rather than pretending
       body: body({ thread_ids: { type: "array", items: uuid }, strategy: { type: "string", enum: ["delete"], default: "delete" } }, ["thread_ids"]),
-      handler: async ({ body: b }) => {
+      handler: async ({ body: b, auth }) => {
         const q = b as { thread_ids: string[] };
         let pruned = 0;
         for (const threadId of q.thread_ids) {
-          if (!storage.threads.get(threadId)) continue;
+          const t = storage.threads.get(threadId);
+          if (!t || !matchesAuthFilter(await authorize(auth, "threads:delete", { thread_id: threadId }), t.metadata)) continue;
           await pool.request({ type: "thread.delete", threadId });
           pruned++;
         }
@@ -153,21 +168,22 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "GET", path: "/threads/:thread_id", operationId: "get_thread", summary: "Get a thread", tag: TAG,
       params: threadParams, query: { type: "object", properties: { include: {} } },
-      handler: ({ params }) => json(mustThread(params.thread_id)),
+      handler: async ({ params, auth }) => json(mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }))),
     },
     {
       method: "PATCH", path: "/threads/:thread_id", operationId: "patch_thread", summary: "Merge metadata into a thread", tag: TAG,
       params: threadParams, body: body({ metadata: object, ttl: anyValue }), bodyOptional: true,
-      handler: async ({ params, body: b }) => {
-        mustThread(params.thread_id);
-        return json(await pool.request({ type: "thread.patch", threadId: params.thread_id, metadata: (b as { metadata?: JsonObject }).metadata ?? {} }));
+      handler: async ({ params, body: b, auth }) => {
+        const patch = { thread_id: params.thread_id, metadata: (b as { metadata?: JsonObject }).metadata ?? {} };
+        mustThread(params.thread_id, await authorize(auth, "threads:update", patch));
+        return json(await pool.request({ type: "thread.patch", threadId: params.thread_id, metadata: asMetadata(patch.metadata) }));
       },
     },
     {
       method: "DELETE", path: "/threads/:thread_id", operationId: "delete_thread", summary: "Delete a thread, its runs and checkpoints", tag: TAG,
       params: threadParams,
-      handler: async ({ params }) => {
-        mustThread(params.thread_id);
+      handler: async ({ params, auth }) => {
+        mustThread(params.thread_id, await authorize(auth, "threads:delete", { thread_id: params.thread_id }));
         await pool.request({ type: "thread.delete", threadId: params.thread_id });
         return empty(204);
       },
@@ -175,35 +191,43 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "POST", path: "/threads/:thread_id/copy", operationId: "copy_thread", summary: "Copy a thread with its history", tag: TAG,
       params: threadParams,
-      handler: async ({ params }) => {
-        mustThread(params.thread_id);
-        return json(await pool.request({ type: "thread.copy", threadId: params.thread_id, newThreadId: uuid7() }));
+      handler: async ({ params, auth }) => {
+        const source = mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
+        const newThreadId = uuid7();
+        const created = { thread_id: newThreadId, metadata: { ...source.metadata, thread_id: newThreadId }, if_exists: "raise" };
+        await authorize(auth, "threads:create", created);
+        const copy = await pool.request({ type: "thread.copy", threadId: params.thread_id, newThreadId });
+        // metadata the create handler changed is merged into the copy
+        const changed = asMetadata(created.metadata);
+        return json(deepEqual(changed, copy.metadata) ? copy : await pool.request({ type: "thread.patch", threadId: newThreadId, metadata: changed }));
       },
     },
     {
       method: "GET", path: "/threads/:thread_id/state", operationId: "get_thread_state", summary: "Latest state of a thread", tag: TAG,
       params: threadParams, query: { type: "object", properties: { subgraphs: str } },
-      handler: ({ params, query }) => state(params.thread_id, undefined, truthy((query as { subgraphs?: string }).subgraphs)),
+      handler: ({ params, query, auth }) => state(auth, params.thread_id, undefined, truthy((query as { subgraphs?: string }).subgraphs)),
     },
     {
       method: "GET", path: "/threads/:thread_id/state/:checkpoint_id", operationId: "get_thread_state_at_checkpoint", summary: "State of a thread at a checkpoint", tag: TAG,
       params: { thread_id: "uuid", checkpoint_id: "uuid" }, query: { type: "object", properties: { subgraphs: str } },
-      handler: ({ params, query }) => state(params.thread_id, { checkpoint_id: params.checkpoint_id }, truthy((query as { subgraphs?: string }).subgraphs)),
+      handler: ({ params, query, auth }) => state(auth, params.thread_id, { checkpoint_id: params.checkpoint_id }, truthy((query as { subgraphs?: string }).subgraphs)),
     },
     {
       method: "POST", path: "/threads/:thread_id/state/checkpoint", operationId: "post_thread_state_at_checkpoint", summary: "State of a thread at a checkpoint (body form)", tag: TAG,
       params: threadParams, body: body({ checkpoint: nullable(checkpointSelector), subgraphs: nullable({ type: "boolean" }) }), bodyOptional: true,
-      handler: ({ params, body: b }) => {
+      handler: ({ params, body: b, auth }) => {
         const q = b as { checkpoint?: CheckpointSelector | null; subgraphs?: boolean | null };
-        return state(params.thread_id, q.checkpoint ?? undefined, q.subgraphs ?? false);
+        return state(auth, params.thread_id, q.checkpoint ?? undefined, q.subgraphs ?? false);
       },
     },
     {
       method: "POST", path: "/threads/:thread_id/state", operationId: "update_thread_state", summary: "Update a thread's state as if a node wrote it", tag: TAG,
       params: threadParams,
       body: body({ values: anyValue, as_node: nullable(str), checkpoint_id: nullable(uuid), checkpoint: nullable(checkpointSelector) }),
-      handler: async ({ params, body: b }) => {
+      handler: async ({ params, body: b, auth }) => {
+        const filter = await authorize(auth, "threads:update", { thread_id: params.thread_id });
         const t = mustThread(params.thread_id);
+        if (!matchesAuthFilter(filter, t.metadata)) throw new TroupeError("FORBIDDEN", "Forbidden");
         const q = b as { values?: Json; as_node?: string | null; checkpoint_id?: string | null; checkpoint?: CheckpointSelector | null };
         const checkpoint: CheckpointSelector | undefined = q.checkpoint ?? (q.checkpoint_id ? { checkpoint_id: q.checkpoint_id } : undefined);
         return json(await pool.request({ type: "thread.update_state", threadId: params.thread_id, values: q.values, asNode: q.as_node ?? undefined, checkpoint, assistant: graphAssistant(t) }));
@@ -213,8 +237,8 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "GET", path: "/threads/:thread_id/history", operationId: "get_thread_history", summary: "States a thread went through, newest first", tag: TAG,
       params: threadParams,
       query: { type: "object", properties: { limit: { type: "integer", minimum: 1, default: 10 }, before: str } },
-      handler: async ({ params, query }) => {
-        const t = mustThread(params.thread_id);
+      handler: async ({ params, query, auth }) => {
+        const t = mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const q = query as { limit: number; before?: string };
         return json(await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: q.before, assistant: graphAssistant(t) }));
       },
@@ -222,8 +246,8 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "POST", path: "/threads/:thread_id/history", operationId: "post_thread_history", summary: "States a thread went through, newest first (filters in body)", tag: TAG,
       params: threadParams, body: historyBody, bodyOptional: true,
-      handler: async ({ params, body: b }) => {
-        const t = mustThread(params.thread_id);
+      handler: async ({ params, body: b, auth }) => {
+        const t = mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const q = b as { limit: number; before?: unknown; metadata?: JsonObject | null; checkpoint?: CheckpointSelector | null };
         return json(await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: beforeId(q.before), metadata: q.metadata ?? undefined, checkpoint: q.checkpoint ?? undefined, assistant: graphAssistant(t) }));
       },

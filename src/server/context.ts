@@ -1,6 +1,7 @@
 // What endpoint groups share: the main thread's storage handle, the actor runtime and the
 // resolved config. Built once at startup by src/server/create.ts.
 import type { ShardPool } from "../actors/shard-pool.ts";
+import type { AuthRuntime } from "../auth/runtime.ts";
 import type { ResolvedConfig } from "../config/index.ts";
 import type { Storage } from "../storage/env.ts";
 import type { AssistantRecord } from "../storage/records.ts";
@@ -12,6 +13,8 @@ export interface AppContext {
   graphIds: ReadonlySet<string>;
   version: string;
   langgraphVersion: string;
+  /** custom auth (`auth.path`), when configured: handlers call authorize() for their event */
+  auth?: AuthRuntime;
   /** resolve a graph id or assistant id to the assistant record; throws 404 */
   resolveAssistant(idOrGraph: string): AssistantRecord;
 }

@@ -17,6 +17,8 @@ import { CronScheduler } from "../crons/scheduler.ts";
 import { Dispatcher } from "../http/dispatch.ts";
 import { corsGuard, corsHeaders } from "../http/cors.ts";
 import { rateLimitGuard } from "../ratelimit/guard.ts";
+import { openApiKeyGuard, type ApiKeyAuthOptions } from "../http/api-key-guard.ts"; // api keys
+import { customAuthGuard, loadAuth } from "../auth/index.ts"; // custom auth
 import { listen, loadNativeUws } from "../http/uws-server.ts";
 import type { RouteDef } from "../http/types.ts";
 import { AssistantStore } from "../storage/assistants.ts";
@@ -35,6 +37,8 @@ export interface ServerOptions {
   syncCommits?: boolean;
   /** platform rate limits (spec table) for a region; null/undefined = off */
   rateLimit?: { region: "us" | "eu"; scale?: number } | null;
+  /** require X-Api-Key of this org, checked against the control plane's LMDB (src/http/api-key-guard.ts); null/undefined = off */
+  apiKeyAuth?: ApiKeyAuthOptions | null;
 }
 
 export interface RunningServer {
@@ -57,7 +61,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const config = await loadConfig(opts.configPath);
   for (const w of config.warnings) console.warn(`[troupe] ${w}`);
   for (const [k, v] of Object.entries(config.env)) process.env[k] ??= v;
+  // --- custom auth (src/auth/): import and check the Auth object before anything starts ---
+  const auth = config.auth.path ? await loadAuth(config.auth.path, { configPath: config.configPath, disableStudioAuth: config.auth.disableStudioAuth }) : undefined;
+  // --- end custom auth ---
 
+  const apiKeys = opts.apiKeyAuth ? openApiKeyGuard(opts.apiKeyAuth) : null; // api keys: fail fast on a bad dir/org
   const storage = openStorage(opts.dataDir, { syncCommits: opts.syncCommits });
   const graphIds = new Set(config.graphs.map((g) => g.graphId));
   const assistants = new AssistantStore(storage);
@@ -93,6 +101,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     graphIds,
     version: packageVersion(),
     langgraphVersion: (require("@langchain/langgraph/package.json") as { version: string }).version,
+    auth, // custom auth
     resolveAssistant: (idOrGraph) => {
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : idOrGraph;
       const a = storage.assistants.get(id);
@@ -108,6 +117,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors) });
   dispatcher.addGuard(corsGuard(config.http.cors));
   if (opts.rateLimit) dispatcher.addGuard(rateLimitGuard(opts.rateLimit));
+  if (apiKeys) dispatcher.addGuard(apiKeys.guard); // api keys: after rate limits, before custom auth
   const groups: RouteDef<any, any>[][] = [];
   if (!config.http.disableMeta) groups.push(systemRoutes(app, () => dispatcher.routes));
   else groups.push(systemRoutes(app, () => dispatcher.routes).filter((r) => r.path === "/ok"));
@@ -118,6 +128,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   if (!config.http.disableStore) groups.push(storeRoutes(app));
   if (!config.http.disableMcp) groups.push(mcpRoutes(app)); // a2a/mcp
   if (!config.http.disableA2a) groups.push(a2aRoutes(app)); // a2a/mcp
+  // --- custom auth: authenticate after CORS and rate limits; auth errors keep the user's status ---
+  if (auth) {
+    dispatcher.addGuard(customAuthGuard(auth));
+    groups.forEach((g, i) => (groups[i] = auth.exactErrors(g)));
+  }
+  // --- end custom auth ---
   for (const g of groups) dispatcher.add(...g);
 
   await crons?.start(); // crons
@@ -139,6 +155,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       await pool.close(graceMs);
       await webhooks.terminate();
       await storage.close();
+      await apiKeys?.close(); // api keys
     },
   };
 }

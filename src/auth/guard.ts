@@ -1,0 +1,31 @@
+// The authentication guard (reference §11.3): runs after CORS and rate limiting on every request
+// except `/info` and `GET /ui/*`; Studio requests act as the Studio user unless disabled.
+// Success puts the normalized user into the request's `auth`; failure answers the request.
+import type { Guard, RawRequest } from "../http/dispatch.ts";
+import { AuthHttpError } from "./http-error.ts";
+import type { AuthRuntime } from "./runtime.ts";
+import { STUDIO_USER, toAuthInfo } from "./user.ts";
+
+export function isAuthExempt(req: Pick<RawRequest, "method" | "path">): boolean {
+  if (req.path === "/info") return true;
+  return req.method === "GET" && (req.path === "/ui" || req.path.startsWith("/ui/"));
+}
+
+export function customAuthGuard(runtime: AuthRuntime): Guard {
+  if (!runtime.authenticates) return () => undefined;
+  const studio = !runtime.opts.disableStudioAuth;
+  return async (req, ctx) => {
+    if (isAuthExempt(req)) return undefined;
+    if (studio && req.headers["x-auth-scheme"] === "langsmith") {
+      ctx.auth = toAuthInfo({ ...STUDIO_USER, permissions: [] });
+      return undefined;
+    }
+    try {
+      ctx.auth = toAuthInfo(await runtime.authenticate(req));
+      return undefined;
+    } catch (err) {
+      if (err instanceof AuthHttpError) return err.reply();
+      throw err;
+    }
+  };
+}
