@@ -4,12 +4,15 @@ import { resolve } from "node:path";
 import { existsSync } from "node:fs";
 import { ConfigError } from "./config/index.ts";
 import { startServer } from "./server/create.ts";
+import { apiKeyAuthFromFlags, SERVE_AUTH_USAGE } from "./control-plane/auth/serve-flags.ts"; // api keys
 
 const USAGE = `troupe — LangGraph-compatible agent server
 
 Usage:
   troupe dev   [--config FILE] [--port 8123] [--data-dir DIR] [--workers N]
-  troupe serve [--config FILE] [--port 8123] [--host 0.0.0.0] [--data-dir DIR] [--workers N] [--sync-commits] [--rate-limit us|eu|off]
+  troupe serve [--config FILE] [--port 8123] [--host 0.0.0.0] [--data-dir DIR] [--workers N] [--sync-commits] [--rate-limit us|eu|off] [--org ORG --control-plane-dir DIR]
+  troupe control-plane [--port 8124] [--host 127.0.0.1] [--data-dir DIR] [--region us|eu]   (see docs/CONTROL_PLANE.md)
+  troupe keys create|list|revoke --org NAME [--data-dir DIR] …   (API keys; see docs/AUTH.md)
 
   --config FILE     service.json or langgraph.json (default: ./service.json, then ./langgraph.json)
   --port N          port to listen on (default 8123, the SDK's default; 0 = any free port)
@@ -18,7 +21,7 @@ Usage:
   --workers N       actor worker threads (default: number of CPUs)
   --sync-commits    fsync every commit (survives power loss; slower). Default survives kill -9.
   --rate-limit R    platform rate limits of region us|eu, or off (serve: default us; dev: always off)
-`;
+${SERVE_AUTH_USAGE}`;
 
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
@@ -26,6 +29,19 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(USAGE);
     return;
   }
+  // --- control-plane command (src/control-plane/cli.ts) ---
+  if (command === "control-plane") {
+    const { runControlPlaneCommand } = await import("./control-plane/cli.ts");
+    return runControlPlaneCommand(rest);
+  }
+  // --- end control-plane command ---
+  // --- keys command (src/control-plane/auth/cli.ts) ---
+  if (command === "keys") {
+    const { runKeysCommand } = await import("./control-plane/auth/cli.ts");
+    process.exitCode = await runKeysCommand(rest);
+    return;
+  }
+  // --- end keys command ---
   if (command !== "dev" && command !== "serve") {
     process.stderr.write(`Unknown command "${command}".\n\n${USAGE}`);
     process.exit(2);
@@ -40,6 +56,8 @@ async function main(argv: string[]): Promise<void> {
       workers: { type: "string" },
       "sync-commits": { type: "boolean" },
       "rate-limit": { type: "string" },
+      "control-plane-dir": { type: "string" }, // api keys
+      org: { type: "string" }, // api keys
     },
     strict: true,
   });
@@ -59,6 +77,7 @@ async function main(argv: string[]): Promise<void> {
     workers,
     syncCommits: values["sync-commits"] ?? false,
     rateLimit: rl === "off" ? null : { region: rl },
+    apiKeyAuth: apiKeyAuthFromFlags(command, values), // api keys
   });
   // The line tests and scripts wait for: keep its format stable.
   process.stdout.write(`troupe listening on ${server.url} (graphs: ${server.config.graphs.map((g) => g.graphId).join(", ")})\n`);

@@ -1,0 +1,64 @@
+// The deployment server's API key check: every request carries X-Api-Key with a valid key of
+// the deployment's organization (401 without or with an unknown/revoked key, 403 for another
+// org's key). Keys are read from the control plane's LMDB files on this machine; a valid key is
+// trusted for at most cacheTtlMs (default 2 s), the window in which a revocation takes effect.
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { TroupeError } from "../errors.ts";
+import { AuthStore } from "../control-plane/auth/store.ts";
+import { KeyVerifier, presentedKey } from "../control-plane/auth/verifier.ts";
+import { openControlPlaneStorage } from "../control-plane/storage.ts";
+import type { Guard, RawRequest } from "./dispatch.ts";
+import { errorReply } from "./errors.ts";
+
+export interface ApiKeyAuthOptions {
+  /** the control plane's data directory (holds control-plane.mdb) */
+  controlPlaneDir: string;
+  /** the deployment's organization: id or name */
+  orgId: string;
+  /** how long a valid key is trusted without re-reading LMDB (default 2000) */
+  cacheTtlMs?: number;
+}
+
+export interface ApiKeyGuardHandle {
+  guard: Guard;
+  /** the resolved organization id */
+  orgId: string;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_KEY_CACHE_TTL_MS = 2_000;
+
+/** Health checks stay open so load balancers and the supervisor can probe without a key. */
+export function isApiKeyExempt(req: Pick<RawRequest, "method" | "path">): boolean {
+  return (req.method === "GET" || req.method === "HEAD") && (req.path === "/ok" || req.path === "/info");
+}
+
+const MISSING = "Missing or invalid API key";
+const WWW_AUTHENTICATE = { "www-authenticate": 'ApiKey header="X-Api-Key"' };
+
+/** Opens the control plane env and resolves the org; throws (refusing startup) when either is missing. */
+export function openApiKeyGuard(opts: ApiKeyAuthOptions): ApiKeyGuardHandle {
+  if (!existsSync(join(opts.controlPlaneDir, "control-plane.mdb"))) {
+    throw new Error(`--control-plane-dir ${opts.controlPlaneDir}: no control plane data there (control-plane.mdb is missing)`);
+  }
+  const storage = openControlPlaneStorage(opts.controlPlaneDir);
+  const store = new AuthStore(storage);
+  const org = store.findOrg(opts.orgId);
+  if (!org) {
+    void storage.close();
+    throw new Error(`--org ${opts.orgId}: no such organization in the control plane at ${opts.controlPlaneDir}`);
+  }
+  const verifier = new KeyVerifier(store, { cacheTtlMs: opts.cacheTtlMs ?? DEFAULT_KEY_CACHE_TTL_MS });
+  const unauthorized = () => errorReply(new TroupeError("UNAUTHORIZED", MISSING, { headers: WWW_AUTHENTICATE }));
+  const guard: Guard = (req) => {
+    if (isApiKeyExempt(req)) return undefined;
+    const key = presentedKey(req.headers, false);
+    if (!key) return unauthorized();
+    const id = verifier.verify(key);
+    if (!id) return unauthorized();
+    if (id.org_id !== org.id) return errorReply(new TroupeError("FORBIDDEN", "This API key belongs to another organization than this deployment's"));
+    return undefined;
+  };
+  return { guard, orgId: org.id, close: () => storage.close() };
+}
