@@ -14,6 +14,7 @@ export const SCENARIO_NAMES = [
   "stream-ttfe",
   "enqueue-1000",
   "slow-200",
+  "ratelimit",
   "rss",
 ] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
@@ -57,6 +58,7 @@ Scenarios (all by default, in this order; pick with --only a,b,c):
   enqueue-1000    --enqueue-runs background runs on ONE thread (POST /threads/{id}/runs,
                   multitask_strategy "enqueue", concurrency 16), join the last one, then
                   page GET /threads/{id}/runs until all are "success": total seconds
+  ratelimit       rate limiter CPU ns per check as a share of /ok req/s, and a 2-thread race on one bucket
   slow-200        --slow-runs threads created first, then that many POST .../runs/wait on
                   the slow graph all at once: total wall seconds (ideal ≈ --slow-sleep-ms)
   rss             VmRSS of --pid (plus descendants with --pid-tree) at the end, and the

@@ -45,7 +45,10 @@ function timeIt(iterations: number, fn: (i: number) => void): number {
   return best;
 }
 
-async function race(): Promise<{ admitted: number[]; ms: number[] }> {
+export const RACE = { capacity: RACE_CAPACITY, attemptsPerThread: RACE_ATTEMPTS };
+
+/** Two threads race on one shared bucket; returns what each admitted (sum must equal capacity). */
+export async function race(): Promise<{ admitted: number[]; ms: number[] }> {
   const table = createBucketTable({ slots: 1024 });
   const start = new Int32Array(new SharedArrayBuffer(4));
   const nowMs = Date.now();
@@ -70,6 +73,14 @@ async function race(): Promise<{ admitted: number[]; ms: number[] }> {
   );
   await Promise.all(workers.map((w) => w.terminate()));
   return { admitted: done.map((d) => d.admitted), ms: done.map((d) => d.ns / 1e6) };
+}
+
+/** CPU ns of one RateLimiter.check() for a keyed deployment-server request (best of 3). */
+export function checkCostNs(iterations = 500_000): number {
+  const now = Date.now();
+  const keyed = Array.from({ length: 4096 }, (_, i) => ({ "x-api-key": `key_${i.toString(16).padStart(32, "0")}` }));
+  const l = new RateLimiter({ region: "us" });
+  return timeIt(iterations, (i) => l.check("POST", "/threads/0190f0c4/runs", keyed[i & 4095], "10.0.0.1", now + i));
 }
 
 async function main(): Promise<void> {
@@ -106,5 +117,7 @@ async function main(): Promise<void> {
   console.log(`| total  | ${String(total).padStart(8)} | (capacity ${RACE_CAPACITY}: ${total === RACE_CAPACITY ? "exact" : "MISMATCH"})`);
 }
 
-if (isMainThread) await main();
-else raceWorker(workerData as RaceJob);
+// Imported by bench/scenarios/ratelimit.ts and run as a script; its race workers re-enter here.
+const runAsScript = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/^.*\/bench\//, "/bench/"));
+if (!isMainThread) raceWorker(workerData as RaceJob);
+else if (runAsScript) await main();

@@ -21,6 +21,7 @@ Usage:
   --workers N       actor worker threads (default: number of CPUs)
   --sync-commits    fsync every commit (survives power loss; slower). Default survives kill -9.
   --rate-limit R    platform rate limits of region us|eu, or off (serve: default us; dev: always off)
+  --rate-limit-scale F  multiply every limit by F (e.g. 100000 to measure the limiter's cost under load)
 ${SERVE_AUTH_USAGE}`;
 
 async function main(argv: string[]): Promise<void> {
@@ -56,6 +57,7 @@ async function main(argv: string[]): Promise<void> {
       workers: { type: "string" },
       "sync-commits": { type: "boolean" },
       "rate-limit": { type: "string" },
+      "rate-limit-scale": { type: "string" },
       "control-plane-dir": { type: "string" }, // api keys
       org: { type: "string" }, // api keys
     },
@@ -76,7 +78,7 @@ async function main(argv: string[]): Promise<void> {
     dataDir: resolve(values["data-dir"] ?? ".troupe-data"),
     workers,
     syncCommits: values["sync-commits"] ?? false,
-    rateLimit: rl === "off" ? null : { region: rl },
+    rateLimit: rl === "off" ? null : { region: rl, scale: rateLimitScale(values["rate-limit-scale"] ?? process.env.TROUPE_RATE_LIMIT_SCALE) },
     apiKeyAuth: apiKeyAuthFromFlags(command, values), // api keys
   });
   // The line tests and scripts wait for: keep its format stable.
@@ -93,3 +95,10 @@ main(process.argv.slice(2)).catch((err: unknown) => {
   else process.stderr.write(`troupe: ${(err as Error)?.stack ?? String(err)}\n`);
   process.exit(1);
 });
+
+function rateLimitScale(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const f = Number(raw);
+  if (!(f > 0) || !Number.isFinite(f)) throw new Error(`--rate-limit-scale must be a positive number, got "${raw}"`);
+  return f;
+}

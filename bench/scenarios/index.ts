@@ -9,6 +9,7 @@ import {
   waitC64Scenario,
 } from "./concurrency.ts";
 import { enqueueScenario } from "./enqueue.ts";
+import { ratelimitScenario } from "./ratelimit.ts";
 import { rssScenario } from "./rss.ts";
 import { slowBurstScenario } from "./slow-burst.ts";
 import { streamTtfeScenario } from "./stream-ttfe.ts";
@@ -24,5 +25,6 @@ export const SCENARIOS: Readonly<Record<ScenarioName, Scenario>> = {
   "stream-ttfe": streamTtfeScenario,
   "enqueue-1000": enqueueScenario,
   "slow-200": slowBurstScenario,
+  ratelimit: ratelimitScenario,
   rss: rssScenario,
 };
