@@ -19,7 +19,30 @@ const VALIDATION_ERROR: JsonSchema = {
 };
 const ERROR: JsonSchema = { type: "object", required: ["detail"], properties: { detail: { type: "string" } } };
 
-export function buildOpenApi(routes: readonly RouteDef<any, any>[], info: { title: string; version: string; description?: string }): Record<string, unknown> {
+export interface OpenApiSecurity {
+  /** components.securitySchemes */
+  schemes: Record<string, Record<string, unknown>>;
+  /** alternatives applied to every operation except those listed as public */
+  requirement: Record<string, string[]>[];
+  publicPaths?: string[];
+}
+
+/** The control plane's schemes, named as the service spec names them. */
+export const CONTROL_PLANE_SECURITY: OpenApiSecurity = {
+  schemes: {
+    "API Key": { type: "apiKey", in: "header", name: "X-Api-Key" },
+    "Tenant ID": { type: "apiKey", in: "header", name: "X-Tenant-Id" },
+    "Bearer Auth": { type: "http", scheme: "bearer" },
+  },
+  requirement: [{ "API Key": [], "Tenant ID": [] }, { "API Key": [] }, { "Bearer Auth": [] }],
+  publicPaths: ["/ok", "/openapi.json", "/docs"],
+};
+
+export function buildOpenApi(
+  routes: readonly RouteDef<any, any>[],
+  info: { title: string; version: string; description?: string },
+  security?: OpenApiSecurity,
+): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const r of routes) {
     const path = r.path.replace(/:([A-Za-z_]+)/g, "{$1}");
@@ -47,13 +70,14 @@ export function buildOpenApi(routes: readonly RouteDef<any, any>[], info: { titl
       },
     };
     if (r.body) op.requestBody = { required: !r.bodyOptional, content: { "application/json": { schema: r.body } } };
+    if (security && !security.publicPaths?.includes(r.path)) op.security = security.requirement;
     (paths[path] ??= {})[r.method.toLowerCase()] = op;
   }
   return {
     openapi: "3.1.0",
     info,
     paths,
-    components: { schemas: { HTTPValidationError: VALIDATION_ERROR, Error: ERROR } },
+    components: { schemas: { HTTPValidationError: VALIDATION_ERROR, Error: ERROR }, ...(security ? { securitySchemes: security.schemes } : {}) },
   };
 }
 
