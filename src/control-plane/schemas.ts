@@ -1,0 +1,119 @@
+// JSON Schemas of the deployments API (platform.md §1.3–1.4): ajv validates request bodies and
+// queries with them and the control plane's OpenAPI document quotes them.
+import type { JsonSchema } from "../http/schema-types.ts";
+import { DEPLOYMENT_STATUSES, REVISION_STATUSES } from "./deployments/types.ts";
+
+const str: JsonSchema = { type: "string" };
+const nullable = (s: JsonSchema): JsonSchema => ({ anyOf: [s, { type: "null" }] });
+const dateTime: JsonSchema = { type: "string", format: "date-time" };
+const uuid: JsonSchema = { type: "string", format: "uuid" };
+
+const secret: JsonSchema = { type: "object", required: ["name", "value"], properties: { name: str, value: str } };
+const secretReference: JsonSchema = {
+  type: "object",
+  required: ["name", "secret_name", "secret_key"],
+  properties: { name: str, secret_name: str, secret_key: str },
+};
+const sourceRevisionConfigRequest: JsonSchema = {
+  type: "object",
+  description: "For internal_source: `langgraph_config_path` names the service.json / langgraph.json of a local project directory (or the directory)",
+  properties: {
+    langgraph_config_path: nullable(str),
+    repo_ref: nullable(str),
+    image_uri: nullable(str),
+    source_tarball_path: nullable(str),
+  },
+};
+
+export const deploymentCreateBody: JsonSchema = {
+  type: "object",
+  required: ["name", "source", "source_revision_config"],
+  properties: {
+    name: { type: "string", minLength: 1, maxLength: 63 },
+    source: { type: "string", description: 'only "internal_source" is supported' },
+    source_config: nullable({ type: "object" }),
+    source_revision_config: nullable(sourceRevisionConfigRequest),
+    secrets: nullable({ type: "array", items: secret }),
+    secret_references: nullable({ type: "array", items: secretReference }),
+  },
+};
+
+export const deploymentPatchBody: JsonSchema = {
+  type: "object",
+  properties: {
+    name: str,
+    revision_source: nullable(str),
+    source_config: nullable({ type: "object" }),
+    source_revision_config: nullable(sourceRevisionConfigRequest),
+    secrets: nullable({ type: "array", items: secret }),
+    secret_references: nullable({ type: "array", items: secretReference }),
+    display_name: nullable({ type: "string", maxLength: 200 }),
+  },
+};
+
+const paging = {
+  limit: { type: "integer", minimum: 1, maximum: 100, default: 20 },
+  offset: { type: "integer", minimum: 0, default: 0 },
+} satisfies Record<string, JsonSchema>;
+
+export const deploymentListQuery: JsonSchema = {
+  type: "object",
+  properties: {
+    ...paging,
+    name_contains: str,
+    status: { type: "string", description: `comma-separated deployment statuses (${DEPLOYMENT_STATUSES.join(", ")})` },
+    deployment_ids: { type: "string", description: "comma-separated deployment ids" },
+  },
+};
+
+export const revisionListQuery: JsonSchema = {
+  type: "object",
+  properties: {
+    ...paging,
+    status: { type: "string", description: `comma-separated revision statuses (${REVISION_STATUSES.join(", ")})` },
+  },
+};
+
+export const deploymentSchema: JsonSchema = {
+  type: "object",
+  required: ["id", "name", "source", "source_config", "source_revision_config", "secrets", "tenant_id", "created_at", "updated_at", "status", "latest_revision_id", "active_revision_id", "url"],
+  properties: {
+    id: uuid,
+    name: str,
+    source: { type: "string", enum: ["internal_source"] },
+    source_config: nullable({ type: "object" }),
+    source_revision_config: { type: "object", properties: { langgraph_config_path: str } },
+    secrets: { type: "array", items: { ...secret, description: "values are masked" } },
+    secret_references: nullable({ type: "array", items: secretReference }),
+    tenant_id: str,
+    created_at: dateTime,
+    updated_at: dateTime,
+    status: { type: "string", enum: DEPLOYMENT_STATUSES },
+    latest_revision_id: nullable(uuid),
+    active_revision_id: nullable(uuid),
+    image_version: nullable(str),
+    display_name: nullable(str),
+    url: { type: "string", description: "base URL of the deployment server (Troupe addition)" },
+  },
+};
+
+export const revisionSchema: JsonSchema = {
+  type: "object",
+  required: ["id", "created_at", "updated_at", "status", "source", "source_revision_config"],
+  properties: {
+    id: uuid,
+    created_at: dateTime,
+    updated_at: dateTime,
+    status: { type: "string", enum: REVISION_STATUSES },
+    source: { type: "string", enum: ["internal_source"] },
+    source_revision_config: { type: "object", properties: { langgraph_config_path: str } },
+    status_message: { ...nullable(str), description: "why the revision failed or was skipped (Troupe addition)" },
+    restart_count: { type: "integer", description: "crash restarts of this revision's server (Troupe addition)" },
+  },
+};
+
+export const listOf = (item: JsonSchema): JsonSchema => ({
+  type: "object",
+  required: ["resources", "offset"],
+  properties: { resources: { type: "array", items: item }, offset: { type: "integer", description: "offset of the next page" } },
+});
