@@ -51,7 +51,7 @@ describe("thread crons", () => {
     expect(cron.assistant_id).toMatch(/^[0-9a-f-]{36}$/); // graph id resolved to the default assistant
     expect(Date.parse(cron.next_run_date!)).toBeGreaterThan(Date.now() - 1_000);
 
-    const runs = await until("2 finished cron runs", 5_000, async () => {
+    const runs = await until("2 finished cron runs", 15_000, async () => {
       const done = await finishedRuns(thread.thread_id);
       return done.length >= 2 ? done : undefined;
     });
@@ -78,7 +78,7 @@ describe("thread crons", () => {
     await client.crons.delete(cron.cron_id);
     expect(await client.crons.count({ threadId: thread.thread_id })).toBe(0);
     expect((await raw(`/runs/crons/${cron.cron_id}`, { method: "DELETE" })).status).toBe(404);
-  }, 15_000);
+  }, 40_000);
 
   it("answer 404 for an unknown thread and 422 for a bad schedule or timezone", async () => {
     const missing = "00000000-0000-4000-8000-000000000000";
@@ -110,7 +110,7 @@ describe("stateless crons", () => {
     expect(kept).toMatchObject({ thread_id: null, on_run_completed: "keep" });
     expect(deleted).toMatchObject({ thread_id: null, on_run_completed: "delete" });
 
-    const threads = await until("2 kept threads", 3_500, async () => {
+    const threads = await until("2 kept threads", 12_000, async () => {
       const ts = await client.threads.search({ metadata: { cron_id: kept.cron_id }, limit: 100 });
       return ts.length >= 2 && ts.every((t) => t.status === "idle") ? ts : undefined;
     });
@@ -133,7 +133,7 @@ describe("stateless crons", () => {
 
     await client.crons.delete(kept.cron_id);
     await client.crons.delete(deleted.cron_id);
-  }, 10_000);
+  }, 30_000);
 
   it("stop at end_time, and patching end_time to null restarts the schedule", async () => {
     const thread = await client.threads.create();
@@ -150,17 +150,17 @@ describe("stateless crons", () => {
     const reopened = (await client.crons.update(cron.cron_id, { endTime: null, schedule: "*/1 * * * * *" })) as Cron;
     expect(reopened).toMatchObject({ end_time: null, schedule: "*/1 * * * * *" });
     expect(reopened.next_run_date).not.toBeNull();
-    await until("a run after reopening", 2_500, async () =>
+    await until("a run after reopening", 10_000, async () =>
       (await client.runs.list(thread.thread_id, { limit: 100 })).length > count ? true : undefined);
     await client.crons.delete(cron.cron_id);
-  }, 10_000);
+  }, 30_000);
 });
 
 describe("restart", () => {
   it("crons survive a graceful restart and keep firing", async () => {
     const thread = await client.threads.create();
     const cron = await client.crons.createForThread(thread.thread_id, "echo", { schedule: EVERY_SECOND, input: human("again") });
-    await until("a first run", 4_000, async () => ((await finishedRuns(thread.thread_id)).length >= 1 ? true : undefined));
+    await until("a first run", 12_000, async () => ((await finishedRuns(thread.thread_id)).length >= 1 ? true : undefined));
     await server.stop();
     const restartedAt = Date.now(); // the old process is gone: any later run is the new server's
     server = await startTestServer({ dataDir: server.dataDir, workers: 1 });
@@ -170,7 +170,7 @@ describe("restart", () => {
     // recomputed at startup (missed ticks are not replayed), so not the stale pre-shutdown value
     expect(Date.parse(persisted.next_run_date!)).toBeGreaterThan(Date.now() - 1_000);
     // a run created (any status) after the restart proves the cron fired in the new process
-    await until("a run created after the restart", 4_000, async () =>
+    await until("a run created after the restart", 15_000, async () =>
       (await client.runs.list(thread.thread_id, { limit: 100 })).some((r) => Date.parse(r.created_at) > restartedAt) ? true : undefined);
-  }, 30_000);
+  }, 60_000);
 });
