@@ -206,12 +206,12 @@ describe("deployment server: X-Api-Key of the deployment's organization", () => 
     expect((await api("DELETE", `/v2/api-keys/${created.body.prefix}`, acmeKey)).status).toBe(204);
     const revokedAt = Date.now();
     let status = 200;
-    while (status !== 401 && Date.now() - revokedAt < 5_000) {
+    while (status !== 401 && Date.now() - revokedAt < 8_000) {
       status = await statusOf(client.threads.search({ limit: 1 }));
       if (status !== 401) await new Promise((r) => setTimeout(r, 100));
     }
     expect(status).toBe(401);
-    expect(Date.now() - revokedAt).toBeLessThan(3_000); // 2 s cache + slack
+    expect(Date.now() - revokedAt).toBeLessThan(4_500); // 2 s cache + slack for a loaded 2-core CI machine
     // the original key is unaffected
     expect(await statusOf(new Client({ apiUrl: server.url, apiKey: acmeKey }).threads.search({ limit: 1 }))).toBe(200);
   });
