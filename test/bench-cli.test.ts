@@ -1,0 +1,27 @@
+// The bench CLI end to end against a spawned Troupe server: it runs the chosen scenarios, prints
+// its table and writes a JSON report with non-zero throughput and no errors.
+import { describe, expect, it } from "vitest";
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { REPO } from "./helpers/server.ts";
+import { useServer } from "./helpers/suite.ts";
+
+const run = promisify(execFile);
+const fx = useServer({ workers: 1 });
+
+describe("bench CLI", () => {
+  it("measures /ok, thread creation and runs/wait and writes JSON", async () => {
+    const out = join(mkdtempSync(join(tmpdir(), "troupe-bench-")), "r.json");
+    const { stdout } = await run(process.execPath, [join(REPO, "bin/troupe-bench.js"), "--url", fx.server.url, "--only", "ok,thread-create,wait-c1", "--duration", "1", "--out", out], { cwd: REPO, timeout: 120_000 });
+    expect(stdout).toMatch(/thread-create\s+throughput/);
+    const report = JSON.parse(readFileSync(out, "utf8")) as { scenarios: { name: string; metrics: { metric: string; value: unknown }[]; errors: { count: number } }[] };
+    expect(report.scenarios.map((s) => s.name)).toEqual(["ok", "thread-create", "wait-c1"]);
+    for (const s of report.scenarios) {
+      expect(Number(s.metrics.find((m) => m.metric === "throughput")?.value)).toBeGreaterThan(0);
+      expect(s.errors.count).toBe(0);
+    }
+  }, 150_000);
+});
