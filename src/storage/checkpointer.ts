@@ -7,6 +7,8 @@ import {
   type CheckpointPendingWrite, type CheckpointTuple, type PendingWrite, type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
 import { TroupeError } from "../errors.ts";
+import { BlobCache } from "./blob-cache.ts";
+import { MessageCachingSerde } from "./message-serde.ts";
 import type { Storage, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, StoredWrite } from "./env.ts";
 
 /*
@@ -20,6 +22,9 @@ import type { Storage, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, St
  *   children inherit the tag while the version is unchanged. Otherwise the tag is "".
  * - writes [thread, ns, id, task, idx]: pending writes, returned in writesSortKey order.
  * Reads are synchronous LMDB reads; put/putWrites resolve after their transaction commits.
+ * Long threads: the serde is wrapped in MessageCachingSerde (per-message JSON cache on put) and
+ * decoded message-list blobs are kept in a BlobCache (filled on put and read, verified against
+ * the stored bytes on every hit), so a run costs O(new messages), not O(history), in (de)serialization.
  */
 
 type CheckpointKey = [string, string, string];
@@ -32,10 +37,12 @@ const KEY_CHUNK = 128;
 
 export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   private readonly storage: Storage;
+  private readonly blobCache: BlobCache;
 
-  constructor(storage: Storage, serde?: SerializerProtocol) {
-    super(serde);
+  constructor(storage: Storage, serde?: SerializerProtocol, blobCacheBytes?: number) {
+    super(serde instanceof MessageCachingSerde ? serde : new MessageCachingSerde(serde));
     this.storage = storage;
+    this.blobCache = new BlobCache(blobCacheBytes);
   }
 
   async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
@@ -107,6 +114,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
           }
         }
         blobDb.putSync([threadId, ns, ch, version, tag], { type: blobs[i][0], value: blobs[i][1] });
+        this.blobCache.set(BlobCache.key(threadId, ns, ch, version, tag), threadId, blobs[i][0], blobs[i][1], values[ch]);
         created.push([ch, version, tag]);
       });
       const record: StoredCheckpoint = { type, checkpoint: bytes, metadataType, metadata: metadataBytes, parentId, runId, blobs: created };
@@ -140,6 +148,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   async deleteThread(threadId: string): Promise<void> {
     const { checkpoints, writes, blobs } = this.storage;
     const range = { start: [threadId], end: [threadId, MAX_KEY] };
+    this.blobCache.removeThread(threadId);
     await this.storage.root.transaction(() => {
       for (const key of Array.from(checkpoints.getKeys(range))) checkpoints.removeSync(key);
       for (const key of Array.from(writes.getKeys(range))) writes.removeSync(key);
@@ -194,7 +203,10 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         removed += 1;
         checkpoints.removeSync(key);
         for (const writeKey of Array.from(writes.getKeys({ start: key, end: [...key, MAX_KEY] }))) writes.removeSync(writeKey);
-        for (const [channel, version, tag] of value.blobs) blobs.removeSync([threadId, key[1], channel, version, tag]);
+        for (const [channel, version, tag] of value.blobs) {
+          blobs.removeSync([threadId, key[1], channel, version, tag]);
+          this.blobCache.remove(BlobCache.key(threadId, key[1], channel, version, tag));
+        }
       }
       for (const { key, value } of Array.from(writes.getRange(range))) if (value.runId === runId) writes.removeSync(key);
       return removed;
@@ -230,7 +242,16 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       const tagged = tags?.[channel];
       const tag = tagged !== undefined && tagged[0] === version ? tagged[1] : "";
       const blob = this.storage.blobs.get([threadId, ns, channel, version, tag]);
-      if (blob !== undefined) values[channel] = await this.serde.loadsTyped(blob.type, blob.value);
+      if (blob === undefined) continue;
+      const cacheKey = BlobCache.key(threadId, ns, channel, version, tag);
+      const cached = this.blobCache.get(cacheKey, blob.type, blob.value);
+      if (cached !== undefined) {
+        values[channel] = cached;
+        continue;
+      }
+      const value: unknown = await this.serde.loadsTyped(blob.type, blob.value);
+      this.blobCache.set(cacheKey, threadId, blob.type, blob.value, value);
+      values[channel] = value;
     }
     return values;
   }

@@ -1,0 +1,122 @@
+// Incremental JSON for message lists: each message's JSON is cached per message object, and the
+// joined JSON of the last list seen (per first message) is reused when a list only appends to it.
+/*
+ * Used for checkpoint blobs (message-serde.ts) and wire chunks (actors/wire.ts), where a long
+ * thread's whole history is re-serialized on every step. Assumption: a message is not mutated in
+ * place once serialized; a changed id, content or lc_kwargs object is detected (that covers
+ * messagesStateReducer assigning a missing id), other in-place edits are not.
+ */
+
+export interface MessageFields {
+  id?: unknown;
+  content?: unknown;
+  lc_kwargs: unknown;
+}
+
+interface ItemEntry {
+  json: string;
+  id: unknown;
+  content: unknown;
+  kwargs: unknown;
+}
+
+interface ListEntry {
+  list: MessageFields[];
+  ids: unknown[];
+  contents: unknown[];
+  kwargs: unknown[];
+  /** the items' JSON joined by "," */
+  body: string;
+  /** `body` UTF-8 encoded, once arrayBytes made it */
+  bytes?: Uint8Array;
+}
+
+const OPEN = 0x5b; // [
+const CLOSE = 0x5d; // ]
+
+export class MessageListJson {
+  private readonly items = new WeakMap<object, ItemEntry>();
+  /** keyed by the list's first message: one entry per conversation */
+  private readonly lists = new WeakMap<object, ListEntry>();
+
+  /** The cached JSON of one message, if it is still valid. */
+  lookup(m: MessageFields): string | undefined {
+    const hit = this.items.get(m);
+    return hit !== undefined && hit.id === m.id && hit.content === m.content && hit.kwargs === m.lc_kwargs ? hit.json : undefined;
+  }
+
+  store(m: MessageFields, json: string): void {
+    this.items.set(m, { json, id: m.id, content: m.content, kwargs: m.lc_kwargs });
+  }
+
+  /** Messages of `list` whose JSON arrayJson would have to compute (so async producers can fill them first). */
+  missing(list: MessageFields[]): MessageFields[] {
+    const { from } = this.reusable(list);
+    const out: MessageFields[] = [];
+    for (let i = from; i < list.length; i++) if (this.lookup(list[i]) === undefined) out.push(list[i]);
+    return out;
+  }
+
+  /** "[" + every item's JSON joined by "," + "]"; `compute` makes the JSON of a message not cached yet. */
+  arrayJson(list: MessageFields[], compute: (m: MessageFields) => string): string {
+    return `[${this.update(list, compute).entry.body}]`;
+  }
+
+  /** arrayJson UTF-8 encoded; an append only encodes the new messages (the rest is a byte copy). */
+  arrayBytes(list: MessageFields[], compute: (m: MessageFields) => string, encoder: TextEncoder): Uint8Array {
+    const { entry, previous, rest } = this.update(list, compute);
+    const head = previous?.bytes;
+    if (head === undefined) {
+      const out = encoder.encode(`[${entry.body}]`);
+      entry.bytes = out.subarray(1, out.length - 1);
+      return out;
+    }
+    const tail = rest === "" ? new Uint8Array(0) : encoder.encode(head.length === 0 ? rest : `,${rest}`);
+    const out = new Uint8Array(head.length + tail.length + 2);
+    out[0] = OPEN;
+    out.set(head, 1);
+    out.set(tail, 1 + head.length);
+    out[out.length - 1] = CLOSE;
+    entry.bytes = out.subarray(1, out.length - 1);
+    return out;
+  }
+
+  private update(list: MessageFields[], compute: (m: MessageFields) => string): { entry: ListEntry; previous: ListEntry | undefined; rest: string } {
+    if (list.length === 0) return { entry: { list: [], ids: [], contents: [], kwargs: [], body: "" }, previous: undefined, rest: "" };
+    const { last, from } = this.reusable(list);
+    const reuse = last !== undefined;
+    const parts = new Array<string>(list.length - from);
+    for (let i = from; i < list.length; i++) {
+      const m = list[i];
+      let json = this.lookup(m);
+      if (json === undefined) {
+        json = compute(m);
+        this.store(m, json);
+      }
+      parts[i - from] = json;
+    }
+    const rest = parts.join(",");
+    const body = last !== undefined ? (rest === "" ? last.body : `${last.body},${rest}`) : rest;
+    const tail = list.slice(from);
+    const entry: ListEntry = {
+      list: reuse ? last.list.concat(tail) : tail,
+      ids: reuse ? last.ids.concat(tail.map((m) => m.id)) : tail.map((m) => m.id),
+      contents: reuse ? last.contents.concat(tail.map((m) => m.content)) : tail.map((m) => m.content),
+      kwargs: reuse ? last.kwargs.concat(tail.map((m) => m.lc_kwargs)) : tail.map((m) => m.lc_kwargs),
+      body,
+    };
+    this.lists.set(list[0], entry);
+    return { entry, previous: last, rest };
+  }
+
+  /** The last list of this conversation, when `list` starts with all of it (unchanged); `from` = its length. */
+  private reusable(list: MessageFields[]): { last: ListEntry | undefined; from: number } {
+    const last = list.length === 0 ? undefined : this.lists.get(list[0]);
+    if (last === undefined || last.list.length > list.length) return { last: undefined, from: 0 };
+    for (let k = 0; k < last.list.length; k++) {
+      const m = list[k];
+      if (m !== last.list[k] || m.id !== last.ids[k] || m.content !== last.contents[k] || m.lc_kwargs !== last.kwargs[k]) return { last: undefined, from: 0 };
+    }
+    return { last, from: last.list.length };
+  }
+}

@@ -1,0 +1,55 @@
+// Checkpoint serde wrapper that caches each LangChain message's JSON, so re-putting a long message
+// list (every step of a run on a long thread) only serializes the messages that are new.
+import { JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import { MessageListJson, type MessageFields } from "./message-list-json.ts";
+
+/*
+ * Output is byte-identical to the inner serde's: JSON.stringify of an array is "[" + the items'
+ * JSON joined by "," + "]", and each item's JSON comes from the inner serde itself.
+ * Assumption: a message is not mutated in place after it was serialized (see message-list-json.ts
+ * for the edits that are detected).
+ */
+
+interface SerializableMessage extends MessageFields {
+  toDict(): unknown;
+}
+
+export function isLangChainMessage(v: unknown): v is SerializableMessage {
+  return typeof v === "object" && v !== null && "lc_kwargs" in v && typeof (v as { toDict?: unknown }).toDict === "function";
+}
+
+const MIN_ITEMS = 2;
+
+/** Thrown by arrayJson's compute: every message was to be serialized beforehand. */
+class NotPrepared extends Error {}
+
+export class MessageCachingSerde implements SerializerProtocol {
+  readonly inner: SerializerProtocol;
+  private readonly cache = new MessageListJson();
+  private readonly encoder = new TextEncoder();
+  private readonly decoder = new TextDecoder();
+
+  constructor(inner?: SerializerProtocol) {
+    this.inner = inner ?? new JsonPlusSerializer();
+  }
+
+  async dumpsTyped(value: unknown): Promise<[string, Uint8Array]> {
+    if (!Array.isArray(value) || value.length < MIN_ITEMS || !value.every(isLangChainMessage)) return this.inner.dumpsTyped(value);
+    for (const message of this.cache.missing(value)) {
+      const [type, bytes] = await this.inner.dumpsTyped(message);
+      if (type !== "json") return this.inner.dumpsTyped(value);
+      this.cache.store(message, typeof bytes === "string" ? bytes : this.decoder.decode(bytes));
+    }
+    try {
+      return ["json", this.cache.arrayBytes(value, () => { throw new NotPrepared(); }, this.encoder)];
+    } catch (err) {
+      // a message changed while the missing ones were serialized: do it the plain way
+      if (err instanceof NotPrepared) return this.inner.dumpsTyped(value);
+      throw err;
+    }
+  }
+
+  loadsTyped(type: string, data: Uint8Array | string): Promise<unknown> {
+    return this.inner.loadsTyped(type, data);
+  }
+}

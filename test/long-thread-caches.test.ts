@@ -1,0 +1,202 @@
+// Caches that keep runs on long threads cheap: per-message checkpoint JSON (MessageCachingSerde),
+// decoded message-list blobs (BlobCache in LmdbCheckpointSaver) and per-message wire JSON (wire.ts).
+import { AIMessage, AIMessageChunk, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import { MessagesAnnotation, START, END, StateGraph, messagesStateReducer } from "@langchain/langgraph";
+import { JsonPlusSerializer, emptyCheckpoint, uuid6, type Checkpoint } from "@langchain/langgraph-checkpoint";
+import type { RunnableConfig } from "@langchain/core/runnables";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
+import { openStorage, type Storage } from "../src/storage/env.ts";
+import { MessageCachingSerde } from "../src/storage/message-serde.ts";
+import { BlobCache } from "../src/storage/blob-cache.ts";
+import { toJsonText } from "../src/actors/wire.ts";
+
+function conversation(): BaseMessage[] {
+  return messagesStateReducer([], [
+    { role: "human", content: "hi" },
+    new HumanMessage({ content: [{ type: "text", text: "x \u2028 \"q\"" }], name: "bob" }),
+    new AIMessage({ content: "", tool_calls: [{ id: "c1", name: "f", args: { a: 1, nested: { b: [1, 2] } } }] }),
+    new ToolMessage({ content: "result", tool_call_id: "c1", artifact: { big: 1n.toString() } }),
+    new SystemMessage("sys"),
+    new AIMessageChunk({ content: "chunk" }),
+    new AIMessage({ content: "with meta", response_metadata: { model: "m" }, usage_metadata: { input_tokens: 1, output_tokens: 2, total_tokens: 3 } }),
+  ]);
+}
+
+const bytesOf = (v: Uint8Array): string => Buffer.from(v).toString("utf8");
+
+describe("MessageCachingSerde", () => {
+  it("writes exactly the inner serde's bytes, before and after messages were cached", async () => {
+    const inner = new JsonPlusSerializer();
+    const serde = new MessageCachingSerde(inner);
+    const messages = conversation();
+    const expected = await inner.dumpsTyped(messages);
+    expect(await serde.dumpsTyped(messages)).toEqual(expected);
+    const again = await serde.dumpsTyped(messages);
+    expect(again[0]).toBe("json");
+    expect(bytesOf(again[1])).toBe(bytesOf(expected[1]));
+    // a longer list reusing cached items, as every step of a run does
+    const longer = messagesStateReducer(messages, [new AIMessage("next")]);
+    expect(bytesOf((await serde.dumpsTyped(longer))[1])).toBe(bytesOf((await inner.dumpsTyped(longer))[1]));
+    // revived messages re-serialize as the inner serde does
+    const revived = (await serde.loadsTyped("json", (await serde.dumpsTyped(longer))[1])) as BaseMessage[];
+    expect(bytesOf((await serde.dumpsTyped(revived))[1])).toBe(bytesOf((await inner.dumpsTyped(revived))[1]));
+    // edits that are not appends: a message replaced by id, one removed, an id assigned in place
+    const replaced = messagesStateReducer(longer, [new AIMessage({ content: "replaced", id: longer[2].id })]);
+    expect(bytesOf((await serde.dumpsTyped(replaced))[1])).toBe(bytesOf((await inner.dumpsTyped(replaced))[1]));
+    const removed = replaced.filter((_, i) => i !== 1);
+    expect(bytesOf((await serde.dumpsTyped(removed))[1])).toBe(bytesOf((await inner.dumpsTyped(removed))[1]));
+    const anonymous = new HumanMessage("no id yet");
+    const withAnon = [...removed, anonymous];
+    await serde.dumpsTyped(withAnon);
+    const grown = messagesStateReducer(withAnon, [new AIMessage("after")]); // assigns anonymous an id in place
+    expect(anonymous.id).toBeTruthy();
+    const grownText = bytesOf((await serde.dumpsTyped(grown))[1]);
+    expect(grownText).toContain(String(anonymous.id));
+    expect(grownText).toBe(bytesOf((await inner.dumpsTyped(grown))[1]));
+    // non-message values go to the inner serde untouched
+    const mixed = { a: [1, 2], s: new Set([1]) };
+    expect(bytesOf((await serde.dumpsTyped(mixed))[1])).toBe(bytesOf((await inner.dumpsTyped(mixed))[1]));
+  });
+
+  it("notices an id assigned or content replaced after caching", async () => {
+    const serde = new MessageCachingSerde();
+    const a = new HumanMessage("a");
+    const b = new AIMessage({ content: "b", id: "b1" });
+    await serde.dumpsTyped([a, b]);
+    a.id = "late-id";
+    a.lc_kwargs.id = "late-id";
+    b.content = "changed";
+    b.lc_kwargs.content = "changed";
+    const text = bytesOf((await serde.dumpsTyped([a, b]))[1]);
+    expect(text).toContain("late-id");
+    expect(text).toContain("changed");
+    expect(text).toBe(bytesOf((await new JsonPlusSerializer().dumpsTyped([a, b]))[1]));
+  });
+});
+
+describe("LmdbCheckpointSaver blob cache", () => {
+  let dir: string;
+  let storage: Storage;
+  let saver: LmdbCheckpointSaver;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "troupe-blobcache-"));
+    storage = openStorage(dir);
+    saver = new LmdbCheckpointSaver(storage);
+  });
+  afterEach(async () => {
+    await storage.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const cfg = (thread_id: string, checkpoint_id?: string): RunnableConfig =>
+    ({ configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) } });
+  const ckpt = (messages: BaseMessage[]): Checkpoint =>
+    ({ ...emptyCheckpoint(), id: uuid6(-1), channel_values: { messages }, channel_versions: { messages: 1 } });
+  const put = (thread: string, messages: BaseMessage[], runId: string) =>
+    saver.put(cfg(thread), ckpt(messages), { source: "loop", step: 0, parents: {}, run_id: runId } as never, { messages: 1 });
+  const loaded = async (s: LmdbCheckpointSaver, thread: string): Promise<BaseMessage[]> =>
+    (await s.getTuple(cfg(thread)))?.checkpoint.channel_values.messages as BaseMessage[];
+
+  it("serves the put value (as a fresh array) without reviving it", async () => {
+    const messages = [new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "yo", id: "a1" })];
+    await put("t", messages, "r1");
+    const first = await loaded(saver, "t");
+    expect(first).not.toBe(messages);
+    expect(first[0]).toBe(messages[0]); // from the cache, not revived
+    first.push(new AIMessage("local edit"));
+    messages.push(new AIMessage("edit after put"));
+    expect((await loaded(saver, "t")).map((m) => m.content)).toEqual(["hi", "yo"]);
+    // a cold saver revives the same values
+    const cold = await loaded(new LmdbCheckpointSaver(storage), "t");
+    expect(cold[0]).not.toBe(messages[0]);
+    expect(cold.map((m) => [m.getType(), m.id, m.content])).toEqual([["human", "h1", "hi"], ["ai", "a1", "yo"]]);
+  });
+
+  it("never serves a deleted thread's or rolled-back run's values for a re-used blob key", async () => {
+    await put("t", [new HumanMessage({ content: "old", id: "1" }), new AIMessage({ content: "old", id: "2" })], "r1");
+    expect((await loaded(saver, "t"))[0].content).toBe("old");
+    await saver.deleteThread("t");
+    await put("t", [new HumanMessage({ content: "new", id: "1" }), new AIMessage({ content: "new", id: "2" })], "r2");
+    expect((await loaded(saver, "t"))[0].content).toBe("new");
+    expect(await saver.deleteCheckpointsOfRun("t", "r2")).toBe(1);
+    expect(await saver.getTuple(cfg("t"))).toBeUndefined();
+    await put("t", [new HumanMessage({ content: "third", id: "1" }), new AIMessage({ content: "third", id: "2" })], "r3");
+    expect((await loaded(saver, "t"))[0].content).toBe("third");
+  });
+
+  it("checks cached entries against the stored bytes (writes by another saver on the same env)", async () => {
+    await put("t", [new HumanMessage({ content: "mine", id: "1" }), new AIMessage({ content: "mine", id: "2" })], "r1");
+    expect((await loaded(saver, "t"))[0].content).toBe("mine");
+    const other = new LmdbCheckpointSaver(storage);
+    await other.deleteThread("t");
+    await other.put(cfg("t"), ckpt([new HumanMessage({ content: "theirs", id: "1" }), new AIMessage({ content: "theirs", id: "2" })]),
+      { source: "loop", step: 0, parents: {} }, { messages: 1 });
+    expect((await loaded(saver, "t"))[0].content).toBe("theirs");
+  });
+
+  it("stays within its byte budget, evicting least recently used entries", () => {
+    const cache = new BlobCache(1000);
+    const value = [new HumanMessage("x"), new HumanMessage("y")];
+    for (let i = 0; i < 10; i++) cache.set(`k${i}`, "t", "json", new Uint8Array(200), value);
+    expect(cache.totalBytes).toBeLessThanOrEqual(1000);
+    expect(cache.get("k0", "json", new Uint8Array(200))).toBeUndefined();
+    expect(cache.get("k9", "json", new Uint8Array(200))).toHaveLength(2);
+    expect(cache.get("k9", "json", new Uint8Array([1, ...new Uint8Array(199)]))).toBeUndefined();
+    cache.set("a", "t2", "json", new Uint8Array(10), value);
+    cache.removeThread("t2");
+    expect(cache.get("a", "json", new Uint8Array(10))).toBeUndefined();
+  });
+
+  it("runs a long thread with the same results as a cold saver", async () => {
+    const graph = new StateGraph(MessagesAnnotation)
+      .addNode("echo", (s: typeof MessagesAnnotation.State) => ({ messages: [new AIMessage({ content: `echo ${String(s.messages.at(-1)?.content)}` })] }))
+      .addEdge(START, "echo").addEdge("echo", END)
+      .compile({ checkpointer: saver });
+    for (let i = 0; i < 20; i++) await graph.invoke({ messages: [{ role: "human", content: `m${i}` }] }, cfg("g"));
+    const warm = (await graph.getState(cfg("g"))).values.messages as BaseMessage[];
+    const cold = (await graph.withConfig({}).getState(cfg("g"))).values.messages as BaseMessage[];
+    const coldSaver = await loaded(new LmdbCheckpointSaver(storage), "g");
+    expect(warm).toHaveLength(40);
+    expect(toJsonText(warm)).toBe(toJsonText(coldSaver));
+    expect(toJsonText(cold)).toBe(toJsonText(coldSaver));
+    expect(coldSaver.at(-1)?.content).toBe("echo m19");
+  });
+});
+
+describe("wire JSON cache", () => {
+  /** The replacer wire.ts used before the fast path (the reference output). */
+  function reference(value: unknown): string {
+    return JSON.stringify(value, function (this: Record<string, unknown>, key: string, v: unknown) {
+      const original = this[key] as { lc_kwargs?: unknown; toDict?: () => { type: string; data: Record<string, unknown> } } | undefined;
+      if (typeof original === "object" && original !== null && "lc_kwargs" in original && typeof original.toDict === "function") {
+        const d = original.toDict();
+        return { ...d.data, type: d.type };
+      }
+      return typeof v === "bigint" ? v.toString() : v;
+    }) ?? "null";
+  }
+
+  it("emits exactly the replacer's output for states and message lists, cached or not", () => {
+    const messages = conversation();
+    const state = { messages, count: 3n, other: { nested: [new AIMessage("inner")], when: new Date(0) }, skip: undefined, fn: () => 1, list: [1, "a"] };
+    for (let round = 0; round < 2; round++) {
+      expect(toJsonText(state)).toBe(reference(state));
+      expect(toJsonText(messages)).toBe(reference(messages));
+      expect(toJsonText({ messages })).toBe(reference({ messages }));
+    }
+    expect(toJsonText([messages[0]])).toBe(reference([messages[0]]));
+    const longer = messagesStateReducer(messages, [new AIMessage("appended")]);
+    expect(toJsonText({ messages: longer })).toBe(reference({ messages: longer }));
+    const replaced = messagesStateReducer(longer, [new AIMessage({ content: "replaced", id: longer[1].id })]);
+    expect(toJsonText({ messages: replaced })).toBe(reference({ messages: replaced }));
+    expect(toJsonText({ messages: longer })).toBe(reference({ messages: longer }));
+    expect(toJsonText(replaced.slice(0, 3))).toBe(reference(replaced.slice(0, 3)));
+    messages[0].content = "edited";
+    expect(toJsonText({ messages })).toBe(reference({ messages }));
+    expect(toJsonText({ messages })).toContain("edited");
+  });
+});
