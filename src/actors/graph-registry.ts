@@ -65,6 +65,8 @@ interface LoadedGraph {
   factory?: Factory;
   lib: LangGraphLib;
   serde?: SerializerProtocol;
+  /** the checkpoint library copy the serde came from: graphs sharing it share one saver (and its cache) */
+  serdeSource?: object;
 }
 
 export interface GraphAttachments {
@@ -113,10 +115,11 @@ export class GraphRegistry {
     return graph;
   }
 
-  private savers = new Map<string, unknown>();
+  private savers = new Map<object | string, unknown>();
   private saverFor(g: LoadedGraph): unknown {
-    let s = this.savers.get(g.spec.graphId);
-    if (!s) this.savers.set(g.spec.graphId, (s = this.attach.checkpointer(g.serde)));
+    const key = g.serdeSource ?? "ours";
+    let s = this.savers.get(key);
+    if (!s) this.savers.set(key, (s = this.attach.checkpointer(g.serde)));
     return s;
   }
 
@@ -148,10 +151,11 @@ async function loadGraph(spec: GraphSpecLite): Promise<LoadedGraph> {
   const lib = ((await importFrom(dir, "@langchain/langgraph")) as unknown as LangGraphLib | undefined) ?? (ourLangGraph as unknown as LangGraphLib);
   const ckpt = (await importFrom(dir, "@langchain/langgraph-checkpoint")) as { JsonPlusSerializer?: new () => SerializerProtocol } | undefined;
   const serde = ckpt?.JsonPlusSerializer ? new ckpt.JsonPlusSerializer() : undefined;
+  const serdeSource = ckpt?.JsonPlusSerializer ? (ckpt.JsonPlusSerializer as object) : undefined;
   if (typeof exported === "function" && !isGraphLike(exported)) {
-    return { spec, factory: exported as Factory, lib, serde };
+    return { spec, factory: exported as Factory, lib, serde, serdeSource };
   }
-  return { spec, graph: await toCompiled(exported, spec), lib, serde };
+  return { spec, graph: await toCompiled(exported, spec), lib, serde, serdeSource };
 }
 
 function isGraphLike(v: unknown): boolean {

@@ -71,10 +71,11 @@ export class Dispatcher {
       if (!(err instanceof TroupeError)) console.error(`[troupe] ${req.method} ${req.path} failed:`, err);
       reply = errorReply(err);
     }
-    const extra = this.opts.commonHeaders;
-    if (extra || Object.keys(gctx.responseHeaders).length > 0) {
-      reply.headers = { ...extra, ...gctx.responseHeaders, ...reply.headers };
-    }
+    // Merge without spreading (this runs on every request): the reply's own headers win, then
+    // the guards' (rate-limit budget), then the common ones (CORS).
+    const headers = reply.headers ?? (reply.headers = {});
+    mergeMissing(headers, gctx.responseHeaders);
+    if (this.opts.commonHeaders) mergeMissing(headers, this.opts.commonHeaders);
     return reply;
   }
 
@@ -130,11 +131,17 @@ export class Dispatcher {
       headers: req.headers,
       body,
       clientIp: req.clientIp,
-      signal: req.signal,
+      get signal() {
+        return req.signal;
+      },
       auth: gctx.auth,
     };
     return def.handler(ctx);
   }
+}
+
+function mergeMissing(into: Headers, from: Headers): void {
+  for (const k in from) if (into[k] === undefined) into[k] = from[k];
 }
 
 /** Repeated keys become arrays; single keys stay strings (ajv coerces per schema). */

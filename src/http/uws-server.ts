@@ -57,16 +57,27 @@ function onRequest(dispatcher: Dispatcher, res: HttpResponse, req: HttpRequest):
   req.forEach((k, v) => {
     headers[k] = v;
   });
-  const abort = new AbortController();
+  // The AbortController is created only if a handler asks for the signal (most never do): making
+  // one per request cost ~6% of /ok throughput.
+  let abort: AbortController | undefined;
   const state: ResState = { aborted: false, done: false, onAbort: [] };
   // uWS keeps one abort handler per response: fan out from here.
   res.onAborted(() => {
     state.aborted = true;
-    abort.abort();
+    abort?.abort();
     for (const fn of state.onAbort) fn();
   });
   const clientIp = Buffer.from(res.getRemoteAddressAsText()).toString();
-  const raw: RawRequest = { method, path, query, headers, body: null, clientIp, signal: abort.signal };
+  const raw: RawRequest = {
+    method, path, query, headers, body: null, clientIp,
+    get signal() {
+      if (!abort) {
+        abort = new AbortController();
+        if (state.aborted) abort.abort();
+      }
+      return abort.signal;
+    },
+  };
 
   const contentLength = Number(headers["content-length"] ?? "0");
   const maxBody = dispatcher.opts.maxBodyBytes;

@@ -21,7 +21,7 @@ interface Entry {
   value: unknown[];
 }
 
-export const DEFAULT_BLOB_CACHE_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_BLOB_CACHE_BYTES = 24 * 1024 * 1024;
 
 export class BlobCache {
   private readonly entries = new Map<string, Entry>();
