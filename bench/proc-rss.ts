@@ -14,6 +14,21 @@ export function readRssKiB(pid: number): number | null {
   return m === null ? 0 : Number(m[1]); // kernel threads have no VmRSS line
 }
 
+/**
+ * RssAnon / RssFile of one process in MiB: heap and stacks versus file-backed pages (for a
+ * database server mostly its memory-mapped data files, which the kernel can drop under pressure).
+ */
+export function readRssParts(pid: number): { anonMb: number; fileMb: number } | null {
+  let text: string;
+  try {
+    text = fs.readFileSync(`/proc/${pid}/status`, "latin1");
+  } catch {
+    return null;
+  }
+  const kib = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)\\s+kB`, "m").exec(text)?.[1] ?? 0);
+  return { anonMb: kib("RssAnon") / 1024, fileMb: kib("RssFile") / 1024 };
+}
+
 /** Every live descendant of `root` (children, grandchildren, …), from the ppid field of /proc/<pid>/stat. */
 export function descendants(root: number): number[] {
   const children = new Map<number, number[]>();

@@ -1,6 +1,6 @@
 // rss: the server's resident memory at the end of the bench (and the peak seen while it ran).
 import { ErrorTally } from "../error-tally.ts";
-import { readRss } from "../proc-rss.ts";
+import { readRss, readRssParts } from "../proc-rss.ts";
 import { metric } from "./metrics.ts";
 import type { Scenario, ScenarioOutcome } from "./types.ts";
 
@@ -18,9 +18,12 @@ export const rssScenario: Scenario = {
       return { metrics: [metric("rss", "n/a", "MB")], errors: errors.report(), notes: [] };
     }
     ctx.rss?.sample();
+    const parts = readRssParts(o.pid);
     return {
       metrics: [
         metric("rss", end.mb, "MB"),
+        metric("rss_anon", parts ? Number(parts.anonMb.toFixed(1)) : null, "MB"),
+        metric("rss_file", parts ? Number(parts.fileMb.toFixed(1)) : null, "MB"),
         metric("rss_start", ctx.rss?.start?.mb ?? null, "MB"),
         metric("rss_peak", ctx.rss?.peak ?? null, "MB"),
         metric("processes", end.processes, "count"),
