@@ -80,6 +80,16 @@ describe("interrupts, history, state", () => {
     expect(atCheckpoint.checkpoint.checkpoint_id).toBe(history[2].checkpoint.checkpoint_id);
   });
 
+  it("patches the latest checkpoint's metadata", async () => {
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, "echo", { input: human("m") });
+    await fx.client.threads.patchState(t.thread_id, { reviewed: true, by: "qa" });
+    const s = await fx.client.threads.getState(t.thread_id);
+    expect(s.metadata).toMatchObject({ reviewed: true, by: "qa", source: "loop" });
+    const fresh = await fx.client.threads.create();
+    await expect(fx.client.threads.patchState(fresh.thread_id, { x: 1 })).rejects.toThrow(/HTTP 404/);
+  });
+
   it("updates state as a node and refuses while busy", async () => {
     const t = await fx.client.threads.create();
     await fx.client.runs.wait(t.thread_id, "interrupt_steps", { input: { messages: ["s"] } });

@@ -40,6 +40,7 @@ export type ActorCommand =
       graphAssistant?: AssistantRecord;
     }
   | { type: "thread.patch"; threadId: string; metadata: JsonObject }
+  | { type: "thread.patch_state"; threadId: string; metadata: JsonObject; checkpointId?: string }
   | { type: "thread.delete"; threadId: string }
   | { type: "thread.copy"; threadId: string; newThreadId: string }
   | { type: "thread.state"; threadId: string; checkpoint?: CheckpointSelector; subgraphs: boolean; assistant?: AssistantRecord }
@@ -95,6 +96,7 @@ export interface ActorReplies {
   "run.delete": { deleted: boolean };
   "thread.create": ThreadRecord;
   "thread.patch": ThreadRecord;
+  "thread.patch_state": { patched: boolean };
   "thread.delete": { deleted: boolean };
   "thread.copy": ThreadRecord;
   "thread.state": JsonObject;

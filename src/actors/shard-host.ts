@@ -61,6 +61,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     copyThread: (a, b) => saver.copyThread(a, b),
     deleteCheckpointsOfRun: async (t, r) => void (await saver.deleteCheckpointsOfRun(t, r)),
     hasCheckpointOfRun: async (t, r) => saver.hasCheckpointOfRun(t, r),
+    patchMetadata: (t, patch, id) => saver.patchMetadata(t, patch, id),
   };
 
   const actors = new Map<string, ThreadActor>();

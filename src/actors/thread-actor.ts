@@ -54,6 +54,7 @@ export class ThreadActor {
         case "run.delete": return this.serial(() => this.deleteRun(cmd.runId));
         case "thread.create": return this.serial(() => this.createThread(cmd));
         case "thread.patch": return this.serial(() => this.patchThread(cmd.metadata));
+        case "thread.patch_state": return this.serial(() => this.patchState(cmd.metadata, cmd.checkpointId));
         case "thread.delete": return this.serial(() => this.deleteThread());
         case "thread.copy": return this.serial(() => this.copyThread(cmd.newThreadId));
         case "thread.state": return this.serial(() => this.state(cmd));
@@ -109,6 +110,13 @@ export class ThreadActor {
     const next: ThreadRecord = { ...t, metadata: { ...t.metadata, ...metadata }, updated_at: nowIso() };
     await this.ctx.storage.threads.put(this.threadId, next);
     return next;
+  }
+
+  private async patchState(metadata: JsonObject, checkpointId?: string): Promise<{ patched: boolean }> {
+    this.getThread();
+    const patched = await this.ctx.saver.patchMetadata(this.threadId, metadata, checkpointId);
+    if (!patched) throw notFound(`Thread ${this.threadId} has no checkpoint${checkpointId ? ` ${checkpointId}` : ""} to patch`);
+    return { patched };
   }
 
   private async deleteThread(): Promise<{ deleted: boolean }> {

@@ -234,6 +234,19 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
       },
     },
     {
+      method: "PATCH", path: "/threads/:thread_id/state", operationId: "patch_thread_state", summary: "Merge metadata into the latest checkpoint (or `checkpoint_id`)", tag: TAG,
+      params: threadParams,
+      body: body({ metadata: object, checkpoint_id: nullable(uuid) }, ["metadata"]),
+      handler: async ({ params, body: b, auth }) => {
+        const filter = await authorize(auth, "threads:update", { thread_id: params.thread_id });
+        const t = mustThread(params.thread_id);
+        if (!matchesAuthFilter(filter, t.metadata)) throw new TroupeError("FORBIDDEN", "Forbidden");
+        const q = b as { metadata: JsonObject; checkpoint_id?: string | null };
+        await pool.request({ type: "thread.patch_state", threadId: params.thread_id, metadata: q.metadata, checkpointId: q.checkpoint_id ?? undefined });
+        return empty(204);
+      },
+    },
+    {
       method: "GET", path: "/threads/:thread_id/history", operationId: "get_thread_history", summary: "States a thread went through, newest first", tag: TAG,
       params: threadParams,
       query: { type: "object", properties: { limit: { type: "integer", minimum: 1, default: 10 }, before: str } },

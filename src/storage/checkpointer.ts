@@ -61,6 +61,34 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     return undefined;
   }
 
+  /**
+   * Shallow-merges `patch` into the metadata of a thread's latest root checkpoint (or of
+   * `checkpointId`); returns false when the thread has no such checkpoint. Channel values and
+   * writes are untouched.
+   */
+  async patchMetadata(threadId: string, patch: Record<string, unknown>, checkpointId?: string): Promise<boolean> {
+    let key: CheckpointKey | undefined;
+    let record: StoredCheckpoint | undefined;
+    if (checkpointId) {
+      key = [threadId, "", checkpointId];
+      record = this.storage.checkpoints.get(key);
+    } else {
+      for (const e of this.storage.checkpoints.getRange({ start: [threadId, "", MAX_KEY], end: [threadId, ""], reverse: true, limit: 1 })) {
+        key = e.key;
+        record = e.value;
+      }
+    }
+    if (!key || !record) return false;
+    const metadata = (await this.serde.loadsTyped(record.metadataType, record.metadata)) as Record<string, unknown>;
+    const [metadataType, bytes] = await this.serde.dumpsTyped({ ...metadata, ...patch });
+    const k = key;
+    await this.storage.root.transaction(() => {
+      const current = this.storage.checkpoints.get(k);
+      if (current) this.storage.checkpoints.putSync(k, { ...current, metadataType, metadata: bytes });
+    });
+    return true;
+  }
+
   async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
     const { before, filter } = options;
     let remaining = options.limit ?? Infinity;
