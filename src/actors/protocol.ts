@@ -115,7 +115,6 @@ export interface ShardTask {
   /** env vars from the config, applied in the worker before graphs load */
   env: Record<string, string>;
   disableWebhooks: boolean;
-  webhookHeaders: Record<string, string>;
 }
 
 export interface GraphSpecLite {

@@ -17,7 +17,6 @@ export interface ShardPoolOptions {
   env: Record<string, string>;
   workers?: number;
   disableWebhooks: boolean;
-  webhookHeaders: Record<string, string>;
   /** gives each shard a direct port to the webhook worker */
   webhookPortFor?: () => MessagePort | null;
 }
@@ -73,7 +72,6 @@ export class ShardPool {
       graphs: this.opts.graphs,
       env: this.opts.env,
       disableWebhooks: this.opts.disableWebhooks,
-      webhookHeaders: this.opts.webhookHeaders,
     };
     const transferList = webhookPort ? [port2, webhookPort] : [port2];
     const shard: Shard = {

@@ -90,7 +90,6 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     env: { ...config.env },
     workers: opts.workers,
     disableWebhooks: config.http.disableWebhooks,
-    webhookHeaders: { ...config.webhooks.headers },
     webhookPortFor: () => webhooks.connectPort(),
   });
 
