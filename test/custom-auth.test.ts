@@ -13,6 +13,7 @@ import type { AuthInfo } from "../src/http/types.ts";
 import { openStorage, type Storage } from "../src/storage/env.ts";
 import { LmdbStore } from "../src/storage/store.ts";
 import { REPO, startTestServer, type TestServer } from "./helpers/server.ts";
+import { rawRequest } from "./helpers/suite.ts";
 
 const CONFIG = join(REPO, "test/fixtures/auth/service.json");
 const AUTH_FILE = join(REPO, "test/fixtures/auth/auth.ts");
@@ -28,17 +29,7 @@ let anon: Client;
 
 const clientAs = (headers: Record<string, string>) => new Client({ apiUrl: server.url, apiKey: null, defaultHeaders: headers });
 
-async function raw(path: string, init?: RequestInit): Promise<{ status: number; body: unknown; headers: Headers }> {
-  const res = await fetch(server.url + path, init);
-  const text = await res.text();
-  let body: unknown = text;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    /* not json */
-  }
-  return { status: res.status, body, headers: res.headers };
-}
+const raw = (path: string, init?: RequestInit) => rawRequest(server.url, path, init);
 
 beforeAll(async () => {
   server = await startTestServer({ config: CONFIG, workers: 1 });

@@ -1,21 +1,11 @@
 // End to end through the real @langchain/langgraph-sdk Client against a spawned server:
 // assistants, threads, runs (wait/stream/background/join), interrupts, multitask strategies.
 import { describe, expect, it } from "vitest";
-import { human, useServer } from "./helpers/suite.ts";
+import { human, rawRequest, useServer } from "./helpers/suite.ts";
 
 const fx = useServer();
 
-async function raw(path: string, init?: RequestInit): Promise<{ status: number; body: unknown; headers: Headers }> {
-  const res = await fetch(fx.server.url + path, init);
-  const text = await res.text();
-  let body: unknown = text;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    /* not json */
-  }
-  return { status: res.status, body, headers: res.headers };
-}
+const raw = (path: string, init?: RequestInit) => rawRequest(fx.server.url, path, init);
 
 describe("system", () => {
   it("answers /ok, /info, /docs and /openapi.json", async () => {

@@ -23,3 +23,16 @@ export function useServer(opts: StartOptions = {}): ServerFixture {
 }
 
 export const human = (content: string) => ({ messages: [{ role: "human", content }] });
+
+/** A plain fetch whose body is parsed as JSON when it is JSON (for asserting status, body and headers). */
+export async function rawRequest(baseUrl: string, path: string, init?: RequestInit): Promise<{ status: number; body: unknown; headers: Headers }> {
+  const res = await fetch(baseUrl + path, init);
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    /* not json */
+  }
+  return { status: res.status, body, headers: res.headers };
+}

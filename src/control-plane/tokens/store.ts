@@ -16,7 +16,7 @@ export class TokenStore {
   constructor(private readonly s: ControlPlaneStorage, private readonly cipher: TokenCipher | null) {}
 
   private all(): TokenRecord[] {
-    return [...this.s.tokens.getRange({})].map((e) => e.value as TokenRecord);
+    return [...this.s.tokens.getRange({})].map((e) => e.value as unknown as TokenRecord);
   }
 
   private owned(owner: Caller, r: TokenRecord | undefined): r is TokenRecord {
@@ -42,7 +42,7 @@ export class TokenStore {
   }
 
   get(owner: Caller, id: string): TokenRecord {
-    const r = this.s.tokens.get(id) as TokenRecord | undefined;
+    const r = this.s.tokens.get(id) as unknown as TokenRecord | undefined;
     if (!this.owned(owner, r)) throw tokenNotFound(id);
     return r;
   }
@@ -85,7 +85,7 @@ export class TokenStore {
 
   async updateMetadata(owner: Caller, id: string, u: TokenMetadataUpdate): Promise<TokenRecord> {
     return this.s.root.transaction(() => {
-      const cur = this.s.tokens.get(id) as TokenRecord | undefined;
+      const cur = this.s.tokens.get(id) as unknown as TokenRecord | undefined;
       if (!this.owned(owner, cur)) throw tokenNotFound(id);
       const now = nowIso();
       const next: TokenRecord = { ...cur, updated_at: now };
@@ -99,7 +99,7 @@ export class TokenStore {
 
   async delete(owner: Caller, id: string): Promise<void> {
     await this.s.root.transaction(() => {
-      if (!this.owned(owner, this.s.tokens.get(id) as TokenRecord | undefined)) throw tokenNotFound(id);
+      if (!this.owned(owner, this.s.tokens.get(id) as unknown as TokenRecord | undefined)) throw tokenNotFound(id);
       this.s.tokens.remove(id);
     });
   }

@@ -2,18 +2,10 @@
 // the API returns, which carries no secret by construction (fields are copied, never spread).
 import type { SealedSecret } from "./cipher.ts";
 
-export type TokenRecord = {
-  id: string;
+export type TokenRecord = OAuthTokenSummary & {
   org_id: string;
   /** the user who owns it: only they can see or change it */
   owner_user_id: string;
-  provider_id: string;
-  provider_account_label: string | null;
-  scopes: string[];
-  expires_at: string | null;
-  is_default: boolean;
-  created_at: string;
-  updated_at: string;
   /** access and refresh token, AES-256-GCM sealed (see cipher.ts) */
   secret: SealedSecret;
 };
