@@ -143,6 +143,34 @@ describe("deleteCheckpointsOfRun", () => {
   });
 });
 
+describe("queued writes", () => {
+  it("serves reads of a thread after its queued writes commit (read-your-writes)", async () => {
+    // put resolves once the transaction is queued; every read waits for the thread's queue
+    const c1 = await putChild("t", undefined, { step: 1 }, { step: 1 }, { step: 1 }, meta(0));
+    const puts = [2, 3, 4].map((step) => saver.put(cfg("t", c1), checkpoint({ step }, { step }), meta(step), { step }));
+    await Promise.all(puts);
+    const latest = await saver.getTuple(cfg("t"));
+    expect(latest?.checkpoint.channel_values).toEqual({ step: 4 });
+    const listed = [];
+    for await (const tuple of saver.list(cfg("t"))) listed.push(tuple.checkpoint.channel_values.step);
+    expect(listed).toEqual([4, 3, 2, 1]);
+    await saver.flush();
+    expect(keysOf(storage.checkpoints, "t")).toHaveLength(4);
+  });
+
+  it("reports a failed queued write on the next read of that thread only, and keeps other threads' writes", async () => {
+    const tooLong = "x".repeat(4000); // longer than LMDB's maximum key size: the transaction fails
+    const before = saver.put(cfg("a"), checkpoint({ step: 1 }, { step: 1 }), meta(0), { step: 1 });
+    const failing = saver.put(cfg(tooLong), checkpoint({ step: 1 }, { step: 1 }), meta(0), { step: 1 });
+    const after = saver.put(cfg("b"), checkpoint({ step: 2 }, { step: 1 }), meta(0), { step: 1 });
+    await Promise.all([before, failing, after]);
+    await expect(saver.getTuple(cfg(tooLong))).rejects.toThrow(/earlier checkpoint write of thread x+ failed/);
+    await expect(saver.flush(tooLong)).resolves.toBeUndefined(); // reported once
+    expect((await saver.getTuple(cfg("a")))?.checkpoint.channel_values).toEqual({ step: 1 });
+    expect((await saver.getTuple(cfg("b")))?.checkpoint.channel_values).toEqual({ step: 2 });
+  });
+});
+
 describe("durability", () => {
   it("keeps checkpoints, writes and values across closing and reopening the env", async () => {
     const c1 = await putChild("t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0));

@@ -21,7 +21,13 @@ import type { Storage, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, St
  *   the blob under tag = its checkpoint id and records channel -> [version, tag] in `tags`;
  *   children inherit the tag while the version is unchanged. Otherwise the tag is "".
  * - writes [thread, ns, id, task, idx]: pending writes, returned in writesSortKey order.
- * Reads are synchronous LMDB reads; put/putWrites resolve after their transaction commits.
+ * put/putWrites resolve once their transaction is queued, not when it commits: LangGraph awaits
+ *   every checkpoint write of a run, and waiting for lmdb-js' batched commits doubled a short run's
+ *   latency. lmdb-js commits transactions in the order they were queued, so a run's checkpoints
+ *   always commit before (or with) the actor's final run-status transaction queued after them; a
+ *   crash in between loses only checkpoints of a run that is still `running`, which recovery
+ *   re-executes. Reads of a thread first wait for its queued writes (read-your-writes), and a
+ *   failed write is reported by the next read of or write to that thread (and by flush()).
  * Long threads: the serde is wrapped in MessageCachingSerde (per-message JSON cache on put) and
  * decoded message-list blobs are kept in a BlobCache (filled on put and read, verified against
  * the stored bytes on every hit), so a run costs O(new messages), not O(history), in (de)serialization.
@@ -31,6 +37,15 @@ type CheckpointKey = [string, string, string];
 type TagMap = Record<string, [StoredChannelVersion, string]>;
 type StoredCheckpointBody = Omit<Checkpoint, "channel_values">;
 
+interface WriteQueue {
+  /** per thread: the last queued write transaction (resolves when it and every earlier one committed) */
+  byThread: Map<string, Promise<void>>;
+  /** per thread: a queued write that failed, reported once by the next read, write or flush */
+  failed: Map<string, Error>;
+}
+
+const writeQueues = new WeakMap<object, WriteQueue>();
+
 /** Sorts after every key element (ordered-binary): [...prefix, MAX_KEY] ends a prefix range. */
 const MAX_KEY = new Uint8Array([0xff]);
 const KEY_CHUNK = 128;
@@ -38,16 +53,25 @@ const KEY_CHUNK = 128;
 export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   private readonly storage: Storage;
   private readonly blobCache: BlobCache;
+  /** queued checkpoint writes of this env, shared by every saver on it in this JS thread */
+  private readonly queue: WriteQueue;
 
   constructor(storage: Storage, serde?: SerializerProtocol, blobCacheBytes?: number) {
     super(serde instanceof MessageCachingSerde ? serde : new MessageCachingSerde(serde));
     this.storage = storage;
     this.blobCache = new BlobCache(blobCacheBytes);
+    let queue = writeQueues.get(storage.root);
+    if (queue === undefined) {
+      queue = { byThread: new Map(), failed: new Map() };
+      writeQueues.set(storage.root, queue);
+    }
+    this.queue = queue;
   }
 
   async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
     const threadId = threadIdOf(config);
     if (threadId === undefined) return undefined;
+    await this.flush(threadId);
     const ns = namespaceOf(config);
     const id = getCheckpointId(config);
     if (id) {
@@ -67,6 +91,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
    * writes are untouched.
    */
   async patchMetadata(threadId: string, patch: Record<string, unknown>, checkpointId?: string): Promise<boolean> {
+    await this.flush(threadId);
     let key: CheckpointKey | undefined;
     let record: StoredCheckpoint | undefined;
     if (checkpointId) {
@@ -94,6 +119,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     let remaining = options.limit ?? Infinity;
     if (remaining <= 0) return;
     const threadId = threadIdOf(config);
+    await this.flush(threadId);
     const ns = config.configurable?.checkpoint_ns;
     const onlyId = getCheckpointId(config);
     const beforeId = before === undefined ? "" : getCheckpointId(before);
@@ -125,7 +151,8 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const runId = runIdOf(metadata, config);
     const { checkpoints, blobs: blobDb } = this.storage;
     const key: CheckpointKey = [threadId, ns, checkpoint.id];
-    await this.storage.root.transaction(() => {
+    this.throwFailedWrite(threadId);
+    this.queueWrite(threadId, () => {
       const tags = inheritedTags(parentId === null ? undefined : checkpoints.get([threadId, ns, parentId])?.tags, checkpoint, newVersions);
       let previous: StoredCheckpoint | undefined | null = null; // null: not read yet
       const created: StoredBlobRef[] = [];
@@ -161,7 +188,8 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const serialized = await Promise.all(writes.map(([, value]) => this.serde.dumpsTyped(value)));
     const runId = runIdOf(undefined, config);
     const db = this.storage.writes;
-    await this.storage.root.transaction(() => {
+    this.throwFailedWrite(threadId);
+    this.queueWrite(threadId, () => {
       writes.forEach(([channel], i) => {
         const idx = WRITES_IDX_MAP[channel] ?? i;
         const key: [string, string, string, string, number] = [threadId, ns, checkpointId, taskId, idx];
@@ -174,6 +202,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   }
 
   async deleteThread(threadId: string): Promise<void> {
+    await this.flush(threadId).catch(() => undefined); // the thread's data goes either way
     const { checkpoints, writes, blobs } = this.storage;
     const range = { start: [threadId], end: [threadId, MAX_KEY] };
     this.blobCache.removeThread(threadId);
@@ -190,6 +219,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
    */
   async copyThread(fromThreadId: string, toThreadId: string): Promise<void> {
     if (fromThreadId === toThreadId) throw new TroupeError("BAD_REQUEST", "copyThread needs two different thread ids");
+    await this.flush(fromThreadId);
     const { checkpoints, writes, blobs } = this.storage;
     const range = { start: [fromThreadId], end: [fromThreadId, MAX_KEY] };
     const copied = await Promise.all(Array.from(checkpoints.getRange(range)).map(async ({ key, value }) => {
@@ -208,7 +238,8 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   }
 
   /** Whether any checkpoint of the thread was written by the run (crash recovery: resume vs replay). */
-  hasCheckpointOfRun(threadId: string, runId: string): boolean {
+  async hasCheckpointOfRun(threadId: string, runId: string): Promise<boolean> {
+    await this.flush(threadId);
     for (const { value } of this.storage.checkpoints.getRange({ start: [threadId], end: [threadId, MAX_KEY] })) {
       if (value.runId === runId) return true;
     }
@@ -222,6 +253,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
    * checkpoints went.
    */
   async deleteCheckpointsOfRun(threadId: string, runId: string): Promise<number> {
+    await this.flush(threadId);
     const { checkpoints, writes, blobs } = this.storage;
     const range = { start: [threadId], end: [threadId, MAX_KEY] };
     return this.storage.root.transaction(() => {
@@ -239,6 +271,41 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       for (const { key, value } of Array.from(writes.getRange(range))) if (value.runId === runId) writes.removeSync(key);
       return removed;
     });
+  }
+
+  /**
+   * Resolves when every write queued for the thread (or for all threads) has committed; rejects
+   * with the error of a write that failed since the last report.
+   */
+  async flush(threadId?: string): Promise<void> {
+    if (threadId === undefined) {
+      await Promise.all(this.queue.byThread.values());
+      const [first] = this.queue.failed.keys();
+      if (first !== undefined) this.throwFailedWrite(first);
+      return;
+    }
+    const queued = this.queue.byThread.get(threadId);
+    if (queued !== undefined) await queued;
+    this.throwFailedWrite(threadId);
+  }
+
+  private queueWrite(threadId: string, write: () => void): void {
+    const committed = this.storage.root.transaction(write).then(
+      () => undefined,
+      (err: unknown) => void this.queue.failed.set(threadId, err instanceof Error ? err : new Error(String(err))),
+    );
+    const { byThread } = this.queue;
+    byThread.set(threadId, committed);
+    void committed.then(() => {
+      if (byThread.get(threadId) === committed) byThread.delete(threadId);
+    });
+  }
+
+  private throwFailedWrite(threadId: string): void {
+    const failed = this.queue.failed.get(threadId);
+    if (failed === undefined) return;
+    this.queue.failed.delete(threadId);
+    throw new TroupeError("INTERNAL", `an earlier checkpoint write of thread ${threadId} failed: ${failed.message}`);
   }
 
   private async toTuple(key: CheckpointKey, record: StoredCheckpoint, loadedMetadata?: CheckpointMetadata): Promise<CheckpointTuple> {
