@@ -125,7 +125,7 @@ describe("threads and runs", () => {
     // join-stream answers in-band, as an SSE error event
     const joined = await raw(`/threads/${t.thread_id}/runs/${run.run_id}/stream`, { headers: { Authorization: "Bearer user-b" } });
     expect(joined.status).toBe(200);
-    expect(String(joined.body)).toBe(`event: error\ndata: {"error":"Error","message":"404: Thread not found"}\n\n`);
+    expect(String(joined.body)).toBe(`:\n\nevent: error\ndata: {"error":"Error","message":"404: Thread not found"}\n\n`); // ":" opens the stream at once
     expect(await a.runs.list(t.thread_id)).toHaveLength(1);
   });
 

@@ -1,7 +1,9 @@
 // HTTP-thread side of run streams: per-run event logs fed by the actor workers, live
 // subscribers (SSE), and waiters for completion (/wait, /join). Logs of finished runs are kept
-// for a while so a late join still sees the events and the final output.
+// for a while so a late join still sees the events and the final output. Every run's start,
+// events and end are also forwarded to its thread's stream (thread-stream-hub.ts).
 import type { RunDone, RunEvent } from "./protocol.ts";
+import { ThreadStreamHub, type ThreadStreamHubOptions } from "./thread-stream-hub.ts";
 
 export interface RunSubscriber {
   onEvent(e: RunEvent): void;
@@ -32,6 +34,8 @@ export interface RunHubOptions {
    * Resumable runs keep their whole log: the client asked for replay.
    */
   maxBufferedBytes?: number;
+  /** bounds of the per-thread buffers of GET /threads/{t}/stream */
+  threadStreams?: Partial<ThreadStreamHubOptions>;
 }
 
 export class RunHub {
@@ -39,8 +43,12 @@ export class RunHub {
 
   private readonly maxBytes: number;
 
+  /** thread-level streams: every run of a thread, plus state updates published by the HTTP layer */
+  readonly threads: ThreadStreamHub;
+
   constructor(private readonly opts: RunHubOptions = { retentionMs: 60_000 }) {
     this.maxBytes = opts.maxBufferedBytes ?? 256 * 1024;
+    this.threads = new ThreadStreamHub(opts.threadStreams);
   }
 
   private log(runId: string, threadId = ""): RunLog {
@@ -63,10 +71,16 @@ export class RunHub {
     l.resumable = resumable;
     if (attempt > 1) l.events = []; // a re-executed run restarts its stream (metadata.attempt > 1)
     l.done = undefined;
+    if (this.threads.has(threadId)) {
+      this.threads.publish(threadId, "lifecycle", "run_start", JSON.stringify({ run_id: runId, thread_id: threadId, status: "running", attempt }));
+    }
   }
 
   events(runId: string, events: RunEvent[]): void {
     const l = this.log(runId);
+    if (l.threadId && this.threads.has(l.threadId)) {
+      for (const e of events) this.threads.publish(l.threadId, "run_modes", e.event, e.data);
+    }
     for (const e of events) {
       for (const s of l.subscribers) s.onEvent(e);
       // a non-resumable log that was already read has no later reader to serve
@@ -93,6 +107,11 @@ export class RunHub {
     }
     l.expireTimer = setTimeout(() => this.logs.delete(done.runId), this.opts.retentionMs);
     l.expireTimer.unref();
+    if (this.threads.has(done.threadId)) {
+      const end = { run_id: done.runId, thread_id: done.threadId, status: done.status, thread_status: done.threadStatus };
+      this.threads.publish(done.threadId, "lifecycle", "run_end", JSON.stringify(end));
+      if (done.threadStatus === "deleted") this.threads.close(done.threadId); // a stateless run's temporary thread
+    }
   }
 
   /** Final result if the run is known to have finished (in this process, recently). */

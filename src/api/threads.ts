@@ -12,6 +12,7 @@ import { page, select, sortBy } from "../http/paging.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { Json, JsonObject, ThreadRecord, ThreadStatus } from "../storage/records.ts";
+import { threadStreamRoutes } from "./thread-stream.ts";
 
 const TAG = "threads";
 const threadStatus: JsonSchema = { type: "string", enum: ["idle", "busy", "interrupted", "error"] };
@@ -78,6 +79,7 @@ function beforeId(before: unknown): string | undefined {
 
 export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
   const { pool, storage } = app;
+  const streams = pool.hub.threads; // GET /threads/{t}/stream listeners
   /** The thread, or 404 when it is missing or the auth filter hides it. */
   const mustThread = (id: string, filter?: AuthFilter): ThreadRecord => {
     const t = storage.threads.get(id);
@@ -151,15 +153,22 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     },
     {
       method: "POST", path: "/threads/prune", operationId: "prune_threads", summary: "Delete threads or keep only their latest state", tag: TAG,
-      // keep_latest is not supported yet: the enum refuses it with a 422 rather than pretending
-      body: body({ thread_ids: { type: "array", items: uuid }, strategy: { type: "string", enum: ["delete"], default: "delete" } }, ["thread_ids"]),
+      // delete: threads and all their data; keep_latest: only checkpoints older than the latest
+      // (threads with a run queued or in flight are skipped and not counted)
+      body: body({ thread_ids: { type: "array", items: uuid }, strategy: { type: "string", enum: ["delete", "keep_latest"], default: "delete" } }, ["thread_ids"]),
       handler: async ({ body: b, auth }) => {
-        const q = b as { thread_ids: string[] };
+        const q = b as { thread_ids: string[]; strategy: "delete" | "keep_latest" };
         let pruned = 0;
         for (const threadId of q.thread_ids) {
           const t = storage.threads.get(threadId);
+          if (q.strategy === "keep_latest") {
+            if (!t || !matchesAuthFilter(await authorize(auth, "threads:update", { thread_id: threadId }), t.metadata)) continue;
+            if ((await pool.request({ type: "thread.prune_history", threadId })).pruned) pruned++;
+            continue;
+          }
           if (!t || !matchesAuthFilter(await authorize(auth, "threads:delete", { thread_id: threadId }), t.metadata)) continue;
           await pool.request({ type: "thread.delete", threadId });
+          streams.close(threadId);
           pruned++;
         }
         return json({ pruned_count: pruned });
@@ -185,6 +194,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
       handler: async ({ params, auth }) => {
         mustThread(params.thread_id, await authorize(auth, "threads:delete", { thread_id: params.thread_id }));
         await pool.request({ type: "thread.delete", threadId: params.thread_id });
+        streams.close(params.thread_id);
         return empty(204);
       },
     },
@@ -230,7 +240,12 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
         if (!matchesAuthFilter(filter, t.metadata)) throw new TroupeError("FORBIDDEN", "Forbidden");
         const q = b as { values?: Json; as_node?: string | null; checkpoint_id?: string | null; checkpoint?: CheckpointSelector | null };
         const checkpoint: CheckpointSelector | undefined = q.checkpoint ?? (q.checkpoint_id ? { checkpoint_id: q.checkpoint_id } : undefined);
-        return json(await pool.request({ type: "thread.update_state", threadId: params.thread_id, values: q.values, asNode: q.as_node ?? undefined, checkpoint, assistant: graphAssistant(t) }));
+        const updated = await pool.request({ type: "thread.update_state", threadId: params.thread_id, values: q.values, asNode: q.as_node ?? undefined, checkpoint, assistant: graphAssistant(t) });
+        if (streams.has(params.thread_id)) {
+          const event = { thread_id: params.thread_id, values: q.values ?? null, as_node: q.as_node ?? null, checkpoint: updated.checkpoint };
+          streams.publish(params.thread_id, "state_update", "state_update", JSON.stringify(event));
+        }
+        return json(updated);
       },
     },
     {
@@ -265,5 +280,6 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
         return json(await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: beforeId(q.before), metadata: q.metadata ?? undefined, checkpoint: q.checkpoint ?? undefined, assistant: graphAssistant(t) }));
       },
     },
+    ...threadStreamRoutes(app),
   ];
 }

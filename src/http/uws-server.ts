@@ -170,8 +170,9 @@ function writeReply(res: HttpResponse, state: ResState, reply: Reply, closeConne
 function writeSse(res: HttpResponse, state: ResState, reply: Extract<Reply, { kind: "sse" }>): void {
   res.cork(() => {
     writeHead(res, 200, "text/event-stream", { "cache-control": "no-cache", connection: "keep-alive", ...reply.headers });
-    // flush the head now so clients see the stream open before the first event
-    res.write("");
+    // uWS sends the head only with body bytes: an SSE comment opens the stream for the client now
+    // (a join on a queued run may wait long for its first event); SSE readers skip comments.
+    res.write(":\n\n");
   });
   let ended = false;
   const cleanup = reply.start({

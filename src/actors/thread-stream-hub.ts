@@ -1,0 +1,113 @@
+// HTTP-thread side of thread streams (GET /threads/{t}/stream): fans out every run's events, run
+// starts/ends and state updates of a thread to its listeners, numbering them so Last-Event-ID can
+// resume from a bounded per-thread buffer. Threads nobody listens to cost one map lookup.
+
+export type ThreadStreamMode = "run_modes" | "lifecycle" | "state_update";
+export const THREAD_STREAM_MODES: readonly ThreadStreamMode[] = ["run_modes", "lifecycle", "state_update"];
+
+/** One event of a thread stream; data is serialized JSON text. */
+export interface ThreadStreamEvent {
+  /** increasing over the whole hub (so per thread too), never reused in this process */
+  id: number;
+  mode: ThreadStreamMode;
+  event: string;
+  data: string;
+}
+
+export interface ThreadStreamSubscriber {
+  modes: ReadonlySet<ThreadStreamMode>;
+  onEvent(e: ThreadStreamEvent): void;
+  /** the thread was deleted: the stream is over */
+  onClose(): void;
+}
+
+export interface ThreadStreamHubOptions {
+  /** events kept per thread for Last-Event-ID resumption (oldest dropped first) */
+  maxEvents: number;
+  /** bytes of event data kept per thread (oldest dropped first; the newest event always stays) */
+  maxBytes: number;
+  /** how long a thread's buffer outlives its last listener, so a reconnect can still resume */
+  retentionMs: number;
+}
+
+export const THREAD_STREAM_DEFAULTS: ThreadStreamHubOptions = { maxEvents: 1000, maxBytes: 1024 * 1024, retentionMs: 60_000 };
+
+interface Channel {
+  buffer: ThreadStreamEvent[];
+  bytes: number;
+  subscribers: Set<ThreadStreamSubscriber>;
+  expireTimer?: NodeJS.Timeout;
+}
+
+export class ThreadStreamHub {
+  private readonly channels = new Map<string, Channel>();
+  private readonly opts: ThreadStreamHubOptions;
+  private seq = 0;
+
+  constructor(opts: Partial<ThreadStreamHubOptions> = {}) {
+    this.opts = { ...THREAD_STREAM_DEFAULTS, ...opts };
+  }
+
+  /** Whether anyone listens to (or may resume) this thread's stream. */
+  has(threadId: string): boolean {
+    return this.channels.has(threadId);
+  }
+
+  /** Record and deliver an event; dropped at once when the thread has no channel. */
+  publish(threadId: string, mode: ThreadStreamMode, event: string, data: string): void {
+    const ch = this.channels.get(threadId);
+    if (!ch) return;
+    const e: ThreadStreamEvent = { id: ++this.seq, mode, event, data };
+    ch.buffer.push(e);
+    ch.bytes += data.length;
+    while (ch.buffer.length > 1 && (ch.buffer.length > this.opts.maxEvents || ch.bytes > this.opts.maxBytes)) {
+      ch.bytes -= ch.buffer.shift()!.data.length;
+    }
+    for (const s of ch.subscribers) if (s.modes.has(mode)) s.onEvent(e);
+  }
+
+  /**
+   * Listen to a thread from now on. `after`: a Last-Event-ID; buffered events with a larger id
+   * (and a wanted mode) are replayed first. Returns the unsubscribe function.
+   */
+  subscribe(threadId: string, after: number | undefined, sub: ThreadStreamSubscriber): () => void {
+    let ch = this.channels.get(threadId);
+    if (!ch) {
+      ch = { buffer: [], bytes: 0, subscribers: new Set() };
+      this.channels.set(threadId, ch);
+    }
+    if (ch.expireTimer) {
+      clearTimeout(ch.expireTimer);
+      ch.expireTimer = undefined;
+    }
+    if (after !== undefined) {
+      for (const e of ch.buffer) if (e.id > after && sub.modes.has(e.mode)) sub.onEvent(e);
+    }
+    ch.subscribers.add(sub);
+    const channel = ch;
+    return () => {
+      if (!channel.subscribers.delete(sub) || channel.subscribers.size > 0) return;
+      if (this.channels.get(threadId) !== channel) return; // closed meanwhile
+      channel.expireTimer = setTimeout(() => {
+        if (channel.subscribers.size === 0 && this.channels.get(threadId) === channel) this.channels.delete(threadId);
+      }, this.opts.retentionMs);
+      channel.expireTimer.unref();
+    };
+  }
+
+  /** The thread is gone: end every stream on it and forget its buffer. */
+  close(threadId: string): void {
+    const ch = this.channels.get(threadId);
+    if (!ch) return;
+    this.channels.delete(threadId);
+    if (ch.expireTimer) clearTimeout(ch.expireTimer);
+    const subs = [...ch.subscribers];
+    ch.subscribers.clear();
+    for (const s of subs) s.onClose();
+  }
+
+  /** Number of threads with a channel (listened to, or within retention): for tests and metrics. */
+  get size(): number {
+    return this.channels.size;
+  }
+}

@@ -1,0 +1,72 @@
+// GET /threads/{t}/stream (SDK `threads.joinStream`): one long-lived SSE stream with every run of a
+// thread, run starts/ends and state updates, as published to the run hub's thread streams.
+// Semantics and event shapes: docs/THREAD_STREAM.md.
+import { notFound } from "../errors.ts";
+import { matchesAuthFilter } from "../auth/index.ts";
+import { THREAD_STREAM_MODES, type ThreadStreamMode } from "../actors/thread-stream-hub.ts";
+import type { RouteDef, SseReply } from "../http/types.ts";
+import type { JsonSchema } from "../http/schema-types.ts";
+import type { AppContext } from "../server/context.ts";
+
+/** `: heartbeat` comment interval: keeps proxies from closing an idle stream; the SDK arms its idle watchdog on it */
+const HEARTBEAT_MS = 5_000;
+
+const streamModeQuery: JsonSchema = {
+  type: "object",
+  properties: {
+    // one value or a repeated key (the SDK sends an array as stream_mode=a&stream_mode=b)
+    stream_mode: { type: "array", items: { type: "string", enum: [...THREAD_STREAM_MODES] }, minItems: 1, default: ["run_modes"] },
+  },
+};
+
+export function threadStreamRoutes(app: AppContext): RouteDef<any, any>[] {
+  const { storage } = app;
+  const streams = app.pool.hub.threads;
+
+  const reply = (threadId: string, modes: ReadonlySet<ThreadStreamMode>, after: number | undefined, query: string): SseReply => ({
+    kind: "sse",
+    // the SDK reconnects to Location with Last-Event-ID when the connection drops
+    headers: { location: `/threads/${threadId}/stream${query ? `?${query}` : ""}` },
+    start(sink) {
+      let done = false;
+      const heartbeat = setInterval(() => void sink.write(": heartbeat\n\n"), HEARTBEAT_MS);
+      heartbeat.unref();
+      const stop = () => {
+        done = true;
+        clearInterval(heartbeat);
+        unsubscribe();
+      };
+      const unsubscribe = streams.subscribe(threadId, after, {
+        modes,
+        onEvent: (e) => void sink.write(`event: ${e.event}\ndata: ${e.data}\nid: ${e.id}\n\n`),
+        onClose: () => {
+          stop();
+          sink.end();
+        },
+      });
+      return () => {
+        if (!done) stop();
+      };
+    },
+  });
+
+  return [
+    {
+      method: "GET", path: "/threads/:thread_id/stream", operationId: "join_thread_stream",
+      summary: "Stream a thread: every run's events, run starts/ends, state updates (SSE; Last-Event-ID resumes)", tag: "threads",
+      params: { thread_id: "uuid" },
+      query: streamModeQuery,
+      response: { status: 200, contentType: "text/event-stream" },
+      handler: async ({ params, query, rawQuery, headers, auth }) => {
+        const threadId = params.thread_id;
+        const filter = await app.auth?.authorize(auth, "threads:read", { thread_id: threadId });
+        const t = storage.threads.get(threadId);
+        if (!t || !matchesAuthFilter(filter, t.metadata)) throw notFound(`Thread with ID ${threadId} not found`);
+        const modes = new Set((query as { stream_mode: ThreadStreamMode[] }).stream_mode);
+        const lastId = headers["last-event-id"];
+        const after = lastId !== undefined && /^-?\d+$/.test(lastId.trim()) ? Number(lastId.trim()) : undefined;
+        return reply(threadId, modes, after, rawQuery.toString());
+      },
+    },
+  ];
+}
