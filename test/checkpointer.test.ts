@@ -143,6 +143,34 @@ describe("deleteCheckpointsOfRun", () => {
   });
 });
 
+describe("pruneToLatest", () => {
+  it("keeps the newest checkpoint per namespace with its writes and values, and removes the rest", async () => {
+    const big = ["a", "b", "c"];
+    const c1 = await putChild("t", undefined, { messages: big, step: 1 }, { messages: 1, step: 1 }, { messages: 1, step: 1 }, meta(0));
+    const c2 = await putChild("t", c1, { messages: [...big, "d"], step: 2 }, { messages: 2, step: 2 }, { messages: 2, step: 2 }, meta(1));
+    const c3 = await putChild("t", c2, { messages: [...big, "d"], step: 3 }, { messages: 2, step: 3 }, { step: 3 }, meta(2));
+    await saver.putWrites(cfg("t", c2), [["step", 9]], "task-old");
+    await saver.putWrites(cfg("t", c3), [["step", 4]], "task-new");
+    const sub = await saver.put({ configurable: { thread_id: "t", checkpoint_ns: "child:1" } }, checkpoint({ x: 1 }, { x: 1 }), meta(0), { x: 1 });
+    await putChild("other", undefined, { step: 1 }, { step: 1 }, { step: 1 }, meta(0));
+
+    expect(await saver.pruneToLatest("t")).toBe(2);
+    const latest = await saver.getTuple(cfg("t"));
+    expect(latest?.config.configurable?.checkpoint_id).toBe(c3);
+    expect(latest?.checkpoint.channel_values).toEqual({ messages: [...big, "d"], step: 3 }); // messages@2 came from c2
+    expect(latest?.parentConfig).toBeUndefined();
+    expect(latest?.pendingWrites).toEqual([["task-new", "step", 4]]);
+    expect(await saver.getTuple(cfg("t", c1))).toBeUndefined();
+    expect(await saver.getTuple(cfg("t", c2))).toBeUndefined();
+    expect((await saver.getTuple(sub))?.checkpoint.channel_values).toEqual({ x: 1 });
+    // blobs: messages@2, step@3 (root) and x@1 (child); writes: only c3's
+    expect(keysOf(storage.blobs, "t")).toHaveLength(3);
+    expect(keysOf(storage.writes, "t")).toHaveLength(1);
+    expect(keysOf(storage.checkpoints, "other")).toHaveLength(1);
+    expect(await saver.pruneToLatest("t")).toBe(0);
+  });
+});
+
 describe("queued writes", () => {
   it("serves reads of a thread after its queued writes commit (read-your-writes)", async () => {
     // put resolves once the transaction is queued; every read waits for the thread's queue

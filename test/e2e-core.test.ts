@@ -90,7 +90,29 @@ describe("threads", () => {
     await expect(fx.client.threads.get(t.thread_id)).rejects.toThrow(/HTTP 404/);
   });
 
-  it("answers JSON errors: 404 detail, 422 bad uuid, 400 malformed json, 415 content type, 413 size", async () => {
+  it("prunes threads: keep_latest keeps the thread and its latest state only, delete removes it", async () => {
+    const kept = await fx.client.threads.create();
+    await fx.client.runs.wait(kept.thread_id, "echo", { input: human("one") });
+    await fx.client.runs.wait(kept.thread_id, "echo", { input: human("two") });
+    const before = await fx.client.threads.getState(kept.thread_id);
+    expect((await fx.client.threads.getHistory(kept.thread_id, { limit: 100 })).length).toBeGreaterThan(2);
+    const gone = await fx.client.threads.create();
+    expect(await fx.client.threads.prune([kept.thread_id], { strategy: "keep_latest" })).toEqual({ pruned_count: 1 });
+    const history = await fx.client.threads.getHistory(kept.thread_id, { limit: 100 });
+    expect(history).toHaveLength(1);
+    expect(history[0].values).toEqual(before.values);
+    expect((await fx.client.threads.getState(kept.thread_id)).checkpoint.checkpoint_id).toBe(before.checkpoint.checkpoint_id);
+    // the thread keeps working on top of its latest state
+    const after = (await fx.client.runs.wait(kept.thread_id, "echo", { input: human("three") })) as { messages: { content: string }[] };
+    expect(after.messages.filter((_, i) => i % 2 === 0).map((m) => m.content)).toEqual(["one", "two", "three"]);
+    expect(after.messages).toHaveLength(6);
+    expect(await fx.client.threads.prune([gone.thread_id, "00000000-0000-4000-8000-000000000000"])).toEqual({ pruned_count: 1 });
+    await expect(fx.client.threads.get(gone.thread_id)).rejects.toThrow(/HTTP 404/);
+    const bad = await raw("/threads/prune", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ thread_ids: [], strategy: "keep_some" }) });
+    expect(bad.status).toBe(422);
+  });
+
+    it("answers JSON errors: 404 detail, 422 bad uuid, 400 malformed json, 415 content type, 413 size", async () => {
     const missing = await raw("/threads/00000000-0000-4000-8000-000000000000");
     expect(missing.status).toBe(404);
     expect(missing.body).toEqual({ detail: "Thread with ID 00000000-0000-4000-8000-000000000000 not found" });

@@ -43,6 +43,8 @@ export type ActorCommand =
   | { type: "thread.patch_state"; threadId: string; metadata: JsonObject; checkpointId?: string }
   | { type: "thread.delete"; threadId: string }
   | { type: "thread.copy"; threadId: string; newThreadId: string }
+  /** prune strategy keep_latest: drop all but the latest checkpoint (refused while a run is queued or running) */
+  | { type: "thread.prune_history"; threadId: string }
   | { type: "thread.state"; threadId: string; checkpoint?: CheckpointSelector; subgraphs: boolean; assistant?: AssistantRecord }
   | {
       type: "thread.update_state";
@@ -99,6 +101,7 @@ export interface ActorReplies {
   "thread.patch_state": { patched: boolean };
   "thread.delete": { deleted: boolean };
   "thread.copy": ThreadRecord;
+  "thread.prune_history": { pruned: boolean };
   "thread.state": JsonObject;
   "thread.update_state": { checkpoint: JsonObject; configurable: JsonObject };
   "thread.history": JsonObject[];

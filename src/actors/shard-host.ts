@@ -62,6 +62,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     deleteCheckpointsOfRun: async (t, r) => void (await saver.deleteCheckpointsOfRun(t, r)),
     hasCheckpointOfRun: async (t, r) => saver.hasCheckpointOfRun(t, r),
     patchMetadata: (t, patch, id) => saver.patchMetadata(t, patch, id),
+    pruneToLatest: (t) => saver.pruneToLatest(t),
   };
 
   const actors = new Map<string, ThreadActor>();

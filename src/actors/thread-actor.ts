@@ -57,6 +57,7 @@ export class ThreadActor {
         case "thread.patch_state": return this.serial(() => this.patchState(cmd.metadata, cmd.checkpointId));
         case "thread.delete": return this.serial(() => this.deleteThread());
         case "thread.copy": return this.serial(() => this.copyThread(cmd.newThreadId));
+        case "thread.prune_history": return this.serial(() => this.pruneHistory());
         case "thread.state": return this.serial(() => this.state(cmd));
         case "thread.update_state": return this.serial(() => this.updateState(cmd));
         case "thread.history": return this.serial(() => this.history(cmd));
@@ -128,6 +129,14 @@ export class ThreadActor {
     await s.root.transaction(() => this.removeThreadRecords());
     await this.ctx.saver.deleteThread(this.threadId);
     return { deleted: true };
+  }
+
+  /** keep_latest: a thread with a run queued or in flight is left alone (its checkpoints are in use). */
+  private async pruneHistory(): Promise<{ pruned: boolean }> {
+    this.getThread();
+    if (this.current || this.queue.length > 0) return { pruned: false };
+    await this.ctx.saver.pruneToLatest(this.threadId);
+    return { pruned: true };
   }
 
   /** The thread record and all its runs (call inside a write transaction). */

@@ -237,6 +237,50 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     });
   }
 
+  /**
+   * Prune strategy keep_latest: keeps the newest checkpoint of every namespace of the thread
+   * (its pending writes and the channel values it references) and removes everything older.
+   * The kept checkpoints lose their parent link. Returns how many checkpoints went.
+   */
+  async pruneToLatest(threadId: string): Promise<number> {
+    await this.flush(threadId);
+    const { checkpoints, writes, blobs } = this.storage;
+    const range = { start: [threadId], end: [threadId, MAX_KEY] };
+    const latestByNs = new Map<string, CheckpointKey>();
+    for (const key of checkpoints.getKeys(range)) latestByNs.set(key[1], key); // ascending: the last one wins
+    const liveBlobs = new Set<string>();
+    for (const key of latestByNs.values()) {
+      const record = checkpoints.get(key);
+      if (record === undefined) continue;
+      const body = (await this.serde.loadsTyped(record.type, record.checkpoint)) as StoredCheckpointBody;
+      for (const [channel, version] of Object.entries(body.channel_versions ?? {})) {
+        const tagged = record.tags?.[channel];
+        liveBlobs.add(blobId(key[1], channel, version, tagged !== undefined && tagged[0] === version ? tagged[1] : ""));
+      }
+    }
+    const kept = (ns: string, id: string) => latestByNs.get(ns)?.[2] === id;
+    this.blobCache.removeThread(threadId);
+    return this.storage.root.transaction(() => {
+      let removed = 0;
+      for (const key of Array.from(checkpoints.getKeys(range))) {
+        if (!kept(key[1], key[2])) {
+          checkpoints.removeSync(key);
+          removed += 1;
+          continue;
+        }
+        const record = checkpoints.get(key);
+        if (record === undefined) continue;
+        const ownBlobs = record.blobs.filter(([channel, version, tag]) => liveBlobs.has(blobId(key[1], channel, version, tag)));
+        checkpoints.putSync(key, { ...record, parentId: null, blobs: ownBlobs });
+      }
+      for (const key of Array.from(writes.getKeys(range))) if (!kept(key[1], key[2])) writes.removeSync(key);
+      for (const key of Array.from(blobs.getKeys(range))) {
+        if (!liveBlobs.has(blobId(key[1], key[2], key[3], key[4]))) blobs.removeSync(key);
+      }
+      return removed;
+    });
+  }
+
   /** Whether any checkpoint of the thread was written by the run (crash recovery: resume vs replay). */
   async hasCheckpointOfRun(threadId: string, runId: string): Promise<boolean> {
     await this.flush(threadId);
@@ -427,6 +471,10 @@ function inheritedTags(parentTags: TagMap | undefined, checkpoint: Checkpoint, n
     if (!Object.hasOwn(newVersions, channel) && checkpoint.channel_versions[channel] === tagged[0]) tags[channel] = tagged;
   }
   return tags;
+}
+
+function blobId(ns: string, channel: string, version: StoredChannelVersion, tag: string): string {
+  return JSON.stringify([ns, channel, version, tag]);
 }
 
 function compareDesc(a: string, b: string): number {
