@@ -86,6 +86,13 @@ describe("threads", () => {
     const copiedState = await fx.client.threads.getState(copy.thread_id);
     const msgs = (copiedState.values as { messages: { content: string }[] }).messages;
     expect(msgs.map((m) => m.content)).toEqual(["hello", "hello"].map((x, i) => (i === 0 ? x : msgs[1].content)));
+    const original = await fx.client.threads.get(t.thread_id);
+    expect((original.values as { messages: unknown[] }).messages).toHaveLength(2);
+    expect((await fx.client.threads.get(copy.thread_id)).values).toEqual(original.values);
+    expect((await fx.client.threads.search({ values: { messages: (original.values as { messages: unknown[] }).messages } })).map((x) => x.thread_id).sort())
+      .toEqual([t.thread_id, copy.thread_id].sort());
+    const [selected] = await fx.client.threads.search({ ids: [t.thread_id], select: ["thread_id", "status"] } as Parameters<typeof fx.client.threads.search>[0]);
+    expect(selected).toEqual({ thread_id: t.thread_id, status: "idle" });
     await fx.client.threads.delete(t.thread_id);
     await expect(fx.client.threads.get(t.thread_id)).rejects.toThrow(/HTTP 404/);
   });

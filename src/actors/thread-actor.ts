@@ -100,7 +100,13 @@ export class ThreadActor {
       if (!graph.bulkUpdateState) throw new TroupeError("BAD_REQUEST", "This graph's LangGraph version does not support supersteps");
       await graph.bulkUpdateState(stateConfig(thread), steps);
       const snap = await graph.getState(stateConfig(thread));
-      thread.values = toPlain(snap.values);
+      const s = this.ctx.storage;
+      const valuesJson = toJsonText(snap.values);
+      await s.root.transaction(() => {
+        s.threads.put(this.threadId, thread);
+        s.threadValues.put(this.threadId, valuesJson);
+      });
+      return thread;
     }
     await this.ctx.storage.threads.put(this.threadId, thread);
     return thread;
@@ -148,6 +154,7 @@ export class ThreadActor {
       s.activeRuns.remove(key);
     }
     s.threads.remove(this.threadId);
+    s.threadValues.remove(this.threadId);
   }
 
   private async copyThread(newThreadId: string): Promise<ThreadRecord> {
@@ -155,7 +162,12 @@ export class ThreadActor {
     const now = nowIso();
     const copy: ThreadRecord = { thread_id: newThreadId, created_at: now, updated_at: now, metadata: { ...t.metadata, thread_id: newThreadId }, status: "idle", config: {} };
     await this.ctx.saver.copyThread(this.threadId, newThreadId);
-    await this.ctx.storage.threads.put(newThreadId, copy);
+    const s = this.ctx.storage;
+    const valuesJson = s.threadValues.get(this.threadId);
+    await s.root.transaction(() => {
+      s.threads.put(newThreadId, copy);
+      if (valuesJson !== undefined) s.threadValues.put(newThreadId, valuesJson);
+    });
     return copy;
   }
 
@@ -188,8 +200,12 @@ export class ThreadActor {
     const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.update" });
     const cfg = await graph.updateState(stateConfig(t, cmd.checkpoint), cmd.values, cmd.asNode);
     const snap = await graph.getState(stateConfig(t));
-    const next: ThreadRecord = { ...t, values: toPlain(snap.values), updated_at: nowIso() };
-    await this.ctx.storage.threads.put(this.threadId, next);
+    const s = this.ctx.storage;
+    const valuesJson = toJsonText(snap.values);
+    await s.root.transaction(() => {
+      s.threads.put(this.threadId, { ...t, updated_at: nowIso() });
+      s.threadValues.put(this.threadId, valuesJson);
+    });
     const c = (cfg as { configurable?: Record<string, unknown> }).configurable ?? {};
     // `checkpoint` is what RemoteGraph reads; the SDK types the reply as a config (`configurable`)
     const checkpoint = { thread_id: this.threadId, checkpoint_ns: (c.checkpoint_ns as string) ?? "", checkpoint_id: c.checkpoint_id as string };
@@ -353,7 +369,8 @@ export class ThreadActor {
     const endedAt = nowIso();
     const final: RunRecord = { ...run, status: outcome.status, updated_at: endedAt, ended_at: endedAt, ...(outcome.error ? { error: outcome.error } : {}) };
     let threadStatus: ThreadStatus | "deleted";
-    let values: unknown;
+    /** the thread's state values after the run, as JSON text (stored as is: long threads stay cheap) */
+    let valuesJson: string | undefined;
     if (stateless) {
       threadStatus = "deleted";
       await s.root.transaction(() => this.removeThreadRecords());
@@ -368,14 +385,14 @@ export class ThreadActor {
       if (thread && ranToEnd) {
         // The graph reached END: its last root values chunk is the final state and no task is
         // pending, so the state read (and re-serialization) below is not needed.
-        values = JSON.parse(outcome.lastValuesJson!);
+        valuesJson = outcome.lastValuesJson;
         interrupts = {};
       } else if (thread && this.ctx.registry.has(run.graph_id)) {
         try {
           const graph = await this.ctx.registry.get(run.graph_id, run.kwargs.config as Record<string, unknown>, { accessContext: "threads.read" });
           const snap = await graph.getState(stateConfig(thread));
           if (snap.config?.configurable?.checkpoint_id) {
-            values = toPlain(snap.values);
+            valuesJson = toJsonText(snap.values);
             hasNext = snap.next.length > 0;
             interrupts = {};
             for (const t of snap.tasks) interrupts[t.id] = toPlain(t.interrupts ?? []);
@@ -395,16 +412,16 @@ export class ThreadActor {
         s.activeRuns.remove([this.threadId, run.run_id]);
         if (thread) {
           const next: ThreadRecord = { ...thread, status: threadStatus as ThreadStatus, updated_at: endedAt };
-          if (values !== undefined) next.values = values as ThreadRecord["values"];
-          else delete next.values;
           if (interrupts) next.interrupts = interrupts as ThreadRecord["interrupts"];
           s.threads.put(this.threadId, next);
+          if (valuesJson !== undefined) s.threadValues.put(this.threadId, valuesJson);
+          else s.threadValues.remove(this.threadId);
         }
       });
     }
-    const output = outcome.error ? toJsonText({ __error__: outcome.error }) : outcome.lastValuesJson ?? (values === undefined ? "null" : toJsonText(values));
+    const output = outcome.error ? toJsonText({ __error__: outcome.error }) : outcome.lastValuesJson ?? valuesJson ?? "null";
     this.ctx.post({ type: "run.done", done: { runId: run.run_id, threadId: this.threadId, status: final.status, output, threadStatus } });
-    if (run.kwargs.webhook) this.ctx.webhook(final, values, stateless);
+    if (run.kwargs.webhook) this.ctx.webhook(final, valuesJson === undefined ? undefined : JSON.parse(valuesJson), stateless);
   }
 
   private async cancelPending(run: RunRecord, action: "interrupt" | "rollback"): Promise<void> {

@@ -10,6 +10,7 @@ import { matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/inde
 import { body, str, uuid } from "../http/schemas/common.ts";
 import type { AppContext } from "../server/context.ts";
 import type { RunRecord, RunStatus } from "../storage/records.ts";
+import { threadValuesJson } from "../storage/thread-values.ts";
 import { buildCreateRun, runCreateSchema, type RunCreateBody } from "./run-request.ts";
 import { sseFrame, sseSynthetic, wireRun } from "./wire.ts";
 
@@ -50,8 +51,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     const done = hub.doneOf(run.run_id);
     if (done) return done.output;
     if (run.status === "error" && run.error) return JSON.stringify({ __error__: run.error });
-    const t = storage.threads.get(run.thread_id);
-    return JSON.stringify(t?.values ?? null);
+    return threadValuesJson(storage, run.thread_id) ?? "null";
   };
 
   const streamReply = (run: RunRecord, from: "start" | "live" | number, opts: { withIds: boolean; cancelOnDisconnect: boolean; headers?: Record<string, string> }): SseReply => ({

@@ -12,6 +12,7 @@ import { page, select, sortBy } from "../http/paging.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { Json, JsonObject, ThreadRecord, ThreadStatus } from "../storage/records.ts";
+import { threadValues, threadView } from "../storage/thread-values.ts";
 import { threadStreamRoutes } from "./thread-stream.ts";
 
 const TAG = "threads";
@@ -87,13 +88,15 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     return t;
   };
   const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
+  /** the API view of a thread: the record plus its state values */
+  const view = (t: ThreadRecord) => threadView(storage, t);
   const search = (q: ThreadQuery, filter: AuthFilter | undefined): ThreadRecord[] => {
     const out: ThreadRecord[] = [];
     const consider = (t: ThreadRecord) => {
       if (!matchesAuthFilter(filter, t.metadata)) return;
       if (q.status && t.status !== q.status) return;
       if (q.metadata && !matchesFilter(q.metadata, t.metadata)) return;
-      if (q.values && !matchesFilter(q.values, t.values ?? {})) return;
+      if (q.values && !matchesFilter(q.values, threadValues(storage, t.thread_id) ?? {})) return;
       out.push(t);
     };
     if (q.ids?.length) {
@@ -129,7 +132,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
         const filter = await authorize(auth, "threads:create", created);
         const existing = storage.threads.get(threadId);
         if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict(`Thread ${threadId} already exists`);
-        return json(await pool.request({ type: "thread.create", threadId, metadata: asMetadata(created.metadata), ifExists: c.if_exists ?? "raise", supersteps: c.supersteps ?? undefined }));
+        return json(view(await pool.request({ type: "thread.create", threadId, metadata: asMetadata(created.metadata), ifExists: c.if_exists ?? "raise", supersteps: c.supersteps ?? undefined })));
       },
     },
     {
@@ -140,7 +143,8 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
         const filter = await authorize(auth, "threads:search", { metadata: q.metadata, ids: q.ids, status: q.status, values: q.values, limit: q.limit, offset: q.offset });
         const sorted = sortBy(search(q, filter), q.sort_by ?? "created_at", q.sort_order ?? "desc");
         const p = page(sorted, q.offset, q.limit);
-        return json(select(p.items, q.select ?? undefined), 200, p.headers);
+        const withValues = !q.select?.length || q.select.includes("values");
+        return json(select(withValues ? p.items.map(view) : p.items, q.select ?? undefined), 200, p.headers);
       },
     },
     {
@@ -177,7 +181,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "GET", path: "/threads/:thread_id", operationId: "get_thread", summary: "Get a thread", tag: TAG,
       params: threadParams, query: { type: "object", properties: { include: {} } },
-      handler: async ({ params, auth }) => json(mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }))),
+      handler: async ({ params, auth }) => json(view(mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id })))),
     },
     {
       method: "PATCH", path: "/threads/:thread_id", operationId: "patch_thread", summary: "Merge metadata into a thread", tag: TAG,
@@ -185,7 +189,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
       handler: async ({ params, body: b, auth }) => {
         const patch = { thread_id: params.thread_id, metadata: (b as { metadata?: JsonObject }).metadata ?? {} };
         mustThread(params.thread_id, await authorize(auth, "threads:update", patch));
-        return json(await pool.request({ type: "thread.patch", threadId: params.thread_id, metadata: asMetadata(patch.metadata) }));
+        return json(view(await pool.request({ type: "thread.patch", threadId: params.thread_id, metadata: asMetadata(patch.metadata) })));
       },
     },
     {
@@ -209,7 +213,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
         const copy = await pool.request({ type: "thread.copy", threadId: params.thread_id, newThreadId });
         // metadata the create handler changed is merged into the copy
         const changed = asMetadata(created.metadata);
-        return json(deepEqual(changed, copy.metadata) ? copy : await pool.request({ type: "thread.patch", threadId: newThreadId, metadata: changed }));
+        return json(view(deepEqual(changed, copy.metadata) ? copy : await pool.request({ type: "thread.patch", threadId: newThreadId, metadata: changed })));
       },
     },
     {

@@ -43,6 +43,10 @@ export interface AssistantVersionRecord {
   created_at: string;
 }
 
+/**
+ * A thread as stored in `threads`. Its state values live apart, as JSON text in `thread_values`
+ * (written once per run end), so the record every run rewrites stays small on long threads.
+ */
 export interface ThreadRecord {
   thread_id: string;
   created_at: string;
@@ -50,8 +54,12 @@ export interface ThreadRecord {
   metadata: JsonObject;
   status: ThreadStatus;
   config: RunnableConfigJson;
-  values?: Json;
   interrupts?: Record<string, Json[]>;
+}
+
+/** A thread as the API returns it: the record plus its latest state values, when it has any. */
+export interface ThreadView extends ThreadRecord {
+  values?: Json;
 }
 
 /** Everything needed to execute a run, as accepted at creation (JSON-safe). */

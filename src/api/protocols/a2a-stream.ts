@@ -8,7 +8,7 @@ import type { Storage } from "../../storage/env.ts";
 import type { RunRecord } from "../../storage/records.ts";
 import { encodeMessage, kind, stateName, streamResult, textPart, type Dialect } from "./a2a-wire.ts";
 import { textOf } from "./a2a-messages.ts";
-import { artifactOf, buildTask, encodeStatus, loadTask, taskState, type HistoryOptions, type TaskSource } from "./a2a-task.ts";
+import { artifactOf, buildTask, encodeStatus, loadTask, taskState, viewOf, type HistoryOptions, type TaskSource } from "./a2a-task.ts";
 import { isRecord, rpcResult, type RpcId } from "./jsonrpc.ts";
 
 export interface TaskStreamInput {
@@ -30,7 +30,7 @@ export function taskStream(s: TaskStreamInput): SseReply {
   return {
     kind: "sse",
     start(sink) {
-      sink.write(frame("task", buildTask(d, { run, thread: s.storage.threads.get(run.thread_id), latest: true }, s.history)));
+      sink.write(frame("task", buildTask(d, { run, thread: viewOf(s.storage, run.thread_id), latest: true }, s.history)));
       let working = false;
       const markWorking = () => {
         if (working) return;

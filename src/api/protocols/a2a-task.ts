@@ -2,7 +2,8 @@
 // stored run and thread records: state mapping, status message, history and the final
 // "Assistant Response" artifact.
 import type { Storage } from "../../storage/env.ts";
-import type { RunRecord, ThreadRecord } from "../../storage/records.ts";
+import type { RunRecord, ThreadRecord, ThreadView } from "../../storage/records.ts";
+import { threadView } from "../../storage/thread-values.ts";
 import { uuid5 } from "../../util/ids.ts";
 import { encodeMessage, dataPart, kind, stateName, textPart, type A2AMessage, type Dialect, type Part, type TaskState } from "./a2a-wire.ts";
 import { a2aMessageId, messagesOf, messageType, partsOf, roleOf, type PlainMessage } from "./a2a-messages.ts";
@@ -14,7 +15,7 @@ export const ARTIFACT_NAME = "Assistant Response";
 /** A run plus what decides its task state: its thread and whether it is the thread's latest run. */
 export interface TaskSource {
   run: RunRecord;
-  thread: ThreadRecord | undefined;
+  thread: ThreadView | undefined;
   latest: boolean;
 }
 
@@ -34,7 +35,13 @@ function latestRunId(storage: Storage, threadId: string): string | undefined {
 /** Task source of an already-read run; `latestByThread` caches the latest-run lookups of one request. */
 export function sourceOf(storage: Storage, run: RunRecord, latestByThread: Map<string, string | undefined>): TaskSource {
   if (!latestByThread.has(run.thread_id)) latestByThread.set(run.thread_id, latestRunId(storage, run.thread_id));
-  return { run, thread: storage.threads.get(run.thread_id), latest: latestByThread.get(run.thread_id) === run.run_id };
+  return { run, thread: viewOf(storage, run.thread_id), latest: latestByThread.get(run.thread_id) === run.run_id };
+}
+
+/** The run's thread with its values, as a task is built from them. */
+export function viewOf(storage: Storage, threadId: string): ThreadView | undefined {
+  const t = storage.threads.get(threadId);
+  return t === undefined ? undefined : threadView(storage, t);
 }
 
 /** Load a task by run id; `threadId` narrows the lookup (and must match). */
@@ -43,7 +50,7 @@ export function loadTask(storage: Storage, runId: string, threadId?: string): Ta
   if (!tid) return undefined;
   const run = storage.runs.get([tid, runId]);
   if (!run) return undefined;
-  return { run, thread: storage.threads.get(tid), latest: latestRunId(storage, tid) === runId };
+  return { run, thread: viewOf(storage, tid), latest: latestRunId(storage, tid) === runId };
 }
 
 const interruptValues = (thread: ThreadRecord | undefined): unknown[] =>

@@ -1,0 +1,20 @@
+// Reading a thread's state values (stored as JSON text apart from the thread record, see
+// records.ts) and building the API view of a thread.
+import type { Storage } from "./env.ts";
+import type { Json, ThreadRecord, ThreadView } from "./records.ts";
+
+/** JSON text of the thread's latest state values, undefined when it has none. */
+export function threadValuesJson(storage: Storage, threadId: string): string | undefined {
+  return storage.threadValues.get(threadId);
+}
+
+export function threadValues(storage: Storage, threadId: string): Json | undefined {
+  const text = storage.threadValues.get(threadId);
+  return text === undefined ? undefined : (JSON.parse(text) as Json);
+}
+
+/** The thread as the API returns it (values parsed from their JSON text). */
+export function threadView(storage: Storage, thread: ThreadRecord): ThreadView {
+  const values = threadValues(storage, thread.thread_id);
+  return values === undefined ? thread : { ...thread, values };
+}
