@@ -11,6 +11,7 @@ import { describeGraph } from "./graph-describe.ts";
 import type { ActorCommand, FromShard, RunEvent, ShardTask, ToShard } from "./protocol.ts";
 import type { ShardContext, ThreadCheckpointOps } from "./shard-context.ts";
 import { shardOf } from "./sharding.ts";
+import { startCpuProfile } from "../util/cpu-profile.ts";
 import { ThreadActor } from "./thread-actor.ts";
 import { buildWebhookPayload } from "../webhooks/payload.ts";
 
@@ -20,6 +21,7 @@ export interface ShardHostOptions {
 }
 
 export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {}): Promise<string> {
+  const profiler = startCpuProfile(process.env.TROUPE_CPU_PROFILE_DIR, `shard${task.shardIndex}`);
   for (const [k, v] of Object.entries(task.env)) process.env[k] ??= v;
   const storage = openStorage(task.dataDir);
   const saver = new LmdbCheckpointSaver(storage);
@@ -115,9 +117,10 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
       if ("type" in msg && msg.type === "shutdown") {
         ctx.draining = true;
         const deadline = Date.now() + msg.graceMs;
-        const finish = () => {
+        const finish = async () => {
           const busy = [...actors.values()].some((a) => a.running);
-          if (busy && Date.now() < deadline) return void setTimeout(finish, 25);
+          if (busy && Date.now() < deadline) return void setTimeout(() => void finish(), 25);
+          await profiler.stop().catch((err: unknown) => ctx.log(`cpu profile not written: ${String(err)}`));
           flush();
           port.close();
           // Runs still running past the grace period stay "running" in LMDB: the next server
@@ -125,7 +128,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
           if (busy) resolve("stopped with runs in flight");
           else void storage.close().finally(() => resolve("stopped"));
         };
-        finish();
+        void finish();
         return;
       }
       const m = msg as { reqId: number; cmd: ActorCommand };

@@ -1,0 +1,65 @@
+// Summarises a .cpuprofile (Chrome/V8 format, e.g. written by TROUPE_CPU_PROFILE_DIR or node
+// --cpu-prof): the functions with the most self time and the most inclusive time, in % of samples.
+// Usage: npx tsx bench/profile-summary.ts <file.cpuprofile> [top=30]
+import { readFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+export interface CpuProfileFile {
+  nodes: ProfileNode[];
+  samples: number[];
+}
+
+export interface ProfileRow {
+  name: string;
+  percent: number;
+}
+
+const frameName = (n: ProfileNode): string =>
+  `${n.callFrame.functionName || "(anonymous)"} ${n.callFrame.url.split("/").slice(-2).join("/")}:${n.callFrame.lineNumber + 1}`;
+
+/** Self and inclusive time per function (a recursive function counts once per sample). */
+export function summariseProfile(profile: CpuProfileFile, top = 30): { self: ProfileRow[]; inclusive: ProfileRow[]; samples: number } {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parentOf = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
+  const hits = new Map<number, number>();
+  for (const id of profile.samples) hits.set(id, (hits.get(id) ?? 0) + 1);
+  const self = new Map<string, number>();
+  const inclusive = new Map<string, number>();
+  for (const [id, count] of hits) {
+    const node = byId.get(id);
+    if (!node) continue;
+    self.set(frameName(node), (self.get(frameName(node)) ?? 0) + count);
+    const seen = new Set<string>();
+    for (let cur: number | undefined = id; cur !== undefined; cur = parentOf.get(cur)) {
+      const name = frameName(byId.get(cur)!);
+      if (seen.has(name)) continue;
+      seen.add(name);
+      inclusive.set(name, (inclusive.get(name) ?? 0) + count);
+    }
+  }
+  const total = profile.samples.length || 1;
+  const rows = (m: Map<string, number>) =>
+    [...m].sort((a, b) => b[1] - a[1]).slice(0, top).map(([name, n]) => ({ name, percent: (100 * n) / total }));
+  return { self: rows(self), inclusive: rows(inclusive), samples: profile.samples.length };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+  const [file, top] = process.argv.slice(2);
+  if (!file) {
+    console.error("usage: npx tsx bench/profile-summary.ts <file.cpuprofile> [top=30]");
+    process.exit(2);
+  }
+  const s = summariseProfile(JSON.parse(readFileSync(file, "utf8")) as CpuProfileFile, Number(top ?? 30));
+  const print = (title: string, rows: ProfileRow[]) =>
+    console.log(`${title}\n${rows.map((r) => `${r.percent.toFixed(1).padStart(5)}%  ${r.name}`).join("\n")}\n`);
+  console.log(`${s.samples} samples\n`);
+  print("self time", s.self);
+  print("inclusive time", s.inclusive);
+}
