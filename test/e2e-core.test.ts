@@ -163,7 +163,28 @@ describe("runs", () => {
     expect(runs[0].status).toBe("success");
   });
 
-  it("streams values with metadata first and consecutive ids", async () => {
+  it("gives a join the whole stream of a background run, running or just finished (events wait in the worker)", async () => {
+    const t = await fx.client.threads.create();
+    const collect = async (runId: string) => {
+      const events: string[] = [];
+      for await (const e of fx.client.runs.joinStream(t.thread_id, runId)) events.push(e.event);
+      return events;
+    };
+    // still running when the join arrives: buffered events first, then live ones
+    const running = await fx.client.runs.create(t.thread_id, "slow", { input: human("bg"), config: { configurable: { sleep_ms: 300 } }, streamMode: ["values", "updates"] });
+    const live = await collect(running.run_id);
+    expect(live[0]).toBe("metadata");
+    expect(live.filter((e) => e === "values")).toHaveLength(2);
+    expect(live).toContain("updates");
+    // finished before the join: the worker still holds its events for a late first reader
+    const done = await fx.client.runs.create(t.thread_id, "echo", { input: human("quick"), streamMode: ["values"] });
+    await fx.client.runs.join(t.thread_id, done.run_id);
+    expect(await collect(done.run_id)).toEqual(["metadata", "values", "values"]);
+    // a /wait run's output does not depend on its events
+    expect(((await fx.client.runs.wait(t.thread_id, "echo", { input: human("w") })) as { messages: unknown[] }).messages).toHaveLength(6);
+  });
+
+    it("streams values with metadata first and consecutive ids", async () => {
     const t = await fx.client.threads.create();
     const events: { event: string; data: unknown }[] = [];
     for await (const e of fx.client.runs.stream(t.thread_id, "echo", { input: human("stream me"), streamMode: ["values", "updates"] })) events.push(e);

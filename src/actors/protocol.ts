@@ -25,11 +25,18 @@ export interface CreateRunCommand {
   /** stateless run: temporary thread, deleted after completion unless onCompletion is keep */
   stateless: boolean;
   onCompletion: "delete" | "keep";
+  /**
+   * Someone reads the run's events from the start (a create-and-stream request, a resumable run, a
+   * thread stream on its thread). Other runs keep their events in the worker until run.observe.
+   */
+  observed: boolean;
 }
 
 export type ActorCommand =
   | CreateRunCommand
   | { type: "run.cancel"; threadId: string; runId: string; action: "interrupt" | "rollback"; wait: boolean }
+  /** a reader joined an unobserved run: send its buffered events (when replay) and then live ones */
+  | { type: "run.observe"; threadId: string; runId: string; replay: boolean }
   | { type: "run.delete"; threadId: string; runId: string }
   | {
       type: "thread.create";
@@ -95,6 +102,7 @@ export type FromShard =
 export interface ActorReplies {
   "run.create": RunRecord;
   "run.cancel": { found: boolean };
+  "run.observe": { gated: boolean };
   "run.delete": { deleted: boolean };
   "thread.create": ThreadRecord;
   "thread.patch": ThreadRecord;

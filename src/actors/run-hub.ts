@@ -16,6 +16,8 @@ interface RunLog {
   bytes: number;
   threadId: string;
   resumable: boolean;
+  /** the worker holds this run's events until a reader joins (see event-gate.ts) */
+  gated: boolean;
   events: RunEvent[];
   /** a non-resumable log is replayed to its first reader only (later readers get live events) */
   replayed: boolean;
@@ -54,16 +56,37 @@ export class RunHub {
   private log(runId: string, threadId = ""): RunLog {
     let l = this.logs.get(runId);
     if (!l) {
-      l = { runId, threadId, bytes: 0, resumable: false, events: [], replayed: false, subscribers: new Set(), waiters: [] };
+      l = { runId, threadId, bytes: 0, resumable: false, gated: false, events: [], replayed: false, subscribers: new Set(), waiters: [] };
       this.logs.set(runId, l);
     }
     return l;
   }
 
-  /** Called when the run-create reply arrives, before any event of the run can be processed. */
-  expect(runId: string, threadId: string, resumable: boolean): void {
+  /**
+   * Called when the run-create reply arrives, before any event of the run can be processed.
+   * `observed: false`: the worker keeps the run's events until a reader joins (markObserved + run.observe).
+   */
+  expect(runId: string, threadId: string, resumable: boolean, observed = true): void {
     const l = this.log(runId, threadId);
     l.resumable = resumable;
+    l.gated = !observed && !resumable;
+  }
+
+  /** Whether the run's events are still held in its worker (a joiner must send run.observe first). */
+  isGated(runId: string): boolean {
+    return this.logs.get(runId)?.gated === true;
+  }
+
+  markObserved(runId: string): void {
+    const l = this.logs.get(runId);
+    if (l) l.gated = false;
+  }
+
+  /** Gated runs of a thread that have not finished (a thread stream starts observing them live). */
+  gatedRunsOf(threadId: string): string[] {
+    const out: string[] = [];
+    for (const l of this.logs.values()) if (l.gated && l.threadId === threadId && !l.done) out.push(l.runId);
+    return out;
   }
 
   started(runId: string, threadId: string, resumable: boolean, attempt: number): void {

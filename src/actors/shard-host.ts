@@ -10,6 +10,7 @@ import { GraphRegistry } from "./graph-registry.ts";
 import { describeGraph } from "./graph-describe.ts";
 import type { ActorCommand, FromShard, RunEvent, ShardTask, ToShard } from "./protocol.ts";
 import type { ShardContext, ThreadCheckpointOps } from "./shard-context.ts";
+import { RunEventGates } from "./event-gate.ts";
 import { shardOf } from "./sharding.ts";
 import { startCpuProfile } from "../util/cpu-profile.ts";
 import { ThreadActor } from "./thread-actor.ts";
@@ -51,8 +52,10 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
       queueMicrotask(flush);
     }
   };
+  const gates = new RunEventGates((runId, events) => post({ type: "run.events", runId, events }));
   // consecutive events of one run coalesce into a single message
   const emit = (runId: string, event: RunEvent) => {
+    if (!gates.accept(runId, event)) return; // nobody reads this run yet: buffered in its gate
     const last = outbox[outbox.length - 1];
     if (last && last.type === "run.events" && last.runId === runId) last.events.push(event);
     else post({ type: "run.events", runId, events: [event] });
@@ -73,7 +76,10 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     storage,
     registry,
     saver: checkpointOps,
-    post,
+    post: (msg: FromShard) => {
+      if (msg.type === "run.done") gates.done(msg.done.runId);
+      post(msg);
+    },
     emit,
     webhook: (run: RunRecord, values: unknown, stateless: boolean) => {
       if (task.disableWebhooks || !webhookPort) return;
@@ -104,8 +110,11 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
 
   const handle = (cmd: ActorCommand): Promise<unknown> => {
     if (cmd.type === "graph.describe") return describeGraph(registry, cmd);
+    if (cmd.type === "run.observe") return Promise.resolve({ gated: gates.observe(cmd.runId, cmd.replay) });
+    if (cmd.type === "run.create") gates.open(cmd.runId, cmd.observed || cmd.kwargs.resumable);
     const actor = actorFor(cmd.threadId);
     const p = actor.handle(cmd);
+    if (cmd.type === "run.create") p.catch(() => gates.done(cmd.runId)); // refused: no run, no events
     void p.finally(() => ctx.maybeRelease(actor)).catch(() => undefined);
     return p;
   };

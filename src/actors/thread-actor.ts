@@ -61,7 +61,9 @@ export class ThreadActor {
         case "thread.state": return this.serial(() => this.state(cmd));
         case "thread.update_state": return this.serial(() => this.updateState(cmd));
         case "thread.history": return this.serial(() => this.history(cmd));
-        case "graph.describe": throw new Error("graph.describe is not a thread command");
+        case "graph.describe":
+        case "run.observe":
+          throw new Error(`${cmd.type} is handled by the shard host, not a thread actor`);
       }
     })();
     return r as Promise<ActorReplies[C["type"]]>;

@@ -89,7 +89,14 @@ export function buildCreateRun(
   app: AppContext,
   b: RunCreateBody,
   headers: Record<string, string>,
-  opts: { threadId: string; runId: string; stateless: boolean; auth?: AuthInfo },
+  opts: {
+    threadId: string;
+    runId: string;
+    stateless: boolean;
+    auth?: AuthInfo;
+    /** false: nobody streams the run from its start (background, /wait): its events stay in the worker until a join */
+    observed?: boolean;
+  },
 ): CreateRunCommand {
   const assistant = app.resolveAssistant(b.assistant_id);
   if (!app.graphIds.has(assistant.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${assistant.graph_id}" of assistant ${assistant.assistant_id} is not registered on this server`);
@@ -140,5 +147,6 @@ export function buildCreateRun(
     afterSeconds: b.after_seconds ?? 0,
     stateless: opts.stateless,
     onCompletion: b.on_completion ?? "delete",
+    observed: (opts.observed ?? true) || app.pool.hub.threads.has(opts.threadId),
   };
 }

@@ -34,13 +34,20 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     return r;
   };
 
-  const create = async (b: RunCreateBody, headers: Record<string, string>, threadId: string | null, auth: AuthInfo | undefined): Promise<RunRecord> => {
+  /** `streamed`: this request streams the run from its start (else its events wait in the worker for a join) */
+  const create = async (b: RunCreateBody, headers: Record<string, string>, threadId: string | null, auth: AuthInfo | undefined, streamed: boolean): Promise<RunRecord> => {
     const stateless = threadId === null;
-    const cmd = buildCreateRun(app, b, headers, { threadId: threadId ?? uuid7(), runId: uuid7(), stateless, auth });
+    const cmd = buildCreateRun(app, b, headers, { threadId: threadId ?? uuid7(), runId: uuid7(), stateless, auth, observed: streamed });
     await app.auth?.authorizeRun(auth, cmd, (id) => storage.threads.get(id));
     const run = await pool.request(cmd);
-    hub.expect(run.run_id, run.thread_id, run.kwargs.resumable);
+    hub.expect(run.run_id, run.thread_id, run.kwargs.resumable, cmd.observed);
     return run;
+  };
+  /** A reader joins: a run whose events were kept in its worker sends them (and later ones) over. */
+  const observe = async (run: RunRecord): Promise<void> => {
+    if (!hub.isGated(run.run_id)) return;
+    hub.markObserved(run.run_id);
+    await pool.request({ type: "run.observe", threadId: run.thread_id, runId: run.run_id, replay: true });
   };
   const location = (run: RunRecord, stateless: boolean) =>
     stateless ? `/runs/${run.run_id}` : `/threads/${run.thread_id}/runs/${run.run_id}`;
@@ -83,7 +90,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     body: hub.waitFor(run.run_id).then((d) => d.output),
   });
 
-  const joinStream = (threadId: string | null, runId: string, headers: Record<string, string>, query: Record<string, unknown>, filter: AuthFilter | undefined): Reply => {
+  const joinStream = async (threadId: string | null, runId: string, headers: Record<string, string>, query: Record<string, unknown>, filter: AuthFilter | undefined): Promise<Reply> => {
     if (threadId && !matchesAuthFilter(filter, mustThread(threadId).metadata)) {
       return { kind: "sse", start: (sink) => void (sink.write(sseSynthetic("error", JSON.stringify({ error: "Error", message: "404: Thread not found" }))), sink.end()) };
     }
@@ -97,6 +104,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       // finished before this process saw it (e.g. before a restart): nothing left to stream
       return { kind: "sse", headers: extra, start: (sink) => void sink.end() };
     }
+    await observe(run);
     return streamReply(run, from === -1 ? "start" : from, { withIds: true, cancelOnDisconnect: truthy(query.cancel_on_disconnect), headers: extra });
   };
 
@@ -108,7 +116,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/threads/:thread_id/runs", operationId: "create_run", summary: "Create a background run", tag: TAG,
       params: threadParams, body: runCreateSchema,
       handler: async ({ params, body: b, headers, auth }) => {
-        const run = await create(b as RunCreateBody, headers, params.thread_id, auth);
+        const run = await create(b as RunCreateBody, headers, params.thread_id, auth, false);
         return json(wireRun(run), 200, { "content-location": location(run, false) });
       },
     },
@@ -118,7 +126,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ params, body: b, headers, auth }) => {
         const rb = b as RunCreateBody;
-        const run = await create(rb, headers, params.thread_id, auth);
+        const run = await create(rb, headers, params.thread_id, auth, true);
         return streamReply(run, "start", { withIds: true, cancelOnDisconnect: rb.on_disconnect === "cancel", headers: { "content-location": location(run, false) } });
       },
     },
@@ -126,7 +134,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/threads/:thread_id/runs/wait", operationId: "wait_run", summary: "Create a run and wait for its final state", tag: TAG,
       params: threadParams, body: runCreateSchema,
       handler: async ({ params, body: b, headers, auth }) => {
-        const run = await create(b as RunCreateBody, headers, params.thread_id, auth);
+        const run = await create(b as RunCreateBody, headers, params.thread_id, auth, false);
         return waitReply(run, { "content-location": location(run, false) });
       },
     },
@@ -134,7 +142,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/runs", operationId: "create_stateless_run", summary: "Create a stateless background run", tag: TAG,
       body: runCreateSchema,
       handler: async ({ body: b, headers, auth }) => {
-        const run = await create(b as RunCreateBody, headers, null, auth);
+        const run = await create(b as RunCreateBody, headers, null, auth, false);
         return json(wireRun(run), 200, { "content-location": location(run, true) });
       },
     },
@@ -144,7 +152,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ body: b, headers, auth }) => {
         const rb = b as RunCreateBody;
-        const run = await create(rb, headers, null, auth);
+        const run = await create(rb, headers, null, auth, true);
         return streamReply(run, "start", { withIds: false, cancelOnDisconnect: rb.on_disconnect === "cancel", headers: { "content-location": location(run, true) } });
       },
     },
@@ -152,7 +160,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/runs/wait", operationId: "wait_stateless_run", summary: "Create a stateless run and wait for its output", tag: TAG,
       body: runCreateSchema,
       handler: async ({ body: b, headers, auth }) => {
-        const run = await create(b as RunCreateBody, headers, null, auth);
+        const run = await create(b as RunCreateBody, headers, null, auth, false);
         return waitReply(run, { "content-location": location(run, true) });
       },
     },
@@ -160,7 +168,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/runs/batch", operationId: "create_stateless_runs_batch", summary: "Create several stateless background runs", tag: TAG,
       body: { type: "array", items: runCreateSchema, minItems: 1 },
       handler: async ({ body: b, headers, auth }) => {
-        const runs = await Promise.all((b as RunCreateBody[]).map((rb) => create(rb, headers, null, auth)));
+        const runs = await Promise.all((b as RunCreateBody[]).map((rb) => create(rb, headers, null, auth, false)));
         return json(runs.map(wireRun));
       },
     },

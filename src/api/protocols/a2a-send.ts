@@ -50,8 +50,9 @@ export async function createTaskRun(
     ...(params.context !== undefined && params.context !== null ? { context: params.context as JsonObject } : {}),
   };
   try {
-    const run = await app.pool.request(buildCreateRun(app, body, headers, { threadId, runId: uuid7(), stateless: false }));
-    app.pool.hub.expect(run.run_id, run.thread_id, false);
+    const cmd = buildCreateRun(app, body, headers, { threadId, runId: uuid7(), stateless: false, observed: stream });
+    const run = await app.pool.request(cmd);
+    app.pool.hub.expect(run.run_id, run.thread_id, false, cmd.observed);
     return run;
   } catch (err) {
     const e = toRpcError(err, "Failed to create run: ");

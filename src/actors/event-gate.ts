@@ -1,0 +1,79 @@
+// Worker-side gate for run events nobody reads yet. A background or /wait run's events would
+// otherwise all be copied to the HTTP thread (a long thread's `values` event is its whole
+// history, twice per run) just in case someone joins its stream. Unobserved runs keep a bounded
+// buffer here instead; a join (run.observe) releases the buffer and switches the run to live.
+import type { RunEvent } from "./protocol.ts";
+
+interface Gate {
+  observed: boolean;
+  events: RunEvent[];
+  bytes: number;
+  expiry?: NodeJS.Timeout;
+}
+
+export interface EventGateOptions {
+  /** event bytes kept per unobserved run (oldest dropped first, the last event always kept) */
+  maxBufferedBytes: number;
+  /** how long an unobserved finished run's buffer waits for a late joiner */
+  retainAfterDoneMs: number;
+}
+
+export class RunEventGates {
+  private readonly gates = new Map<string, Gate>();
+
+  constructor(
+    /** posts events to the HTTP thread */
+    private readonly forward: (runId: string, events: RunEvent[]) => void,
+    private readonly opts: EventGateOptions = { maxBufferedBytes: 256 * 1024, retainAfterDoneMs: 5_000 },
+  ) {}
+
+  /** A run was created; unknown runs (e.g. recovered after a restart) are treated as observed. */
+  open(runId: string, observed: boolean): void {
+    if (!observed) this.gates.set(runId, { observed: false, events: [], bytes: 0 });
+  }
+
+  /** Whether `emit` must forward this event now (false: it was buffered). */
+  accept(runId: string, event: RunEvent): boolean {
+    const gate = this.gates.get(runId);
+    if (gate === undefined || gate.observed) return true;
+    gate.events.push(event);
+    gate.bytes += event.data.length;
+    while (gate.bytes > this.opts.maxBufferedBytes && gate.events.length > 1) gate.bytes -= gate.events.shift()!.data.length;
+    return false;
+  }
+
+  /**
+   * Someone reads the run now: forward what was buffered (when `replay`) and every later event.
+   * Returns whether the run was gated (false: it was observed already, finished long ago or unknown).
+   */
+  observe(runId: string, replay: boolean): boolean {
+    const gate = this.gates.get(runId);
+    if (gate === undefined || gate.observed) return false;
+    gate.observed = true;
+    const buffered = gate.events;
+    gate.events = [];
+    gate.bytes = 0;
+    if (replay && buffered.length > 0) this.forward(runId, buffered);
+    if (gate.expiry !== undefined) this.drop(runId);
+    return true;
+  }
+
+  /** The run ended: an observed gate goes now, an unobserved buffer waits a while for a late joiner. */
+  done(runId: string): void {
+    const gate = this.gates.get(runId);
+    if (gate === undefined) return;
+    if (gate.observed) return this.drop(runId);
+    gate.expiry = setTimeout(() => this.drop(runId), this.opts.retainAfterDoneMs);
+    gate.expiry.unref();
+  }
+
+  get size(): number {
+    return this.gates.size;
+  }
+
+  private drop(runId: string): void {
+    const gate = this.gates.get(runId);
+    if (gate?.expiry !== undefined) clearTimeout(gate.expiry);
+    this.gates.delete(runId);
+  }
+}

@@ -1,0 +1,76 @@
+// RunEventGates: the worker-side buffer of events of runs nobody reads yet.
+import { describe, expect, it } from "vitest";
+import { RunEventGates } from "../src/actors/event-gate.ts";
+import type { RunEvent } from "../src/actors/protocol.ts";
+
+const ev = (id: number, data = "x"): RunEvent => ({ id, event: "values", data });
+
+function setup(maxBufferedBytes = 1024, retainAfterDoneMs = 50) {
+  const forwarded: [string, number[]][] = [];
+  const gates = new RunEventGates((runId, events) => forwarded.push([runId, events.map((e) => e.id)]), { maxBufferedBytes, retainAfterDoneMs });
+  return { gates, forwarded };
+}
+
+describe("RunEventGates", () => {
+  it("forwards events of observed and unknown runs at once", () => {
+    const { gates } = setup();
+    gates.open("seen", true);
+    expect(gates.accept("seen", ev(0))).toBe(true);
+    expect(gates.accept("recovered-after-restart", ev(0))).toBe(true);
+    expect(gates.size).toBe(0);
+  });
+
+  it("buffers an unobserved run until observe, which forwards the buffer and goes live", () => {
+    const { gates, forwarded } = setup();
+    gates.open("r", false);
+    expect(gates.accept("r", ev(0))).toBe(false);
+    expect(gates.accept("r", ev(1))).toBe(false);
+    expect(forwarded).toEqual([]);
+    expect(gates.observe("r", true)).toBe(true);
+    expect(forwarded).toEqual([["r", [0, 1]]]);
+    expect(gates.accept("r", ev(2))).toBe(true);
+    expect(gates.observe("r", true)).toBe(false); // already observed: nothing sent twice
+    expect(forwarded).toHaveLength(1);
+  });
+
+  it("drops the buffer when observed without replay (a thread stream joins live)", () => {
+    const { gates, forwarded } = setup();
+    gates.open("r", false);
+    gates.accept("r", ev(0));
+    expect(gates.observe("r", false)).toBe(true);
+    expect(forwarded).toEqual([]);
+    expect(gates.accept("r", ev(1))).toBe(true);
+  });
+
+  it("bounds the buffer by bytes, keeping the newest events and always the last one", () => {
+    const { gates, forwarded } = setup(10);
+    gates.open("r", false);
+    for (let i = 0; i < 5; i++) gates.accept("r", ev(i, "abcd"));
+    gates.accept("r", ev(5, "x".repeat(50)));
+    gates.observe("r", true);
+    expect(forwarded).toEqual([["r", [5]]]);
+    gates.open("s", false);
+    for (let i = 0; i < 5; i++) gates.accept("s", ev(i, "abcd"));
+    gates.observe("s", true);
+    expect(forwarded[1]).toEqual(["s", [3, 4]]);
+  });
+
+  it("keeps a finished unobserved run's buffer for a late joiner, then forgets it", async () => {
+    const { gates, forwarded } = setup(1024, 30);
+    gates.open("late", false);
+    gates.accept("late", ev(0));
+    gates.done("late");
+    expect(gates.observe("late", true)).toBe(true);
+    expect(forwarded).toEqual([["late", [0]]]);
+    expect(gates.size).toBe(0);
+    gates.open("never", false);
+    gates.accept("never", ev(0));
+    gates.done("never");
+    await new Promise((r) => setTimeout(r, 80));
+    expect(gates.size).toBe(0);
+    expect(gates.observe("never", true)).toBe(false);
+    gates.open("seen", true);
+    gates.done("seen");
+    expect(gates.size).toBe(0);
+  });
+});
