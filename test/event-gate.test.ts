@@ -5,9 +5,9 @@ import type { RunEvent } from "../src/actors/protocol.ts";
 
 const ev = (id: number, data = "x"): RunEvent => ({ id, event: "values", data });
 
-function setup(maxBufferedBytes = 1024, retainAfterDoneMs = 50) {
+function setup(maxBufferedBytes = 1024, retainAfterDoneMs = 50, maxTotalBytes = 1 << 20) {
   const forwarded: [string, number[]][] = [];
-  const gates = new RunEventGates((runId, events) => forwarded.push([runId, events.map((e) => e.id)]), { maxBufferedBytes, retainAfterDoneMs });
+  const gates = new RunEventGates((runId, events) => forwarded.push([runId, events.map((e) => e.id)]), { maxBufferedBytes, retainAfterDoneMs, maxTotalBytes });
   return { gates, forwarded };
 }
 
@@ -53,6 +53,23 @@ describe("RunEventGates", () => {
     for (let i = 0; i < 5; i++) gates.accept("s", ev(i, "abcd"));
     gates.observe("s", true);
     expect(forwarded[1]).toEqual(["s", [3, 4]]);
+  });
+
+  it("drops finished runs' buffers first, oldest first, when all buffers pass the total budget", () => {
+    const { gates, forwarded } = setup(100, 10_000, 100);
+    for (const id of ["old", "newer", "live"]) gates.open(id, false);
+    gates.accept("old", ev(0, "o".repeat(40)));
+    gates.done("old");
+    gates.accept("newer", ev(0, "n".repeat(40)));
+    gates.done("newer");
+    expect(gates.bufferedBytes).toBe(80);
+    gates.accept("live", ev(0, "l".repeat(40))); // 120 > 100: "old" goes
+    expect(gates.bufferedBytes).toBe(80);
+    expect(gates.observe("old", true)).toBe(false);
+    expect(gates.observe("newer", true)).toBe(true);
+    expect(gates.observe("live", true)).toBe(true);
+    expect(forwarded.map(([id]) => id)).toEqual(["newer", "live"]);
+    expect(gates.bufferedBytes).toBe(0);
   });
 
   it("keeps a finished unobserved run's buffer for a late joiner, then forgets it", async () => {

@@ -80,6 +80,30 @@ describe("run hub", () => {
   });
 });
 
+describe("run hub retention", () => {
+  it("forgets the oldest finished runs once their outputs pass the byte budget, never a live run", () => {
+    const hub = new RunHub({ retentionMs: 60_000, maxRetainedBytes: 1000 });
+    const finish = (runId: string, bytes: number) =>
+      hub.finished({ runId, threadId: "t", status: "success", output: "x".repeat(bytes), threadStatus: "idle" });
+    const live = hub.waitFor("live");
+    finish("a", 400);
+    finish("b", 400);
+    expect(hub.retainedSize).toBe(800);
+    finish("c", 400); // 1200 > 1000: "a" goes
+    expect(hub.doneOf("a")).toBeUndefined();
+    expect(hub.doneOf("b")?.output).toHaveLength(400);
+    expect(hub.retainedSize).toBe(800);
+    finish("huge", 5000); // the newest stays even alone over budget
+    expect(hub.doneOf("huge")).toBeDefined();
+    expect(hub.doneOf("b")).toBeUndefined();
+    expect(hub.retainedSize).toBe(5000);
+    hub.drop("huge");
+    expect(hub.retainedSize).toBe(0);
+    finish("live", 10);
+    return expect(live).resolves.toMatchObject({ runId: "live" });
+  });
+});
+
 describe("ids and sharding", () => {
   it("mints ordered v7 ids and the reference's default assistant ids", () => {
     const ids = Array.from({ length: 1000 }, () => uuid7());

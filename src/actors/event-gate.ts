@@ -16,16 +16,26 @@ export interface EventGateOptions {
   maxBufferedBytes: number;
   /** how long an unobserved finished run's buffer waits for a late joiner */
   retainAfterDoneMs: number;
+  /** all buffers together; past it the buffers of finished runs go first, oldest first */
+  maxTotalBytes: number;
 }
+
+export const EVENT_GATE_DEFAULTS: EventGateOptions = { maxBufferedBytes: 256 * 1024, retainAfterDoneMs: 5_000, maxTotalBytes: 32 * 1024 * 1024 };
 
 export class RunEventGates {
   private readonly gates = new Map<string, Gate>();
+  /** unobserved runs that ended, oldest first (their buffers are dropped first) */
+  private readonly finished = new Set<string>();
+  private total = 0;
+  private readonly opts: EventGateOptions;
 
   constructor(
     /** posts events to the HTTP thread */
     private readonly forward: (runId: string, events: RunEvent[]) => void,
-    private readonly opts: EventGateOptions = { maxBufferedBytes: 256 * 1024, retainAfterDoneMs: 5_000 },
-  ) {}
+    opts: Partial<EventGateOptions> = {},
+  ) {
+    this.opts = { ...EVENT_GATE_DEFAULTS, ...opts };
+  }
 
   /** A run was created; unknown runs (e.g. recovered after a restart) are treated as observed. */
   open(runId: string, observed: boolean): void {
@@ -38,7 +48,16 @@ export class RunEventGates {
     if (gate === undefined || gate.observed) return true;
     gate.events.push(event);
     gate.bytes += event.data.length;
-    while (gate.bytes > this.opts.maxBufferedBytes && gate.events.length > 1) gate.bytes -= gate.events.shift()!.data.length;
+    this.total += event.data.length;
+    while (gate.bytes > this.opts.maxBufferedBytes && gate.events.length > 1) {
+      const dropped = gate.events.shift()!.data.length;
+      gate.bytes -= dropped;
+      this.total -= dropped;
+    }
+    for (const oldest of this.finished) {
+      if (this.total <= this.opts.maxTotalBytes) break;
+      this.drop(oldest);
+    }
     return false;
   }
 
@@ -51,6 +70,7 @@ export class RunEventGates {
     if (gate === undefined || gate.observed) return false;
     gate.observed = true;
     const buffered = gate.events;
+    this.total -= gate.bytes;
     gate.events = [];
     gate.bytes = 0;
     if (replay && buffered.length > 0) this.forward(runId, buffered);
@@ -65,15 +85,24 @@ export class RunEventGates {
     if (gate.observed) return this.drop(runId);
     gate.expiry = setTimeout(() => this.drop(runId), this.opts.retainAfterDoneMs);
     gate.expiry.unref();
+    this.finished.add(runId);
   }
 
   get size(): number {
     return this.gates.size;
   }
 
+  /** bytes buffered over all gates */
+  get bufferedBytes(): number {
+    return this.total;
+  }
+
   private drop(runId: string): void {
     const gate = this.gates.get(runId);
-    if (gate?.expiry !== undefined) clearTimeout(gate.expiry);
+    if (gate === undefined) return;
+    if (gate.expiry !== undefined) clearTimeout(gate.expiry);
+    this.total -= gate.bytes;
+    this.finished.delete(runId);
     this.gates.delete(runId);
   }
 }

@@ -36,6 +36,13 @@ export interface RunHubOptions {
    * Resumable runs keep their whole log: the client asked for replay.
    */
   maxBufferedBytes?: number;
+  /**
+   * Bytes of final outputs (plus events) kept for finished runs. Past it the oldest finished runs
+   * are forgotten early: a later /join falls back to the stored thread values (as upstream does
+   * after a run's queue is gone). A long thread's output is its whole history, so 60 s of them
+   * at full speed would otherwise hold hundreds of MB.
+   */
+  maxRetainedBytes?: number;
   /** bounds of the per-thread buffers of GET /threads/{t}/stream */
   threadStreams?: Partial<ThreadStreamHubOptions>;
 }
@@ -44,12 +51,17 @@ export class RunHub {
   private readonly logs = new Map<string, RunLog>();
 
   private readonly maxBytes: number;
+  private readonly maxRetained: number;
+  /** finished runs, oldest first, with the bytes their log still holds */
+  private readonly retained = new Map<string, number>();
+  private retainedBytes = 0;
 
   /** thread-level streams: every run of a thread, plus state updates published by the HTTP layer */
   readonly threads: ThreadStreamHub;
 
   constructor(private readonly opts: RunHubOptions = { retentionMs: 60_000 }) {
     this.maxBytes = opts.maxBufferedBytes ?? 256 * 1024;
+    this.maxRetained = opts.maxRetainedBytes ?? 32 * 1024 * 1024;
     this.threads = new ThreadStreamHub(opts.threadStreams);
   }
 
@@ -94,6 +106,7 @@ export class RunHub {
     l.resumable = resumable;
     if (attempt > 1) l.events = []; // a re-executed run restarts its stream (metadata.attempt > 1)
     l.done = undefined;
+    this.release(runId);
     if (this.threads.has(threadId)) {
       this.threads.publish(threadId, "lifecycle", "run_start", JSON.stringify({ run_id: runId, thread_id: threadId, status: "running", attempt }));
     }
@@ -128,8 +141,10 @@ export class RunHub {
     if (!l.resumable) {
       setTimeout(() => (l.events = []), Math.min(5_000, this.opts.retentionMs)).unref();
     }
-    l.expireTimer = setTimeout(() => this.logs.delete(done.runId), this.opts.retentionMs);
+    l.expireTimer = setTimeout(() => this.forget(done.runId), this.opts.retentionMs);
     l.expireTimer.unref();
+    const eventBytes = l.resumable ? l.events.reduce((n, e) => n + e.data.length, 0) : l.bytes;
+    this.retain(done.runId, done.output.length + eventBytes);
     if (this.threads.has(done.threadId)) {
       const end = { run_id: done.runId, thread_id: done.threadId, status: done.status, thread_status: done.threadStatus };
       this.threads.publish(done.threadId, "lifecycle", "run_end", JSON.stringify(end));
@@ -175,6 +190,35 @@ export class RunHub {
   drop(runId: string): void {
     const l = this.logs.get(runId);
     if (l?.expireTimer) clearTimeout(l.expireTimer);
+    this.forget(runId);
+  }
+
+  /** Bytes held for finished runs (outputs and buffered events). */
+  get retainedSize(): number {
+    return this.retainedBytes;
+  }
+
+  private retain(runId: string, bytes: number): void {
+    this.release(runId);
+    this.retained.set(runId, bytes);
+    this.retainedBytes += bytes;
+    for (const [oldest] of this.retained) {
+      if (this.retainedBytes <= this.maxRetained || oldest === runId) break;
+      const l = this.logs.get(oldest);
+      if (l?.expireTimer) clearTimeout(l.expireTimer);
+      this.forget(oldest);
+    }
+  }
+
+  private release(runId: string): void {
+    const bytes = this.retained.get(runId);
+    if (bytes === undefined) return;
+    this.retained.delete(runId);
+    this.retainedBytes -= bytes;
+  }
+
+  private forget(runId: string): void {
+    this.release(runId);
     this.logs.delete(runId);
   }
 }
