@@ -7,6 +7,7 @@ import { buildWebhookPayload, stampSentAt, type WebhookPayload } from "../src/we
 import { validateWebhookUrl, type WebhookUrlPolicy } from "../src/webhooks/url-policy.ts";
 import { parseRetryAfter, WebhookSender } from "../src/webhooks/sender.ts";
 import { TSX_REGISTER, WebhookWorkerHost } from "../src/webhooks/host.ts";
+import { webhooksConfigured } from "../src/webhooks/configured.ts";
 import type { WebhookWorkerData } from "../src/webhooks/protocol.ts";
 import { BoundedRunner } from "../src/webhooks/limiter.ts";
 import type { RunRecord } from "../src/storage/records.ts";
@@ -464,5 +465,41 @@ describe("webhook worker thread", { timeout: 15_000 }, () => {
       await host.terminate();
       await rx.stop();
     }
+  });
+
+  it("WebhookWorkerHost starts its worker only when a shard port first carries a webhook, losing none queued behind it", async () => {
+    const rx = await new Receiver().start();
+    const host = new WebhookWorkerHost({ headers: {} }).unref();
+    try {
+      const a = host.connectPort();
+      const b = host.connectPort();
+      await new Promise((r) => setTimeout(r, 200));
+      expect(host.started).toBe(false);
+      // a burst on one port: the first message starts the worker, the rest must follow the port
+      for (let i = 0; i < 20; i++) a.postMessage({ type: "webhook.send", url: `${rx.url}/a${i}`, payload: buildWebhookPayload(runRecord(), undefined, true) });
+      await rx.next(20);
+      expect(host.started).toBe(true);
+      // a port held since before the start was handed over too, and one made afterwards works
+      b.postMessage({ type: "webhook.send", url: `${rx.url}/b`, payload: buildWebhookPayload(runRecord(), undefined, true) });
+      const c = host.connectPort();
+      c.postMessage({ type: "webhook.send", url: `${rx.url}/c`, payload: buildWebhookPayload(runRecord(), undefined, true) });
+      await rx.next(22);
+      await new Promise((r) => setTimeout(r, 200)); // nothing delivered twice
+      expect(rx.received.map((r) => r.url).sort()).toEqual([...Array.from({ length: 20 }, (_, i) => `/a${i}`), "/b", "/c"].sort());
+      for (const p of [a, b, c]) p.close();
+    } finally {
+      await host.terminate();
+      await rx.stop();
+    }
+  });
+
+  it("webhooksConfigured: only a webhooks section that changes something starts the worker eagerly", () => {
+    const base = { envPrefix: "LG_WEBHOOK_", headers: {}, url: { allowedDomains: [], requireHttps: false, allowedPorts: null, disableLoopback: false, maxUrlLength: 2048 } };
+    expect(webhooksConfigured(base)).toBe(false);
+    expect(webhooksConfigured({ ...base, headers: { "x-k": "v" } })).toBe(true);
+    expect(webhooksConfigured({ ...base, envPrefix: "HOOK_" })).toBe(true);
+    expect(webhooksConfigured({ ...base, url: { ...base.url, allowedPorts: [443] } })).toBe(true);
+    expect(webhooksConfigured({ ...base, url: { ...base.url, requireHttps: true } })).toBe(true);
+    expect(webhooksConfigured({ ...base, url: { ...base.url, allowedDomains: ["example.com"] } })).toBe(true);
   });
 });
