@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
 import { openStorage, type Storage } from "../src/storage/env.ts";
 import { MessageCachingSerde } from "../src/storage/message-serde.ts";
-import { BlobCache } from "../src/storage/blob-cache.ts";
+import { BlobCache, entryCost } from "../src/storage/blob-cache.ts";
 import { toJsonText } from "../src/actors/wire.ts";
 
 function conversation(): BaseMessage[] {
@@ -100,55 +100,116 @@ describe("LmdbCheckpointSaver blob cache", () => {
     saver.put(cfg(thread), ckpt(messages), { source: "loop", step: 0, parents: {}, run_id: runId } as never, { messages: 1 });
   const loaded = async (s: LmdbCheckpointSaver, thread: string): Promise<BaseMessage[]> =>
     (await s.getTuple(cfg(thread)))?.checkpoint.channel_values.messages as BaseMessage[];
+  /** `first` and `second`, then enough filler that the stored list is above MIN_CACHED_BLOB_BYTES */
+  const longList = (first: BaseMessage, second: BaseMessage): BaseMessage[] =>
+    [first, second, ...Array.from({ length: 16 }, (_, i) => new AIMessage({ content: `filler ${i} ${"x".repeat(300)}`, id: `f${i}` }))];
 
   it("serves the put value (as a fresh array) without reviving it", async () => {
-    const messages = [new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "yo", id: "a1" })];
+    const messages = longList(new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "yo", id: "a1" }));
     await put("t", messages, "r1");
     const first = await loaded(saver, "t");
     expect(first).not.toBe(messages);
     expect(first[0]).toBe(messages[0]); // from the cache, not revived
     first.push(new AIMessage("local edit"));
     messages.push(new AIMessage("edit after put"));
-    expect((await loaded(saver, "t")).map((m) => m.content)).toEqual(["hi", "yo"]);
+    expect((await loaded(saver, "t")).map((m) => m.content).slice(0, 2)).toEqual(["hi", "yo"]);
+    expect(await loaded(saver, "t")).toHaveLength(18);
     // a cold saver revives the same values
     const cold = await loaded(new LmdbCheckpointSaver(storage), "t");
     expect(cold[0]).not.toBe(messages[0]);
-    expect(cold.map((m) => [m.getType(), m.id, m.content])).toEqual([["human", "h1", "hi"], ["ai", "a1", "yo"]]);
+    expect(cold.slice(0, 2).map((m) => [m.getType(), m.id, m.content])).toEqual([["human", "h1", "hi"], ["ai", "a1", "yo"]]);
+  });
+
+  it("does not cache short lists: they are revived on every read", async () => {
+    const messages = [new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "yo", id: "a1" })];
+    await put("t", messages, "r1");
+    const first = await loaded(saver, "t");
+    expect(first[0]).not.toBe(messages[0]);
+    expect((await loaded(saver, "t"))[0]).not.toBe(first[0]);
+    expect(first.map((m) => m.content)).toEqual(["hi", "yo"]);
   });
 
   it("never serves a deleted thread's or rolled-back run's values for a re-used blob key", async () => {
-    await put("t", [new HumanMessage({ content: "old", id: "1" }), new AIMessage({ content: "old", id: "2" })], "r1");
+    await put("t", longList(new HumanMessage({ content: "old", id: "1" }), new AIMessage({ content: "old", id: "2" })), "r1");
     expect((await loaded(saver, "t"))[0].content).toBe("old");
     await saver.deleteThread("t");
-    await put("t", [new HumanMessage({ content: "new", id: "1" }), new AIMessage({ content: "new", id: "2" })], "r2");
+    await put("t", longList(new HumanMessage({ content: "new", id: "1" }), new AIMessage({ content: "new", id: "2" })), "r2");
     expect((await loaded(saver, "t"))[0].content).toBe("new");
     expect(await saver.deleteCheckpointsOfRun("t", "r2")).toBe(1);
     expect(await saver.getTuple(cfg("t"))).toBeUndefined();
-    await put("t", [new HumanMessage({ content: "third", id: "1" }), new AIMessage({ content: "third", id: "2" })], "r3");
+    await put("t", longList(new HumanMessage({ content: "third", id: "1" }), new AIMessage({ content: "third", id: "2" })), "r3");
     expect((await loaded(saver, "t"))[0].content).toBe("third");
   });
 
-  it("checks cached entries against the stored bytes (writes by another saver on the same env)", async () => {
-    await put("t", [new HumanMessage({ content: "mine", id: "1" }), new AIMessage({ content: "mine", id: "2" })], "r1");
+  it("serves a hit after checking the blob's stamp only, and misses once the stamp changes", async () => {
+    await put("t", longList(new HumanMessage({ content: "cached", id: "1" }), new AIMessage({ content: "cached", id: "2" })), "r1");
+    await saver.flush();
+    const keys = Array.from(storage.blobStamps.getKeys({ start: ["t"], end: ["t", new Uint8Array([0xff])] }));
+    expect(keys).toHaveLength(1);
+    const blob = storage.blobs.get(keys[0])!;
+    // hide the bytes: a hit must not need them
+    await storage.blobs.put(keys[0], { type: blob.type, value: new TextEncoder().encode("[]") });
+    expect((await loaded(saver, "t"))[0].content).toBe("cached");
+    // a new stamp means another write: the cache misses and the stored bytes are read
+    await storage.blobStamps.put(keys[0], 42);
+    expect(await loaded(saver, "t")).toEqual([]);
+  });
+
+  it("checks cached entries against the stored stamp (writes by another saver on the same env)", async () => {
+    await put("t", longList(new HumanMessage({ content: "mine", id: "1" }), new AIMessage({ content: "mine", id: "2" })), "r1");
     expect((await loaded(saver, "t"))[0].content).toBe("mine");
     const other = new LmdbCheckpointSaver(storage);
     await other.deleteThread("t");
-    await other.put(cfg("t"), ckpt([new HumanMessage({ content: "theirs", id: "1" }), new AIMessage({ content: "theirs", id: "2" })]),
+    await other.put(cfg("t"), ckpt(longList(new HumanMessage({ content: "theirs", id: "1" }), new AIMessage({ content: "theirs", id: "2" }))),
       { source: "loop", step: 0, parents: {} }, { messages: 1 });
     expect((await loaded(saver, "t"))[0].content).toBe("theirs");
   });
 
-  it("stays within its byte budget, evicting least recently used entries", () => {
-    const cache = new BlobCache(1000);
+  it("stays within its budget of estimated memory, evicting least recently used entries", () => {
     const value = [new HumanMessage("x"), new HumanMessage("y")];
-    for (let i = 0; i < 10; i++) cache.set(`k${i}`, "t", "json", new Uint8Array(200), value);
-    expect(cache.totalBytes).toBeLessThanOrEqual(1000);
-    expect(cache.get("k0", "json", new Uint8Array(200))).toBeUndefined();
-    expect(cache.get("k9", "json", new Uint8Array(200))).toHaveLength(2);
-    expect(cache.get("k9", "json", new Uint8Array([1, ...new Uint8Array(199)]))).toBeUndefined();
-    cache.set("a", "t2", "json", new Uint8Array(10), value);
+    const cost = entryCost(200, 2);
+    expect(cost).toBeGreaterThan(2 * 200); // revived messages and bookkeeping count, not only the stored size
+    const cache = new BlobCache(4 * cost, 0);
+    const key = (i: number) => BlobCache.key(`t${i}`, "", "messages", 1, "");
+    for (let i = 0; i < 10; i++) cache.set(key(i), `t${i}`, 1, 200, value);
+    expect(cache.totalBytes).toBeLessThanOrEqual(4 * cost);
+    expect(cache.size).toBe(4);
+    expect(cache.get(key(0), 1)).toBeUndefined();
+    expect(cache.get(key(9), 1)).toHaveLength(2);
+    expect(cache.get(key(9), 2)).toBeUndefined();
+    cache.set(key(100), "t2", 1, 10, value);
     cache.removeThread("t2");
-    expect(cache.get("a", "json", new Uint8Array(10))).toBeUndefined();
+    expect(cache.get(key(100), 1)).toBeUndefined();
+    // an entry estimated above a quarter of the budget is not kept
+    cache.set(key(200), "t3", 1, 4 * cost, value);
+    expect(cache.get(key(200), 1)).toBeUndefined();
+  });
+
+  it("skips lists stored in fewer than its minimum bytes", () => {
+    const cache = new BlobCache(1 << 20, 1000);
+    const value = [new HumanMessage("x")];
+    cache.set(BlobCache.key("t", "", "messages", 1, ""), "t", 1, 999, value);
+    cache.set(BlobCache.key("u", "", "messages", 1, ""), "u", 1, 1000, value);
+    expect(cache.get(BlobCache.key("t", "", "messages", 1, ""), 1)).toBeUndefined();
+    expect(cache.get(BlobCache.key("u", "", "messages", 1, ""), 1)).toHaveLength(1);
+  });
+
+  it("keeps one version per thread, namespace and channel", () => {
+    const cache = new BlobCache(1 << 20, 0);
+    const value = [new HumanMessage("x")];
+    for (let v = 1; v <= 5; v++) cache.set(BlobCache.key("t", "", "messages", v, ""), "t", 1, 100, value);
+    cache.set(BlobCache.key("t", "", "other", 1, ""), "t", 1, 100, value);
+    cache.set(BlobCache.key("t", "sub", "messages", 1, ""), "t", 1, 100, value);
+    cache.set(BlobCache.key("t2", "", "messages", 1, ""), "t2", 1, 100, value);
+    expect(cache.size).toBe(4);
+    expect(cache.totalBytes).toBe(4 * entryCost(100, 1));
+    expect(cache.get(BlobCache.key("t", "", "messages", 4, ""), 1)).toBeUndefined();
+    expect(cache.get(BlobCache.key("t", "", "messages", 5, ""), 1)).toHaveLength(1);
+    // a tagged value (rollback branch) of the same channel replaces it too
+    cache.set(BlobCache.key("t", "", "messages", 5, "c1"), "t", 1, 100, value);
+    expect(cache.get(BlobCache.key("t", "", "messages", 5, ""), 1)).toBeUndefined();
+    expect(cache.get(BlobCache.key("t", "", "messages", 5, "c1"), 1)).toHaveLength(1);
+    expect(cache.size).toBe(4);
   });
 
   it("runs a long thread with the same results as a cold saver", async () => {

@@ -3,34 +3,64 @@
 import { isLangChainMessage } from "./message-serde.ts";
 
 /*
- * Keyed by the blob's LMDB key; an entry is trusted only when the bytes stored in LMDB still
- * equal the bytes it was built from, so writes by another saver, worker or process (delete,
- * rollback, re-put under the same key) can never serve a stale value. Invalidation on delete
- * only frees memory early.
+ * Keyed by the blob's LMDB key; an entry is trusted only when the stamp stored with the blob
+ * (blob_stamps, a random number written with every blob) is still the one it was built from, so
+ * writes by another saver, worker or process (delete, rollback, re-put under the same key) can
+ * never serve a stale value, and a hit reads none of the blob's bytes (which would map them into
+ * memory: RssFile). Invalidation on delete only frees memory early.
  * Only arrays of LangChain messages / primitives are cached. They are copied (shallowly) on fill
  * and on every hit, so pushing to / splicing a returned array does not affect the cache.
  * Assumption: messages handed to or returned by the checkpointer are not mutated in place
  * afterwards (LangGraph's messagesStateReducer builds a new array and only assigns ids to
  * messages lacking one; those already carry ids once they are in a checkpoint).
+ *
+ * Memory: the budget counts an estimate of what an entry really holds — its stored bytes plus the
+ * revived messages, key and bookkeeping (measured at 2–4x the stored bytes; see entryCost) — not
+ * the stored bytes alone. Lists stored in under MIN_CACHED_BLOB_BYTES are not cached: they
+ * revive in well under a millisecond, and every fresh-thread run would otherwise add an entry
+ * that is never read again (tens of thousands under load). A newer version of a channel replaces
+ * the thread's older one (one entry per thread, namespace and channel), so a long thread holds
+ * one list, not one per step.
  */
 
 interface Entry {
   threadId: string;
-  type: string;
-  bytes: Uint8Array;
+  /** the key's [thread, ns, channel] part: at most one entry per slot */
+  slot: string;
+  /** stamp of the blob write the value was built from (see checkpointer.ts) */
+  stamp: number;
   value: unknown[];
+  cost: number;
 }
 
+/** Estimated memory (stored bytes + revived values) one saver's cache may hold. */
 export const DEFAULT_BLOB_CACHE_BYTES = 24 * 1024 * 1024;
+/** Smaller stored lists are revived on each read instead of cached. */
+export const MIN_CACHED_BLOB_BYTES = 4 * 1024;
+
+/** Separates the slot from [version, tag] in a key; JSON.stringify escapes NUL inside strings. */
+const SLOT_END = "\u0000";
+
+/**
+ * Estimated bytes an entry keeps alive: the revived values (about as many bytes as stored plus
+ * ~200 per message object) and the key/entry bookkeeping; the stored bytes themselves are not
+ * held. Measured with JsonPlus message lists (stored bytes + revived): 2 messages (436 stored
+ * bytes) hold ~1.8 KB, 50 short messages (11 KB) ~33 KB, 500 messages (109 KB) ~217 KB.
+ */
+export function entryCost(storedBytes: number, items: number): number {
+  return storedBytes + 200 * items + 600;
+}
 
 export class BlobCache {
   private readonly entries = new Map<string, Entry>();
+  /** slot -> key of the entry holding it */
+  private readonly slots = new Map<string, string>();
   private bytes = 0;
 
-  constructor(private readonly maxBytes = DEFAULT_BLOB_CACHE_BYTES) {}
+  constructor(private readonly maxBytes = DEFAULT_BLOB_CACHE_BYTES, private readonly minStoredBytes = MIN_CACHED_BLOB_BYTES) {}
 
   static key(threadId: string, ns: string, channel: string, version: unknown, tag: string): string {
-    return JSON.stringify([threadId, ns, channel, version, tag]);
+    return JSON.stringify([threadId, ns, channel]) + SLOT_END + JSON.stringify([version, tag]);
   }
 
   /** Whether `value` is a shape this cache keeps. */
@@ -38,11 +68,15 @@ export class BlobCache {
     return Array.isArray(value) && value.length > 0 && value.every((item) => isLangChainMessage(item) || item === null || typeof item !== "object");
   }
 
-  /** The cached value (a fresh shallow copy) if it was built from exactly these stored bytes. */
-  get(key: string, type: string, stored: Uint8Array): unknown[] | undefined {
+  /**
+   * The cached value (a fresh shallow copy) if it was built from the blob write that carries
+   * `stamp`: a small stored token replaces the byte comparison, so a hit reads no blob bytes
+   * (and maps none of them into memory).
+   */
+  get(key: string, stamp: number): unknown[] | undefined {
     const entry = this.entries.get(key);
     if (entry === undefined) return undefined;
-    if (entry.type !== type || !bytesEqual(entry.bytes, stored)) {
+    if (entry.stamp !== stamp) {
       this.remove(key);
       return undefined;
     }
@@ -51,15 +85,26 @@ export class BlobCache {
     return entry.value.slice();
   }
 
-  set(key: string, threadId: string, type: string, bytes: Uint8Array, value: unknown): void {
-    if (!BlobCache.cacheable(value) || bytes.byteLength > this.maxBytes / 4) return;
+  /** Caches `value`, the blob of `storedBytes` bytes written with `stamp`; holds no copy of the bytes. */
+  set(key: string, threadId: string, stamp: number, storedBytes: number, value: unknown): void {
+    if (storedBytes < this.minStoredBytes || !BlobCache.cacheable(value)) return;
+    this.insert(key, { threadId, slot: "", stamp, value: value.slice(), cost: entryCost(storedBytes, value.length) });
+  }
+
+  private insert(key: string, entry: Entry): void {
+    if (entry.cost > this.maxBytes / 4) return;
+    const end = key.indexOf(SLOT_END);
+    const slot = end < 0 ? key : key.slice(0, end);
     this.remove(key);
-    this.entries.set(key, { threadId, type, bytes, value: value.slice() });
-    this.bytes += bytes.byteLength;
-    for (const [oldest, entry] of this.entries) {
+    const previous = this.slots.get(slot);
+    if (previous !== undefined) this.remove(previous);
+    const cost = entry.cost;
+    this.entries.set(key, { ...entry, slot });
+    this.slots.set(slot, key);
+    this.bytes += cost;
+    for (const oldest of this.entries.keys()) {
       if (this.bytes <= this.maxBytes) break;
-      this.entries.delete(oldest);
-      this.bytes -= entry.bytes.byteLength;
+      this.remove(oldest);
     }
   }
 
@@ -67,7 +112,8 @@ export class BlobCache {
     const entry = this.entries.get(key);
     if (entry === undefined) return;
     this.entries.delete(key);
-    this.bytes -= entry.bytes.byteLength;
+    if (this.slots.get(entry.slot) === key) this.slots.delete(entry.slot);
+    this.bytes -= entry.cost;
   }
 
   removeThread(threadId: string): void {
@@ -78,11 +124,8 @@ export class BlobCache {
     return this.entries.size;
   }
 
+  /** estimated memory held (see entryCost) */
   get totalBytes(): number {
     return this.bytes;
   }
-}
-
-function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
-  return a.byteLength === b.byteLength && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 }

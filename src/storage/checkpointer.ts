@@ -30,7 +30,7 @@ import type { Storage, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, St
  *   failed write is reported by the next read of or write to that thread (and by flush()).
  * Long threads: the serde is wrapped in MessageCachingSerde (per-message JSON cache on put) and
  * decoded message-list blobs are kept in a BlobCache (filled on put and read, verified against
- * the stored bytes on every hit), so a run costs O(new messages), not O(history), in (de)serialization.
+ * the blob's stored stamp on every hit, so a hit reads no blob bytes), so a run costs O(new messages), not O(history), in (de)serialization.
  */
 
 type CheckpointKey = [string, string, string];
@@ -149,7 +149,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       ...changed.map((ch) => this.serde.dumpsTyped(values[ch])),
     ]);
     const runId = runIdOf(metadata, config);
-    const { checkpoints, blobs: blobDb } = this.storage;
+    const { checkpoints, blobs: blobDb, blobStamps } = this.storage;
     const key: CheckpointKey = [threadId, ns, checkpoint.id];
     this.throwFailedWrite(threadId);
     this.queueWrite(threadId, () => {
@@ -168,8 +168,10 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
             tags[ch] = [version, tag];
           }
         }
+        const stamp = newStamp();
         blobDb.putSync([threadId, ns, ch, version, tag], { type: blobs[i][0], value: blobs[i][1] });
-        this.blobCache.set(BlobCache.key(threadId, ns, ch, version, tag), threadId, blobs[i][0], blobs[i][1], values[ch]);
+        blobStamps.putSync([threadId, ns, ch, version, tag], stamp);
+        this.blobCache.set(BlobCache.key(threadId, ns, ch, version, tag), threadId, stamp, blobs[i][1].byteLength, values[ch]);
         created.push([ch, version, tag]);
       });
       const record: StoredCheckpoint = { type, checkpoint: bytes, metadataType, metadata: metadataBytes, parentId, runId, blobs: created };
@@ -203,13 +205,14 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
 
   async deleteThread(threadId: string): Promise<void> {
     await this.flush(threadId).catch(() => undefined); // the thread's data goes either way
-    const { checkpoints, writes, blobs } = this.storage;
+    const { checkpoints, writes, blobs, blobStamps } = this.storage;
     const range = { start: [threadId], end: [threadId, MAX_KEY] };
     this.blobCache.removeThread(threadId);
     await this.storage.root.transaction(() => {
       for (const key of Array.from(checkpoints.getKeys(range))) checkpoints.removeSync(key);
       for (const key of Array.from(writes.getKeys(range))) writes.removeSync(key);
       for (const key of Array.from(blobs.getKeys(range))) blobs.removeSync(key);
+      for (const key of Array.from(blobStamps.getKeys(range))) blobStamps.removeSync(key);
     });
   }
 
@@ -230,10 +233,14 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     }));
     const copiedWrites = Array.from(writes.getRange(range));
     const copiedBlobs = Array.from(blobs.getRange(range));
+    const { blobStamps } = this.storage;
     await this.storage.root.transaction(() => {
       for (const { key, value } of copied) checkpoints.putSync([toThreadId, key[1], key[2]], value);
       for (const { key, value } of copiedWrites) writes.putSync([toThreadId, key[1], key[2], key[3], key[4]], value);
-      for (const { key, value } of copiedBlobs) blobs.putSync([toThreadId, key[1], key[2], key[3], key[4]], value);
+      for (const { key, value } of copiedBlobs) {
+        blobs.putSync([toThreadId, key[1], key[2], key[3], key[4]], value);
+        blobStamps.putSync([toThreadId, key[1], key[2], key[3], key[4]], newStamp());
+      }
     });
   }
 
@@ -275,7 +282,9 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       }
       for (const key of Array.from(writes.getKeys(range))) if (!kept(key[1], key[2])) writes.removeSync(key);
       for (const key of Array.from(blobs.getKeys(range))) {
-        if (!liveBlobs.has(blobId(key[1], key[2], key[3], key[4]))) blobs.removeSync(key);
+        if (liveBlobs.has(blobId(key[1], key[2], key[3], key[4]))) continue;
+        blobs.removeSync(key);
+        this.storage.blobStamps.removeSync(key);
       }
       return removed;
     });
@@ -309,6 +318,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         for (const writeKey of Array.from(writes.getKeys({ start: key, end: [...key, MAX_KEY] }))) writes.removeSync(writeKey);
         for (const [channel, version, tag] of value.blobs) {
           blobs.removeSync([threadId, key[1], channel, version, tag]);
+          this.storage.blobStamps.removeSync([threadId, key[1], channel, version, tag]);
           this.blobCache.remove(BlobCache.key(threadId, key[1], channel, version, tag));
         }
       }
@@ -380,16 +390,19 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       const version = versions[channel];
       const tagged = tags?.[channel];
       const tag = tagged !== undefined && tagged[0] === version ? tagged[1] : "";
-      const blob = this.storage.blobs.get([threadId, ns, channel, version, tag]);
-      if (blob === undefined) continue;
+      const blobKey: [string, string, string, StoredChannelVersion, string] = [threadId, ns, channel, version, tag];
       const cacheKey = BlobCache.key(threadId, ns, channel, version, tag);
-      const cached = this.blobCache.get(cacheKey, blob.type, blob.value);
+      // a hit checks the blob's small stamp only: the (possibly large) bytes are not read
+      const stamp = this.storage.blobStamps.get(blobKey);
+      const cached = stamp === undefined ? undefined : this.blobCache.get(cacheKey, stamp);
       if (cached !== undefined) {
         values[channel] = cached;
         continue;
       }
+      const blob = this.storage.blobs.get(blobKey);
+      if (blob === undefined) continue;
       const value: unknown = await this.serde.loadsTyped(blob.type, blob.value);
-      this.blobCache.set(cacheKey, threadId, blob.type, blob.value, value);
+      if (stamp !== undefined) this.blobCache.set(cacheKey, threadId, stamp, blob.value.byteLength, value);
       values[channel] = value;
     }
     return values;
@@ -471,6 +484,11 @@ function inheritedTags(parentTags: TagMap | undefined, checkpoint: Checkpoint, n
     if (!Object.hasOwn(newVersions, channel) && checkpoint.channel_versions[channel] === tagged[0]) tags[channel] = tagged;
   }
   return tags;
+}
+
+/** A random token identifying one blob write (53 bits: exact as a JS number and in msgpack). */
+function newStamp(): number {
+  return Math.floor(Math.random() * Number.MAX_SAFE_INTEGER);
 }
 
 function blobId(ns: string, channel: string, version: StoredChannelVersion, tag: string): string {

@@ -68,6 +68,11 @@ export interface Storage {
   writes: Database<StoredWrite, [string, string, string, string, number]>;
   /** channel values, key [thread_id, checkpoint_ns, channel, version, tag]: written only when a channel changes */
   blobs: Database<StoredBlob, [string, string, string, StoredChannelVersion, string]>;
+  /**
+   * Same keys as `blobs`: a random stamp written with every blob, so a cached decoded value can be
+   * checked without reading (and mapping into memory) the blob's bytes.
+   */
+  blobStamps: Database<number, [string, string, string, StoredChannelVersion, string]>;
   /** key [...namespace labels joined by "\u0000", item key] */
   store: Database<StoreItemRecord, [string, string]>;
   crons: Database<CronRecord, string>;
@@ -93,6 +98,12 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     // Big checkpoint blobs are read once per step; kernel read-ahead would map (and count in RSS)
     // neighbouring pages we never touch.
     noReadAhead: true, // honoured by lmdb-js (MDB_NORDAHEAD) but missing from its typings
+    // File-backed RSS: commits reach the file with pwrite, so written pages are page cache but not
+    // mapped into this process; only pages *read* through the map count in RssFile (clean, and
+    // reclaimable by the kernel). A writable map would map every written page too: keep it off
+    // (lmdb-js default). `remapChunks` was measured not to shrink RssFile (reading 90 MB of 300 KB
+    // values added ~90 MB either way), so the map stays static.
+    useWritemap: false,
   };
   const root = open(options);
   const db = <V, K extends Key>(name: string) => root.openDB<V, K>({ name, encoding: "msgpack" });
@@ -108,6 +119,7 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     checkpoints: db("checkpoints"),
     writes: db("writes"),
     blobs: db("blobs"),
+    blobStamps: db("blob_stamps"),
     store: db("store"),
     crons: db("crons"),
     close: () => root.close(),
