@@ -8,7 +8,7 @@ import { anyValue, body, limit, nullable, object, offset, str, strings } from ".
 import { validationError } from "../http/validation.ts";
 import type { AppContext } from "../server/context.ts";
 import type { JsonObject } from "../storage/records.ts";
-import { LmdbStore } from "../storage/store.ts";
+import type { LmdbStore } from "../storage/store.ts";
 import { StoreAccess } from "../auth/index.ts";
 
 const TAG = "store";
@@ -44,15 +44,23 @@ function checkNamespace(ns: string[], loc: string[], required: boolean): void {
 }
 
 export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
-  const store = new LmdbStore(app.storage);
-  /** custom auth's store:* events; a pass-through for unauthenticated requests */
-  const access = new StoreAccess(app.auth, store);
+  // Loaded on the first store request: LmdbStore extends LangGraph's BaseStore, and importing it
+  // pulls @langchain/core (~470 modules, ~45 MB of heap) into the HTTP thread, which needs none
+  // of it otherwise.
+  let loaded: Promise<{ store: LmdbStore; access: StoreAccess }> | undefined;
+  const load = () =>
+    (loaded ??= import("../storage/store.ts").then(({ LmdbStore }) => {
+      const store = new LmdbStore(app.storage);
+      /** custom auth's store:* events; a pass-through for unauthenticated requests */
+      return { store, access: new StoreAccess(app.auth, store) };
+    }));
 
   return [
     {
       method: "PUT", path: "/store/items", operationId: "put_item", summary: "Store or update an item", tag: TAG,
       body: itemPut,
       handler: async ({ body: b, auth }) => {
+        const { store, access } = await load();
         const { namespace, key, value } = b as { namespace: string[]; key: string; value: JsonObject };
         checkNamespace(namespace, ["body", "namespace"], true);
         await store.write([await access.put(auth, { namespace, key, value })]);
@@ -63,6 +71,7 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "GET", path: "/store/items", operationId: "get_item", summary: "Get an item (null when absent)", tag: TAG,
       query: itemQuery,
       handler: async ({ query, auth }) => {
+        const { access } = await load();
         const q = query as { namespace?: string; key: string };
         const namespace = q.namespace ? q.namespace.split(".") : [];
         checkNamespace(namespace, ["query", "namespace"], false);
@@ -73,6 +82,7 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "DELETE", path: "/store/items", operationId: "delete_item", summary: "Delete an item (also when absent)", tag: TAG,
       body: itemDelete,
       handler: async ({ body: b, auth }) => {
+        const { store, access } = await load();
         const { namespace = [], key } = b as { namespace?: string[]; key: string };
         checkNamespace(namespace, ["body", "namespace"], false);
         await store.write([{ ...(await access.delete(auth, { namespace, key })), value: null }]);
@@ -83,6 +93,7 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/store/items/search", operationId: "search_items", summary: "Search items under a namespace prefix", tag: TAG,
       body: itemSearch,
       handler: async ({ body: b, auth }) => {
+        const { access } = await load();
         const q = b as { namespace_prefix: string[]; filter?: JsonObject | null; limit: number; offset: number; query?: string | null };
         checkNamespace(q.namespace_prefix, ["body", "namespace_prefix"], false);
         const items = await access.search(auth, {
@@ -99,6 +110,7 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/store/namespaces", operationId: "list_namespaces", summary: "List namespaces", tag: TAG,
       body: namespaceList, bodyOptional: true,
       handler: async ({ body: b, auth }) => {
+        const { access } = await load();
         const q = b as { prefix?: string[] | null; suffix?: string[] | null; max_depth?: number | null; limit: number; offset: number };
         const matchConditions: MatchCondition[] = [];
         if (q.prefix) {
