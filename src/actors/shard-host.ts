@@ -13,6 +13,7 @@ import type { ShardContext, ThreadCheckpointOps } from "./shard-context.ts";
 import { RunEventGates } from "./event-gate.ts";
 import { shardOf } from "./sharding.ts";
 import { startCpuProfile } from "../util/cpu-profile.ts";
+import { startIdleGc } from "../util/idle-gc.ts";
 import { ThreadActor } from "./thread-actor.ts";
 import { buildWebhookPayload } from "../webhooks/payload.ts";
 
@@ -23,6 +24,7 @@ export interface ShardHostOptions {
 
 export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {}): Promise<string> {
   const profiler = startCpuProfile(process.env.TROUPE_CPU_PROFILE_DIR, `shard${task.shardIndex}`);
+  const stopIdleGc = startIdleGc();
   for (const [k, v] of Object.entries(task.env)) process.env[k] ??= v;
   const storage = openStorage(task.dataDir);
   const saver = new LmdbCheckpointSaver(storage);
@@ -129,6 +131,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
         const finish = async () => {
           const busy = [...actors.values()].some((a) => a.running);
           if (busy && Date.now() < deadline) return void setTimeout(() => void finish(), 25);
+          stopIdleGc();
           await profiler.stop().catch((err: unknown) => ctx.log(`cpu profile not written: ${String(err)}`));
           flush();
           port.close();

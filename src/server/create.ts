@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { WebhookWorkerHost } from "../webhooks/host.ts";
+import { startIdleGc } from "../util/idle-gc.ts";
 import { webhooksConfigured } from "../webhooks/configured.ts";
 import { loadConfig, type ResolvedConfig } from "../config/index.ts";
 import { ShardPool } from "../actors/shard-pool.ts";
@@ -144,6 +145,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const host = opts.host ?? "127.0.0.1";
   const server = await listen(dispatcher, host, opts.port ?? 8123);
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${server.port}`;
+  const stopIdleGc = startIdleGc(); // give heap back to the OS once a load burst is over
   let closed = false;
   return {
     url,
@@ -153,6 +155,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     async close(graceMs = 10_000) {
       if (closed) return;
       closed = true;
+      stopIdleGc();
       server.close();
       await crons?.stop(); // crons: before the pool, so in-flight ticks finish creating their runs
       await pool.close(graceMs);
