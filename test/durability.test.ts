@@ -16,24 +16,30 @@ describe("crash recovery", () => {
     const first = await startTestServer();
     servers.push(first);
     const c1 = new Client({ apiUrl: first.url, apiKey: null });
-    const threads: string[] = [];
-    const runs: { threadId: string; runId: string }[] = [];
-    for (let i = 0; i < 8; i++) {
-      const t = await c1.threads.create({ metadata: { crash: "test" } });
-      threads.push(t.thread_id);
+    const threads = (await Promise.all(Array.from({ length: 8 }, () => c1.threads.create({ metadata: { crash: "test" } })))).map((t) => t.thread_id);
+    // threads in parallel (so a slow, loaded machine still creates every run well within the first
+    // runs' sleep), the 4 runs of a thread in order
+    const perThread = await Promise.all(threads.map(async (threadId, i) => {
+      const created: { threadId: string; runId: string }[] = [];
       for (let j = 0; j < 4; j++) {
-        const r = await c1.runs.create(t.thread_id, "slow", {
+        const r = await c1.runs.create(threadId, "slow", {
           input: { messages: [{ role: "human", content: `t${i} r${j}` }] },
-          config: { configurable: { sleep_ms: 250 } },
+          config: { configurable: { sleep_ms: 400 } },
         });
-        runs.push({ threadId: t.thread_id, runId: r.run_id });
+        created.push({ threadId, runId: r.run_id });
       }
+      return created;
+    }));
+    const runs = perThread.flat();
+    // the crash must hit running and queued runs (and possibly finished ones)
+    let before = await Promise.all(runs.map((r) => c1.runs.get(r.threadId, r.runId)));
+    for (let polls = 0; polls < 50 && !before.some((r) => r.status === "running"); polls++) {
+      await new Promise((r) => setTimeout(r, 100));
+      before = await Promise.all(runs.map((r) => c1.runs.get(r.threadId, r.runId)));
     }
-    // let some runs start (and some finish) so the crash hits running, queued and done runs
-    await new Promise((r) => setTimeout(r, 400));
-    const before = await Promise.all(runs.map((r) => c1.runs.get(r.threadId, r.runId)));
-    expect(before.some((r) => r.status === "running")).toBe(true);
-    expect(before.some((r) => r.status === "pending")).toBe(true);
+    const statuses = before.map((r) => r.status).join(",");
+    expect(before.some((r) => r.status === "running"), statuses).toBe(true);
+    expect(before.some((r) => r.status === "pending"), statuses).toBe(true);
     await first.kill();
 
     const second = await startTestServer({ dataDir: first.dataDir });
