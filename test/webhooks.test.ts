@@ -7,7 +7,6 @@ import { buildWebhookPayload, stampSentAt, type WebhookPayload } from "../src/we
 import { validateWebhookUrl, type WebhookUrlPolicy } from "../src/webhooks/url-policy.ts";
 import { parseRetryAfter, WebhookSender } from "../src/webhooks/sender.ts";
 import { TSX_REGISTER, WebhookWorkerHost } from "../src/webhooks/host.ts";
-import { webhooksConfigured } from "../src/webhooks/configured.ts";
 import type { WebhookWorkerData } from "../src/webhooks/protocol.ts";
 import { BoundedRunner } from "../src/webhooks/limiter.ts";
 import type { RunRecord } from "../src/storage/records.ts";
@@ -491,15 +490,5 @@ describe("webhook worker thread", { timeout: 15_000 }, () => {
       await host.terminate();
       await rx.stop();
     }
-  });
-
-  it("webhooksConfigured: only a webhooks section that changes something starts the worker eagerly", () => {
-    const base = { envPrefix: "LG_WEBHOOK_", headers: {}, url: { allowedDomains: [], requireHttps: false, allowedPorts: null, disableLoopback: false, maxUrlLength: 2048 } };
-    expect(webhooksConfigured(base)).toBe(false);
-    expect(webhooksConfigured({ ...base, headers: { "x-k": "v" } })).toBe(true);
-    expect(webhooksConfigured({ ...base, envPrefix: "HOOK_" })).toBe(true);
-    expect(webhooksConfigured({ ...base, url: { ...base.url, allowedPorts: [443] } })).toBe(true);
-    expect(webhooksConfigured({ ...base, url: { ...base.url, requireHttps: true } })).toBe(true);
-    expect(webhooksConfigured({ ...base, url: { ...base.url, allowedDomains: ["example.com"] } })).toBe(true);
   });
 });

@@ -2,7 +2,7 @@
 // exactly the same loop the main thread would run.
 import { performance } from "node:perf_hooks";
 import { createThread, expectOk, expectRunOutput, runBody } from "../api.ts";
-import type { HttpClient } from "../http/types.ts";
+import type { BenchResponse, HttpClient, PreparedRequest, RequestOptions } from "../http/types.ts";
 import type { Iteration } from "./closed-loop.ts";
 
 export type LoopKind = "ok" | "thread-create" | "thread-wait" | "stateless-wait";
@@ -13,48 +13,33 @@ export interface LoopSpec {
 }
 
 export function buildIteration(spec: LoopSpec, client: HttpClient): Iteration {
+  /** Milliseconds of one request (the check runs after the clock stops; it throws on a bad answer). */
+  const timed = async (req: PreparedRequest, check: (res: BenchResponse) => void, opts?: RequestOptions): Promise<number> => {
+    const t0 = performance.now();
+    const res = await client.request(req, opts);
+    const ms = performance.now() - t0;
+    check(res);
+    return ms;
+  };
   switch (spec.kind) {
     case "ok": {
       const req = client.prepare("GET", "/ok");
-      return async () => {
-        const t0 = performance.now();
-        const res = await client.request(req, { discardBody: true });
-        const ms = performance.now() - t0;
-        expectOk(res);
-        return ms;
-      };
+      return () => timed(req, expectOk, { discardBody: true });
     }
     case "thread-create": {
       const req = client.prepare("POST", "/threads", {});
-      return async () => {
-        const t0 = performance.now();
-        const res = await client.request(req);
-        const ms = performance.now() - t0;
-        expectOk(res);
-        return ms;
-      };
+      return () => timed(req, expectOk);
     }
     case "thread-wait": {
       const body = JSON.stringify(runBody(spec.echoGraph));
       return async () => {
         const threadId = await createThread(client);
-        const req = client.prepare("POST", `/threads/${threadId}/runs/wait`, body);
-        const t0 = performance.now();
-        const res = await client.request(req);
-        const ms = performance.now() - t0;
-        expectRunOutput(res);
-        return ms;
+        return timed(client.prepare("POST", `/threads/${threadId}/runs/wait`, body), expectRunOutput);
       };
     }
     case "stateless-wait": {
       const req = client.prepare("POST", "/runs/wait", runBody(spec.echoGraph));
-      return async () => {
-        const t0 = performance.now();
-        const res = await client.request(req);
-        const ms = performance.now() - t0;
-        expectRunOutput(res);
-        return ms;
-      };
+      return () => timed(req, expectRunOutput);
     }
   }
 }

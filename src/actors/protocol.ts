@@ -27,7 +27,8 @@ export interface CreateRunCommand {
   onCompletion: "delete" | "keep";
   /**
    * Someone reads the run's events from the start (a create-and-stream request, a resumable run, a
-   * thread stream on its thread). Other runs keep their events in the worker until run.observe.
+   * thread stream on its thread): set by buildCreateRun, the one place that decides. Other runs keep
+   * their events in the worker until run.observe (ShardPool.observeRun).
    */
   observed: boolean;
 }

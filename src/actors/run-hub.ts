@@ -81,7 +81,7 @@ export class RunHub {
   expect(runId: string, threadId: string, resumable: boolean, observed = true): void {
     const l = this.log(runId, threadId);
     l.resumable = resumable;
-    l.gated = !observed && !resumable;
+    l.gated = !observed;
   }
 
   /** Whether the run's events are still held in its worker (a joiner must send run.observe first). */

@@ -113,7 +113,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   const handle = (cmd: ActorCommand): Promise<unknown> => {
     if (cmd.type === "graph.describe") return describeGraph(registry, cmd);
     if (cmd.type === "run.observe") return Promise.resolve({ gated: gates.observe(cmd.runId, cmd.replay) });
-    if (cmd.type === "run.create") gates.open(cmd.runId, cmd.observed || cmd.kwargs.resumable);
+    if (cmd.type === "run.create") gates.open(cmd.runId, cmd.observed);
     const actor = actorFor(cmd.threadId);
     const p = actor.handle(cmd);
     if (cmd.type === "run.create") p.catch(() => gates.done(cmd.runId)); // refused: no run, no events

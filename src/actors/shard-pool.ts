@@ -147,6 +147,16 @@ export class ShardPool {
     });
   }
 
+  /**
+   * A reader joined a run whose events its worker keeps (see event-gate.ts): from now on they come
+   * here live, preceded by what the worker buffered when `replay`. No-op for runs already observed.
+   */
+  async observeRun(threadId: string, runId: string, replay: boolean): Promise<void> {
+    if (!this.hub.isGated(runId)) return;
+    this.hub.markObserved(runId);
+    await this.request({ type: "run.observe", threadId, runId, replay });
+  }
+
   /** Drain: shards start no new runs and get graceMs to finish running ones (rollover, SIGTERM). */
   async close(graceMs = 10_000): Promise<void> {
     this.closing = true;

@@ -102,12 +102,7 @@ export class ThreadActor {
       if (!graph.bulkUpdateState) throw new TroupeError("BAD_REQUEST", "This graph's LangGraph version does not support supersteps");
       await graph.bulkUpdateState(stateConfig(thread), steps);
       const snap = await graph.getState(stateConfig(thread));
-      const s = this.ctx.storage;
-      const valuesJson = toJsonText(snap.values);
-      await s.root.transaction(() => {
-        s.threads.put(this.threadId, thread);
-        s.threadValues.put(this.threadId, valuesJson);
-      });
+      await this.saveThread(this.threadId, thread, toJsonText(snap.values));
       return thread;
     }
     await this.ctx.storage.threads.put(this.threadId, thread);
@@ -139,6 +134,15 @@ export class ThreadActor {
     return { deleted: true };
   }
 
+  /** Commits a thread record together with its state values (JSON text; undefined leaves them as they are). */
+  private async saveThread(threadId: string, record: ThreadRecord, valuesJson: string | undefined): Promise<void> {
+    const s = this.ctx.storage;
+    await s.root.transaction(() => {
+      s.threads.put(threadId, record);
+      if (valuesJson !== undefined) s.threadValues.put(threadId, valuesJson);
+    });
+  }
+
   /** keep_latest: a thread with a run queued or in flight is left alone (its checkpoints are in use). */
   private async pruneHistory(): Promise<{ pruned: boolean }> {
     this.getThread();
@@ -164,12 +168,7 @@ export class ThreadActor {
     const now = nowIso();
     const copy: ThreadRecord = { thread_id: newThreadId, created_at: now, updated_at: now, metadata: { ...t.metadata, thread_id: newThreadId }, status: "idle", config: {} };
     await this.ctx.saver.copyThread(this.threadId, newThreadId);
-    const s = this.ctx.storage;
-    const valuesJson = s.threadValues.get(this.threadId);
-    await s.root.transaction(() => {
-      s.threads.put(newThreadId, copy);
-      if (valuesJson !== undefined) s.threadValues.put(newThreadId, valuesJson);
-    });
+    await this.saveThread(newThreadId, copy, this.ctx.storage.threadValues.get(this.threadId));
     return copy;
   }
 
@@ -202,12 +201,7 @@ export class ThreadActor {
     const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.update" });
     const cfg = await graph.updateState(stateConfig(t, cmd.checkpoint), cmd.values, cmd.asNode);
     const snap = await graph.getState(stateConfig(t));
-    const s = this.ctx.storage;
-    const valuesJson = toJsonText(snap.values);
-    await s.root.transaction(() => {
-      s.threads.put(this.threadId, { ...t, updated_at: nowIso() });
-      s.threadValues.put(this.threadId, valuesJson);
-    });
+    await this.saveThread(this.threadId, { ...t, updated_at: nowIso() }, toJsonText(snap.values));
     const c = (cfg as { configurable?: Record<string, unknown> }).configurable ?? {};
     // `checkpoint` is what RemoteGraph reads; the SDK types the reply as a config (`configurable`)
     const checkpoint = { thread_id: this.threadId, checkpoint_ns: (c.checkpoint_ns as string) ?? "", checkpoint_id: c.checkpoint_id as string };

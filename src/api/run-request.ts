@@ -147,6 +147,7 @@ export function buildCreateRun(
     afterSeconds: b.after_seconds ?? 0,
     stateless: opts.stateless,
     onCompletion: b.on_completion ?? "delete",
-    observed: (opts.observed ?? true) || app.pool.hub.threads.has(opts.threadId),
+    // a resumable run's log must be complete, and a thread stream listener reads every run live
+    observed: (opts.observed ?? true) || (b.stream_resumable ?? false) || app.pool.hub.threads.has(opts.threadId),
   };
 }

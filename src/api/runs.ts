@@ -43,12 +43,6 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     hub.expect(run.run_id, run.thread_id, run.kwargs.resumable, cmd.observed);
     return run;
   };
-  /** A reader joins: a run whose events were kept in its worker sends them (and later ones) over. */
-  const observe = async (run: RunRecord): Promise<void> => {
-    if (!hub.isGated(run.run_id)) return;
-    hub.markObserved(run.run_id);
-    await pool.request({ type: "run.observe", threadId: run.thread_id, runId: run.run_id, replay: true });
-  };
   const location = (run: RunRecord, stateless: boolean) =>
     stateless ? `/runs/${run.run_id}` : `/threads/${run.thread_id}/runs/${run.run_id}`;
 
@@ -104,7 +98,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       // finished before this process saw it (e.g. before a restart): nothing left to stream
       return { kind: "sse", headers: extra, start: (sink) => void sink.end() };
     }
-    await observe(run);
+    await pool.observeRun(run.thread_id, run.run_id, true);
     return streamReply(run, from === -1 ? "start" : from, { withIds: true, cancelOnDisconnect: truthy(query.cancel_on_disconnect), headers: extra });
   };
 

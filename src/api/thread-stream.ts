@@ -37,10 +37,7 @@ export function threadStreamRoutes(app: AppContext): RouteDef<any, any>[] {
         unsubscribe();
       };
       // runs in flight whose events wait in their worker (background, /wait): go live from now on
-      for (const runId of app.pool.hub.gatedRunsOf(threadId)) {
-        app.pool.hub.markObserved(runId);
-        void app.pool.request({ type: "run.observe", threadId, runId, replay: false }).catch(() => undefined);
-      }
+      for (const runId of app.pool.hub.gatedRunsOf(threadId)) void app.pool.observeRun(threadId, runId, false).catch(() => undefined);
       const unsubscribe = streams.subscribe(threadId, after, {
         modes,
         onEvent: (e) => void sink.write(`event: ${e.event}\ndata: ${e.data}\nid: ${e.id}\n\n`),

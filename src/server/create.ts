@@ -4,7 +4,6 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { WebhookWorkerHost } from "../webhooks/host.ts";
 import { startIdleGc } from "../util/idle-gc.ts";
-import { webhooksConfigured } from "../webhooks/configured.ts";
 import { loadConfig, type ResolvedConfig } from "../config/index.ts";
 import { ShardPool } from "../actors/shard-pool.ts";
 import { assistantRoutes } from "../api/assistants.ts";
@@ -74,8 +73,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   await assistants.ensureDefaults(graphIds, parseGraphConfigs(process.env.LANGGRAPH_CONFIG));
 
   // Relative webhook URLs are delivered in-process through the router (dispatcher set below).
-  // The worker thread starts with the first run that asks for a webhook, or now when the config
-  // has a `webhooks` section; with webhooks disabled it never starts.
+  // The worker thread starts with the first run that asks for a webhook; with webhooks disabled it
+  // never starts (a config `webhooks` section alone sends nothing, so it does not start it either).
   let dispatcher: Dispatcher | undefined;
   const webhooks = new WebhookWorkerHost({
     headers: { ...config.webhooks.headers },
@@ -87,7 +86,6 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       return { status: "status" in reply ? reply.status : 200 };
     },
   }).unref();
-  if (!config.http.disableWebhooks && webhooksConfigured(config.webhooks)) webhooks.start();
 
   const pool = new ShardPool({
     dataDir: opts.dataDir,

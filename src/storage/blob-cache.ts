@@ -88,18 +88,14 @@ export class BlobCache {
   /** Caches `value`, the blob of `storedBytes` bytes written with `stamp`; holds no copy of the bytes. */
   set(key: string, threadId: string, stamp: number, storedBytes: number, value: unknown): void {
     if (storedBytes < this.minStoredBytes || !BlobCache.cacheable(value)) return;
-    this.insert(key, { threadId, slot: "", stamp, value: value.slice(), cost: entryCost(storedBytes, value.length) });
-  }
-
-  private insert(key: string, entry: Entry): void {
-    if (entry.cost > this.maxBytes / 4) return;
+    const cost = entryCost(storedBytes, value.length);
+    if (cost > this.maxBytes / 4) return;
     const end = key.indexOf(SLOT_END);
     const slot = end < 0 ? key : key.slice(0, end);
     this.remove(key);
     const previous = this.slots.get(slot);
     if (previous !== undefined) this.remove(previous);
-    const cost = entry.cost;
-    this.entries.set(key, { ...entry, slot });
+    this.entries.set(key, { threadId, slot, stamp, value: value.slice(), cost });
     this.slots.set(slot, key);
     this.bytes += cost;
     for (const oldest of this.entries.keys()) {

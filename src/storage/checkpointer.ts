@@ -9,7 +9,7 @@ import {
 import { TroupeError } from "../errors.ts";
 import { BlobCache } from "./blob-cache.ts";
 import { MessageCachingSerde } from "./message-serde.ts";
-import type { Storage, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, StoredWrite } from "./env.ts";
+import type { Storage, StoredBlob, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, StoredWrite } from "./env.ts";
 
 /*
  * Storage contract
@@ -34,6 +34,7 @@ import type { Storage, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, St
  */
 
 type CheckpointKey = [string, string, string];
+type BlobKey = [string, string, string, StoredChannelVersion, string];
 type TagMap = Record<string, [StoredChannelVersion, string]>;
 type StoredCheckpointBody = Omit<Checkpoint, "channel_values">;
 
@@ -149,7 +150,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       ...changed.map((ch) => this.serde.dumpsTyped(values[ch])),
     ]);
     const runId = runIdOf(metadata, config);
-    const { checkpoints, blobs: blobDb, blobStamps } = this.storage;
+    const { checkpoints, blobs: blobDb } = this.storage;
     const key: CheckpointKey = [threadId, ns, checkpoint.id];
     this.throwFailedWrite(threadId);
     this.queueWrite(threadId, () => {
@@ -168,9 +169,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
             tags[ch] = [version, tag];
           }
         }
-        const stamp = newStamp();
-        blobDb.putSync([threadId, ns, ch, version, tag], { type: blobs[i][0], value: blobs[i][1] });
-        blobStamps.putSync([threadId, ns, ch, version, tag], stamp);
+        const stamp = this.putBlobSync([threadId, ns, ch, version, tag], { type: blobs[i][0], value: blobs[i][1] });
         this.blobCache.set(BlobCache.key(threadId, ns, ch, version, tag), threadId, stamp, blobs[i][1].byteLength, values[ch]);
         created.push([ch, version, tag]);
       });
@@ -205,14 +204,13 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
 
   async deleteThread(threadId: string): Promise<void> {
     await this.flush(threadId).catch(() => undefined); // the thread's data goes either way
-    const { checkpoints, writes, blobs, blobStamps } = this.storage;
+    const { checkpoints, writes, blobs } = this.storage;
     const range = { start: [threadId], end: [threadId, MAX_KEY] };
     this.blobCache.removeThread(threadId);
     await this.storage.root.transaction(() => {
       for (const key of Array.from(checkpoints.getKeys(range))) checkpoints.removeSync(key);
       for (const key of Array.from(writes.getKeys(range))) writes.removeSync(key);
-      for (const key of Array.from(blobs.getKeys(range))) blobs.removeSync(key);
-      for (const key of Array.from(blobStamps.getKeys(range))) blobStamps.removeSync(key);
+      for (const key of Array.from(blobs.getKeys(range))) this.removeBlobSync(key);
     });
   }
 
@@ -233,14 +231,10 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     }));
     const copiedWrites = Array.from(writes.getRange(range));
     const copiedBlobs = Array.from(blobs.getRange(range));
-    const { blobStamps } = this.storage;
     await this.storage.root.transaction(() => {
       for (const { key, value } of copied) checkpoints.putSync([toThreadId, key[1], key[2]], value);
       for (const { key, value } of copiedWrites) writes.putSync([toThreadId, key[1], key[2], key[3], key[4]], value);
-      for (const { key, value } of copiedBlobs) {
-        blobs.putSync([toThreadId, key[1], key[2], key[3], key[4]], value);
-        blobStamps.putSync([toThreadId, key[1], key[2], key[3], key[4]], newStamp());
-      }
+      for (const { key, value } of copiedBlobs) this.putBlobSync([toThreadId, key[1], key[2], key[3], key[4]], value);
     });
   }
 
@@ -282,9 +276,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       }
       for (const key of Array.from(writes.getKeys(range))) if (!kept(key[1], key[2])) writes.removeSync(key);
       for (const key of Array.from(blobs.getKeys(range))) {
-        if (liveBlobs.has(blobId(key[1], key[2], key[3], key[4]))) continue;
-        blobs.removeSync(key);
-        this.storage.blobStamps.removeSync(key);
+        if (!liveBlobs.has(blobId(key[1], key[2], key[3], key[4]))) this.removeBlobSync(key);
       }
       return removed;
     });
@@ -317,8 +309,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         checkpoints.removeSync(key);
         for (const writeKey of Array.from(writes.getKeys({ start: key, end: [...key, MAX_KEY] }))) writes.removeSync(writeKey);
         for (const [channel, version, tag] of value.blobs) {
-          blobs.removeSync([threadId, key[1], channel, version, tag]);
-          this.storage.blobStamps.removeSync([threadId, key[1], channel, version, tag]);
+          this.removeBlobSync([threadId, key[1], channel, version, tag]);
           this.blobCache.remove(BlobCache.key(threadId, key[1], channel, version, tag));
         }
       }
@@ -341,6 +332,20 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const queued = this.queue.byThread.get(threadId);
     if (queued !== undefined) await queued;
     this.throwFailedWrite(threadId);
+  }
+
+  /** Writes a blob with a fresh stamp (inside a write transaction); returns the stamp. */
+  private putBlobSync(key: BlobKey, blob: StoredBlob): number {
+    const stamp = newStamp();
+    this.storage.blobs.putSync(key, blob);
+    this.storage.blobStamps.putSync(key, stamp);
+    return stamp;
+  }
+
+  /** Removes a blob and its stamp (inside a write transaction). */
+  private removeBlobSync(key: BlobKey): void {
+    this.storage.blobs.removeSync(key);
+    this.storage.blobStamps.removeSync(key);
   }
 
   private queueWrite(threadId: string, write: () => void): void {
@@ -390,7 +395,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       const version = versions[channel];
       const tagged = tags?.[channel];
       const tag = tagged !== undefined && tagged[0] === version ? tagged[1] : "";
-      const blobKey: [string, string, string, StoredChannelVersion, string] = [threadId, ns, channel, version, tag];
+      const blobKey: BlobKey = [threadId, ns, channel, version, tag];
       const cacheKey = BlobCache.key(threadId, ns, channel, version, tag);
       // a hit checks the blob's small stamp only: the (possibly large) bytes are not read
       const stamp = this.storage.blobStamps.get(blobKey);
