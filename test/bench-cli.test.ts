@@ -24,4 +24,15 @@ describe("bench CLI", () => {
       expect(s.errors.count).toBe(0);
     }
   }, 150_000);
+
+  it("prices the graph in-process (floor) with every row measured", async () => {
+    const { stdout } = await run(process.execPath, [join(REPO, "bin/troupe-floor.js"), "--graph", "examples/echo.ts:graph", "--runs", "20", "--long", "20"], { cwd: REPO, timeout: 120_000 });
+    const rows = stdout.split("\n").slice(1).filter((l) => l.trim() !== "");
+    expect(rows).toHaveLength(6);
+    for (const row of rows) {
+      const figures = (row.match(/\s{2}([\d., ]+)$/)?.[1] ?? "").split(",").map(Number);
+      expect(figures.length, row).toBeGreaterThan(0);
+      for (const f of figures) expect(f, row).toBeGreaterThan(0);
+    }
+  }, 150_000);
 });
