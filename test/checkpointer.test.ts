@@ -141,6 +141,15 @@ describe("deleteCheckpointsOfRun", () => {
     expect((await saver.getTuple(cfg("t")))?.checkpoint.channel_values).toEqual({ foo: "z" });
     expect(await saver.deleteCheckpointsOfRun("t", "no-such-run")).toBe(0);
   });
+
+  it("keeps the values of a deleted older run that later checkpoints still name", async () => {
+    // run-1 sets foo and bar; run-2's checkpoints change only foo, so they name run-1's bar blob.
+    const c1 = await putChild("t", undefined, { foo: "a", bar: "from run-1" }, { foo: 1, bar: 1 }, { foo: 1, bar: 1 }, meta(0, { run_id: "run-1" }));
+    const c2 = await putChild("t", c1, { foo: "b", bar: "from run-1" }, { foo: 2, bar: 1 }, { foo: 2 }, meta(1, { run_id: "run-2" }));
+    expect(await saver.deleteCheckpointsOfRun("t", "run-1")).toBe(1);
+    expect((await saver.getTuple(cfg("t", c2)))?.checkpoint.channel_values).toEqual({ foo: "b", bar: "from run-1" });
+    expect(keysOf(storage.blobs, "t")).toEqual([["t", "", "bar", 1, ""], ["t", "", "foo", 2, ""]]);
+  });
 });
 
 describe("pruneToLatest", () => {

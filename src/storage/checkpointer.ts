@@ -9,6 +9,7 @@ import {
 import { TroupeError } from "../errors.ts";
 import { BlobCache } from "./blob-cache.ts";
 import { MessageCachingSerde } from "./message-serde.ts";
+import { joinChunks, type MessageChunk } from "./message-chunks.ts";
 import type { Storage, StoredBlob, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, StoredWrite } from "./env.ts";
 
 /*
@@ -28,6 +29,10 @@ import type { Storage, StoredBlob, StoredBlobRef, StoredChannelVersion, StoredCh
  *   crash in between loses only checkpoints of a run that is still `running`, which recovery
  *   re-executes. Reads of a thread first wait for its queued writes (read-your-writes), and a
  *   failed write is reported by the next read of or write to that thread (and by flush()).
+ * - blob_chunks [thread, ns, channel, chunk id]: message lists of CHUNK_ITEMS+ messages are stored as
+ *   shared, content-addressed chunks plus the blob's own tail (message-chunks.ts), so a long
+ *   thread's history does not store its whole list again at every step. Every path that removes
+ *   blobs removes the chunks left unreferenced in the same transaction (collectChunksSync).
  * Long threads: the serde is wrapped in MessageCachingSerde (per-message JSON cache on put) and
  * decoded message-list blobs are kept in a BlobCache (filled on put and read, verified against
  * the blob's stored stamp on every hit, so a hit reads no blob bytes), so a run costs O(new messages), not O(history), in (de)serialization.
@@ -37,6 +42,14 @@ type CheckpointKey = [string, string, string];
 type BlobKey = [string, string, string, StoredChannelVersion, string];
 type TagMap = Record<string, [StoredChannelVersion, string]>;
 type StoredCheckpointBody = Omit<Checkpoint, "channel_values">;
+
+/** A channel value ready to store: the blob record plus the chunks it references (to write if new). */
+interface EncodedBlob {
+  blob: StoredBlob;
+  chunks: MessageChunk[];
+  /** bytes of the whole value (chunks + tail), for the cache's cost estimate */
+  byteLength: number;
+}
 
 interface WriteQueue {
   /** per thread: the last queued write transaction (resolves when it and every earlier one committed) */
@@ -53,12 +66,15 @@ const KEY_CHUNK = 128;
 
 export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   private readonly storage: Storage;
+  private readonly messageSerde: MessageCachingSerde;
   private readonly blobCache: BlobCache;
   /** queued checkpoint writes of this env, shared by every saver on it in this JS thread */
   private readonly queue: WriteQueue;
 
   constructor(storage: Storage, serde?: SerializerProtocol, blobCacheBytes?: number) {
-    super(serde instanceof MessageCachingSerde ? serde : new MessageCachingSerde(serde));
+    const messageSerde = serde instanceof MessageCachingSerde ? serde : new MessageCachingSerde(serde);
+    super(messageSerde);
+    this.messageSerde = messageSerde;
     this.storage = storage;
     this.blobCache = new BlobCache(blobCacheBytes);
     let queue = writeQueues.get(storage.root);
@@ -144,13 +160,13 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const parentId = getCheckpointId(config) || null;
     const { channel_values: values, ...body } = checkpoint;
     const changed = Object.keys(newVersions).filter((ch) => Object.hasOwn(values, ch) && values[ch] !== undefined);
-    const [[type, bytes], [metadataType, metadataBytes], ...blobs] = await Promise.all([
+    const [[type, bytes], [metadataType, metadataBytes], blobs] = await Promise.all([
       this.serde.dumpsTyped(body),
       this.serde.dumpsTyped(metadata),
-      ...changed.map((ch) => this.serde.dumpsTyped(values[ch])),
+      Promise.all(changed.map((ch) => this.encodeBlob(values[ch]))),
     ]);
     const runId = runIdOf(metadata, config);
-    const { checkpoints, blobs: blobDb } = this.storage;
+    const { checkpoints, blobs: blobDb, blobChunks } = this.storage;
     const key: CheckpointKey = [threadId, ns, checkpoint.id];
     this.throwFailedWrite(threadId);
     this.queueWrite(threadId, () => {
@@ -169,8 +185,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
             tags[ch] = [version, tag];
           }
         }
-        const stamp = this.putBlobSync([threadId, ns, ch, version, tag], { type: blobs[i][0], value: blobs[i][1] });
-        this.blobCache.set(BlobCache.key(threadId, ns, ch, version, tag), threadId, stamp, blobs[i][1].byteLength, values[ch]);
+        for (const chunk of blobs[i].chunks) {
+          const chunkKey: [string, string, string, string] = [threadId, ns, ch, chunk.id];
+          if (!blobChunks.doesExist(chunkKey)) blobChunks.putSync(chunkKey, chunk.bytes);
+        }
+        const stamp = this.putBlobSync([threadId, ns, ch, version, tag], blobs[i].blob);
+        this.blobCache.set(BlobCache.key(threadId, ns, ch, version, tag), threadId, stamp, blobs[i].byteLength, values[ch]);
         created.push([ch, version, tag]);
       });
       const record: StoredCheckpoint = { type, checkpoint: bytes, metadataType, metadata: metadataBytes, parentId, runId, blobs: created };
@@ -211,6 +231,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       for (const key of Array.from(checkpoints.getKeys(range))) checkpoints.removeSync(key);
       for (const key of Array.from(writes.getKeys(range))) writes.removeSync(key);
       for (const key of Array.from(blobs.getKeys(range))) this.removeBlobSync(key);
+      for (const key of Array.from(this.storage.blobChunks.getKeys(range))) this.storage.blobChunks.removeSync(key);
     });
   }
 
@@ -231,10 +252,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     }));
     const copiedWrites = Array.from(writes.getRange(range));
     const copiedBlobs = Array.from(blobs.getRange(range));
+    const copiedChunks = Array.from(this.storage.blobChunks.getRange(range));
     await this.storage.root.transaction(() => {
       for (const { key, value } of copied) checkpoints.putSync([toThreadId, key[1], key[2]], value);
       for (const { key, value } of copiedWrites) writes.putSync([toThreadId, key[1], key[2], key[3], key[4]], value);
       for (const { key, value } of copiedBlobs) this.putBlobSync([toThreadId, key[1], key[2], key[3], key[4]], value);
+      for (const { key, value } of copiedChunks) this.storage.blobChunks.putSync([toThreadId, key[1], key[2], key[3]], value);
     });
   }
 
@@ -249,16 +272,11 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const range = { start: [threadId], end: [threadId, MAX_KEY] };
     const latestByNs = new Map<string, CheckpointKey>();
     for (const key of checkpoints.getKeys(range)) latestByNs.set(key[1], key); // ascending: the last one wins
-    const liveBlobs = new Set<string>();
-    for (const key of latestByNs.values()) {
-      const record = checkpoints.get(key);
-      if (record === undefined) continue;
-      const body = (await this.serde.loadsTyped(record.type, record.checkpoint)) as StoredCheckpointBody;
-      for (const [channel, version] of Object.entries(body.channel_versions ?? {})) {
-        const tagged = record.tags?.[channel];
-        liveBlobs.add(blobId(key[1], channel, version, tagged !== undefined && tagged[0] === version ? tagged[1] : ""));
-      }
-    }
+    const latest = [...latestByNs.values()].flatMap((key) => {
+      const value = checkpoints.get(key);
+      return value === undefined ? [] : [{ key, value }];
+    });
+    const liveBlobs = await this.blobsNamedBy(latest);
     const kept = (ns: string, id: string) => latestByNs.get(ns)?.[2] === id;
     this.blobCache.removeThread(threadId);
     return this.storage.root.transaction(() => {
@@ -278,6 +296,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       for (const key of Array.from(blobs.getKeys(range))) {
         if (!liveBlobs.has(blobId(key[1], key[2], key[3], key[4]))) this.removeBlobSync(key);
       }
+      this.collectChunksSync(threadId);
       return removed;
     });
   }
@@ -299,8 +318,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
    */
   async deleteCheckpointsOfRun(threadId: string, runId: string): Promise<number> {
     await this.flush(threadId);
-    const { checkpoints, writes, blobs } = this.storage;
+    const { checkpoints, writes } = this.storage;
     const range = { start: [threadId], end: [threadId, MAX_KEY] };
+    // A blob the run created stays while a surviving checkpoint still names its version (e.g. the
+    // next run's input checkpoint, when the run deleted is not the thread's latest).
+    const survivors = Array.from(checkpoints.getRange(range)).filter(({ value }) => value.runId !== runId);
+    const liveBlobs = await this.blobsNamedBy(survivors);
     return this.storage.root.transaction(() => {
       let removed = 0;
       for (const { key, value } of Array.from(checkpoints.getRange(range))) {
@@ -309,13 +332,28 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         checkpoints.removeSync(key);
         for (const writeKey of Array.from(writes.getKeys({ start: key, end: [...key, MAX_KEY] }))) writes.removeSync(writeKey);
         for (const [channel, version, tag] of value.blobs) {
+          if (liveBlobs.has(blobId(key[1], channel, version, tag))) continue;
           this.removeBlobSync([threadId, key[1], channel, version, tag]);
           this.blobCache.remove(BlobCache.key(threadId, key[1], channel, version, tag));
         }
       }
       for (const { key, value } of Array.from(writes.getRange(range))) if (value.runId === runId) writes.removeSync(key);
+      if (removed > 0) this.collectChunksSync(threadId);
       return removed;
     });
+  }
+
+  /** blobId of every channel value the given checkpoints name (their channel_versions, with tags). */
+  private async blobsNamedBy(records: Iterable<{ key: CheckpointKey; value: StoredCheckpoint }>): Promise<Set<string>> {
+    const named = new Set<string>();
+    for (const { key, value } of records) {
+      const body = (await this.serde.loadsTyped(value.type, value.checkpoint)) as StoredCheckpointBody;
+      for (const [channel, version] of Object.entries(body.channel_versions ?? {})) {
+        const tagged = value.tags?.[channel];
+        named.add(blobId(key[1], channel, version, tagged !== undefined && tagged[0] === version ? tagged[1] : ""));
+      }
+    }
+    return named;
   }
 
   /**
@@ -332,6 +370,39 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const queued = this.queue.byThread.get(threadId);
     if (queued !== undefined) await queued;
     this.throwFailedWrite(threadId);
+  }
+
+  /** A channel value as stored: chunked when it is a long message list, else the serde's bytes. */
+  private async encodeBlob(value: unknown): Promise<EncodedBlob> {
+    const chunked = await this.messageSerde.dumpsChunked(value);
+    if (chunked !== undefined) {
+      return { blob: { type: "json", value: chunked.tail, chunks: chunked.chunks.map((c) => c.id) }, chunks: chunked.chunks, byteLength: chunked.byteLength };
+    }
+    const [type, bytes] = await this.serde.dumpsTyped(value);
+    return { blob: { type, value: bytes }, chunks: [], byteLength: bytes.byteLength };
+  }
+
+  /** The serde bytes of a stored blob: chunked ones are reassembled from their chunks. */
+  private blobBytes(threadId: string, ns: string, channel: string, blob: StoredBlob): Uint8Array {
+    if (blob.chunks === undefined) return blob.value;
+    const parts = blob.chunks.map((id) => {
+      const bytes = this.storage.blobChunks.get([threadId, ns, channel, id]);
+      if (bytes === undefined) throw new TroupeError("INTERNAL", `checkpoint data of thread ${threadId} is damaged: chunk ${id} of channel "${channel}" is missing`);
+      return bytes;
+    });
+    return joinChunks(parts, blob.value);
+  }
+
+  /** Inside a write transaction that removed blobs: removes the thread's chunks no remaining blob references. */
+  private collectChunksSync(threadId: string): void {
+    const range = { start: [threadId], end: [threadId, MAX_KEY] };
+    const referenced = new Set<string>();
+    for (const { key, value } of this.storage.blobs.getRange(range)) {
+      for (const id of value.chunks ?? []) referenced.add(JSON.stringify([key[1], key[2], id]));
+    }
+    for (const key of Array.from(this.storage.blobChunks.getKeys(range))) {
+      if (!referenced.has(JSON.stringify([key[1], key[2], key[3]]))) this.storage.blobChunks.removeSync(key);
+    }
   }
 
   /** Writes a blob with a fresh stamp (inside a write transaction); returns the stamp. */
@@ -406,8 +477,9 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       }
       const blob = this.storage.blobs.get(blobKey);
       if (blob === undefined) continue;
-      const value: unknown = await this.serde.loadsTyped(blob.type, blob.value);
-      if (stamp !== undefined) this.blobCache.set(cacheKey, threadId, stamp, blob.value.byteLength, value);
+      const bytes = this.blobBytes(threadId, ns, channel, blob);
+      const value: unknown = await this.serde.loadsTyped(blob.type, bytes);
+      if (stamp !== undefined) this.blobCache.set(cacheKey, threadId, stamp, bytes.byteLength, value);
       values[channel] = value;
     }
     return values;

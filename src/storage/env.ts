@@ -45,7 +45,10 @@ export interface StoredWrite {
 /** One channel value: serde type tag + bytes. */
 export interface StoredBlob {
   type: string;
+  /** the value's bytes; for a chunked message list, only the messages after its chunks (see message-chunks.ts) */
   value: Uint8Array;
+  /** ids of the leading chunks in `blobChunks` (same thread, namespace and channel), in order */
+  chunks?: string[];
 }
 
 export interface Storage {
@@ -73,6 +76,8 @@ export interface Storage {
    * checked without reading (and mapping into memory) the blob's bytes.
    */
   blobStamps: Database<number, [string, string, string, StoredChannelVersion, string]>;
+  /** shared chunks of long message lists, key [thread_id, checkpoint_ns, channel, chunk id] (message-chunks.ts) */
+  blobChunks: Database<Uint8Array, [string, string, string, string]>;
   /** key [...namespace labels joined by "\u0000", item key] */
   store: Database<StoreItemRecord, [string, string]>;
   crons: Database<CronRecord, string>;
@@ -88,7 +93,7 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
   mkdirSync(dataDir, { recursive: true });
   const options = {
     path: join(dataDir, "troupe.mdb"),
-    maxDbs: 16,
+    maxDbs: 32, // 14 named DBs today; room to add some without a migration
     // 64 GiB of address space; the file grows as needed.
     mapSize: 64 * 1024 ** 3,
     // Default: commits reach the OS before we answer (survives kill -9), no fsync per commit
@@ -120,6 +125,7 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     writes: db("writes"),
     blobs: db("blobs"),
     blobStamps: db("blob_stamps"),
+    blobChunks: root.openDB<Uint8Array, [string, string, string, string]>({ name: "blob_chunks", encoding: "binary" }),
     store: db("store"),
     crons: db("crons"),
     close: () => root.close(),

@@ -2,6 +2,7 @@
 // list (every step of a run on a long thread) only serializes the messages that are new.
 import { JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { MessageListJson, type MessageFields } from "./message-list-json.ts";
+import { CHUNK_ITEMS, MessageChunker, type ChunkedList } from "./message-chunks.ts";
 
 /*
  * Output is byte-identical to the inner serde's: JSON.stringify of an array is "[" + the items'
@@ -26,6 +27,7 @@ class NotPrepared extends Error {}
 export class MessageCachingSerde implements SerializerProtocol {
   readonly inner: SerializerProtocol;
   private readonly cache = new MessageListJson();
+  private readonly chunker = new MessageChunker();
   private readonly encoder = new TextEncoder();
   private readonly decoder = new TextDecoder();
 
@@ -47,6 +49,20 @@ export class MessageCachingSerde implements SerializerProtocol {
       if (err instanceof NotPrepared) return this.inner.dumpsTyped(value);
       throw err;
     }
+  }
+
+  /**
+   * A message list long enough to be stored in chunks (message-chunks.ts), split into them; undefined
+   * for any other value, or when a message does not serialize to JSON (then use dumpsTyped).
+   */
+  async dumpsChunked(value: unknown): Promise<ChunkedList | undefined> {
+    if (!Array.isArray(value) || value.length < CHUNK_ITEMS || !value.every(isLangChainMessage)) return undefined;
+    for (const message of this.cache.missing(value)) {
+      const [type, bytes] = await this.inner.dumpsTyped(message);
+      if (type !== "json") return undefined;
+      this.cache.store(message, typeof bytes === "string" ? bytes : this.decoder.decode(bytes));
+    }
+    return this.chunker.split(value, (m) => this.cache.lookup(m as SerializableMessage));
   }
 
   loadsTyped(type: string, data: Uint8Array | string): Promise<unknown> {

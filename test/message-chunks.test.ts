@@ -1,0 +1,184 @@
+// Long message lists stored as shared chunks (storage/message-chunks.ts): the reassembled bytes are
+// the serde's, and across runs, forks, rollbacks, copies, prunes and deletes every checkpoint of a
+// long thread still reads back (through a saver with an empty cache), every chunk a blob names
+// exists, and no chunk outlives the blobs that named it.
+import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
+import { END, MessagesAnnotation, START, StateGraph, messagesStateReducer } from "@langchain/langgraph";
+import { JsonPlusSerializer } from "@langchain/langgraph-checkpoint";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
+import { openStorage, type Storage } from "../src/storage/env.ts";
+import { CHUNK_ITEMS, MessageChunker, joinChunks } from "../src/storage/message-chunks.ts";
+import { MessageCachingSerde } from "../src/storage/message-serde.ts";
+
+const text = (v: Uint8Array): string => Buffer.from(v).toString("utf8");
+
+function echoGraph(saver: LmdbCheckpointSaver) {
+  return new StateGraph(MessagesAnnotation)
+    .addNode("echo", (s: typeof MessagesAnnotation.State) => ({ messages: [new AIMessage(`echo ${String(s.messages.at(-1)?.content)}`)] }))
+    .addEdge(START, "echo")
+    .addEdge("echo", END)
+    .compile({ checkpointer: saver });
+}
+
+/** Deterministic pseudo-random numbers (mulberry32), so a failure replays. */
+function rng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const summary = (messages: BaseMessage[]): string[] => messages.map((m) => `${m.getType()}:${m.id}:${String(m.content)}`);
+
+/** Every chunk named by a blob of the thread exists, and every chunk of the thread is named by one. */
+function expectChunksConsistent(storage: Storage, threadId: string): number {
+  const range = { start: [threadId], end: [threadId, new Uint8Array([0xff])] };
+  const named = new Set<string>();
+  for (const { key, value } of storage.blobs.getRange(range)) for (const id of value.chunks ?? []) named.add(JSON.stringify([key[1], key[2], id]));
+  const stored = new Set<string>();
+  for (const key of storage.blobChunks.getKeys(range)) stored.add(JSON.stringify([key[1], key[2], key[3]]));
+  expect([...named].filter((k) => !stored.has(k)), "chunks named but missing").toEqual([]);
+  expect([...stored].filter((k) => !named.has(k)), "chunks left unreferenced").toEqual([]);
+  return stored.size;
+}
+
+/** Each checkpoint's messages as read by `reader` (a fresh saver: nothing cached). */
+async function historyOf(reader: LmdbCheckpointSaver, threadId: string): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  for await (const t of reader.list({ configurable: { thread_id: threadId, checkpoint_ns: "" } })) {
+    out.set(t.checkpoint.id, summary((t.checkpoint.channel_values.messages as BaseMessage[] | undefined) ?? []));
+  }
+  return out;
+}
+
+let dir: string;
+let storage: Storage;
+
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), "troupe-chunks-"));
+  storage = openStorage(dir);
+});
+
+afterEach(async () => {
+  await storage.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe("message chunks", () => {
+  it("reassemble to exactly the serde's bytes and reuse unchanged chunks", async () => {
+    const inner = new JsonPlusSerializer();
+    const serde = new MessageCachingSerde(inner);
+    let list: BaseMessage[] = [];
+    for (let i = 0; i < CHUNK_ITEMS * 2 + 5; i++) list = messagesStateReducer(list, [i % 2 ? new AIMessage(`a${i} "q" \u2028`) : new HumanMessage(`h${i}`)]);
+    expect(await serde.dumpsChunked(list.slice(0, CHUNK_ITEMS - 1))).toBeUndefined();
+    const first = await serde.dumpsChunked(list);
+    expect(first?.chunks).toHaveLength(2);
+    expect(text(joinChunks(first!.chunks.map((c) => c.bytes), first!.tail))).toBe(text((await inner.dumpsTyped(list))[1]));
+    const grown = messagesStateReducer(list, [new AIMessage("more")]);
+    const second = await serde.dumpsChunked(grown);
+    expect(second!.chunks.map((c) => c.id)).toEqual(first!.chunks.map((c) => c.id));
+    expect(second!.chunks[0]).toBe(first!.chunks[0]); // not re-encoded
+    // an exact multiple of the chunk size: no tail
+    const exact = await serde.dumpsChunked(list.slice(0, CHUNK_ITEMS * 2));
+    expect(exact!.tail.byteLength).toBe(0);
+    expect(text(joinChunks(exact!.chunks.map((c) => c.bytes), exact!.tail))).toBe(text((await inner.dumpsTyped(list.slice(0, CHUNK_ITEMS * 2)))[1]));
+    // an edit inside a chunk changes that chunk only
+    const edited = messagesStateReducer(grown, [new AIMessage({ content: "edited", id: grown[CHUNK_ITEMS + 3].id })]);
+    const third = await serde.dumpsChunked(edited);
+    expect(third!.chunks[0].id).toBe(first!.chunks[0].id);
+    expect(third!.chunks[1].id).not.toBe(first!.chunks[1].id);
+    expect(text(joinChunks(third!.chunks.map((c) => c.bytes), third!.tail))).toBe(text((await inner.dumpsTyped(edited))[1]));
+    // a non-message item: not chunked
+    expect(new MessageChunker().split([{}, ...list], () => undefined)).toBeUndefined();
+  });
+
+  it("keep a long thread's history intact across runs, forks, rollback, copy, prune and delete", async () => {
+    const random = rng(20261122);
+    const saver = new LmdbCheckpointSaver(storage);
+    const graph = echoGraph(saver);
+    const fresh = () => new LmdbCheckpointSaver(storage);
+    const thread = "thread-a";
+    const config = (runId: string) => ({ configurable: { thread_id: thread }, metadata: { run_id: runId } });
+    const runIds: string[] = [];
+    // 100 runs (~200 messages: several full chunks), with forks from random older checkpoints
+    for (let i = 0; i < 100; i++) {
+      const runId = `run-${String(i).padStart(3, "0")}`;
+      runIds.push(runId);
+      if (i > 40 && random() < 0.1) {
+        const history: { config: { configurable?: Record<string, unknown> } }[] = [];
+        for await (const s of graph.getStateHistory({ configurable: { thread_id: thread } })) history.push(s);
+        const target = history[Math.floor(random() * Math.min(history.length, 12))]; // a recent one: the list stays long
+        const forked = await graph.updateState(target.config, { messages: [new HumanMessage(`fork ${i}`)] }, "echo");
+        await graph.invoke({ messages: [new HumanMessage(`after fork ${i}`)] }, { ...config(runId), configurable: { ...forked.configurable } });
+      } else {
+        await graph.invoke({ messages: [new HumanMessage(`m${i}`)] }, config(runId));
+      }
+    }
+    await saver.flush();
+    const latest = await graph.getState({ configurable: { thread_id: thread } });
+    expect((latest.values.messages as BaseMessage[]).length).toBeGreaterThan(CHUNK_ITEMS * 2);
+
+    const before = await historyOf(fresh(), thread);
+    expect(await historyOf(saver, thread)).toEqual(before); // cached reads agree with uncached ones
+    expect(expectChunksConsistent(storage, thread)).toBeGreaterThan(1);
+
+    // chunks are shared: the store holds far fewer message bytes than the sum of every version's list
+    let chunkBytes = 0;
+    for (const { value } of storage.blobChunks.getRange({ start: [thread], end: [thread, new Uint8Array([0xff])] })) chunkBytes += value.byteLength;
+    let fullBytes = 0;
+    for (const messages of before.values()) fullBytes += messages.length * 60;
+    expect(chunkBytes).toBeLessThan(fullBytes / 5);
+
+    // copy: the copy reads back the same, with its own chunks
+    await saver.copyThread(thread, "thread-b");
+    const copied = await historyOf(fresh(), "thread-b");
+    expect([...copied.values()]).toEqual([...before.values()]);
+    expectChunksConsistent(storage, "thread-b");
+
+    // rollback of several runs (the latest and random older ones): survivors read back unchanged
+    const rolledBack = [runIds[runIds.length - 1], ...runIds.filter(() => random() < 0.15)];
+    for (const runId of rolledBack) await saver.deleteCheckpointsOfRun(thread, runId);
+    const afterRollback = await historyOf(fresh(), thread);
+    expect(afterRollback.size).toBeLessThan(before.size);
+    for (const [id, messages] of afterRollback) expect(messages, id).toEqual(before.get(id));
+    expectChunksConsistent(storage, thread);
+
+    // prune to the latest checkpoint: it reads back whole, nothing else is left
+    const newest = [...afterRollback.keys()].sort().at(-1)!;
+    await saver.pruneToLatest(thread);
+    const pruned = await historyOf(fresh(), thread);
+    expect([...pruned.keys()]).toEqual([newest]);
+    expect(pruned.get(newest)).toEqual(afterRollback.get(newest));
+    expectChunksConsistent(storage, thread);
+    // runs continue on the pruned thread
+    await graph.invoke({ messages: [new HumanMessage("after prune")] }, config("run-after-prune"));
+    await saver.flush();
+    const continued = await graph.getState({ configurable: { thread_id: thread } });
+    expect(summary(continued.values.messages as BaseMessage[]).slice(0, -2)).toEqual(afterRollback.get(newest));
+    expectChunksConsistent(storage, thread);
+
+    // the copy was untouched by all of that; deleting it removes its chunks
+    expect([...(await historyOf(fresh(), "thread-b")).values()]).toEqual([...before.values()]);
+    await saver.deleteThread("thread-b");
+    expect(expectChunksConsistent(storage, "thread-b")).toBe(0);
+    await saver.deleteThread(thread);
+    expect(expectChunksConsistent(storage, thread)).toBe(0);
+  }, 60_000);
+
+  it("report a missing chunk as damaged data instead of returning a wrong list", async () => {
+    const saver = new LmdbCheckpointSaver(storage);
+    const graph = echoGraph(saver);
+    for (let i = 0; i < CHUNK_ITEMS; i++) await graph.invoke({ messages: [new HumanMessage(`m${i}`)] }, { configurable: { thread_id: "t" } });
+    await saver.flush();
+    const [firstChunk] = Array.from(storage.blobChunks.getKeys({ start: ["t"], end: ["t", new Uint8Array([0xff])] }));
+    await storage.blobChunks.remove(firstChunk);
+    await expect(new LmdbCheckpointSaver(storage).getTuple({ configurable: { thread_id: "t" } })).rejects.toThrow(/damaged: chunk/);
+  }, 60_000);
+});
