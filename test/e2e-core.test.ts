@@ -163,6 +163,21 @@ describe("runs", () => {
     expect(runs[0].status).toBe("success");
   });
 
+  it("deletes an older run without losing what the later runs' checkpoints still hold", async () => {
+    const t = await fx.client.threads.create();
+    const first = await fx.client.runs.create(t.thread_id, "echo", { input: human("one") });
+    await fx.client.runs.join(t.thread_id, first.run_id);
+    await fx.client.runs.wait(t.thread_id, "echo", { input: human("two") });
+    await fx.client.runs.delete(t.thread_id, first.run_id);
+    await expect(fx.client.runs.get(t.thread_id, first.run_id)).rejects.toThrow(/HTTP 404/);
+    const history = await fx.client.threads.getHistory(t.thread_id);
+    expect(history.length).toBeGreaterThan(1); // the second run's checkpoints
+    const contents = (v: unknown) => ((v as { messages?: { content: string }[] }).messages ?? []).map((m) => m.content);
+    // every surviving checkpoint still starts from the first run's messages (its input checkpoint names them)
+    for (const state of history) expect(contents(state.values).slice(0, 2)).toEqual(["one", "one"]);
+    expect(contents((await fx.client.threads.getState(t.thread_id)).values)).toEqual(["one", "one", "two", "two"]);
+  });
+
   it("gives a join the whole stream of a background run, running or just finished (events wait in the worker)", async () => {
     const t = await fx.client.threads.create();
     const collect = async (runId: string) => {
