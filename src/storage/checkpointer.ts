@@ -293,10 +293,11 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         checkpoints.putSync(key, { ...record, parentId: null, blobs: ownBlobs });
       }
       for (const key of Array.from(writes.getKeys(range))) if (!kept(key[1], key[2])) writes.removeSync(key);
+      const chunkedSlots = new ChunkedSlots();
       for (const key of Array.from(blobs.getKeys(range))) {
-        if (!liveBlobs.has(blobId(key[1], key[2], key[3], key[4]))) this.removeBlobSync(key);
+        if (!liveBlobs.has(blobId(key[1], key[2], key[3], key[4]))) this.removeBlobSync(key, chunkedSlots);
       }
-      this.collectChunksSync(threadId);
+      this.collectChunksSync(threadId, chunkedSlots);
       return removed;
     });
   }
@@ -321,11 +322,20 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const { checkpoints, writes } = this.storage;
     const range = { start: [threadId], end: [threadId, MAX_KEY] };
     // A blob the run created stays while a surviving checkpoint still names its version (e.g. the
-    // next run's input checkpoint, when the run deleted is not the thread's latest).
-    const survivors = Array.from(checkpoints.getRange(range)).filter(({ value }) => value.runId !== runId);
-    const liveBlobs = await this.blobsNamedBy(survivors);
+    // next run's input checkpoint, when the run deleted is not the thread's latest). Only a
+    // checkpoint put after the run's first one in its namespace can name such a blob (ids are
+    // time-ordered), so rolling back the latest run decodes nothing.
+    const all = Array.from(checkpoints.getRange(range));
+    const firstOfRun = new Map<string, string>();
+    for (const { key, value } of all) if (value.runId === runId && !firstOfRun.has(key[1])) firstOfRun.set(key[1], key[2]);
+    const laterSurvivors = all.filter(({ key, value }) => {
+      const first = firstOfRun.get(key[1]);
+      return value.runId !== runId && first !== undefined && key[2] > first;
+    });
+    const liveBlobs = await this.blobsNamedBy(laterSurvivors);
     return this.storage.root.transaction(() => {
       let removed = 0;
+      const chunkedSlots = new ChunkedSlots();
       for (const { key, value } of Array.from(checkpoints.getRange(range))) {
         if (value.runId !== runId) continue;
         removed += 1;
@@ -333,12 +343,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         for (const writeKey of Array.from(writes.getKeys({ start: key, end: [...key, MAX_KEY] }))) writes.removeSync(writeKey);
         for (const [channel, version, tag] of value.blobs) {
           if (liveBlobs.has(blobId(key[1], channel, version, tag))) continue;
-          this.removeBlobSync([threadId, key[1], channel, version, tag]);
+          this.removeBlobSync([threadId, key[1], channel, version, tag], chunkedSlots);
           this.blobCache.remove(BlobCache.key(threadId, key[1], channel, version, tag));
         }
       }
       for (const { key, value } of Array.from(writes.getRange(range))) if (value.runId === runId) writes.removeSync(key);
-      if (removed > 0) this.collectChunksSync(threadId);
+      this.collectChunksSync(threadId, chunkedSlots);
       return removed;
     });
   }
@@ -393,15 +403,13 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     return joinChunks(parts, blob.value);
   }
 
-  /** Inside a write transaction that removed blobs: removes the thread's chunks no remaining blob references. */
-  private collectChunksSync(threadId: string): void {
-    const range = { start: [threadId], end: [threadId, MAX_KEY] };
-    const referenced = new Set<string>();
-    for (const { key, value } of this.storage.blobs.getRange(range)) {
-      for (const id of value.chunks ?? []) referenced.add(JSON.stringify([key[1], key[2], id]));
-    }
-    for (const key of Array.from(this.storage.blobChunks.getKeys(range))) {
-      if (!referenced.has(JSON.stringify([key[1], key[2], key[3]]))) this.storage.blobChunks.removeSync(key);
+  /** Inside the write transaction that removed chunked blobs: removes their slots' chunks no remaining blob names. */
+  private collectChunksSync(threadId: string, slots: ChunkedSlots): void {
+    for (const [ns, channel] of slots.values()) {
+      const range = { start: [threadId, ns, channel], end: [threadId, ns, channel, MAX_KEY] };
+      const named = new Set<string>();
+      for (const { value } of this.storage.blobs.getRange(range)) for (const id of value.chunks ?? []) named.add(id);
+      for (const key of Array.from(this.storage.blobChunks.getKeys(range))) if (!named.has(key[3])) this.storage.blobChunks.removeSync(key);
     }
   }
 
@@ -413,11 +421,16 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     return stamp;
   }
 
-  /** Removes a blob and its stamp (inside a write transaction). */
-  private removeBlobSync(key: BlobKey): void {
+  /**
+   * Removes a blob and its stamp (inside a write transaction). With `chunkedSlots`, a chunked blob's
+   * slot is recorded there so its chunks can be collected afterwards (collectChunksSync).
+   */
+  private removeBlobSync(key: BlobKey, chunkedSlots?: ChunkedSlots): void {
+    if (chunkedSlots !== undefined && this.storage.blobs.get(key)?.chunks !== undefined) chunkedSlots.add(key[1], key[2]);
     this.storage.blobs.removeSync(key);
     this.storage.blobStamps.removeSync(key);
   }
+
 
   private queueWrite(threadId: string, write: () => void): void {
     const committed = this.storage.root.transaction(write).then(
@@ -561,6 +574,19 @@ function inheritedTags(parentTags: TagMap | undefined, checkpoint: Checkpoint, n
     if (!Object.hasOwn(newVersions, channel) && checkpoint.channel_versions[channel] === tagged[0]) tags[channel] = tagged;
   }
   return tags;
+}
+
+/** The (namespace, channel) slots of a thread whose chunked blobs a transaction removed. */
+class ChunkedSlots {
+  private readonly slots = new Map<string, [string, string]>();
+
+  add(ns: string, channel: string): void {
+    this.slots.set(JSON.stringify([ns, channel]), [ns, channel]);
+  }
+
+  values(): IterableIterator<[string, string]> {
+    return this.slots.values();
+  }
 }
 
 /** A random token identifying one blob write (53 bits: exact as a JS number and in msgpack). */

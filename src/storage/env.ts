@@ -93,7 +93,7 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
   mkdirSync(dataDir, { recursive: true });
   const options = {
     path: join(dataDir, "troupe.mdb"),
-    maxDbs: 32, // 14 named DBs today; room to add some without a migration
+    maxDbs: 32, // headroom above the named DBs below, so adding one needs no change here
     // 64 GiB of address space; the file grows as needed.
     mapSize: 64 * 1024 ** 3,
     // Default: commits reach the OS before we answer (survives kill -9), no fsync per commit

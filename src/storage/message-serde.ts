@@ -21,6 +21,10 @@ export function isLangChainMessage(v: unknown): v is SerializableMessage {
 
 const MIN_ITEMS = 2;
 
+function isMessageList(value: unknown, minItems: number): value is SerializableMessage[] {
+  return Array.isArray(value) && value.length >= minItems && value.every(isLangChainMessage);
+}
+
 /** Thrown by arrayJson's compute: every message was to be serialized beforehand. */
 class NotPrepared extends Error {}
 
@@ -36,12 +40,7 @@ export class MessageCachingSerde implements SerializerProtocol {
   }
 
   async dumpsTyped(value: unknown): Promise<[string, Uint8Array]> {
-    if (!Array.isArray(value) || value.length < MIN_ITEMS || !value.every(isLangChainMessage)) return this.inner.dumpsTyped(value);
-    for (const message of this.cache.missing(value)) {
-      const [type, bytes] = await this.inner.dumpsTyped(message);
-      if (type !== "json") return this.inner.dumpsTyped(value);
-      this.cache.store(message, typeof bytes === "string" ? bytes : this.decoder.decode(bytes));
-    }
+    if (!isMessageList(value, MIN_ITEMS) || !(await this.prepare(value))) return this.inner.dumpsTyped(value);
     try {
       return ["json", this.cache.arrayBytes(value, () => { throw new NotPrepared(); }, this.encoder)];
     } catch (err) {
@@ -56,13 +55,18 @@ export class MessageCachingSerde implements SerializerProtocol {
    * for any other value, or when a message does not serialize to JSON (then use dumpsTyped).
    */
   async dumpsChunked(value: unknown): Promise<ChunkedList | undefined> {
-    if (!Array.isArray(value) || value.length < CHUNK_ITEMS || !value.every(isLangChainMessage)) return undefined;
-    for (const message of this.cache.missing(value)) {
+    if (!isMessageList(value, CHUNK_ITEMS) || !(await this.prepare(value))) return undefined;
+    return this.chunker.split(value, (m) => this.cache.lookup(m as SerializableMessage));
+  }
+
+  /** Caches the JSON of every message of `list` that has none yet; false if one does not serialize to JSON. */
+  private async prepare(list: SerializableMessage[]): Promise<boolean> {
+    for (const message of this.cache.missing(list)) {
       const [type, bytes] = await this.inner.dumpsTyped(message);
-      if (type !== "json") return undefined;
+      if (type !== "json") return false;
       this.cache.store(message, typeof bytes === "string" ? bytes : this.decoder.decode(bytes));
     }
-    return this.chunker.split(value, (m) => this.cache.lookup(m as SerializableMessage));
+    return true;
   }
 
   loadsTyped(type: string, data: Uint8Array | string): Promise<unknown> {
