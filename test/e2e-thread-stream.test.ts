@@ -94,6 +94,19 @@ describe("GET /threads/{t}/stream (joinStream)", () => {
     s.abort();
   });
 
+  it("picks up a background run whose events wait in its worker", async () => {
+    const t = await fx.client.threads.create();
+    const run = await fx.client.runs.create(t.thread_id, "slow", { input: human("held"), config: { configurable: { sleep_ms: 1_000 } }, streamMode: "values" });
+    for (let i = 0; i < 100 && (await fx.client.runs.get(t.thread_id, run.run_id)).status !== "running"; i++) await new Promise((r) => setTimeout(r, 20));
+    const s = openStream(t.thread_id, { streamMode: ["run_modes", "lifecycle"] });
+    await s.connected;
+    const ps = await s.until((p) => p.some((x) => x.event === "run_end"));
+    const last = ps.filter((p) => p.event === "values").at(-1);
+    expect(last?.data.messages.at(-1)).toMatchObject({ type: "ai", content: "held" }); // the node's output, sent after connecting
+    expect(ps.at(-1)).toMatchObject({ event: "run_end", data: { run_id: run.run_id, status: "success" } });
+    s.abort();
+  });
+
   it("lifecycle: run_start and run_end with run_id and status, nothing else", async () => {
     const t = await fx.client.threads.create();
     const s = openStream(t.thread_id, { streamMode: "lifecycle" });
@@ -198,6 +211,17 @@ describe("GET /threads/{t}/stream (joinStream)", () => {
     await s.connected;
     await fx.client.threads.delete(t.thread_id);
     await expect(Promise.race([s.done.then(() => "ended"), new Promise((r) => setTimeout(() => r("still open"), 3_000))])).resolves.toBe("ended");
+  });
+
+  it("ends the stream when its assistant is deleted with delete_threads", async () => {
+    const a = await fx.client.assistants.create({ graphId: "echo" });
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, a.assistant_id, { input: human("mine") });
+    const s = openStream(t.thread_id);
+    await s.connected;
+    expect((await rawRequest(fx.server.url, `/assistants/${a.assistant_id}?delete_threads=true`, { method: "DELETE" })).status).toBe(200);
+    await expect(Promise.race([s.done.then(() => "ended"), new Promise((r) => setTimeout(() => r("still open"), 3_000))])).resolves.toBe("ended");
+    await expect(fx.client.threads.get(t.thread_id)).rejects.toThrow(/HTTP 404/);
   });
 });
 

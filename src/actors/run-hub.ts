@@ -70,6 +70,8 @@ export class RunHub {
     if (!l) {
       l = { runId, threadId, bytes: 0, resumable: false, gated: false, events: [], replayed: false, subscribers: new Set(), waiters: [] };
       this.logs.set(runId, l);
+    } else if (threadId && !l.threadId) {
+      l.threadId = threadId; // created by a join or wait that named only the run
     }
     return l;
   }

@@ -6,7 +6,8 @@ import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { availableParallelism } from "node:os";
 import { Piscina } from "piscina";
 import { deserializeError, TroupeError } from "../errors.ts";
-import type { ActorCommand, ActorReplies, FromShard, GraphSpecLite, ShardTask } from "./protocol.ts";
+import type { ActorCommand, ActorReplies, CreateRunCommand, FromShard, GraphSpecLite, ShardTask } from "./protocol.ts";
+import type { RunRecord } from "../storage/records.ts";
 import { RunHub } from "./run-hub.ts";
 import { shardOf } from "./sharding.ts";
 import { TSX_REGISTER } from "../util/tsx.ts";
@@ -145,6 +146,25 @@ export class ShardPool {
       shard.pending.set(reqId, { resolve: resolve as (v: unknown) => void, reject });
       shard.port.postMessage({ reqId, cmd });
     });
+  }
+
+  /**
+   * Creates a run and registers it with the run hub. A run whose events stay in its worker
+   * (`observed: false`) is observed at once, with what its worker buffered, when a thread stream
+   * already listens on its thread: that stream may have connected while this create was in flight,
+   * too late for the hub to list the run among the thread's held runs.
+   */
+  async createRun(cmd: CreateRunCommand): Promise<RunRecord> {
+    const run = await this.request(cmd);
+    this.hub.expect(run.run_id, run.thread_id, run.kwargs.resumable, cmd.observed);
+    if (!cmd.observed && this.hub.threads.has(run.thread_id)) void this.observeRun(run.thread_id, run.run_id, true).catch(() => undefined);
+    return run;
+  }
+
+  /** Deletes a thread with all its data, and ends the thread streams listening to it. */
+  async deleteThread(threadId: string): Promise<void> {
+    await this.request({ type: "thread.delete", threadId });
+    this.hub.threads.close(threadId);
   }
 
   /**

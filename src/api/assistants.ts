@@ -126,7 +126,7 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
         if (truthy((query as { delete_threads?: string }).delete_threads)) {
           const ids: string[] = [];
           for (const { key, value } of app.storage.threads.getRange({})) if (value.metadata.assistant_id === a.assistant_id) ids.push(key);
-          await Promise.all(ids.map((threadId) => app.pool.request({ type: "thread.delete", threadId }).catch(() => undefined)));
+          await Promise.all(ids.map((threadId) => app.pool.deleteThread(threadId).catch(() => undefined)));
         }
         return json([a.assistant_id]);
       },

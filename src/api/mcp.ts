@@ -60,8 +60,7 @@ export function mcpRoutes(app: AppContext): RouteDef<any, any>[] {
     const body: RunCreateBody = { assistant_id: matches[0].assistant_id, input: args as JsonObject };
     if (params.context !== undefined) body.context = params.context as JsonObject;
     const cmd = buildCreateRun(app, body, headers, { threadId: uuid7(), runId: uuid7(), stateless: true, observed: false });
-    const run = await app.pool.request(cmd);
-    app.pool.hub.expect(run.run_id, run.thread_id, false, cmd.observed);
+    const run = await app.pool.createRun(cmd);
     const done = await app.pool.hub.waitFor(run.run_id);
     const out = JSON.parse(done.output) as unknown;
     if (isRecord(out) && isRecord(out.__error__)) {

@@ -39,9 +39,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     const stateless = threadId === null;
     const cmd = buildCreateRun(app, b, headers, { threadId: threadId ?? uuid7(), runId: uuid7(), stateless, auth, observed: streamed });
     await app.auth?.authorizeRun(auth, cmd, (id) => storage.threads.get(id));
-    const run = await pool.request(cmd);
-    hub.expect(run.run_id, run.thread_id, run.kwargs.resumable, cmd.observed);
-    return run;
+    return pool.createRun(cmd);
   };
   const location = (run: RunRecord, stateless: boolean) =>
     stateless ? `/runs/${run.run_id}` : `/threads/${run.thread_id}/runs/${run.run_id}`;

@@ -171,8 +171,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
             continue;
           }
           if (!t || !matchesAuthFilter(await authorize(auth, "threads:delete", { thread_id: threadId }), t.metadata)) continue;
-          await pool.request({ type: "thread.delete", threadId });
-          streams.close(threadId);
+          await pool.deleteThread(threadId);
           pruned++;
         }
         return json({ pruned_count: pruned });
@@ -197,8 +196,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
       params: threadParams,
       handler: async ({ params, auth }) => {
         mustThread(params.thread_id, await authorize(auth, "threads:delete", { thread_id: params.thread_id }));
-        await pool.request({ type: "thread.delete", threadId: params.thread_id });
-        streams.close(params.thread_id);
+        await pool.deleteThread(params.thread_id);
         return empty(204);
       },
     },

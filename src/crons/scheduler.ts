@@ -99,8 +99,7 @@ export class CronScheduler {
     const stateless = rec.thread_id === null;
     const cmd = buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless, observed: false });
     try {
-      const run = await app.pool.request(cmd);
-      app.pool.hub.expect(run.run_id, run.thread_id, run.kwargs.resumable, cmd.observed);
+      await app.pool.createRun(cmd);
     } catch (err) {
       // a thread cron with multitask_strategy "reject" skips ticks while the thread is busy
       if (!(err instanceof TroupeError && err.code === "MULTITASK_REJECTED")) throw err;

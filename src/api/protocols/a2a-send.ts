@@ -51,9 +51,7 @@ export async function createTaskRun(
   };
   try {
     const cmd = buildCreateRun(app, body, headers, { threadId, runId: uuid7(), stateless: false, observed: stream });
-    const run = await app.pool.request(cmd);
-    app.pool.hub.expect(run.run_id, run.thread_id, false, cmd.observed);
-    return run;
+    return await app.pool.createRun(cmd);
   } catch (err) {
     const e = toRpcError(err, "Failed to create run: ");
     throw new RpcError(e.code, e.message);
