@@ -12,7 +12,7 @@ import type { AppContext } from "../server/context.ts";
 import type { RunRecord, RunStatus } from "../storage/records.ts";
 import { threadValuesJson } from "../storage/thread-values.ts";
 import { buildCreateRun, runCreateSchema, type RunCreateBody } from "./run-request.ts";
-import { sseFrame, sseSynthetic, wireRun } from "./wire.ts";
+import { lastEventId, sseFrame, sseSynthetic, wireRun } from "./wire.ts";
 
 const TAG = "runs";
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
@@ -89,8 +89,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     const tid = threadId ?? storage.runThread.get(runId);
     const run = tid ? storage.runs.get([tid, runId]) : undefined;
     if (!run || (!threadId && !matchesAuthFilter(filter, storage.threads.get(run.thread_id)?.metadata))) throw notFound(`Run ${runId} not found`);
-    const lastId = headers["last-event-id"];
-    const from = lastId !== undefined && /^-?\d+$/.test(lastId) ? Number(lastId) : "live";
+    const from = lastEventId(headers) ?? "live";
     const extra = threadId ? undefined : { "content-location": `/runs/${runId}` };
     if (isFinal(run.status) && !hub.doneOf(runId)) {
       // finished before this process saw it (e.g. before a restart): nothing left to stream

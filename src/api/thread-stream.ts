@@ -7,6 +7,7 @@ import { THREAD_STREAM_MODES, type ThreadStreamMode } from "../actors/thread-str
 import type { RouteDef, SseReply } from "../http/types.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
+import { lastEventId, sseFrame } from "./wire.ts";
 
 /** `: heartbeat` comment interval: keeps proxies from closing an idle stream; the SDK arms its idle watchdog on it */
 const HEARTBEAT_MS = 5_000;
@@ -40,7 +41,7 @@ export function threadStreamRoutes(app: AppContext): RouteDef<any, any>[] {
       for (const runId of app.pool.hub.gatedRunsOf(threadId)) void app.pool.observeRun(threadId, runId, false).catch(() => undefined);
       const unsubscribe = streams.subscribe(threadId, after, {
         modes,
-        onEvent: (e) => void sink.write(`event: ${e.event}\ndata: ${e.data}\nid: ${e.id}\n\n`),
+        onEvent: (e) => void sink.write(sseFrame(e, true)),
         onClose: () => {
           stop();
           sink.end();
@@ -65,9 +66,7 @@ export function threadStreamRoutes(app: AppContext): RouteDef<any, any>[] {
         const t = storage.threads.get(threadId);
         if (!t || !matchesAuthFilter(filter, t.metadata)) throw notFound(`Thread with ID ${threadId} not found`);
         const modes = new Set((query as { stream_mode: ThreadStreamMode[] }).stream_mode);
-        const lastId = headers["last-event-id"];
-        const after = lastId !== undefined && /^-?\d+$/.test(lastId.trim()) ? Number(lastId.trim()) : undefined;
-        return reply(threadId, modes, after, rawQuery.toString());
+        return reply(threadId, modes, lastEventId(headers), rawQuery.toString());
       },
     },
   ];

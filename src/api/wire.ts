@@ -11,7 +11,13 @@ export function wireRun(run: RunRecord): WireRun {
   return { ...rest, kwargs: kwargs as unknown as WireRun["kwargs"] };
 }
 
-export function sseFrame(e: RunEvent, withId: boolean): string {
+/** The numeric Last-Event-ID a reconnecting SSE client sent, if any (-1 = from the start). */
+export function lastEventId(headers: Record<string, string | undefined>): number | undefined {
+  const raw = headers["last-event-id"]?.trim();
+  return raw !== undefined && /^-?\d+$/.test(raw) ? Number(raw) : undefined;
+}
+
+export function sseFrame(e: Pick<RunEvent, "id" | "event" | "data">, withId: boolean): string {
   return withId ? `event: ${e.event}\ndata: ${e.data}\nid: ${e.id}\n\n` : `event: ${e.event}\ndata: ${e.data}\n\n`;
 }
 

@@ -278,7 +278,8 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     });
     const liveBlobs = await this.blobsNamedBy(latest);
     const kept = (ns: string, id: string) => latestByNs.get(ns)?.[2] === id;
-    this.blobCache.removeThread(threadId);
+    // the cache is left as is: kept blobs keep their stamps (their entries are what the next run
+    // reads), removed ones lose theirs, so no stale entry can be served
     return this.storage.root.transaction(() => {
       let removed = 0;
       for (const key of Array.from(checkpoints.getKeys(range))) {
