@@ -72,6 +72,18 @@ describe("RunEventGates", () => {
     expect(gates.bufferedBytes).toBe(0);
   });
 
+  it("drops at once the buffer of a run nobody can join (stateless run ended, create refused)", () => {
+    const { gates } = setup(1024, 60_000);
+    gates.open("stateless", false);
+    gates.accept("stateless", ev(0, "abc"));
+    gates.done("stateless", false);
+    gates.open("refused", false);
+    gates.done("refused", false);
+    expect(gates.size).toBe(0);
+    expect(gates.bufferedBytes).toBe(0);
+    expect(gates.observe("stateless", true)).toBe(false);
+  });
+
   it("keeps a finished unobserved run's buffer for a late joiner, then forgets it", async () => {
     const { gates, forwarded } = setup(1024, 30);
     gates.open("late", false);

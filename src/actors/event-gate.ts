@@ -78,11 +78,15 @@ export class RunEventGates {
     return true;
   }
 
-  /** The run ended: an observed gate goes now, an unobserved buffer waits a while for a late joiner. */
-  done(runId: string): void {
+  /**
+   * The run ended (or was refused): an observed gate goes now, an unobserved buffer waits a while
+   * for a late joiner — unless none can come (`joinable: false`: a stateless run whose temporary
+   * thread is gone, a create that was refused).
+   */
+  done(runId: string, joinable = true): void {
     const gate = this.gates.get(runId);
     if (gate === undefined) return;
-    if (gate.observed) return this.drop(runId);
+    if (gate.observed || !joinable) return this.drop(runId);
     gate.expiry = setTimeout(() => this.drop(runId), this.opts.retainAfterDoneMs);
     gate.expiry.unref();
     this.finished.add(runId);

@@ -79,7 +79,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     registry,
     saver: checkpointOps,
     post: (msg: FromShard) => {
-      if (msg.type === "run.done") gates.done(msg.done.runId);
+      if (msg.type === "run.done") gates.done(msg.done.runId, msg.done.threadStatus !== "deleted");
       post(msg);
     },
     emit,
@@ -116,7 +116,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     if (cmd.type === "run.create") gates.open(cmd.runId, cmd.observed);
     const actor = actorFor(cmd.threadId);
     const p = actor.handle(cmd);
-    if (cmd.type === "run.create") p.catch(() => gates.done(cmd.runId)); // refused: no run, no events
+    if (cmd.type === "run.create") p.catch(() => gates.done(cmd.runId, false)); // refused: no run, no events
     void p.finally(() => ctx.maybeRelease(actor)).catch(() => undefined);
     return p;
   };
