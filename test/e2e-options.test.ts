@@ -1,9 +1,11 @@
 // Run options end to end: after_seconds, on_disconnect=cancel, running from a checkpoint (fork),
-// stateless on_completion=keep, bulk cancel, and a bad config stopping startup with a clear message.
+// stateless on_completion=keep, bulk cancel, a bad config stopping startup with a clear message, and
+// low-memory mode.
 import { describe, expect, it } from "vitest";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Client } from "@langchain/langgraph-sdk";
 import { startTestServer } from "./helpers/server.ts";
 import { human, useServer } from "./helpers/suite.ts";
 
@@ -79,5 +81,20 @@ describe("startup", () => {
     const cfg = join(dir, "service.json");
     writeFileSync(cfg, JSON.stringify({ graphs: { agent: "./missing.ts:graph" }, http: { disable_webhooks: "yes" } }));
     await expect(startTestServer({ config: cfg, dataDir: join(dir, "data") })).rejects.toThrow(/service\.json: http\.disable_webhooks: .*boolean/);
+  });
+
+  it("serves in low-memory mode (--low-memory, TROUPE_LOW_MEMORY=1)", async () => {
+    for (const opts of [{ extraArgs: ["--low-memory"] }, { env: { TROUPE_LOW_MEMORY: "1" } }]) {
+      const server = await startTestServer({ ...opts, workers: 1 });
+      try {
+        expect(server.output()).toContain("low-memory mode (V8 --optimize-for-size)");
+        const client = new Client({ apiUrl: server.url });
+        const out = (await client.runs.wait(null, "echo", { input: human("small") })) as { messages: { content: string }[] };
+        expect(out.messages.at(-1)!.content).toContain("small");
+      } finally {
+        await server.stop();
+        server.cleanup();
+      }
+    }
   });
 });

@@ -1,8 +1,9 @@
 // Domain rules of the runtime, tested directly (they are also exercised end to end).
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { matchesFilter, mergeConfigs, multitaskDecision, threadStatusAfterRun, REJECT_MESSAGE, isFinal } from "../src/actors/lifecycle.ts";
 import { TroupeError } from "../src/errors.ts";
 import { RunHub } from "../src/actors/run-hub.ts";
+import { EventBuffer } from "../src/actors/event-buffer.ts";
 import { shardOf } from "../src/actors/sharding.ts";
 import { defaultAssistantId, isUuid, uuid7 } from "../src/util/ids.ts";
 
@@ -101,6 +102,82 @@ describe("run hub retention", () => {
     expect(hub.retainedSize).toBe(0);
     finish("live", 10);
     return expect(live).resolves.toMatchObject({ runId: "live" });
+  });
+});
+
+describe("run hub accounting", () => {
+  const ev = (id: number, bytes: number) => ({ id, event: "values", data: "x".repeat(bytes) });
+  it("counts a finished run's buffered events, and stops counting a non-resumable run's once they are dropped", () => {
+    vi.useFakeTimers();
+    try {
+      const hub = new RunHub({ retentionMs: 60_000 });
+      hub.expect("res", "t", true);
+      hub.events("res", [ev(0, 300), ev(1, 200)]);
+      hub.finished({ runId: "res", threadId: "t", status: "success", output: "y".repeat(100), threadStatus: "idle" });
+      expect(hub.retainedSize).toBe(600);
+
+      hub.expect("plain", "t", false);
+      hub.events("plain", [ev(0, 1000)]);
+      hub.finished({ runId: "plain", threadId: "t", status: "success", output: "y".repeat(10), threadStatus: "idle" });
+      expect(hub.retainedSize).toBe(1610);
+      vi.advanceTimersByTime(5_000); // a non-resumable run's events go after 5 s, its output stays
+      expect(hub.retainedSize).toBe(610);
+      expect(hub.doneOf("plain")?.output).toHaveLength(10);
+      const replayed: number[] = [];
+      hub.subscribe("res", "start", { onEvent: (e) => replayed.push(e.id), onDone: () => undefined });
+      expect(replayed).toEqual([0, 1]); // resumable: the whole log stays for the retention
+      vi.advanceTimersByTime(60_000);
+      expect(hub.retainedSize).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+  it("bounds a non-resumable run's log and keeps a resumable run's whole", () => {
+    const hub = new RunHub({ retentionMs: 1000, maxBufferedBytes: 250 });
+    hub.expect("plain", "t", false);
+    hub.expect("res", "t", true);
+    for (const run of ["plain", "res"]) hub.events(run, [ev(0, 100), ev(1, 100), ev(2, 100)]);
+    const seen = (run: string) => {
+      const ids: number[] = [];
+      hub.subscribe(run, "start", { onEvent: (e) => ids.push(e.id), onDone: () => undefined });
+      return ids;
+    };
+    expect(seen("plain")).toEqual([1, 2]);
+    expect(seen("res")).toEqual([0, 1, 2]);
+  });
+  it("lists a thread's gated runs until they are observed, finish or are dropped", () => {
+    const hub = new RunHub({ retentionMs: 1000 });
+    hub.expect("a", "t", false, false);
+    hub.expect("b", "t", false, false);
+    hub.expect("c", "u", false, false);
+    hub.expect("d", "t", false, true);
+    expect(hub.gatedRunsOf("t").sort()).toEqual(["a", "b"]);
+    hub.markObserved("a");
+    expect(hub.gatedRunsOf("t")).toEqual(["b"]);
+    hub.finished({ runId: "b", threadId: "t", status: "success", output: "{}", threadStatus: "idle" });
+    expect(hub.gatedRunsOf("t")).toEqual([]);
+    hub.drop("c");
+    expect(hub.gatedRunsOf("u")).toEqual([]);
+  });
+});
+
+describe("event buffer", () => {
+  const e = (data: string) => ({ data });
+  it("drops the oldest events past its byte or count bound, never the newest, and reports the change", () => {
+    const byBytes = new EventBuffer<{ data: string }>(5);
+    expect(byBytes.push(e("abc"))).toBe(3);
+    expect(byBytes.push(e("de"))).toBe(2);
+    expect(byBytes.push(e("f"))).toBe(-2); // "abc" goes: 6 > 5
+    expect(byBytes.events.map((x) => x.data)).toEqual(["de", "f"]);
+    expect(byBytes.push(e("0123456789"))).toBe(7); // alone over the bound, the newest stays
+    expect(byBytes.events.map((x) => x.data)).toEqual(["0123456789"]);
+    const byCount = new EventBuffer<{ data: string }>(Number.POSITIVE_INFINITY, 2);
+    for (const d of ["a", "b", "c"]) byCount.push(e(d));
+    expect(byCount.events.map((x) => x.data)).toEqual(["b", "c"]);
+    byCount.bound(1);
+    expect(byCount.events.map((x) => x.data)).toEqual(["c"]);
+    expect(byCount.take().map((x) => x.data)).toEqual(["c"]);
+    expect(byCount.bytes).toBe(0);
   });
 });
 

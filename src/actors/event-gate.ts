@@ -2,12 +2,12 @@
 // otherwise all be copied to the HTTP thread (a long thread's `values` event is its whole
 // history, twice per run) just in case someone joins its stream. Unobserved runs keep a bounded
 // buffer here instead; a join (run.observe) releases the buffer and switches the run to live.
+import { EventBuffer } from "./event-buffer.ts";
 import type { RunEvent } from "./protocol.ts";
 
 interface Gate {
   observed: boolean;
-  events: RunEvent[];
-  bytes: number;
+  buffer: EventBuffer<RunEvent>;
   expiry?: NodeJS.Timeout;
 }
 
@@ -39,21 +39,14 @@ export class RunEventGates {
 
   /** A run was created; unknown runs (e.g. recovered after a restart) are treated as observed. */
   open(runId: string, observed: boolean): void {
-    if (!observed) this.gates.set(runId, { observed: false, events: [], bytes: 0 });
+    if (!observed) this.gates.set(runId, { observed: false, buffer: new EventBuffer(this.opts.maxBufferedBytes) });
   }
 
   /** Whether `emit` must forward this event now (false: it was buffered). */
   accept(runId: string, event: RunEvent): boolean {
     const gate = this.gates.get(runId);
     if (gate === undefined || gate.observed) return true;
-    gate.events.push(event);
-    gate.bytes += event.data.length;
-    this.total += event.data.length;
-    while (gate.bytes > this.opts.maxBufferedBytes && gate.events.length > 1) {
-      const dropped = gate.events.shift()!.data.length;
-      gate.bytes -= dropped;
-      this.total -= dropped;
-    }
+    this.total += gate.buffer.push(event);
     for (const oldest of this.finished) {
       if (this.total <= this.opts.maxTotalBytes) break;
       this.drop(oldest);
@@ -69,10 +62,8 @@ export class RunEventGates {
     const gate = this.gates.get(runId);
     if (gate === undefined || gate.observed) return false;
     gate.observed = true;
-    const buffered = gate.events;
-    this.total -= gate.bytes;
-    gate.events = [];
-    gate.bytes = 0;
+    this.total -= gate.buffer.bytes;
+    const buffered = gate.buffer.take();
     if (replay && buffered.length > 0) this.forward(runId, buffered);
     if (gate.expiry !== undefined) this.drop(runId);
     return true;
@@ -105,7 +96,7 @@ export class RunEventGates {
     const gate = this.gates.get(runId);
     if (gate === undefined) return;
     if (gate.expiry !== undefined) clearTimeout(gate.expiry);
-    this.total -= gate.bytes;
+    this.total -= gate.buffer.bytes;
     this.finished.delete(runId);
     this.gates.delete(runId);
   }

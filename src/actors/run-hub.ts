@@ -2,8 +2,9 @@
 // subscribers (SSE), and waiters for completion (/wait, /join). Logs of finished runs are kept
 // for a while so a late join still sees the events and the final output. Every run's start,
 // events and end are also forwarded to its thread's stream (thread-stream-hub.ts).
+import { EventBuffer } from "./event-buffer.ts";
 import type { RunDone, RunEvent } from "./protocol.ts";
-import { ThreadStreamHub, type ThreadStreamHubOptions } from "./thread-stream-hub.ts";
+import { ThreadStreamHub } from "./thread-stream-hub.ts";
 
 export interface RunSubscriber {
   onEvent(e: RunEvent): void;
@@ -12,13 +13,12 @@ export interface RunSubscriber {
 
 interface RunLog {
   runId: string;
-  /** bytes of event data held for a non-resumable run (bounded, oldest dropped first) */
-  bytes: number;
   threadId: string;
   resumable: boolean;
   /** the worker holds this run's events until a reader joins (see event-gate.ts) */
   gated: boolean;
-  events: RunEvent[];
+  /** whole for a resumable run; bounded for a non-resumable one (oldest dropped first) */
+  events: EventBuffer<RunEvent>;
   /** a non-resumable log is replayed to its first reader only (later readers get live events) */
   replayed: boolean;
   subscribers: Set<RunSubscriber>;
@@ -43,8 +43,6 @@ export interface RunHubOptions {
    * at full speed would otherwise hold hundreds of MB.
    */
   maxRetainedBytes?: number;
-  /** bounds of the per-thread buffers of GET /threads/{t}/stream */
-  threadStreams?: Partial<ThreadStreamHubOptions>;
 }
 
 export class RunHub {
@@ -55,6 +53,8 @@ export class RunHub {
   /** finished runs, oldest first, with the bytes their log still holds */
   private readonly retained = new Map<string, number>();
   private retainedBytes = 0;
+  /** runs whose events their worker still holds, by thread (a thread stream connecting observes them) */
+  private readonly gatedByThread = new Map<string, Set<string>>();
 
   /** thread-level streams: every run of a thread, plus state updates published by the HTTP layer */
   readonly threads: ThreadStreamHub;
@@ -62,13 +62,13 @@ export class RunHub {
   constructor(private readonly opts: RunHubOptions = { retentionMs: 60_000 }) {
     this.maxBytes = opts.maxBufferedBytes ?? 256 * 1024;
     this.maxRetained = opts.maxRetainedBytes ?? 32 * 1024 * 1024;
-    this.threads = new ThreadStreamHub(opts.threadStreams);
+    this.threads = new ThreadStreamHub();
   }
 
   private log(runId: string, threadId = ""): RunLog {
     let l = this.logs.get(runId);
     if (!l) {
-      l = { runId, threadId, bytes: 0, resumable: false, gated: false, events: [], replayed: false, subscribers: new Set(), waiters: [] };
+      l = { runId, threadId, resumable: false, gated: false, events: new EventBuffer(this.maxBytes), replayed: false, subscribers: new Set(), waiters: [] };
       this.logs.set(runId, l);
     } else if (threadId && !l.threadId) {
       l.threadId = threadId; // created by a join or wait that named only the run
@@ -82,8 +82,8 @@ export class RunHub {
    */
   expect(runId: string, threadId: string, resumable: boolean, observed = true): void {
     const l = this.log(runId, threadId);
-    l.resumable = resumable;
-    l.gated = !observed;
+    this.setResumable(l, resumable);
+    this.setGated(l, !observed);
   }
 
   /** Whether the run's events are still held in its worker (a joiner must send run.observe first). */
@@ -93,20 +93,18 @@ export class RunHub {
 
   markObserved(runId: string): void {
     const l = this.logs.get(runId);
-    if (l) l.gated = false;
+    if (l) this.setGated(l, false);
   }
 
   /** Gated runs of a thread that have not finished (a thread stream starts observing them live). */
   gatedRunsOf(threadId: string): string[] {
-    const out: string[] = [];
-    for (const l of this.logs.values()) if (l.gated && l.threadId === threadId && !l.done) out.push(l.runId);
-    return out;
+    return [...(this.gatedByThread.get(threadId) ?? [])];
   }
 
   started(runId: string, threadId: string, resumable: boolean, attempt: number): void {
     const l = this.log(runId, threadId);
-    l.resumable = resumable;
-    if (attempt > 1) l.events = []; // a re-executed run restarts its stream (metadata.attempt > 1)
+    this.setResumable(l, resumable);
+    if (attempt > 1) l.events.take(); // a re-executed run restarts its stream (metadata.attempt > 1)
     l.done = undefined;
     this.release(runId);
     if (this.threads.has(threadId)) {
@@ -124,16 +122,13 @@ export class RunHub {
       // a non-resumable log that was already read has no later reader to serve
       if (!l.resumable && l.replayed) continue;
       l.events.push(e);
-      if (!l.resumable) {
-        l.bytes += e.data.length;
-        while (l.bytes > this.maxBytes && l.events.length > 1) l.bytes -= l.events.shift()!.data.length;
-      }
     }
   }
 
   finished(done: RunDone): void {
     const l = this.log(done.runId, done.threadId);
     l.done = done;
+    this.setGated(l, false);
     for (const s of l.subscribers) s.onDone(done);
     l.subscribers.clear();
     for (const w of l.waiters) w(done);
@@ -141,12 +136,11 @@ export class RunHub {
     // Events of a finished non-resumable run matter only to a reader arriving right after it ended;
     // drop them soon to bound memory under load. The final output stays for the full retention.
     if (!l.resumable) {
-      setTimeout(() => (l.events = []), Math.min(5_000, this.opts.retentionMs)).unref();
+      setTimeout(() => this.dropEvents(l), Math.min(5_000, this.opts.retentionMs)).unref();
     }
     l.expireTimer = setTimeout(() => this.forget(done.runId), this.opts.retentionMs);
     l.expireTimer.unref();
-    const eventBytes = l.resumable ? l.events.reduce((n, e) => n + e.data.length, 0) : l.bytes;
-    this.retain(done.runId, done.output.length + eventBytes);
+    this.retain(done.runId, done.output.length + l.events.bytes);
     if (this.threads.has(done.threadId)) {
       const end = { run_id: done.runId, thread_id: done.threadId, status: done.status, thread_status: done.threadStatus };
       this.threads.publish(done.threadId, "lifecycle", "run_end", JSON.stringify(end));
@@ -174,10 +168,10 @@ export class RunHub {
    */
   subscribe(runId: string, from: "start" | "live" | number, sub: RunSubscriber): () => void {
     const l = this.log(runId);
-    let replay: RunEvent[] = [];
-    if (from === "start") replay = l.events;
-    else if (typeof from === "number") replay = l.resumable ? l.events.filter((e) => e.id > from) : [];
-    else if (!l.resumable && !l.replayed) replay = l.events;
+    let replay: readonly RunEvent[] = [];
+    if (from === "start") replay = l.events.events;
+    else if (typeof from === "number") replay = l.resumable ? l.events.events.filter((e) => e.id > from) : [];
+    else if (!l.resumable && !l.replayed) replay = l.events.events;
     l.replayed = true;
     for (const e of replay) sub.onEvent(e);
     if (l.done) {
@@ -212,6 +206,34 @@ export class RunHub {
     }
   }
 
+  private setResumable(l: RunLog, resumable: boolean): void {
+    l.resumable = resumable;
+    l.events.bound(resumable ? Number.POSITIVE_INFINITY : this.maxBytes); // resumable: the client asked for replay
+  }
+
+  private setGated(l: RunLog, gated: boolean): void {
+    if (l.gated === gated) return;
+    l.gated = gated;
+    const runs = this.gatedByThread.get(l.threadId);
+    if (gated) {
+      if (runs) runs.add(l.runId);
+      else this.gatedByThread.set(l.threadId, new Set([l.runId]));
+    } else if (runs) {
+      runs.delete(l.runId);
+      if (runs.size === 0) this.gatedByThread.delete(l.threadId);
+    }
+  }
+
+  /** A finished non-resumable run's events go early; its output stays (and stays counted). */
+  private dropEvents(l: RunLog): void {
+    const bytes = l.events.bytes;
+    l.events.take();
+    const held = this.retained.get(l.runId);
+    if (held === undefined || this.logs.get(l.runId) !== l) return; // forgotten (or restarted) meanwhile
+    this.retained.set(l.runId, held - bytes); // same key: keeps its place in the oldest-first order
+    this.retainedBytes -= bytes;
+  }
+
   private release(runId: string): void {
     const bytes = this.retained.get(runId);
     if (bytes === undefined) return;
@@ -221,6 +243,8 @@ export class RunHub {
 
   private forget(runId: string): void {
     this.release(runId);
+    const l = this.logs.get(runId);
+    if (l) this.setGated(l, false);
     this.logs.delete(runId);
   }
 }

@@ -2,6 +2,8 @@
 // starts/ends and state updates of a thread to its listeners, numbering them so Last-Event-ID can
 // resume from a bounded per-thread buffer. Threads nobody listens to cost one map lookup.
 
+import { EventBuffer } from "./event-buffer.ts";
+
 export type ThreadStreamMode = "run_modes" | "lifecycle" | "state_update";
 export const THREAD_STREAM_MODES: readonly ThreadStreamMode[] = ["run_modes", "lifecycle", "state_update"];
 
@@ -33,8 +35,7 @@ export interface ThreadStreamHubOptions {
 export const THREAD_STREAM_DEFAULTS: ThreadStreamHubOptions = { maxEvents: 1000, maxBytes: 1024 * 1024, retentionMs: 60_000 };
 
 interface Channel {
-  buffer: ThreadStreamEvent[];
-  bytes: number;
+  buffer: EventBuffer<ThreadStreamEvent>;
   subscribers: Set<ThreadStreamSubscriber>;
   expireTimer?: NodeJS.Timeout;
 }
@@ -59,10 +60,6 @@ export class ThreadStreamHub {
     if (!ch) return;
     const e: ThreadStreamEvent = { id: ++this.seq, mode, event, data };
     ch.buffer.push(e);
-    ch.bytes += data.length;
-    while (ch.buffer.length > 1 && (ch.buffer.length > this.opts.maxEvents || ch.bytes > this.opts.maxBytes)) {
-      ch.bytes -= ch.buffer.shift()!.data.length;
-    }
     for (const s of ch.subscribers) if (s.modes.has(mode)) s.onEvent(e);
   }
 
@@ -73,7 +70,7 @@ export class ThreadStreamHub {
   subscribe(threadId: string, after: number | undefined, sub: ThreadStreamSubscriber): () => void {
     let ch = this.channels.get(threadId);
     if (!ch) {
-      ch = { buffer: [], bytes: 0, subscribers: new Set() };
+      ch = { buffer: new EventBuffer(this.opts.maxBytes, this.opts.maxEvents), subscribers: new Set() };
       this.channels.set(threadId, ch);
     }
     if (ch.expireTimer) {
@@ -81,7 +78,7 @@ export class ThreadStreamHub {
       ch.expireTimer = undefined;
     }
     if (after !== undefined) {
-      for (const e of ch.buffer) if (e.id > after && sub.modes.has(e.mode)) sub.onEvent(e);
+      for (const e of ch.buffer.events) if (e.id > after && sub.modes.has(e.mode)) sub.onEvent(e);
     }
     ch.subscribers.add(sub);
     const channel = ch;

@@ -8,7 +8,7 @@ import { isUuid } from "../util/ids.ts";
 import { agentCard, baseUrlOf } from "./protocols/a2a-card.ts";
 import { createTaskRun, taskNotFound } from "./protocols/a2a-send.ts";
 import { taskStream } from "./protocols/a2a-stream.ts";
-import { buildTask, loadTask, sourceOf, taskState, type HistoryOptions, type TaskSource } from "./protocols/a2a-task.ts";
+import { buildTask, loadTask, TaskSourceReader, taskState, type HistoryOptions, type TaskSource } from "./protocols/a2a-task.ts";
 import { A2A_ERRORS, METHODS, parseState, type Dialect } from "./protocols/a2a-wire.ts";
 import { inputSchemas } from "./protocols/input-schema.ts";
 import { accepts, classify, isRecord, RPC, RpcError, rpcError, rpcResult, toRpcError, type RpcId, type RpcParams } from "./protocols/jsonrpc.ts";
@@ -85,18 +85,18 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
     if (ctx !== undefined && (typeof ctx !== "string" || !isUuid(ctx))) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: contextId must be a UUID");
     const wanted = typeof params.status === "string" ? parseState(params.status) : undefined;
     if (params.status !== undefined && !wanted) throw new RpcError(RPC.INVALID_PARAMS, `Invalid params: unknown task state ${String(params.status)}`);
-    const latest = new Map<string, string | undefined>();
+    const sources = new TaskSourceReader(storage);
     const range = ctx ? { start: [ctx], end: [ctx, "\uffff"] } : {};
     const found: TaskSource[] = [];
     for (const { value } of storage.runs.getRange(range as object)) {
       if (value.assistant_id !== a.assistant_id) continue;
-      const src = sourceOf(storage, value, latest);
+      const src = sources.withoutValues(value);
       if (!wanted || taskState(src) === wanted) found.push(src);
     }
     found.sort((x, y) => (x.run.created_at === y.run.created_at ? (x.run.run_id < y.run.run_id ? 1 : -1) : x.run.created_at < y.run.created_at ? 1 : -1));
     const size = pageSize as number;
     const next = offset + size < found.length ? String(offset + size) : "";
-    return { tasks: found.slice(offset, offset + size).map((s) => buildTask(d, s, hist)), nextPageToken: next, pageSize: size, totalSize: found.length };
+    return { tasks: found.slice(offset, offset + size).map((s) => buildTask(d, sources.withValues(s), hist)), nextPageToken: next, pageSize: size, totalSize: found.length };
   };
 
   const post = async (assistantId: string, body: unknown, headers: Record<string, string>): Promise<Reply> => {

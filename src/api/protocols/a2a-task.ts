@@ -32,10 +32,37 @@ function latestRunId(storage: Storage, threadId: string): string | undefined {
   return undefined;
 }
 
-/** Task source of an already-read run; `latestByThread` caches the latest-run lookups of one request. */
-export function sourceOf(storage: Storage, run: RunRecord, latestByThread: Map<string, string | undefined>): TaskSource {
-  if (!latestByThread.has(run.thread_id)) latestByThread.set(run.thread_id, latestRunId(storage, run.thread_id));
-  return { run, thread: viewOf(storage, run.thread_id), latest: latestByThread.get(run.thread_id) === run.run_id };
+/**
+ * Task sources for one request over many runs (tasks/list): each thread's record and latest run
+ * are read once, and its values (a long thread's whole history) are parsed only for the tasks
+ * that are returned — a task's state needs the thread's status and interrupts, not its values.
+ */
+export class TaskSourceReader {
+  private readonly latest = new Map<string, string | undefined>();
+  private readonly records = new Map<string, ThreadRecord | undefined>();
+  private readonly views = new Map<string, ThreadView | undefined>();
+
+  constructor(private readonly storage: Storage) {}
+
+  /** The run's source without its thread's values: enough for taskState(). */
+  withoutValues(run: RunRecord): TaskSource {
+    const tid = run.thread_id;
+    if (!this.records.has(tid)) {
+      this.records.set(tid, this.storage.threads.get(tid));
+      this.latest.set(tid, latestRunId(this.storage, tid));
+    }
+    return { run, thread: this.records.get(tid), latest: this.latest.get(tid) === run.run_id };
+  }
+
+  /** The same source with its thread's values, parsed once per thread. */
+  withValues(src: TaskSource): TaskSource {
+    const tid = src.run.thread_id;
+    if (!this.views.has(tid)) {
+      const record = this.records.get(tid);
+      this.views.set(tid, record === undefined ? undefined : threadView(this.storage, record));
+    }
+    return { ...src, thread: this.views.get(tid) };
+  }
 }
 
 /** The run's thread with its values, as a task is built from them. */
