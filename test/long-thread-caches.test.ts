@@ -210,6 +210,13 @@ describe("LmdbCheckpointSaver blob cache", () => {
     expect(cache.get(BlobCache.key("t", "", "messages", 5, ""), 1)).toBeUndefined();
     expect(cache.get(BlobCache.key("t", "", "messages", 5, "c1"), 1)).toHaveLength(1);
     expect(cache.size).toBe(4);
+    // removing a replaced version's key leaves the slot's newer value alone
+    cache.remove(BlobCache.key("t", "", "messages", 5, ""));
+    expect(cache.get(BlobCache.key("t", "", "messages", 5, "c1"), 1)).toHaveLength(1);
+    cache.remove(BlobCache.key("t", "", "messages", 5, "c1"));
+    expect(cache.get(BlobCache.key("t", "", "messages", 5, "c1"), 1)).toBeUndefined();
+    expect(cache.size).toBe(3);
+    expect(cache.totalBytes).toBe(3 * entryCost(100, 1));
   });
 
   it("runs a long thread with the same results as a cold saver", async () => {

@@ -25,8 +25,8 @@ import { isLangChainMessage } from "./message-serde.ts";
 
 interface Entry {
   threadId: string;
-  /** the key's [thread, ns, channel] part: at most one entry per slot */
-  slot: string;
+  /** the blob's full key (its slot plus version and tag) */
+  key: string;
   /** stamp of the blob write the value was built from (see checkpointer.ts) */
   stamp: number;
   value: unknown[];
@@ -51,10 +51,15 @@ export function entryCost(storedBytes: number, items: number): number {
   return storedBytes + 200 * items + 600;
 }
 
+/** The key's [thread, ns, channel] part: the cache holds at most one entry per slot. */
+function slotOf(key: string): string {
+  const end = key.indexOf(SLOT_END);
+  return end < 0 ? key : key.slice(0, end);
+}
+
 export class BlobCache {
+  /** by slot, least recently used first */
   private readonly entries = new Map<string, Entry>();
-  /** slot -> key of the entry holding it */
-  private readonly slots = new Map<string, string>();
   private bytes = 0;
 
   constructor(private readonly maxBytes = DEFAULT_BLOB_CACHE_BYTES, private readonly minStoredBytes = MIN_CACHED_BLOB_BYTES) {}
@@ -74,14 +79,15 @@ export class BlobCache {
    * (and maps none of them into memory).
    */
   get(key: string, stamp: number): unknown[] | undefined {
-    const entry = this.entries.get(key);
-    if (entry === undefined) return undefined;
+    const slot = slotOf(key);
+    const entry = this.entries.get(slot);
+    if (entry === undefined || entry.key !== key) return undefined;
     if (entry.stamp !== stamp) {
       this.remove(key);
       return undefined;
     }
-    this.entries.delete(key);
-    this.entries.set(key, entry);
+    this.entries.delete(slot);
+    this.entries.set(slot, entry);
     return entry.value.slice();
   }
 
@@ -90,30 +96,31 @@ export class BlobCache {
     if (storedBytes < this.minStoredBytes || !BlobCache.cacheable(value)) return;
     const cost = entryCost(storedBytes, value.length);
     if (cost > this.maxBytes / 4) return;
-    const end = key.indexOf(SLOT_END);
-    const slot = end < 0 ? key : key.slice(0, end);
-    this.remove(key);
-    const previous = this.slots.get(slot);
-    if (previous !== undefined) this.remove(previous);
-    this.entries.set(key, { threadId, slot, stamp, value: value.slice(), cost });
-    this.slots.set(slot, key);
+    const slot = slotOf(key);
+    this.evict(slot); // this key's older value, or the slot's older version
+    this.entries.set(slot, { threadId, key, stamp, value: value.slice(), cost });
     this.bytes += cost;
     for (const oldest of this.entries.keys()) {
       if (this.bytes <= this.maxBytes) break;
-      this.remove(oldest);
+      this.evict(oldest);
     }
   }
 
+  /** Forgets the value of this blob key (a newer version of its slot stays). */
   remove(key: string): void {
-    const entry = this.entries.get(key);
-    if (entry === undefined) return;
-    this.entries.delete(key);
-    if (this.slots.get(entry.slot) === key) this.slots.delete(entry.slot);
-    this.bytes -= entry.cost;
+    const slot = slotOf(key);
+    if (this.entries.get(slot)?.key === key) this.evict(slot);
   }
 
   removeThread(threadId: string): void {
-    for (const [key, entry] of this.entries) if (entry.threadId === threadId) this.remove(key);
+    for (const [slot, entry] of this.entries) if (entry.threadId === threadId) this.evict(slot);
+  }
+
+  private evict(slot: string): void {
+    const entry = this.entries.get(slot);
+    if (entry === undefined) return;
+    this.entries.delete(slot);
+    this.bytes -= entry.cost;
   }
 
   get size(): number {
