@@ -156,6 +156,7 @@ describe("run hub accounting", () => {
     expect(hub.gatedRunsOf("t")).toEqual(["b"]);
     hub.finished({ runId: "b", threadId: "t", status: "success", output: "{}", threadStatus: "idle" });
     expect(hub.gatedRunsOf("t")).toEqual([]);
+    expect(hub.isGated("b")).toBe(true); // a late join still asks the worker for the buffered events
     hub.drop("c");
     expect(hub.gatedRunsOf("u")).toEqual([]);
   });

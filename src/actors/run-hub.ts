@@ -128,7 +128,7 @@ export class RunHub {
   finished(done: RunDone): void {
     const l = this.log(done.runId, done.threadId);
     l.done = done;
-    this.setGated(l, false);
+    this.unindexGated(l); // stays gated: a late join still fetches the worker's buffer (run.observe)
     for (const s of l.subscribers) s.onDone(done);
     l.subscribers.clear();
     for (const w of l.waiters) w(done);
@@ -211,17 +211,19 @@ export class RunHub {
     l.events.bound(resumable ? Number.POSITIVE_INFINITY : this.maxBytes); // resumable: the client asked for replay
   }
 
+  /** gatedByThread holds the runs that are gated and not finished. */
   private setGated(l: RunLog, gated: boolean): void {
-    if (l.gated === gated) return;
     l.gated = gated;
+    if (!gated || l.done) return this.unindexGated(l);
     const runs = this.gatedByThread.get(l.threadId);
-    if (gated) {
-      if (runs) runs.add(l.runId);
-      else this.gatedByThread.set(l.threadId, new Set([l.runId]));
-    } else if (runs) {
-      runs.delete(l.runId);
-      if (runs.size === 0) this.gatedByThread.delete(l.threadId);
-    }
+    if (runs) runs.add(l.runId);
+    else this.gatedByThread.set(l.threadId, new Set([l.runId]));
+  }
+
+  private unindexGated(l: RunLog): void {
+    const runs = this.gatedByThread.get(l.threadId);
+    if (!runs?.delete(l.runId)) return;
+    if (runs.size === 0) this.gatedByThread.delete(l.threadId);
   }
 
   /** A finished non-resumable run's events go early; its output stays (and stays counted). */
@@ -244,7 +246,7 @@ export class RunHub {
   private forget(runId: string): void {
     this.release(runId);
     const l = this.logs.get(runId);
-    if (l) this.setGated(l, false);
+    if (l) this.unindexGated(l);
     this.logs.delete(runId);
   }
 }
