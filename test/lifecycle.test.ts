@@ -128,6 +128,15 @@ describe("run hub accounting", () => {
       expect(replayed).toEqual([0, 1]); // resumable: the whole log stays for the retention
       vi.advanceTimersByTime(60_000);
       expect(hub.retainedSize).toBe(0);
+
+      // a late join of a finished gated run: the worker's replayed buffer counts until it is dropped
+      hub.expect("late", "t", false, false);
+      hub.finished({ runId: "late", threadId: "t", status: "success", output: "y".repeat(10), threadStatus: "idle" });
+      expect(hub.retainedSize).toBe(10);
+      hub.events("late", [ev(0, 400)]);
+      expect(hub.retainedSize).toBe(410);
+      vi.advanceTimersByTime(5_000);
+      expect(hub.retainedSize).toBe(10);
     } finally {
       vi.useRealTimers();
     }

@@ -121,7 +121,9 @@ export class RunHub {
       for (const s of l.subscribers) s.onEvent(e);
       // a non-resumable log that was already read has no later reader to serve
       if (!l.resumable && l.replayed) continue;
-      l.events.push(e);
+      const added = l.events.push(e);
+      // a late join's replay of a finished run's worker buffer: count it against the retention
+      if (l.done) this.grow(runId, added);
     }
   }
 
@@ -200,10 +202,16 @@ export class RunHub {
     this.retainedBytes += bytes;
     for (const [oldest] of this.retained) {
       if (this.retainedBytes <= this.maxRetained || oldest === runId) break;
-      const l = this.logs.get(oldest);
-      if (l?.expireTimer) clearTimeout(l.expireTimer);
-      this.forget(oldest);
+      this.drop(oldest);
     }
+  }
+
+  /** Map.set on an existing key keeps its place in the oldest-first order. */
+  private grow(runId: string, bytes: number): void {
+    const held = this.retained.get(runId);
+    if (held === undefined) return;
+    this.retained.set(runId, held + bytes);
+    this.retainedBytes += bytes;
   }
 
   private setResumable(l: RunLog, resumable: boolean): void {
@@ -230,10 +238,7 @@ export class RunHub {
   private dropEvents(l: RunLog): void {
     const bytes = l.events.bytes;
     l.events.take();
-    const held = this.retained.get(l.runId);
-    if (held === undefined || this.logs.get(l.runId) !== l) return; // forgotten (or restarted) meanwhile
-    this.retained.set(l.runId, held - bytes); // same key: keeps its place in the oldest-first order
-    this.retainedBytes -= bytes;
+    if (this.logs.get(l.runId) === l) this.grow(l.runId, -bytes); // unless forgotten (or restarted) meanwhile
   }
 
   private release(runId: string): void {

@@ -99,6 +99,7 @@ export function buildCreateRun(
   },
 ): CreateRunCommand {
   const assistant = app.resolveAssistant(b.assistant_id);
+  const resumable = b.stream_resumable ?? false;
   if (!app.graphIds.has(assistant.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${assistant.graph_id}" of assistant ${assistant.assistant_id} is not registered on this server`);
   if (b.webhook) {
     const reason = validateWebhookUrl(b.webhook, app.config.webhooks.url);
@@ -138,7 +139,7 @@ export function buildCreateRun(
       ...(b.feedback_keys ? { feedback_keys: b.feedback_keys } : {}),
       temporary: opts.stateless && (b.on_completion ?? "delete") === "delete",
       subgraphs: b.stream_subgraphs ?? false,
-      resumable: b.stream_resumable ?? false,
+      resumable,
       ...(b.durability ? { durability: b.durability } : {}),
     },
     metadata: b.metadata ?? {},
@@ -148,6 +149,6 @@ export function buildCreateRun(
     stateless: opts.stateless,
     onCompletion: b.on_completion ?? "delete",
     // a resumable run's log must be complete, and a thread stream listener reads every run live
-    observed: (opts.observed ?? true) || (b.stream_resumable ?? false) || app.pool.hub.threads.has(opts.threadId),
+    observed: (opts.observed ?? true) || resumable || app.pool.hub.threads.has(opts.threadId),
   };
 }

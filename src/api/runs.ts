@@ -91,11 +91,13 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     if (!run || (!threadId && !matchesAuthFilter(filter, storage.threads.get(run.thread_id)?.metadata))) throw notFound(`Run ${runId} not found`);
     const from = lastEventId(headers) ?? "live";
     const extra = threadId ? undefined : { "content-location": `/runs/${runId}` };
-    if (isFinal(run.status) && !hub.doneOf(runId)) {
-      // finished before this process saw it (e.g. before a restart): nothing left to stream
-      return { kind: "sse", headers: extra, start: (sink) => void sink.end() };
-    }
+    // Finished and no longer in the hub (before a restart, or forgotten by its retention, which can
+    // also happen while observeRun waits for the worker): nothing left to stream.
+    const finishedUnseen = (status: RunStatus | undefined) => (status === undefined || isFinal(status)) && !hub.doneOf(runId);
+    const ended: Reply = { kind: "sse", headers: extra, start: (sink) => void sink.end() };
+    if (finishedUnseen(run.status)) return ended;
     await pool.observeRun(run.thread_id, run.run_id, true);
+    if (finishedUnseen(storage.runs.get([run.thread_id, runId])?.status)) return ended;
     return streamReply(run, from === -1 ? "start" : from, { withIds: true, cancelOnDisconnect: truthy(query.cancel_on_disconnect), headers: extra });
   };
 
