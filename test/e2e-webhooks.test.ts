@@ -3,7 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Client } from "@langchain/langgraph-sdk";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { REPO, startTestServer, type TestServer } from "./helpers/server.ts";
 
 let server: TestServer;
 let client: Client;
@@ -69,5 +72,22 @@ describe("webhooks", () => {
     expect(r.status).toBe(422);
     const body = (await r.json()) as { detail: { loc: string[] }[] };
     expect(body.detail[0].loc).toEqual(["body", "webhook"]);
+  });
+
+  it("sends none when the config disables webhooks (http.disable_webhooks)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "troupe-nohooks-"));
+    const config = join(dir, "service.json");
+    writeFileSync(config, JSON.stringify({ graphs: { echo: `${join(REPO, "examples/echo.ts")}:graph` }, http: { disable_webhooks: true } }));
+    const quiet = await startTestServer({ config, dataDir: join(dir, "data"), workers: 1 });
+    try {
+      const c = new Client({ apiUrl: quiet.url, apiKey: null });
+      const t = await c.threads.create();
+      await c.runs.wait(t.thread_id, "echo", { input: { messages: [{ role: "human", content: "quiet" }] }, webhook: `${receiverUrl}/quiet` });
+      await new Promise((r) => setTimeout(r, 1_000)); // a webhook arrives within milliseconds when enabled
+      expect(received.filter((x) => x.path === "/quiet")).toEqual([]);
+    } finally {
+      await quiet.stop();
+      quiet.cleanup();
+    }
   });
 });

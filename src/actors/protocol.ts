@@ -126,7 +126,6 @@ export interface ShardTask {
   graphs: GraphSpecLite[];
   /** env vars from the config, applied in the worker before graphs load */
   env: Record<string, string>;
-  disableWebhooks: boolean;
 }
 
 export interface GraphSpecLite {

@@ -84,7 +84,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     },
     emit,
     webhook: (run: RunRecord, values: unknown, stateless: boolean) => {
-      if (task.disableWebhooks || !webhookPort) return;
+      if (!webhookPort) return; // webhooks disabled (http.disable_webhooks)
       webhookPort.postMessage({ type: "webhook.send", url: run.kwargs.webhook!, payload: buildWebhookPayload(run, values, stateless) });
     },
     maybeRelease: (actor) => {

@@ -17,8 +17,7 @@ export interface ShardPoolOptions {
   graphs: GraphSpecLite[];
   env: Record<string, string>;
   workers?: number;
-  disableWebhooks: boolean;
-  /** gives each shard a direct port to the webhook worker */
+  /** gives each shard a direct port to the webhook worker (absent: webhooks are disabled) */
   webhookPortFor?: () => MessagePort | null;
 }
 
@@ -76,7 +75,6 @@ export class ShardPool {
       dataDir: this.opts.dataDir,
       graphs: this.opts.graphs,
       env: this.opts.env,
-      disableWebhooks: this.opts.disableWebhooks,
     };
     const transferList = webhookPort ? [port2, webhookPort] : [port2];
     const shard: Shard = {

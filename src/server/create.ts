@@ -92,8 +92,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     graphs: config.graphs.map((g) => ({ graphId: g.graphId, filePath: g.filePath, exportName: g.exportName })),
     env: { ...config.env },
     workers: opts.workers,
-    disableWebhooks: config.http.disableWebhooks,
-    webhookPortFor: () => webhooks.connectPort(),
+    webhookPortFor: config.http.disableWebhooks ? undefined : () => webhooks.connectPort(),
   });
 
   const app: AppContext = {

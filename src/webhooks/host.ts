@@ -1,5 +1,5 @@
 // Main-thread handle of the webhook worker: starts workers/webhook.ts (lazily: a V8 isolate costs
-// ~20 MB of RSS), hands actor shards a direct port to it, and answers its in-process dispatch
+// ~25 MB of RSS), hands actor shards a direct port to it, and answers its in-process dispatch
 // requests (relative webhook URLs).
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import { serializeError } from "../errors.ts";
@@ -67,7 +67,6 @@ export class WebhookWorkerHost {
     }
     const onFirst = (msg: unknown) => {
       this.release(port1);
-      if (this.terminated) return;
       const worker = this.start();
       worker.postMessage(msg); // the parent port accepts the same messages as a shard port
       this.handOver(worker, port1);
