@@ -11,7 +11,6 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
-import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { MemorySaver } from "@langchain/langgraph";
 import {
@@ -21,6 +20,8 @@ import {
   type CheckpointTuple,
 } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
+import { GraphRegistry } from "../src/actors/graph-registry.ts";
+import { parseImportString } from "../src/config/import-ref.ts";
 import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
 import { openStorage } from "../src/storage/env.ts";
 import { summarize } from "./stats.ts";
@@ -59,17 +60,12 @@ class ByReferenceSaver extends BaseCheckpointSaver {
   }
 }
 
+/** The graph as the server would load it (same export forms: compiled, StateGraph, factory). */
 async function loadGraph(spec: string): Promise<StreamableGraph> {
-  const i = spec.lastIndexOf(":");
-  const file = resolve(i > 0 ? spec.slice(0, i) : spec);
-  const exportName = i > 0 ? spec.slice(i + 1) : "graph";
-  const mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
-  let g = (await mod[exportName]) as unknown;
-  if (g && typeof g === "object" && "compile" in g && !("getState" in g)) g = (g as { compile(): unknown }).compile();
-  if (!g || typeof g !== "object" || typeof (g as StreamableGraph).stream !== "function") {
-    throw new Error(`${spec}: export "${exportName}" is not a compiled graph or StateGraph`);
-  }
-  return g as StreamableGraph;
+  const ref = parseImportString(spec);
+  if ("problem" in ref) throw new Error(`--graph ${ref.problem}`);
+  const registry = new GraphRegistry([{ graphId: "floor", filePath: resolve(ref.file), exportName: ref.exportName }], { checkpointer: () => undefined, store: undefined });
+  return (await registry.get("floor", {})) as unknown as StreamableGraph;
 }
 
 function withSaver(graph: StreamableGraph, saver: unknown): StreamableGraph {
@@ -106,6 +102,9 @@ async function main(): Promise<void> {
   });
   const runs = Number(values.runs);
   const long = Number(values.long);
+  for (const [name, n] of [["--runs", runs], ["--long", long]] as const) {
+    if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got "${name === "--runs" ? values.runs : values.long}"`);
+  }
   const input = JSON.parse(values.input) as unknown;
   const graph = await loadGraph(values.graph);
   const dataDir = mkdtempSync(join(tmpdir(), "troupe-floor-"));

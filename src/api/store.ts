@@ -53,6 +53,9 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
       const store = new LmdbStore(app.storage);
       /** custom auth's store:* events; a pass-through for unauthenticated requests */
       return { store, access: new StoreAccess(app.auth, store) };
+    }).catch((err: unknown) => {
+      loaded = undefined; // let a later request try again instead of failing forever
+      throw err;
     }));
 
   return [

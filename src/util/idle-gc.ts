@@ -17,7 +17,7 @@ export interface IdleGcOptions {
   minBusyMs: number;
 }
 
-export const IDLE_GC_DEFAULTS: IdleGcOptions = { intervalMs: 1_000, idleSamples: 2, idleBelow: 0.02, minBusyMs: 2_000 };
+const IDLE_GC_DEFAULTS: IdleGcOptions = { intervalMs: 1_000, idleSamples: 2, idleBelow: 0.02, minBusyMs: 2_000 };
 
 let gcFn: (() => void) | undefined;
 
