@@ -120,6 +120,20 @@ describe("LmdbCheckpointSaver blob cache", () => {
     expect(cold.slice(0, 2).map((m) => [m.getType(), m.id, m.content])).toEqual([["human", "h1", "hi"], ["ai", "a1", "yo"]]);
   });
 
+  it("keeps the latest version cached while history (older versions) is read", async () => {
+    const v1 = longList(new HumanMessage({ content: "one", id: "h1" }), new AIMessage({ content: "one", id: "a1" }));
+    const v2 = [...v1, new HumanMessage({ content: "two", id: "h2" })];
+    const first = await saver.put(cfg("t"), ckpt(v1), { source: "loop", step: 0, parents: {} }, { messages: 1 });
+    await saver.put(first, { ...ckpt(v2), channel_versions: { messages: 2 } }, { source: "loop", step: 1, parents: {} }, { messages: 2 });
+    const cold = new LmdbCheckpointSaver(storage); // caches only what it reads
+    const latest = await loaded(cold, "t");
+    expect(latest).toHaveLength(19);
+    const history: number[] = [];
+    for await (const tuple of cold.list(cfg("t"))) history.push((tuple.checkpoint.channel_values.messages as BaseMessage[]).length);
+    expect(history).toEqual([19, 18]);
+    expect((await loaded(cold, "t"))[0]).toBe(latest[0]); // still served from the cache, not revived
+  });
+
   it("does not cache short lists: they are revived on every read", async () => {
     const messages = [new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "yo", id: "a1" })];
     await put("t", messages, "r1");

@@ -78,12 +78,12 @@ export class BlobCache {
    * `stamp`: a small stored token replaces the byte comparison, so a hit reads no blob bytes
    * (and maps none of them into memory).
    */
-  get(key: string, stamp: number): unknown[] | undefined {
+  get(key: string, stamp: number | undefined): unknown[] | undefined {
     const slot = slotOf(key);
     const entry = this.entries.get(slot);
     if (entry === undefined || entry.key !== key) return undefined;
     if (entry.stamp !== stamp) {
-      this.remove(key);
+      this.evict(slot);
       return undefined;
     }
     this.entries.delete(slot);
@@ -91,9 +91,27 @@ export class BlobCache {
     return entry.value.slice();
   }
 
+  /** Whether an entry for this blob key is held (its stamp is worth reading). */
+  has(key: string): boolean {
+    return this.entries.get(slotOf(key))?.key === key;
+  }
+
+  /** Whether a blob stored in `storedBytes` bytes could be cached (its stamp is worth reading). */
+  accepts(storedBytes: number): boolean {
+    return storedBytes >= this.minStoredBytes;
+  }
+
+  /**
+   * Caches a value just read: only into an empty slot, so reading history (older versions, newest
+   * first) never displaces the version the thread's next run reads. Writes use set().
+   */
+  fill(key: string, threadId: string, stamp: number, storedBytes: number, value: unknown): void {
+    if (!this.entries.has(slotOf(key))) this.set(key, threadId, stamp, storedBytes, value);
+  }
+
   /** Caches `value`, the blob of `storedBytes` bytes written with `stamp`; holds no copy of the bytes. */
   set(key: string, threadId: string, stamp: number, storedBytes: number, value: unknown): void {
-    if (storedBytes < this.minStoredBytes || !BlobCache.cacheable(value)) return;
+    if (!this.accepts(storedBytes) || !BlobCache.cacheable(value)) return;
     const cost = entryCost(storedBytes, value.length);
     if (cost > this.maxBytes / 4) return;
     const slot = slotOf(key);

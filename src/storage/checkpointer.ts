@@ -294,11 +294,11 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         checkpoints.putSync(key, { ...record, parentId: null, blobs: ownBlobs });
       }
       for (const key of Array.from(writes.getKeys(range))) if (!kept(key[1], key[2])) writes.removeSync(key);
-      const chunkedSlots = new ChunkedSlots();
+      const removedSlots = new RemovedSlots();
       for (const key of Array.from(blobs.getKeys(range))) {
-        if (!liveBlobs.has(blobId(key[1], key[2], key[3], key[4]))) this.removeBlobSync(key, chunkedSlots);
+        if (!liveBlobs.has(blobId(key[1], key[2], key[3], key[4]))) this.removeBlobSync(key, removedSlots);
       }
-      this.collectChunksSync(threadId, chunkedSlots);
+      this.collectChunksSync(threadId, removedSlots);
       return removed;
     });
   }
@@ -336,7 +336,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const liveBlobs = await this.blobsNamedBy(laterSurvivors);
     return this.storage.root.transaction(() => {
       let removed = 0;
-      const chunkedSlots = new ChunkedSlots();
+      const removedSlots = new RemovedSlots();
       for (const { key, value } of Array.from(checkpoints.getRange(range))) {
         if (value.runId !== runId) continue;
         removed += 1;
@@ -344,12 +344,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         for (const writeKey of Array.from(writes.getKeys({ start: key, end: [...key, MAX_KEY] }))) writes.removeSync(writeKey);
         for (const [channel, version, tag] of value.blobs) {
           if (liveBlobs.has(blobId(key[1], channel, version, tag))) continue;
-          this.removeBlobSync([threadId, key[1], channel, version, tag], chunkedSlots);
+          this.removeBlobSync([threadId, key[1], channel, version, tag], removedSlots);
           this.blobCache.remove(BlobCache.key(threadId, key[1], channel, version, tag));
         }
       }
       for (const { key, value } of Array.from(writes.getRange(range))) if (value.runId === runId) writes.removeSync(key);
-      this.collectChunksSync(threadId, chunkedSlots);
+      this.collectChunksSync(threadId, removedSlots);
       return removed;
     });
   }
@@ -360,8 +360,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     for (const { key, value } of records) {
       const body = (await this.serde.loadsTyped(value.type, value.checkpoint)) as StoredCheckpointBody;
       for (const [channel, version] of Object.entries(body.channel_versions ?? {})) {
-        const tagged = value.tags?.[channel];
-        named.add(blobId(key[1], channel, version, tagged !== undefined && tagged[0] === version ? tagged[1] : ""));
+        named.add(blobId(key[1], channel, version, tagOf(value.tags, channel, version)));
       }
     }
     return named;
@@ -404,10 +403,11 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     return joinChunks(parts, blob.value);
   }
 
-  /** Inside the write transaction that removed chunked blobs: removes their slots' chunks no remaining blob names. */
-  private collectChunksSync(threadId: string, slots: ChunkedSlots): void {
+  /** Inside the write transaction that removed blobs: removes their slots' chunks no remaining blob names. */
+  private collectChunksSync(threadId: string, slots: RemovedSlots): void {
     for (const [ns, channel] of slots.values()) {
       const range = { start: [threadId, ns, channel], end: [threadId, ns, channel, MAX_KEY] };
+      if (this.storage.blobChunks.getKeysCount({ ...range, limit: 1 }) === 0) continue; // never chunked
       const named = new Set<string>();
       for (const { value } of this.storage.blobs.getRange(range)) for (const id of value.chunks ?? []) named.add(id);
       for (const key of Array.from(this.storage.blobChunks.getKeys(range))) if (!named.has(key[3])) this.storage.blobChunks.removeSync(key);
@@ -423,11 +423,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * Removes a blob and its stamp (inside a write transaction). With `chunkedSlots`, a chunked blob's
-   * slot is recorded there so its chunks can be collected afterwards (collectChunksSync).
+   * Removes a blob and its stamp (inside a write transaction). With `removedSlots`, the blob's slot
+   * is recorded there so chunks it may have named can be collected afterwards (collectChunksSync;
+   * recording every slot avoids reading each removed blob to learn whether it was chunked).
    */
-  private removeBlobSync(key: BlobKey, chunkedSlots?: ChunkedSlots): void {
-    if (chunkedSlots !== undefined && this.storage.blobs.get(key)?.chunks !== undefined) chunkedSlots.add(key[1], key[2]);
+  private removeBlobSync(key: BlobKey, removedSlots?: RemovedSlots): void {
+    removedSlots?.add(key[1], key[2]);
     this.storage.blobs.removeSync(key);
     this.storage.blobStamps.removeSync(key);
   }
@@ -478,22 +479,24 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     for (const channel in versions) {
       if (!Object.hasOwn(versions, channel)) continue;
       const version = versions[channel];
-      const tagged = tags?.[channel];
-      const tag = tagged !== undefined && tagged[0] === version ? tagged[1] : "";
+      const tag = tagOf(tags, channel, version);
       const blobKey: BlobKey = [threadId, ns, channel, version, tag];
       const cacheKey = BlobCache.key(threadId, ns, channel, version, tag);
       // a hit checks the blob's small stamp only: the (possibly large) bytes are not read
-      const stamp = this.storage.blobStamps.get(blobKey);
-      const cached = stamp === undefined ? undefined : this.blobCache.get(cacheKey, stamp);
-      if (cached !== undefined) {
-        values[channel] = cached;
-        continue;
+      if (this.blobCache.has(cacheKey)) {
+        const cached = this.blobCache.get(cacheKey, this.storage.blobStamps.get(blobKey));
+        if (cached !== undefined) {
+          values[channel] = cached;
+          continue;
+        }
       }
       const blob = this.storage.blobs.get(blobKey);
       if (blob === undefined) continue;
       const bytes = this.blobBytes(threadId, ns, channel, blob);
+      // read together with the bytes (no await between): the stamp of the write they came from
+      const stamp = this.blobCache.accepts(bytes.byteLength) ? this.storage.blobStamps.get(blobKey) : undefined;
       const value: unknown = await this.serde.loadsTyped(blob.type, bytes);
-      if (stamp !== undefined) this.blobCache.set(cacheKey, threadId, stamp, bytes.byteLength, value);
+      if (stamp !== undefined) this.blobCache.fill(cacheKey, threadId, stamp, bytes.byteLength, value);
       values[channel] = value;
     }
     return values;
@@ -577,8 +580,14 @@ function inheritedTags(parentTags: TagMap | undefined, checkpoint: Checkpoint, n
   return tags;
 }
 
-/** The (namespace, channel) slots of a thread whose chunked blobs a transaction removed. */
-class ChunkedSlots {
+/** The channel value of `channel` at `version`: its branch tag, or "" for the plain value. */
+function tagOf(tags: TagMap | undefined, channel: string, version: unknown): string {
+  const tagged = tags?.[channel];
+  return tagged !== undefined && tagged[0] === version ? tagged[1] : "";
+}
+
+/** The (namespace, channel) slots of a thread whose blobs a transaction removed. */
+class RemovedSlots {
   private readonly slots = new Map<string, [string, string]>();
 
   add(ns: string, channel: string): void {
