@@ -4,8 +4,11 @@ import { isMainThread } from "node:worker_threads";
 import { runShardHost } from "../src/actors/shard-host.ts";
 import type { ShardTask } from "../src/actors/protocol.ts";
 import { LmdbStore } from "../src/storage/store.ts";
+import { installBufferedRandomValues } from "../src/util/buffered-random.ts";
 
 if (isMainThread) throw new Error("workers/actor-shard.ts is a worker entry point; it must not be loaded on the main thread");
+
+installBufferedRandomValues(); // before any graph module loads: LangChain draws a uuid per runnable call
 
 export default function actorShard(task: ShardTask): Promise<string> {
   return runShardHost(task, { createStore: (storage) => new LmdbStore(storage) });
