@@ -122,21 +122,33 @@ export class Dispatcher {
       if (issues) throw validationError(issues);
     }
 
-    const ctx: RequestContext = {
-      method: req.method,
-      path: req.path,
-      params: m.params,
-      query,
-      rawQuery,
-      headers: req.headers,
-      body,
-      clientIp: req.clientIp,
-      get signal() {
-        return req.signal;
-      },
-      auth: gctx.auth,
-    };
-    return def.handler(ctx);
+    return def.handler(new RouteContext(req, m.params, query, rawQuery, body, gctx.auth));
+  }
+}
+
+/** A class so `signal` is a prototype getter (see UwsRawRequest in uws-server.ts for why). */
+class RouteContext implements RequestContext {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: Record<string, string>;
+  readonly clientIp: string;
+
+  constructor(
+    private readonly req: RawRequest,
+    readonly params: Record<string, string>,
+    readonly query: Record<string, unknown>,
+    readonly rawQuery: URLSearchParams,
+    readonly body: unknown,
+    readonly auth: RequestContext["auth"],
+  ) {
+    this.method = req.method;
+    this.path = req.path;
+    this.headers = req.headers;
+    this.clientIp = req.clientIp;
+  }
+
+  get signal(): AbortSignal {
+    return this.req.signal;
   }
 }
 

@@ -57,27 +57,14 @@ function onRequest(dispatcher: Dispatcher, res: HttpResponse, req: HttpRequest):
   req.forEach((k, v) => {
     headers[k] = v;
   });
-  // The AbortController is created only if a handler asks for the signal (most never do): making
-  // one per request cost ~6% of /ok throughput.
-  let abort: AbortController | undefined;
   const state: ResState = { aborted: false, done: false, onAbort: [] };
+  const raw = new UwsRawRequest(method, path, query, headers, Buffer.from(res.getRemoteAddressAsText()).toString(), state);
   // uWS keeps one abort handler per response: fan out from here.
   res.onAborted(() => {
     state.aborted = true;
-    abort?.abort();
+    raw.abortSignal();
     for (const fn of state.onAbort) fn();
   });
-  const clientIp = Buffer.from(res.getRemoteAddressAsText()).toString();
-  const raw: RawRequest = {
-    method, path, query, headers, body: null, clientIp,
-    get signal() {
-      if (!abort) {
-        abort = new AbortController();
-        if (state.aborted) abort.abort();
-      }
-      return abort.signal;
-    },
-  };
 
   const contentLength = Number(headers["content-length"] ?? "0");
   const maxBody = dispatcher.opts.maxBodyBytes;
@@ -117,6 +104,39 @@ interface ResState {
   aborted: boolean;
   done: boolean;
   onAbort: (() => void)[];
+}
+
+/**
+ * A class, not an object literal with `get signal()`: a literal with an accessor gets a fresh
+ * getter closure and hidden class per request, which V8 keeps in old space (measured under /ok
+ * load: ~40 MB/s promoted, 7-12 ms scavenges). The AbortController is created only if a handler
+ * asks for the signal (most never do): making one per request cost ~6% of /ok throughput.
+ */
+class UwsRawRequest implements RawRequest {
+  body: Buffer | null = null;
+  private abort: AbortController | undefined;
+
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly query: string,
+    readonly headers: Record<string, string>,
+    readonly clientIp: string,
+    private readonly state: ResState,
+  ) {}
+
+  get signal(): AbortSignal {
+    if (!this.abort) {
+      this.abort = new AbortController();
+      if (this.state.aborted) this.abort.abort();
+    }
+    return this.abort.signal;
+  }
+
+  /** the client went away: abort the signal if a handler took it */
+  abortSignal(): void {
+    this.abort?.abort();
+  }
 }
 
 async function handle(dispatcher: Dispatcher, raw: RawRequest, res: HttpResponse, state: ResState): Promise<void> {
