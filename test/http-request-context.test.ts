@@ -1,0 +1,92 @@
+// What a route handler receives from the uWS front end and the Dispatcher, over a real socket:
+// every request field, and an abort signal that is created on demand and fires when the client
+// goes away (also when the handler asks for it only after the disconnect).
+import { request } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Dispatcher } from "../src/http/dispatch.ts";
+import { json, type RequestContext, type RouteDef } from "../src/http/types.ts";
+import { listen, type ListeningServer } from "../src/http/uws-server.ts";
+
+let server: ListeningServer;
+let base: string;
+const aborted: Record<string, boolean> = {};
+let releaseLateSignal: () => void = () => undefined;
+
+beforeAll(async () => {
+  const d = new Dispatcher({ maxBodyBytes: 1 << 20 });
+  const echo: RouteDef = {
+    method: "POST", path: "/echo/:name", operationId: "echo", summary: "echo", tag: "t", params: { name: "string" },
+    body: { type: "object" }, query: { type: "object", properties: { n: { type: "integer" } } },
+    handler: (ctx: RequestContext) =>
+      json({
+        method: ctx.method, path: ctx.path, params: ctx.params, query: ctx.query, raw: ctx.rawQuery.get("n"),
+        header: ctx.headers["x-test"], body: ctx.body, ip: ctx.clientIp, signal: ctx.signal instanceof AbortSignal && !ctx.signal.aborted,
+      }),
+  };
+  const hang: RouteDef = {
+    method: "GET", path: "/hang/:id", operationId: "hang", summary: "hang", tag: "t", params: { id: "string" },
+    handler: (ctx: RequestContext) =>
+      new Promise((resolve) => {
+        const id = ctx.params.id!;
+        ctx.signal.addEventListener("abort", () => {
+          aborted[id] = true;
+          resolve(json({}));
+        });
+      }),
+  };
+  const late: RouteDef = {
+    method: "GET", path: "/late", operationId: "late", summary: "late", tag: "t",
+    // takes the signal only after the client has gone: it must already be aborted
+    handler: (ctx: RequestContext) =>
+      new Promise((resolve) => {
+        releaseLateSignal = () => {
+          aborted.late = ctx.signal.aborted;
+          resolve(json({}));
+        };
+      }),
+  };
+  d.add(echo, hang, late);
+  server = await listen(d, "127.0.0.1", 0);
+  base = `http://127.0.0.1:${server.port}`;
+});
+
+afterAll(() => server?.close());
+
+/** Sends a request and destroys the socket once the server has it (no answer awaited). */
+function sendAndDrop(path: string): Promise<void> {
+  return new Promise((resolve) => {
+    const req = request(`${base}${path}`, { method: "GET" });
+    req.on("error", () => undefined);
+    req.end(() => setTimeout(() => {
+      req.destroy();
+      resolve();
+    }, 100));
+  });
+}
+
+async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 100 && !cond(); i++) await new Promise((r) => setTimeout(r, 20));
+}
+
+describe("request context", () => {
+  it("carries method, path, params, query, headers, body, client address and a live signal", async () => {
+    const res = await fetch(`${base}/echo/abc?n=7`, { method: "POST", headers: { "x-test": "yes", "content-type": "application/json" }, body: JSON.stringify({ a: 1 }) });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({
+      method: "POST", path: "/echo/abc", params: { name: "abc" }, query: { n: 7 }, raw: "7", header: "yes", body: { a: 1 }, ip: "127.0.0.1", signal: true,
+    });
+  });
+
+  it("aborts the signal when the client disconnects", async () => {
+    await sendAndDrop("/hang/one");
+    await until(() => aborted.one === true);
+    expect(aborted.one).toBe(true);
+  });
+
+  it("hands out an already-aborted signal when asked after the disconnect", async () => {
+    await sendAndDrop("/late");
+    await new Promise((r) => setTimeout(r, 100));
+    releaseLateSignal();
+    expect(aborted.late).toBe(true);
+  });
+});
