@@ -96,7 +96,47 @@ describe("message chunks", () => {
     expect(third!.chunks[1].id).not.toBe(first!.chunks[1].id);
     expect(text(joinChunks(third!.chunks.map((c) => c.bytes), third!.tail))).toBe(text((await inner.dumpsTyped(edited))[1]));
     // a non-message item: not chunked
-    expect(new MessageChunker().split([{}, ...list], () => undefined)).toBeUndefined();
+    expect(await serde.dumpsChunked([{}, ...list])).toBeUndefined();
+    expect(new MessageChunker().split([{ lc_kwargs: {} }, ...list], () => undefined)).toBeUndefined();
+  });
+
+  it("only work on what changed since the conversation's last list, and notice every change", async () => {
+    const inner = new JsonPlusSerializer();
+    const serde = new MessageCachingSerde(inner);
+    const expectSerdeBytes = async (l: BaseMessage[]) => {
+      const chunked = await serde.dumpsChunked(l);
+      expect(text(joinChunks(chunked!.chunks.map((c) => c.bytes), chunked!.tail))).toBe(text((await inner.dumpsTyped(l))[1]));
+      return chunked!;
+    };
+    let list: BaseMessage[] = [];
+    for (let i = 0; i < CHUNK_ITEMS * 3 + 10; i++) list = messagesStateReducer(list, [i % 2 ? new AIMessage(`a${i}`) : new HumanMessage(`h${i}`)]);
+    const base = await expectSerdeBytes(list);
+    // a step that appends: only the new message is serialized (counted through the inner serde)
+    let calls = 0;
+    const counting = new MessageCachingSerde({
+      dumpsTyped: (v: unknown) => { calls++; return inner.dumpsTyped(v); },
+      loadsTyped: (t: string, d: Uint8Array | string) => inner.loadsTyped(t, d),
+    });
+    await counting.dumpsChunked(list);
+    calls = 0;
+    await counting.dumpsChunked(messagesStateReducer(list, [new AIMessage("next")]));
+    expect(calls).toBe(1);
+    // an in-place edit of a kept message (content replaced on the same object) changes its chunk
+    const editedInPlace = list.slice();
+    const victim = editedInPlace[CHUNK_ITEMS + 1];
+    const original = victim.content;
+    victim.content = "edited in place";
+    const afterEdit = await expectSerdeBytes(editedInPlace);
+    expect(afterEdit.chunks[0].id).toBe(base.chunks[0].id);
+    expect(afterEdit.chunks[1].id).not.toBe(base.chunks[1].id);
+    victim.content = original;
+    // two branches of one conversation, alternating: each read back exactly
+    const branchA = messagesStateReducer(list.slice(0, CHUNK_ITEMS + 7), [new AIMessage("branch A")]);
+    const branchB = messagesStateReducer(list, [new HumanMessage("branch B")]);
+    for (const l of [branchA, branchB, branchA, list, branchB]) await expectSerdeBytes(l);
+    // a shorter list than the last one (a rollback), then the long one again
+    await expectSerdeBytes(list.slice(0, CHUNK_ITEMS));
+    expect((await expectSerdeBytes(list)).chunks.map((c) => c.id)).toEqual(base.chunks.map((c) => c.id));
   });
 
   it("keep a long thread's history intact across runs, forks, rollback, copy, prune and delete", async () => {

@@ -13,6 +13,13 @@ export interface RunOutcome {
   error?: { error: string; message: string };
   /** JSON text of the last root values chunk (the /wait body), if any */
   lastValuesJson?: string;
+  /** the last root values chunk was LangGraph's `{__interrupt__: [...]}`, not the state */
+  lastValuesInterrupt?: boolean;
+}
+
+/** LangGraph's values chunk for an interrupted run: `{__interrupt__: [...]}` in place of the state. */
+function isInterruptChunk(payload: unknown): boolean {
+  return typeof payload === "object" && payload !== null && Object.hasOwn(payload, "__interrupt__");
 }
 
 export interface ExecuteOptions {
@@ -100,6 +107,9 @@ export async function executeRun(o: ExecuteOptions): Promise<RunOutcome> {
   // values mode already serialized it for the stream.
   let lastValues: { payload: unknown; text?: string } | undefined;
   const lastValuesJson = (): string | undefined => (lastValues ? (lastValues.text ??= toJsonText(lastValues.payload)) : undefined);
+  // Asked of the payload, not of the JSON: reading a long thread's values text would make V8
+  // flatten it, one large-object allocation per run (see the note on thread values in ThreadActor.finish).
+  const lastValuesInterrupt = (): boolean => isInterruptChunk(lastValues?.payload);
   const seenMessageIds = new Set<string>();
   const partials = new Map<string, MessageChunkLike>();
 
@@ -172,13 +182,13 @@ export async function executeRun(o: ExecuteOptions): Promise<RunOutcome> {
         else handleChunk([], c[0] as string, c[1]);
       }
     }
-    return { status: "success", rolledBack: false, lastValuesJson: lastValuesJson() };
+    return { status: "success", rolledBack: false, lastValuesJson: lastValuesJson(), lastValuesInterrupt: lastValuesInterrupt() };
   } catch (err) {
     if (signal.aborted) {
-      return { status: "interrupted", rolledBack: signal.reason === "rollback", lastValuesJson: lastValuesJson() };
+      return { status: "interrupted", rolledBack: signal.reason === "rollback", lastValuesJson: lastValuesJson(), lastValuesInterrupt: lastValuesInterrupt() };
     }
     const error = errorInfo(err);
     emit("error", toJsonText(error));
-    return { status: "error", rolledBack: false, error, lastValuesJson: lastValuesJson() };
+    return { status: "error", rolledBack: false, error, lastValuesJson: lastValuesJson(), lastValuesInterrupt: lastValuesInterrupt() };
   }
 }

@@ -377,7 +377,7 @@ export class ThreadActor {
       let interrupts: Record<string, unknown[]> | undefined;
       const ranToEnd =
         outcome.status === "success" && !outcome.rolledBack && outcome.lastValuesJson !== undefined &&
-        !outcome.lastValuesJson.startsWith('{"__interrupt__"') && !run.kwargs.interrupt_before && !run.kwargs.interrupt_after;
+        outcome.lastValuesInterrupt !== true && !run.kwargs.interrupt_before && !run.kwargs.interrupt_after;
       if (thread && ranToEnd) {
         // The graph reached END: its last root values chunk is the final state and no task is
         // pending, so the state read (and re-serialization) below is not needed.

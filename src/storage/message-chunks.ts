@@ -13,6 +13,7 @@
  * (LmdbCheckpointSaver: deleteThread, pruneToLatest, deleteCheckpointsOfRun).
  */
 import { createHash } from "node:crypto";
+import type { MessageFields } from "./message-list-json.ts";
 
 /** Messages per chunk: a blob is chunked once it holds at least this many messages. */
 export const CHUNK_ITEMS = 64;
@@ -31,10 +32,17 @@ export interface ChunkedList {
   byteLength: number;
 }
 
-interface CachedChunk {
-  members: object[];
+/**
+ * What the chunker knows of the last list it split for one conversation: the messages (with the
+ * fields whose change means "edited in place", as in MessageListJson), their JSON, and the full chunks made of them.
+ */
+interface ConversationState {
+  members: MessageFields[];
+  ids: unknown[];
+  contents: unknown[];
+  kwargs: unknown[];
   jsons: string[];
-  chunk: MessageChunk;
+  chunks: MessageChunk[];
 }
 
 const COMMA = 0x2c;
@@ -42,55 +50,72 @@ const OPEN = 0x5b;
 const CLOSE = 0x5d;
 
 /**
- * Splits message lists into chunks, remembering each chunk by its first message so an unchanged
- * chunk is neither re-encoded nor re-hashed on the next step.
+ * Splits message lists into chunks. It keeps the last list split per conversation (keyed by its
+ * first message), so a list that extends it — every step of a run on a long thread — costs one
+ * identity/field comparison per kept message and work only for the new ones: no per-message cache
+ * lookups, no re-encoding or re-hashing of chunks it already made.
  */
 export class MessageChunker {
-  private readonly byFirst = new WeakMap<object, CachedChunk>();
+  private readonly conversations = new WeakMap<object, ConversationState>();
   private readonly encoder = new TextEncoder();
 
-  /** `jsonOf` returns each message's JSON (as the inner serde writes it), or undefined to give up. */
-  split(list: object[], jsonOf: (m: object) => string | undefined): ChunkedList | undefined {
+  /**
+   * How many leading messages of `list` are unchanged since the last list of its conversation was
+   * split (0 when none was). Messages from there on are the ones split() will ask `jsonOf` for.
+   */
+  keptPrefix(list: MessageFields[]): number {
+    const state = list.length === 0 ? undefined : this.conversations.get(list[0]);
+    if (state === undefined) return 0;
+    const n = Math.min(state.members.length, list.length);
+    for (let k = 0; k < n; k++) {
+      const m = list[k];
+      if (m !== state.members[k] || m.id !== state.ids[k] || m.content !== state.contents[k] || m.lc_kwargs !== state.kwargs[k]) return k;
+    }
+    return n;
+  }
+
+  /**
+   * `jsonOf` returns each message's JSON (as the inner serde writes it), or undefined to give up;
+   * it is called only for messages after `keptPrefix(list)`.
+   */
+  split(list: MessageFields[], jsonOf: (m: MessageFields) => string | undefined): ChunkedList | undefined {
     const full = Math.floor(list.length / CHUNK_ITEMS);
     if (full === 0) return undefined;
-    const chunks: MessageChunk[] = [];
-    let byteLength = 0;
-    for (let c = 0; c < full; c++) {
-      const start = c * CHUNK_ITEMS;
-      const jsons = new Array<string>(CHUNK_ITEMS);
-      for (let j = 0; j < CHUNK_ITEMS; j++) {
-        const json = jsonOf(list[start + j]);
-        if (json === undefined) return undefined;
-        jsons[j] = json;
-      }
-      const cached = this.byFirst.get(list[start]);
-      let chunk: MessageChunk;
-      if (cached !== undefined && sameChunk(cached, list, start, jsons)) {
-        chunk = cached.chunk;
-      } else {
-        const bytes = this.encoder.encode(jsons.join(","));
-        chunk = { id: createHash("sha256").update(bytes).digest("hex").slice(0, 32), bytes };
-        this.byFirst.set(list[start], { members: list.slice(start, start + CHUNK_ITEMS), jsons, chunk });
-      }
-      chunks.push(chunk);
-      byteLength += chunk.bytes.byteLength;
-    }
-    const rest: string[] = [];
-    for (let i = full * CHUNK_ITEMS; i < list.length; i++) {
+    const kept = this.keptPrefix(list);
+    const fresh: string[] = [];
+    for (let i = kept; i < list.length; i++) {
       const json = jsonOf(list[i]);
       if (json === undefined) return undefined;
-      rest.push(json);
+      fresh.push(json);
     }
-    const tail = this.encoder.encode(rest.join(","));
-    return { chunks, tail, byteLength: byteLength + tail.byteLength };
+    // The state is updated in place (truncate to what is kept, append the rest): copying it would
+    // make every step O(messages) again. Only `chunks` escapes, and it is copied on the way out.
+    let state = this.conversations.get(list[0]);
+    if (state === undefined) {
+      state = { members: [], ids: [], contents: [], kwargs: [], jsons: [], chunks: [] };
+      this.conversations.set(list[0], state);
+    }
+    for (const column of [state.members, state.ids, state.contents, state.kwargs, state.jsons]) column.length = kept;
+    for (let i = kept; i < list.length; i++) {
+      const m = list[i];
+      state.members.push(m);
+      state.ids.push(m.id);
+      state.contents.push(m.content);
+      state.kwargs.push(m.lc_kwargs);
+      state.jsons.push(fresh[i - kept]);
+    }
+    const { jsons, chunks } = state;
+    chunks.length = Math.min(Math.floor(kept / CHUNK_ITEMS), full);
+    let byteLength = 0;
+    for (const chunk of chunks) byteLength += chunk.bytes.byteLength;
+    for (let c = chunks.length; c < full; c++) {
+      const bytes = this.encoder.encode(jsons.slice(c * CHUNK_ITEMS, (c + 1) * CHUNK_ITEMS).join(","));
+      chunks.push({ id: createHash("sha256").update(bytes).digest("hex").slice(0, 32), bytes });
+      byteLength += bytes.byteLength;
+    }
+    const tail = this.encoder.encode(jsons.slice(full * CHUNK_ITEMS).join(","));
+    return { chunks: chunks.slice(), tail, byteLength: byteLength + tail.byteLength };
   }
-}
-
-function sameChunk(cached: CachedChunk, list: object[], start: number, jsons: string[]): boolean {
-  for (let j = 0; j < CHUNK_ITEMS; j++) {
-    if (cached.members[j] !== list[start + j] || cached.jsons[j] !== jsons[j]) return false;
-  }
-  return true;
 }
 
 /** The full JSON array bytes of a chunked blob from its chunks' bytes (in order) and its tail. */

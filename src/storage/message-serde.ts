@@ -55,17 +55,27 @@ export class MessageCachingSerde implements SerializerProtocol {
    * for any other value, or when a message does not serialize to JSON (then use dumpsTyped).
    */
   async dumpsChunked(value: unknown): Promise<ChunkedList | undefined> {
-    if (!isMessageList(value, CHUNK_ITEMS) || !(await this.prepare(value))) return undefined;
-    return this.chunker.split(value, (m) => this.cache.lookup(m as SerializableMessage));
+    if (!Array.isArray(value) || value.length < CHUNK_ITEMS) return undefined;
+    // Messages the chunker kept from the conversation's previous list were checked and cached then.
+    const kept = this.chunker.keptPrefix(value as MessageFields[]);
+    for (let i = kept; i < value.length; i++) {
+      const message: unknown = value[i];
+      if (!isLangChainMessage(message)) return undefined;
+      if (this.cache.lookup(message) === undefined && !(await this.cacheJson(message))) return undefined;
+    }
+    return this.chunker.split(value as MessageFields[], (m) => this.cache.lookup(m));
   }
 
   /** Caches the JSON of every message of `list` that has none yet; false if one does not serialize to JSON. */
   private async prepare(list: SerializableMessage[]): Promise<boolean> {
-    for (const message of this.cache.missing(list)) {
-      const [type, bytes] = await this.inner.dumpsTyped(message);
-      if (type !== "json") return false;
-      this.cache.store(message, typeof bytes === "string" ? bytes : this.decoder.decode(bytes));
-    }
+    for (const message of this.cache.missing(list)) if (!(await this.cacheJson(message as SerializableMessage))) return false;
+    return true;
+  }
+
+  private async cacheJson(message: SerializableMessage): Promise<boolean> {
+    const [type, bytes] = await this.inner.dumpsTyped(message);
+    if (type !== "json") return false;
+    this.cache.store(message, typeof bytes === "string" ? bytes : this.decoder.decode(bytes));
     return true;
   }
 
