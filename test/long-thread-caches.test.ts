@@ -12,7 +12,10 @@ import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
 import { openStorage, type Storage } from "../src/storage/env.ts";
 import { MessageCachingSerde } from "../src/storage/message-serde.ts";
 import { BlobCache, entryCost } from "../src/storage/blob-cache.ts";
-import { toJsonText } from "../src/actors/wire.ts";
+import { toJsonSegments, toJsonText } from "../src/actors/wire.ts";
+import { jsonBytes, jsonLength, jsonText } from "../src/actors/json-segments.ts";
+import { putThreadValues, threadValuesJson } from "../src/storage/thread-values.ts";
+import { SEGMENT_ITEMS } from "../src/storage/message-list-json.ts";
 
 function conversation(): BaseMessage[] {
   return messagesStateReducer([], [
@@ -280,5 +283,61 @@ describe("wire JSON cache", () => {
     messages[0].content = "edited";
     expect(toJsonText({ messages })).toBe(reference({ messages }));
     expect(toJsonText({ messages })).toContain("edited");
+  });
+
+  it("cuts long lists into segments that concatenate to exactly the same text, across appends, forks and edits", () => {
+    let messages: BaseMessage[] = [];
+    for (let i = 0; i < SEGMENT_ITEMS * 3 + 5; i++) messages = messagesStateReducer(messages, [i % 2 ? new AIMessage(`a${i} \u2028 é`) : new HumanMessage(`h${i}`)]);
+    const check = (value: unknown) => {
+      const segments = toJsonSegments(value);
+      expect(jsonLength(segments)).toBe(reference(value).length);
+      expect(segments.join("")).toBe(reference(value));
+      expect(segments.join("")).toBe(toJsonText(value));
+      return segments;
+    };
+    const first = check({ messages, count: 1n, title: "t" });
+    // one segment per sealed group of messages: no segment holds more than SEGMENT_ITEMS of them
+    expect(first.length).toBeGreaterThan(3);
+    for (const segment of first) expect(segment.length).toBeLessThan(SEGMENT_ITEMS * 200); // ~145 chars per message here
+    check(messages);
+    const grown = messagesStateReducer(messages, [new AIMessage("appended")]);
+    check({ messages: grown });
+    const fork = messagesStateReducer(messages.slice(0, SEGMENT_ITEMS + 2), [new HumanMessage("fork")]);
+    for (const v of [fork, grown, fork, messages.slice(0, 10), grown]) check({ messages: v });
+    const kept = grown[SEGMENT_ITEMS + 1];
+    kept.content = "edited in place";
+    expect(check({ messages: grown }).join("")).toContain("edited in place");
+    check({ other: [1, 2], plain: "no lists" });
+  });
+
+  it("joins segments once, and encodes them to the UTF-8 of the text", () => {
+    const segments = ["{", '"a":"é \u2028"', ',"b":[1,2]', "}"];
+    const text = segments.join("");
+    expect(Buffer.from(jsonBytes(segments)).toString("utf8")).toBe(text);
+    expect(jsonText(segments)).toBe(text);
+    expect(segments).toEqual([text]);
+    expect(jsonText(segments)).toBe(text);
+  });
+});
+
+describe("thread values stored from segments", () => {
+  let dir: string;
+  let storage: Storage;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "troupe-values-"));
+    storage = openStorage(dir);
+  });
+  afterEach(async () => {
+    await storage.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("read back as the same text, beside values written as strings", async () => {
+    const segments = ["{", '"messages":[', '{"content":"é ✓ \u2028"}', "]}"];
+    await storage.root.transaction(() => putThreadValues(storage, "t1", segments));
+    await storage.threadValues.put("t2", '{"plain":"é"}');
+    expect(threadValuesJson(storage, "t1")).toBe(segments.join(""));
+    expect(JSON.parse(threadValuesJson(storage, "t1")!)).toEqual({ messages: [{ content: "é ✓ \u2028" }] });
+    expect(threadValuesJson(storage, "t2")).toBe('{"plain":"é"}');
   });
 });

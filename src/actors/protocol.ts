@@ -2,6 +2,7 @@
 // Every request carries a reqId and gets exactly one Reply; run events and completions flow
 // back unsolicited. Errors cross as SerializedError (code + message + stack).
 import type { SerializedError } from "../errors.ts";
+import type { JsonSegments } from "./json-segments.ts";
 import type {
   AssistantRecord, Json, JsonObject, MultitaskStrategy, RunKwargs, RunRecord, ThreadRecord, ThreadStatus,
 } from "../storage/records.ts";
@@ -87,8 +88,11 @@ export interface RunDone {
   runId: string;
   threadId: string;
   status: RunRecord["status"];
-  /** JSON text of the /wait body: last values, {"__interrupt__": [...]} or {"__error__": {...}} */
-  output: string;
+  /**
+   * JSON of the /wait body: last values, {"__interrupt__": [...]} or {"__error__": {...}}, as
+   * segments (json-segments.ts: read it with jsonText, which joins it once)
+   */
+  output: JsonSegments;
   threadStatus: ThreadStatus | "deleted";
 }
 

@@ -2,7 +2,8 @@
 // (names and payloads per reference §7.3). Pure w.r.t. storage: the actor persists the outcome.
 import type { RunRecord, StreamMode } from "../storage/records.ts";
 import type { CompiledGraphLike, LangGraphLib } from "./graph-registry.ts";
-import { errorInfo, toJsonText } from "./wire.ts";
+import type { JsonSegments } from "./json-segments.ts";
+import { errorInfo, toJsonSegments, toJsonText } from "./wire.ts";
 
 export type EmitFn = (event: string, dataJson: string) => void;
 
@@ -11,8 +12,8 @@ export interface RunOutcome {
   /** set when the abort reason was a cancel with rollback */
   rolledBack: boolean;
   error?: { error: string; message: string };
-  /** JSON text of the last root values chunk (the /wait body), if any */
-  lastValuesJson?: string;
+  /** JSON of the last root values chunk (the /wait body), if any, as segments (json-segments.ts) */
+  lastValues?: JsonSegments;
   /** the last root values chunk was LangGraph's `{__interrupt__: [...]}`, not the state */
   lastValuesInterrupt?: boolean;
 }
@@ -103,10 +104,10 @@ export async function executeRun(o: ExecuteOptions): Promise<RunOutcome> {
   const wantEvents = requested.has("events");
   const checkpointing = !(run.kwargs.temporary && run.on_completion !== "keep");
 
-  // The last root values chunk is the /wait body; serialize it once at the end unless the
-  // values mode already serialized it for the stream.
-  let lastValues: { payload: unknown; text?: string } | undefined;
-  const lastValuesJson = (): string | undefined => (lastValues ? (lastValues.text ??= toJsonText(lastValues.payload)) : undefined);
+  // The last root values chunk is the /wait body and the thread's new values: serialized once at
+  // the end, as segments (the values mode's text for the stream is one string; see json-segments.ts).
+  let lastValues: { payload: unknown } | undefined;
+  const finalValues = (): JsonSegments | undefined => (lastValues ? toJsonSegments(lastValues.payload) : undefined);
   // Asked of the payload, not of the JSON: reading a long thread's values text would make V8
   // flatten it, one large-object allocation per run (see the note on thread values in ThreadActor.finish).
   const lastValuesInterrupt = (): boolean => isInterruptChunk(lastValues?.payload);
@@ -118,7 +119,7 @@ export async function executeRun(o: ExecuteOptions): Promise<RunOutcome> {
     switch (mode) {
       case "values": {
         const text = requested.has("values") ? toJsonText(payload) : undefined;
-        if (ns.length === 0) lastValues = { payload, text };
+        if (ns.length === 0) lastValues = { payload };
         if (text !== undefined) emit(`values${suffix}`, text);
         if (requested.has("messages")) {
           const msgs = (payload as { messages?: unknown } | null)?.messages;
@@ -182,13 +183,13 @@ export async function executeRun(o: ExecuteOptions): Promise<RunOutcome> {
         else handleChunk([], c[0] as string, c[1]);
       }
     }
-    return { status: "success", rolledBack: false, lastValuesJson: lastValuesJson(), lastValuesInterrupt: lastValuesInterrupt() };
+    return { status: "success", rolledBack: false, lastValues: finalValues(), lastValuesInterrupt: lastValuesInterrupt() };
   } catch (err) {
     if (signal.aborted) {
-      return { status: "interrupted", rolledBack: signal.reason === "rollback", lastValuesJson: lastValuesJson(), lastValuesInterrupt: lastValuesInterrupt() };
+      return { status: "interrupted", rolledBack: signal.reason === "rollback", lastValues: finalValues(), lastValuesInterrupt: lastValuesInterrupt() };
     }
     const error = errorInfo(err);
     emit("error", toJsonText(error));
-    return { status: "error", rolledBack: false, error, lastValuesJson: lastValuesJson(), lastValuesInterrupt: lastValuesInterrupt() };
+    return { status: "error", rolledBack: false, error, lastValues: finalValues(), lastValuesInterrupt: lastValuesInterrupt() };
   }
 }

@@ -9,7 +9,9 @@ import { MAX_ATTEMPTS, mergeConfigs, multitaskDecision, threadStatusAfterRun } f
 import type { ActorCommand, ActorReplies, CreateRunCommand } from "./protocol.ts";
 import type { ShardContext } from "./shard-context.ts";
 import { EMPTY_STATE, readHistory, readState, stateConfig } from "./thread-state.ts";
-import { toJsonText, toPlain } from "./wire.ts";
+import { jsonBytes, jsonText, type JsonSegments } from "./json-segments.ts";
+import { toJsonSegments, toJsonText, toPlain } from "./wire.ts";
+import { putThreadValues } from "../storage/thread-values.ts";
 
 interface InFlight {
   run: RunRecord;
@@ -365,8 +367,8 @@ export class ThreadActor {
     const endedAt = nowIso();
     const final: RunRecord = { ...run, status: outcome.status, updated_at: endedAt, ended_at: endedAt, ...(outcome.error ? { error: outcome.error } : {}) };
     let threadStatus: ThreadStatus | "deleted";
-    /** the thread's state values after the run, as JSON text (stored as is: long threads stay cheap) */
-    let valuesJson: string | undefined;
+    /** the thread's state values after the run, as JSON segments (stored as is: long threads stay cheap) */
+    let valuesJson: JsonSegments | undefined;
     if (stateless) {
       threadStatus = "deleted";
       await s.root.transaction(() => this.removeThreadRecords());
@@ -376,19 +378,19 @@ export class ThreadActor {
       let hasNext = false;
       let interrupts: Record<string, unknown[]> | undefined;
       const ranToEnd =
-        outcome.status === "success" && !outcome.rolledBack && outcome.lastValuesJson !== undefined &&
+        outcome.status === "success" && !outcome.rolledBack && outcome.lastValues !== undefined &&
         outcome.lastValuesInterrupt !== true && !run.kwargs.interrupt_before && !run.kwargs.interrupt_after;
       if (thread && ranToEnd) {
         // The graph reached END: its last root values chunk is the final state and no task is
         // pending, so the state read (and re-serialization) below is not needed.
-        valuesJson = outcome.lastValuesJson;
+        valuesJson = outcome.lastValues;
         interrupts = {};
       } else if (thread && this.ctx.registry.has(run.graph_id)) {
         try {
           const graph = await this.ctx.registry.get(run.graph_id, run.kwargs.config as Record<string, unknown>, { accessContext: "threads.read" });
           const snap = await graph.getState(stateConfig(thread));
           if (snap.config?.configurable?.checkpoint_id) {
-            valuesJson = toJsonText(snap.values);
+            valuesJson = toJsonSegments(snap.values);
             hasNext = snap.next.length > 0;
             interrupts = {};
             for (const t of snap.tasks) interrupts[t.id] = toPlain(t.interrupts ?? []);
@@ -410,14 +412,14 @@ export class ThreadActor {
           const next: ThreadRecord = { ...thread, status: threadStatus as ThreadStatus, updated_at: endedAt };
           if (interrupts) next.interrupts = interrupts as ThreadRecord["interrupts"];
           s.threads.put(this.threadId, next);
-          if (valuesJson !== undefined) s.threadValues.put(this.threadId, valuesJson);
+          if (valuesJson !== undefined) putThreadValues(s, this.threadId, valuesJson);
           else s.threadValues.remove(this.threadId);
         }
       });
     }
-    const output = outcome.error ? toJsonText({ __error__: outcome.error }) : outcome.lastValuesJson ?? valuesJson ?? "null";
+    const output = outcome.error ? [toJsonText({ __error__: outcome.error })] : outcome.lastValues ?? valuesJson ?? ["null"];
     this.ctx.post({ type: "run.done", done: { runId: run.run_id, threadId: this.threadId, status: final.status, output, threadStatus } });
-    if (run.kwargs.webhook) this.ctx.webhook(final, valuesJson === undefined ? undefined : JSON.parse(valuesJson), stateless);
+    if (run.kwargs.webhook) this.ctx.webhook(final, valuesJson === undefined ? undefined : JSON.parse(jsonText(valuesJson)), stateless);
   }
 
   private async cancelPending(run: RunRecord, action: "interrupt" | "rollback"): Promise<void> {
@@ -437,7 +439,7 @@ export class ThreadActor {
       }
       if (thread) s.threads.put(this.threadId, { ...thread, status: threadStatus, updated_at: now });
     });
-    this.ctx.post({ type: "run.done", done: { runId: run.run_id, threadId: this.threadId, status: "interrupted", output: "null", threadStatus } });
+    this.ctx.post({ type: "run.done", done: { runId: run.run_id, threadId: this.threadId, status: "interrupted", output: ["null"], threadStatus } });
     if (run.kwargs.webhook && action !== "rollback") this.ctx.webhook({ ...run, status: "interrupted", updated_at: now, ended_at: now }, undefined, false);
   }
 

@@ -1,6 +1,7 @@
 // Serialization of graph values for the wire, done in the worker so the HTTP thread only moves
 // strings: LangChain messages become flat {...fields, type} objects, as upstream emits them.
 import { MessageListJson, type MessageFields } from "../storage/message-list-json.ts";
+import type { JsonSegments } from "./json-segments.ts";
 
 interface MessageLike {
   lc_kwargs: unknown;
@@ -54,24 +55,59 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 /** The wire JSON of a message list or of a plain object holding one; undefined = use the general path. */
-function fastJsonText(value: unknown): string | undefined {
-  if (isMessageList(value)) return messageListJson(value);
+/** The keys of a plain object whose values are message lists; undefined if none, or if the fast path does not apply. */
+function messageListKeys(value: unknown): Set<string> | undefined {
   if (!isPlainObject(value)) return undefined;
-  let hasList = false;
+  let lists: Set<string> | undefined;
   for (const key in value) {
     if (!Object.hasOwn(value, key)) continue;
     const v = value[key];
-    if (isMessageList(v)) hasList = true;
+    if (isMessageList(v)) (lists ??= new Set()).add(key);
     else if (typeof v === "object" && v !== null && typeof (v as { toJSON?: unknown }).toJSON === "function") return undefined;
   }
-  if (!hasList) return undefined;
-  const parts: string[] = [];
-  for (const key of Object.keys(value)) {
-    const v = value[key];
-    const json = isMessageList(v) ? messageListJson(v) : JSON.stringify(v, wireReplacer) as string | undefined;
-    if (json !== undefined) parts.push(`${JSON.stringify(key)}:${json}`);
+  return lists;
+}
+
+function fastJsonText(value: unknown): string | undefined {
+  if (isMessageList(value)) return messageListJson(value);
+  const lists = messageListKeys(value);
+  if (lists === undefined) return undefined;
+  // Concatenated with +, not joined: join() copies a long list's JSON into one flat string (a
+  // large-object allocation per step on a long thread); + keeps V8's string tree, which is only
+  // flattened if somebody reads the text (most values events of background runs are never sent).
+  const object = value as Record<string, unknown>;
+  let out = "{";
+  for (const key of Object.keys(object)) {
+    const v = object[key];
+    const json = lists.has(key) ? messageListJson(v as (MessageLike & MessageFields)[]) : JSON.stringify(v, wireReplacer) as string | undefined;
+    if (json !== undefined) out += `${out.length > 1 ? "," : ""}${JSON.stringify(key)}:${json}`;
   }
-  return `{${parts.join(",")}}`;
+  return `${out}}`;
+}
+
+/**
+ * toJsonText's text as segments (concatenated, they are exactly that text), for values that cross
+ * threads or go to disk: a long message list contributes one segment per 64 messages, so its JSON
+ * never exists as one string in the worker (see MessageListJson.arraySegments).
+ */
+export function toJsonSegments(value: unknown): JsonSegments {
+  if (isMessageList(value)) return wireCache.arraySegments(value, messageWireJson);
+  const lists = messageListKeys(value);
+  if (lists === undefined) return [toJsonText(value)];
+  const object = value as Record<string, unknown>;
+  const out = ["{"];
+  for (const key of Object.keys(object)) {
+    const v = object[key];
+    const separator = out.length > 1 ? "," : "";
+    if (lists.has(key)) {
+      out.push(`${separator}${JSON.stringify(key)}:`, ...wireCache.arraySegments(v as (MessageLike & MessageFields)[], messageWireJson));
+    } else {
+      const json = JSON.stringify(v, wireReplacer) as string | undefined;
+      if (json !== undefined) out.push(`${separator}${JSON.stringify(key)}:${json}`);
+    }
+  }
+  out.push("}");
+  return out;
 }
 
 /** Plain JSON value (for storing in records or merging into replies). */

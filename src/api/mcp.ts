@@ -3,6 +3,7 @@
 import { json, type Reply, type RouteDef } from "../http/types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { AssistantRecord, JsonObject } from "../storage/records.ts";
+import { jsonText } from "../actors/json-segments.ts";
 import { uuid7 } from "../util/ids.ts";
 import { inputSchemas } from "./protocols/input-schema.ts";
 import { accepts, classify, isRecord, RPC, RpcError, rpcError, rpcResult, toRpcError, type RpcParams, type RpcResponse } from "./protocols/jsonrpc.ts";
@@ -62,12 +63,13 @@ export function mcpRoutes(app: AppContext): RouteDef<any, any>[] {
     const cmd = buildCreateRun(app, body, headers, { threadId: uuid7(), runId: uuid7(), stateless: true, observed: false });
     const run = await app.pool.createRun(cmd);
     const done = await app.pool.hub.waitFor(run.run_id);
-    const out = JSON.parse(done.output) as unknown;
+    const text = jsonText(done.output);
+    const out = JSON.parse(text) as unknown;
     if (isRecord(out) && isRecord(out.__error__)) {
       const e = out.__error__;
       return { content: [{ type: "text", text: `${String(e.error ?? "Error")}: ${String(e.message ?? "")}` }], isError: true };
     }
-    return { content: [{ type: "text", text: done.output }], isError: false };
+    return { content: [{ type: "text", text }], isError: false };
   };
 
   const call = (method: string, params: RpcParams, headers: Record<string, string>): Promise<unknown> | unknown => {

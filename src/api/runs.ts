@@ -2,6 +2,7 @@
 // join-stream, cancel, list, get, delete, batch. Execution happens in actor workers; this file
 // only turns HTTP into actor commands and run-hub subscriptions.
 import { notFound, TroupeError } from "../errors.ts";
+import { jsonText } from "../actors/json-segments.ts";
 import { uuid7 } from "../util/ids.ts";
 import type { RunDone, RunEvent } from "../actors/protocol.ts";
 import { isFinal } from "../actors/lifecycle.ts";
@@ -46,9 +47,9 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
 
   /** Final /wait or /join body of a run that may have finished long ago. */
   const outputOf = async (run: RunRecord): Promise<string> => {
-    if (!isFinal(run.status)) return (await hub.waitFor(run.run_id)).output;
+    if (!isFinal(run.status)) return jsonText((await hub.waitFor(run.run_id)).output);
     const done = hub.doneOf(run.run_id);
-    if (done) return done.output;
+    if (done) return jsonText(done.output);
     if (run.status === "error" && run.error) return JSON.stringify({ __error__: run.error });
     return threadValuesJson(storage, run.thread_id) ?? "null";
   };
@@ -79,7 +80,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     contentType: "application/json",
     heartbeatMs: 1_000,
     headers,
-    body: hub.waitFor(run.run_id).then((d) => d.output),
+    body: hub.waitFor(run.run_id).then((d) => jsonText(d.output)),
   });
 
   const joinStream = async (threadId: string | null, runId: string, headers: Record<string, string>, query: Record<string, unknown>, filter: AuthFilter | undefined): Promise<Reply> => {

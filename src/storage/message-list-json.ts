@@ -29,7 +29,12 @@ interface ListEntry {
   body: string;
   /** `body` UTF-8 encoded, once arrayBytes made it */
   bytes?: Uint8Array;
+  /** the JSON of each full group of SEGMENT_ITEMS leading items, joined by "," (see arraySegments) */
+  sealed: string[];
 }
+
+/** Items per sealed segment: ~64 messages keep a segment well below V8's large-object size. */
+export const SEGMENT_ITEMS = 64;
 
 const OPEN = 0x5b; // [
 const CLOSE = 0x5d; // ]
@@ -62,6 +67,25 @@ export class MessageListJson {
     return `[${this.update(list, compute).entry.body}]`;
   }
 
+  /**
+   * arrayJson as segments whose concatenation is the text: "[", one string per sealed group of
+   * SEGMENT_ITEMS items, the rest, "]". A long list's JSON then never has to exist as one string
+   * (V8 allocates strings over 128 KiB one by one in fresh pages, which costs ~1 ms here per copy).
+   */
+  arraySegments(list: MessageFields[], compute: (m: MessageFields) => string): string[] {
+    const { entry } = this.update(list, compute);
+    const out = ["["];
+    entry.sealed.forEach((segment, i) => out.push(i === 0 ? segment : `,${segment}`));
+    const from = entry.sealed.length * SEGMENT_ITEMS;
+    if (from < entry.list.length) {
+      const open: string[] = [];
+      for (let i = from; i < entry.list.length; i++) open.push(this.jsonOf(entry.list[i], compute));
+      out.push(from === 0 ? open.join(",") : `,${open.join(",")}`);
+    }
+    out.push("]");
+    return out;
+  }
+
   /** arrayJson UTF-8 encoded; an append only encodes the new messages (the rest is a byte copy). */
   arrayBytes(list: MessageFields[], compute: (m: MessageFields) => string, encoder: TextEncoder): Uint8Array {
     const { entry, previous, rest } = this.update(list, compute);
@@ -81,32 +105,60 @@ export class MessageListJson {
     return out;
   }
 
-  private update(list: MessageFields[], compute: (m: MessageFields) => string): { entry: ListEntry; previous: ListEntry | undefined; rest: string } {
-    if (list.length === 0) return { entry: { list: [], ids: [], contents: [], kwargs: [], body: "" }, previous: undefined, rest: "" };
+  private update(list: MessageFields[], compute: (m: MessageFields) => string): { entry: ListEntry; previous: { bytes?: Uint8Array } | undefined; rest: string } {
+    if (list.length === 0) return { entry: { list: [], ids: [], contents: [], kwargs: [], body: "", sealed: [] }, previous: undefined, rest: "" };
     const { last, from } = this.reusable(list);
-    const reuse = last !== undefined;
     const parts = new Array<string>(list.length - from);
-    for (let i = from; i < list.length; i++) {
-      const m = list[i];
-      let json = this.lookup(m);
-      if (json === undefined) {
-        json = compute(m);
-        this.store(m, json);
-      }
-      parts[i - from] = json;
-    }
+    for (let i = from; i < list.length; i++) parts[i - from] = this.jsonOf(list[i], compute);
     const rest = parts.join(",");
-    const body = last !== undefined ? (rest === "" ? last.body : `${last.body},${rest}`) : rest;
-    const tail = list.slice(from);
+    if (last !== undefined) {
+      // The list extends the conversation's last one: extend that entry in place. Copying its
+      // columns would make every step O(messages) in allocations on a long thread.
+      const previous = { bytes: last.bytes };
+      for (let i = from; i < list.length; i++) {
+        const m = list[i];
+        last.list.push(m);
+        last.ids.push(m.id);
+        last.contents.push(m.content);
+        last.kwargs.push(m.lc_kwargs);
+      }
+      if (rest !== "") {
+        last.body = last.body === "" ? rest : `${last.body},${rest}`;
+        last.bytes = undefined;
+      }
+      this.seal(last, compute);
+      return { entry: last, previous, rest };
+    }
     const entry: ListEntry = {
-      list: reuse ? last.list.concat(tail) : tail,
-      ids: reuse ? last.ids.concat(tail.map((m) => m.id)) : tail.map((m) => m.id),
-      contents: reuse ? last.contents.concat(tail.map((m) => m.content)) : tail.map((m) => m.content),
-      kwargs: reuse ? last.kwargs.concat(tail.map((m) => m.lc_kwargs)) : tail.map((m) => m.lc_kwargs),
-      body,
+      list: list.slice(),
+      ids: list.map((m) => m.id),
+      contents: list.map((m) => m.content),
+      kwargs: list.map((m) => m.lc_kwargs),
+      body: rest,
+      sealed: [],
     };
+    this.seal(entry, compute);
     this.lists.set(list[0], entry);
-    return { entry, previous: last, rest };
+    return { entry, previous: undefined, rest };
+  }
+
+  /** Seals every full group of SEGMENT_ITEMS items not sealed yet (each item's JSON is cached by now). */
+  private seal(entry: ListEntry, compute: (m: MessageFields) => string): void {
+    while ((entry.sealed.length + 1) * SEGMENT_ITEMS <= entry.list.length) {
+      const start = entry.sealed.length * SEGMENT_ITEMS;
+      const jsons = new Array<string>(SEGMENT_ITEMS);
+      for (let j = 0; j < SEGMENT_ITEMS; j++) jsons[j] = this.jsonOf(entry.list[start + j], compute);
+      entry.sealed.push(jsons.join(","));
+    }
+  }
+
+  private jsonOf(m: MessageFields, compute: (m: MessageFields) => string): string {
+    let json = this.lookup(m);
+    if (json === undefined) {
+      json = compute(m);
+      this.store(m, json);
+    }
+    return json;
   }
 
   /** The last list of this conversation, when `list` starts with all of it (unchanged); `from` = its length. */
