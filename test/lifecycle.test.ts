@@ -53,6 +53,23 @@ describe("config merge and metadata filters", () => {
 });
 
 describe("run hub", () => {
+  it("never sends a thread stream a run's events after its run_end (a replay raced the run's end)", () => {
+    const hub = new RunHub({ retentionMs: 1000 });
+    const seen: string[] = [];
+    hub.threads.subscribe("t", undefined, { modes: new Set(["run_modes", "lifecycle"]), onEvent: (e) => seen.push(e.event), onClose: () => undefined });
+    hub.expect("r", "t", false);
+    hub.started("r", "t", false, 1);
+    hub.events("r", [{ id: 0, event: "metadata", data: "{}" }]);
+    hub.finished({ runId: "r", threadId: "t", status: "success", output: ["{}"], threadStatus: "idle" });
+    // the worker's buffer, flushed by a run.observe that reached it after the run ended: kept for
+    // the join that asked for it, not published to the thread stream
+    hub.events("r", [{ id: 1, event: "values", data: "{}" }]);
+    expect(seen).toEqual(["run_start", "metadata", "run_end"]);
+    const replayed: number[] = [];
+    hub.subscribe("r", "start", { onEvent: (e) => replayed.push(e.id), onDone: () => replayed.push(-1) });
+    expect(replayed).toEqual([0, 1, -1]);
+  });
+
   it("replays by Last-Event-ID for resumable runs and hands the buffer to the first reader otherwise", () => {
     const hub = new RunHub({ retentionMs: 1000 });
     hub.expect("r1", "t", true);

@@ -115,7 +115,10 @@ export class RunHub {
 
   events(runId: string, events: RunEvent[]): void {
     const l = this.log(runId);
-    if (l.threadId && this.threads.has(l.threadId)) {
+    // Events that arrive after the run's end are a replay of its worker buffer for a late reader
+    // (run.observe raced the run's end, e.g. a thread stream that connected while the create was
+    // in flight): the run's own readers get them, thread streams already had its run_end.
+    if (l.threadId && l.done === undefined && this.threads.has(l.threadId)) {
       for (const e of events) this.threads.publish(l.threadId, "run_modes", e.event, e.data);
     }
     for (const e of events) {
