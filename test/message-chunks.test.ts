@@ -49,6 +49,27 @@ function expectChunksConsistent(storage: Storage, threadId: string): number {
   return stored.size;
 }
 
+/**
+ * Every stored blob of the thread is listed as created by exactly one of its checkpoints (whoever
+ * removes that checkpoint removes the blob), and every listed blob exists.
+ */
+function expectBlobsOwned(storage: Storage, threadId: string): void {
+  // a range object each: lmdb-js' getKeys() marks the options it is given as keys-only
+  const range = () => ({ start: [threadId], end: [threadId, new Uint8Array([0xff])] });
+  const stored = new Set<string>();
+  for (const key of storage.blobs.getKeys(range())) stored.add(JSON.stringify(key.slice(1)));
+  const owners = new Map<string, number>();
+  for (const { key, value } of storage.checkpoints.getRange(range())) {
+    for (const [channel, version, tag] of value.blobs) {
+      const id = JSON.stringify([key[1], channel, version, tag]);
+      owners.set(id, (owners.get(id) ?? 0) + 1);
+    }
+  }
+  expect([...stored].filter((id) => !owners.has(id)), "blobs no checkpoint owns").toEqual([]);
+  expect([...owners].filter(([, n]) => n > 1).map(([id]) => id), "blobs owned twice").toEqual([]);
+  expect([...owners.keys()].filter((id) => !stored.has(id)), "owned blobs missing").toEqual([]);
+}
+
 /** Each checkpoint's messages as read by `reader` (a fresh saver: nothing cached). */
 async function historyOf(reader: LmdbCheckpointSaver, threadId: string): Promise<Map<string, string[]>> {
   const out = new Map<string, string[]>();
@@ -168,6 +189,7 @@ describe("message chunks", () => {
     const before = await historyOf(fresh(), thread);
     expect(await historyOf(saver, thread)).toEqual(before); // cached reads agree with uncached ones
     expect(expectChunksConsistent(storage, thread)).toBeGreaterThan(1);
+    expectBlobsOwned(storage, thread);
 
     // chunks are shared: the store holds far fewer message bytes than the sum of every version's list
     let chunkBytes = 0;
@@ -189,6 +211,7 @@ describe("message chunks", () => {
     expect(afterRollback.size).toBeLessThan(before.size);
     for (const [id, messages] of afterRollback) expect(messages, id).toEqual(before.get(id));
     expectChunksConsistent(storage, thread);
+    expectBlobsOwned(storage, thread);
 
     // prune to the latest checkpoint: it reads back whole, nothing else is left
     const newest = [...afterRollback.keys()].sort().at(-1)!;
@@ -197,6 +220,7 @@ describe("message chunks", () => {
     expect([...pruned.keys()]).toEqual([newest]);
     expect(pruned.get(newest)).toEqual(afterRollback.get(newest));
     expectChunksConsistent(storage, thread);
+    expectBlobsOwned(storage, thread);
     // runs continue on the pruned thread
     await graph.invoke({ messages: [new HumanMessage("after prune")] }, config("run-after-prune"));
     await saver.flush();

@@ -290,9 +290,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         }
         const record = checkpoints.get(key);
         if (record === undefined) continue;
+        // the only checkpoint left in its namespace owns every blob it names (some were created by
+        // checkpoints removed here)
         const ownBlobs = record.blobs.filter(([channel, version, tag]) => liveBlobs.has(blobId(key[1], channel, version, tag)));
         checkpoints.putSync(key, { ...record, parentId: null, blobs: ownBlobs });
       }
+      this.adoptBlobsSync(threadId, liveBlobs.values());
       for (const key of Array.from(writes.getKeys(range))) if (!kept(key[1], key[2])) writes.removeSync(key);
       const removedSlots = new RemovedSlots();
       for (const key of Array.from(blobs.getKeys(range))) {
@@ -337,17 +340,23 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     return this.storage.root.transaction(() => {
       let removed = 0;
       const removedSlots = new RemovedSlots();
+      const inherited: { key: CheckpointKey; ref: StoredBlobRef }[] = [];
       for (const { key, value } of Array.from(checkpoints.getRange(range))) {
         if (value.runId !== runId) continue;
         removed += 1;
         checkpoints.removeSync(key);
         for (const writeKey of Array.from(writes.getKeys({ start: key, end: [...key, MAX_KEY] }))) writes.removeSync(writeKey);
         for (const [channel, version, tag] of value.blobs) {
-          if (liveBlobs.has(blobId(key[1], channel, version, tag))) continue;
+          const heir = liveBlobs.get(blobId(key[1], channel, version, tag));
+          if (heir !== undefined) {
+            inherited.push(heir);
+            continue;
+          }
           this.removeBlobSync([threadId, key[1], channel, version, tag], removedSlots);
           this.blobCache.remove(BlobCache.key(threadId, key[1], channel, version, tag));
         }
       }
+      this.adoptBlobsSync(threadId, inherited);
       for (const { key, value } of Array.from(writes.getRange(range))) if (value.runId === runId) writes.removeSync(key);
       this.collectChunksSync(threadId, removedSlots);
       return removed;
@@ -355,16 +364,46 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   }
 
   /** blobId of every channel value the given checkpoints name (their channel_versions, with tags). */
-  private async blobsNamedBy(records: Iterable<{ key: CheckpointKey; value: StoredCheckpoint }>): Promise<Set<string>> {
-    const named = new Set<string>();
+  /**
+   * Every blob the records name (by blobId), with the first of them (in the order given) that
+   * names it: the record that takes the blob over when its creator goes.
+   */
+  private async blobsNamedBy(records: Iterable<{ key: CheckpointKey; value: StoredCheckpoint }>): Promise<Map<string, { key: CheckpointKey; ref: StoredBlobRef }>> {
+    const named = new Map<string, { key: CheckpointKey; ref: StoredBlobRef }>();
     for (const { key, value } of records) {
       const body = (await this.serde.loadsTyped(value.type, value.checkpoint)) as StoredCheckpointBody;
       for (const [channel, version] of Object.entries(body.channel_versions ?? {})) {
-        named.add(blobId(key[1], channel, version, tagOf(value.tags, channel, version)));
+        const tag = tagOf(value.tags, channel, version);
+        const id = blobId(key[1], channel, version, tag);
+        if (!named.has(id)) named.set(id, { key, ref: [channel, version, tag] });
       }
     }
     return named;
   }
+
+  /**
+   * Inside a write transaction: each blob in `heirs` is listed as created by its heir checkpoint,
+   * so whoever later removes that checkpoint removes the blob too (a blob whose creator was
+   * removed while others still name it would otherwise be owned by no record until the thread goes).
+   */
+  private adoptBlobsSync(threadId: string, heirs: Iterable<{ key: CheckpointKey; ref: StoredBlobRef }>): void {
+    const byHeir = new Map<string, { key: CheckpointKey; refs: StoredBlobRef[] }>();
+    for (const { key, ref } of heirs) {
+      if (!this.storage.blobs.doesExist([threadId, key[1], ...ref])) continue;
+      const id = `${key[1]}\u0000${key[2]}`;
+      const entry = byHeir.get(id);
+      if (entry) entry.refs.push(ref);
+      else byHeir.set(id, { key, refs: [ref] });
+    }
+    for (const { key, refs } of byHeir.values()) {
+      const record = this.storage.checkpoints.get(key);
+      if (record === undefined) continue;
+      const owned = new Set(record.blobs.map(([c, v, t]) => blobId(key[1], c, v, t)));
+      const adopted = refs.filter(([c, v, t]) => !owned.has(blobId(key[1], c, v, t)));
+      if (adopted.length > 0) this.storage.checkpoints.putSync(key, { ...record, blobs: [...record.blobs, ...adopted] });
+    }
+  }
+
 
   /**
    * Resolves when every write queued for the thread (or for all threads) has committed; rejects
