@@ -4,7 +4,7 @@ import { matchesFilter, mergeConfigs, multitaskDecision, threadStatusAfterRun, R
 import { TroupeError } from "../src/errors.ts";
 import { RunHub } from "../src/actors/run-hub.ts";
 import { EventBuffer } from "../src/actors/event-buffer.ts";
-import { jsonText } from "../src/actors/json-segments.ts";
+import { jsonBytes, jsonText } from "../src/actors/json-segments.ts";
 import { shardOf } from "../src/actors/sharding.ts";
 import { defaultAssistantId, isUuid, uuid7 } from "../src/util/ids.ts";
 
@@ -60,7 +60,7 @@ describe("run hub", () => {
     hub.expect("r", "t", false);
     hub.started("r", "t", false, 1);
     hub.events("r", [{ id: 0, event: "metadata", data: "{}" }]);
-    hub.finished({ runId: "r", threadId: "t", status: "success", output: ["{}"], threadStatus: "idle" });
+    hub.finished({ runId: "r", threadId: "t", status: "success", output: jsonBytes(["{}"]), threadStatus: "idle" });
     // the worker's buffer, flushed by a run.observe that reached it after the run ended: kept for
     // the join that asked for it, not published to the thread stream
     hub.events("r", [{ id: 1, event: "values", data: "{}" }]);
@@ -77,7 +77,7 @@ describe("run hub", () => {
     const seen: number[] = [];
     hub.subscribe("r1", 0, { onEvent: (e) => seen.push(e.id), onDone: () => seen.push(-9) });
     expect(seen).toEqual([1, 2]);
-    hub.finished({ runId: "r1", threadId: "t", status: "success", output: ["{}"], threadStatus: "idle" });
+    hub.finished({ runId: "r1", threadId: "t", status: "success", output: jsonBytes(["{}"]), threadStatus: "idle" });
     expect(seen).toEqual([1, 2, -9]);
 
     hub.expect("r2", "t", false);
@@ -93,7 +93,7 @@ describe("run hub", () => {
   it("resolves waiters with the final output", async () => {
     const hub = new RunHub({ retentionMs: 1000 });
     const p = hub.waitFor("r3");
-    hub.finished({ runId: "r3", threadId: "t", status: "success", output: ['{"a":1}'], threadStatus: "idle" });
+    hub.finished({ runId: "r3", threadId: "t", status: "success", output: jsonBytes(['{"a":1}']), threadStatus: "idle" });
     expect(jsonText((await p).output)).toBe('{"a":1}');
     expect(hub.doneOf("r3")?.status).toBe("success");
   });
@@ -103,7 +103,7 @@ describe("run hub retention", () => {
   it("forgets the oldest finished runs once their outputs pass the byte budget, never a live run", () => {
     const hub = new RunHub({ retentionMs: 60_000, maxRetainedBytes: 1000 });
     const finish = (runId: string, bytes: number) =>
-      hub.finished({ runId, threadId: "t", status: "success", output: ["x".repeat(bytes)], threadStatus: "idle" });
+      hub.finished({ runId, threadId: "t", status: "success", output: jsonBytes(["x".repeat(bytes)]), threadStatus: "idle" });
     const live = hub.waitFor("live");
     finish("a", 400);
     finish("b", 400);
@@ -131,12 +131,12 @@ describe("run hub accounting", () => {
       const hub = new RunHub({ retentionMs: 60_000 });
       hub.expect("res", "t", true);
       hub.events("res", [ev(0, 300), ev(1, 200)]);
-      hub.finished({ runId: "res", threadId: "t", status: "success", output: ["y".repeat(100)], threadStatus: "idle" });
+      hub.finished({ runId: "res", threadId: "t", status: "success", output: jsonBytes(["y".repeat(100)]), threadStatus: "idle" });
       expect(hub.retainedSize).toBe(600);
 
       hub.expect("plain", "t", false);
       hub.events("plain", [ev(0, 1000)]);
-      hub.finished({ runId: "plain", threadId: "t", status: "success", output: ["y".repeat(10)], threadStatus: "idle" });
+      hub.finished({ runId: "plain", threadId: "t", status: "success", output: jsonBytes(["y".repeat(10)]), threadStatus: "idle" });
       expect(hub.retainedSize).toBe(1610);
       vi.advanceTimersByTime(5_000); // a non-resumable run's events go after 5 s, its output stays
       expect(hub.retainedSize).toBe(610);
@@ -149,7 +149,7 @@ describe("run hub accounting", () => {
 
       // a late join of a finished gated run: the worker's replayed buffer counts until it is dropped
       hub.expect("late", "t", false, false);
-      hub.finished({ runId: "late", threadId: "t", status: "success", output: ["y".repeat(10)], threadStatus: "idle" });
+      hub.finished({ runId: "late", threadId: "t", status: "success", output: jsonBytes(["y".repeat(10)]), threadStatus: "idle" });
       expect(hub.retainedSize).toBe(10);
       hub.events("late", [ev(0, 400)]);
       expect(hub.retainedSize).toBe(410);
@@ -181,7 +181,7 @@ describe("run hub accounting", () => {
     expect(hub.gatedRunsOf("t").sort()).toEqual(["a", "b"]);
     hub.markObserved("a");
     expect(hub.gatedRunsOf("t")).toEqual(["b"]);
-    hub.finished({ runId: "b", threadId: "t", status: "success", output: ["{}"], threadStatus: "idle" });
+    hub.finished({ runId: "b", threadId: "t", status: "success", output: jsonBytes(["{}"]), threadStatus: "idle" });
     expect(hub.gatedRunsOf("t")).toEqual([]);
     expect(hub.isGated("b")).toBe(true); // a late join still asks the worker for the buffered events
     hub.drop("c");

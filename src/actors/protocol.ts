@@ -2,7 +2,6 @@
 // Every request carries a reqId and gets exactly one Reply; run events and completions flow
 // back unsolicited. Errors cross as SerializedError (code + message + stack).
 import type { SerializedError } from "../errors.ts";
-import type { JsonSegments } from "./json-segments.ts";
 import type {
   AssistantRecord, Json, JsonObject, MultitaskStrategy, RunKwargs, RunRecord, ThreadRecord, ThreadStatus,
 } from "../storage/records.ts";
@@ -89,10 +88,10 @@ export interface RunDone {
   threadId: string;
   status: RunRecord["status"];
   /**
-   * JSON of the /wait body: last values, {"__interrupt__": [...]} or {"__error__": {...}}, as
-   * segments (json-segments.ts: read it with jsonText, which joins it once)
+   * JSON of the /wait body, UTF-8: last values, {"__interrupt__": [...]} or {"__error__": {...}}.
+   * Bytes, not a string: see json-segments.ts; jsonText() reads it as text.
    */
-  output: JsonSegments;
+  output: Uint8Array;
   threadStatus: ThreadStatus | "deleted";
 }
 

@@ -3,7 +3,6 @@
 // for a while so a late join still sees the events and the final output. Every run's start,
 // events and end are also forwarded to its thread's stream (thread-stream-hub.ts).
 import { EventBuffer } from "./event-buffer.ts";
-import { jsonLength } from "./json-segments.ts";
 import type { RunDone, RunEvent } from "./protocol.ts";
 import { ThreadStreamHub } from "./thread-stream-hub.ts";
 
@@ -146,7 +145,7 @@ export class RunHub {
     }
     l.expireTimer = setTimeout(() => this.forget(done.runId), this.opts.retentionMs);
     l.expireTimer.unref();
-    this.retain(done.runId, jsonLength(done.output) + l.events.bytes);
+    this.retain(done.runId, done.output.byteLength + l.events.bytes);
     if (this.threads.has(done.threadId)) {
       const end = { run_id: done.runId, thread_id: done.threadId, status: done.status, thread_status: done.threadStatus };
       this.threads.publish(done.threadId, "lifecycle", "run_end", JSON.stringify(end));

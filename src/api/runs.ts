@@ -80,7 +80,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     contentType: "application/json",
     heartbeatMs: 1_000,
     headers,
-    body: hub.waitFor(run.run_id).then((d) => jsonText(d.output)),
+    body: hub.waitFor(run.run_id).then((d) => d.output),
   });
 
   const joinStream = async (threadId: string | null, runId: string, headers: Record<string, string>, query: Record<string, unknown>, filter: AuthFilter | undefined): Promise<Reply> => {

@@ -52,7 +52,8 @@ export interface DeferredReply {
   headers?: Headers;
   contentType: string;
   heartbeatMs: number;
-  body: Promise<string>;
+  /** text, or UTF-8 bytes sent as they are */
+  body: Promise<string | Uint8Array>;
   onAbort?: () => void;
 }
 

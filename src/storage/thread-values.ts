@@ -1,16 +1,15 @@
 // Reading a thread's state values (stored as JSON text apart from the thread record, see
 // records.ts) and building the API view of a thread.
-import { jsonBytes, type JsonSegments } from "../actors/json-segments.ts";
 import type { Storage } from "./env.ts";
 import type { Json, ThreadRecord, ThreadView } from "./records.ts";
 
 /**
- * Stores the thread's values from JSON segments (actors/json-segments.ts). The DB's "string"
- * encoding keeps UTF-8 bytes, and lmdb-js writes a Buffer as it is: a long thread's values never
- * become one JS string on the way (reads still get a string).
+ * Stores the thread's values as UTF-8 JSON bytes (actors/json-segments.ts). The DB's "string"
+ * encoding keeps UTF-8 bytes, and lmdb-js writes a Uint8Array as it is: a long thread's values
+ * never become one JS string on the way (reads still get a string).
  */
-export function putThreadValues(storage: Storage, threadId: string, values: JsonSegments): void {
-  storage.threadValues.put(threadId, jsonBytes(values) as unknown as string);
+export function putThreadValues(storage: Storage, threadId: string, valuesJson: Uint8Array): void {
+  storage.threadValues.put(threadId, valuesJson as unknown as string);
 }
 
 /** JSON text of the thread's latest state values, undefined when it has none. */
