@@ -97,6 +97,27 @@ describe("threads", () => {
     await expect(fx.client.threads.get(t.thread_id)).rejects.toThrow(/HTTP 404/);
   });
 
+  it("keeps a long thread's values exact across wait, join, get, state and a background queue (segmented JSON, chunked storage)", async () => {
+    const t = await fx.client.threads.create();
+    type Messages = { messages: { content: string; type: string }[] };
+    let last: Messages | undefined;
+    // 70 runs = 140 messages: several 64-message segments and storage chunks
+    for (let i = 0; i < 70; i++) last = (await fx.client.runs.wait(t.thread_id, "echo", { input: human(`m${i} é ✓ \u2028`) })) as Messages;
+    expect(last!.messages).toHaveLength(140);
+    expect(last!.messages[138].content).toBe("m69 é ✓ \u2028");
+    const state = await fx.client.threads.getState(t.thread_id);
+    expect(state.values).toEqual(last);
+    expect((await fx.client.threads.get(t.thread_id)).values).toEqual(last);
+    // background runs queued on the thread; the joined output is the final state
+    const queued = [];
+    for (let i = 0; i < 5; i++) queued.push(await fx.client.runs.create(t.thread_id, "echo", { input: human(`q${i}`) }));
+    const joined = (await fx.client.runs.join(t.thread_id, queued[4].run_id)) as Messages;
+    expect(joined.messages).toHaveLength(150);
+    expect(joined.messages.at(-2)?.content).toBe("q4");
+    expect((await fx.client.threads.get(t.thread_id)).values).toEqual(joined);
+    expect((await fx.client.threads.getState(t.thread_id)).values).toEqual(joined);
+  });
+
   it("prunes threads: keep_latest keeps the thread and its latest state only, delete removes it", async () => {
     const kept = await fx.client.threads.create();
     await fx.client.runs.wait(kept.thread_id, "echo", { input: human("one") });
