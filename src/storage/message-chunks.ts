@@ -13,7 +13,7 @@
  * (LmdbCheckpointSaver: deleteThread, pruneToLatest, deleteCheckpointsOfRun).
  */
 import { createHash } from "node:crypto";
-import type { MessageFields } from "./message-list-json.ts";
+import { MessageListSnapshot, type MessageFields } from "./message-list-snapshot.ts";
 
 /** Messages per chunk: a blob is chunked once it holds at least this many messages. */
 export const CHUNK_ITEMS = 64;
@@ -32,15 +32,9 @@ export interface ChunkedList {
   byteLength: number;
 }
 
-/**
- * What the chunker knows of the last list it split for one conversation: the messages (with the
- * fields whose change means "edited in place", as in MessageListJson), their JSON, and the full chunks made of them.
- */
+/** What the chunker knows of the last list it split in one conversation: the list, its JSON, its full chunks. */
 interface ConversationState {
-  members: MessageFields[];
-  ids: unknown[];
-  contents: unknown[];
-  kwargs: unknown[];
+  list: MessageListSnapshot;
   jsons: string[];
   chunks: MessageChunk[];
 }
@@ -65,14 +59,9 @@ export class MessageChunker {
    */
   keptPrefix(list: MessageFields[]): number {
     const state = list.length === 0 ? undefined : this.conversations.get(list[0]);
-    if (state === undefined) return 0;
-    const n = Math.min(state.members.length, list.length);
-    for (let k = 0; k < n; k++) {
-      const m = list[k];
-      if (m !== state.members[k] || m.id !== state.ids[k] || m.content !== state.contents[k] || m.lc_kwargs !== state.kwargs[k]) return k;
-    }
-    return n;
+    return state === undefined ? 0 : state.list.sharedPrefix(list);
   }
+
 
   /**
    * `jsonOf` returns each message's JSON (as the inner serde writes it), or undefined to give up;
@@ -92,18 +81,12 @@ export class MessageChunker {
     // make every step O(messages) again. Only `chunks` escapes, and it is copied on the way out.
     let state = this.conversations.get(list[0]);
     if (state === undefined) {
-      state = { members: [], ids: [], contents: [], kwargs: [], jsons: [], chunks: [] };
+      state = { list: new MessageListSnapshot(), jsons: [], chunks: [] };
       this.conversations.set(list[0], state);
     }
-    for (const column of [state.members, state.ids, state.contents, state.kwargs, state.jsons]) column.length = kept;
-    for (let i = kept; i < list.length; i++) {
-      const m = list[i];
-      state.members.push(m);
-      state.ids.push(m.id);
-      state.contents.push(m.content);
-      state.kwargs.push(m.lc_kwargs);
-      state.jsons.push(fresh[i - kept]);
-    }
+    state.list.record(list, kept);
+    state.jsons.length = kept;
+    for (const json of fresh) state.jsons.push(json);
     const { jsons, chunks } = state;
     chunks.length = Math.min(Math.floor(kept / CHUNK_ITEMS), full);
     let byteLength = 0;

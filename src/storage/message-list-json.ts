@@ -7,11 +7,9 @@
  * messagesStateReducer assigning a missing id), other in-place edits are not.
  */
 
-export interface MessageFields {
-  id?: unknown;
-  content?: unknown;
-  lc_kwargs: unknown;
-}
+import { MessageListSnapshot, type MessageFields } from "./message-list-snapshot.ts";
+
+export type { MessageFields } from "./message-list-snapshot.ts";
 
 interface ItemEntry {
   json: string;
@@ -21,10 +19,7 @@ interface ItemEntry {
 }
 
 interface ListEntry {
-  list: MessageFields[];
-  ids: unknown[];
-  contents: unknown[];
-  kwargs: unknown[];
+  list: MessageListSnapshot;
   /** the items' JSON joined by "," */
   body: string;
   /** `body` UTF-8 encoded, once arrayBytes made it */
@@ -77,9 +72,10 @@ export class MessageListJson {
     const out = ["["];
     entry.sealed.forEach((segment, i) => out.push(i === 0 ? segment : `,${segment}`));
     const from = entry.sealed.length * SEGMENT_ITEMS;
-    if (from < entry.list.length) {
+    const { messages } = entry.list;
+    if (from < messages.length) {
       const open: string[] = [];
-      for (let i = from; i < entry.list.length; i++) open.push(this.jsonOf(entry.list[i], compute));
+      for (let i = from; i < messages.length; i++) open.push(this.jsonOf(messages[i], compute));
       out.push(from === 0 ? open.join(",") : `,${open.join(",")}`);
     }
     out.push("]");
@@ -106,7 +102,7 @@ export class MessageListJson {
   }
 
   private update(list: MessageFields[], compute: (m: MessageFields) => string): { entry: ListEntry; previous: { bytes?: Uint8Array } | undefined; rest: string } {
-    if (list.length === 0) return { entry: { list: [], ids: [], contents: [], kwargs: [], body: "", sealed: [] }, previous: undefined, rest: "" };
+    if (list.length === 0) return { entry: { list: new MessageListSnapshot(), body: "", sealed: [] }, previous: undefined, rest: "" };
     const { last, from } = this.reusable(list);
     const parts = new Array<string>(list.length - from);
     for (let i = from; i < list.length; i++) parts[i - from] = this.jsonOf(list[i], compute);
@@ -115,13 +111,7 @@ export class MessageListJson {
       // The list extends the conversation's last one: extend that entry in place. Copying its
       // columns would make every step O(messages) in allocations on a long thread.
       const previous = { bytes: last.bytes };
-      for (let i = from; i < list.length; i++) {
-        const m = list[i];
-        last.list.push(m);
-        last.ids.push(m.id);
-        last.contents.push(m.content);
-        last.kwargs.push(m.lc_kwargs);
-      }
+      last.list.record(list, from);
       if (rest !== "") {
         last.body = last.body === "" ? rest : `${last.body},${rest}`;
         last.bytes = undefined;
@@ -129,14 +119,8 @@ export class MessageListJson {
       this.seal(last, compute);
       return { entry: last, previous, rest };
     }
-    const entry: ListEntry = {
-      list: list.slice(),
-      ids: list.map((m) => m.id),
-      contents: list.map((m) => m.content),
-      kwargs: list.map((m) => m.lc_kwargs),
-      body: rest,
-      sealed: [],
-    };
+    const entry: ListEntry = { list: new MessageListSnapshot(), body: rest, sealed: [] };
+    entry.list.record(list, 0);
     this.seal(entry, compute);
     this.lists.set(list[0], entry);
     return { entry, previous: undefined, rest };
@@ -144,10 +128,11 @@ export class MessageListJson {
 
   /** Seals every full group of SEGMENT_ITEMS items not sealed yet (each item's JSON is cached by now). */
   private seal(entry: ListEntry, compute: (m: MessageFields) => string): void {
-    while ((entry.sealed.length + 1) * SEGMENT_ITEMS <= entry.list.length) {
+    const { messages } = entry.list;
+    while ((entry.sealed.length + 1) * SEGMENT_ITEMS <= messages.length) {
       const start = entry.sealed.length * SEGMENT_ITEMS;
       const jsons = new Array<string>(SEGMENT_ITEMS);
-      for (let j = 0; j < SEGMENT_ITEMS; j++) jsons[j] = this.jsonOf(entry.list[start + j], compute);
+      for (let j = 0; j < SEGMENT_ITEMS; j++) jsons[j] = this.jsonOf(messages[start + j], compute);
       entry.sealed.push(jsons.join(","));
     }
   }
@@ -164,11 +149,8 @@ export class MessageListJson {
   /** The last list of this conversation, when `list` starts with all of it (unchanged); `from` = its length. */
   private reusable(list: MessageFields[]): { last: ListEntry | undefined; from: number } {
     const last = list.length === 0 ? undefined : this.lists.get(list[0]);
-    if (last === undefined || last.list.length > list.length) return { last: undefined, from: 0 };
-    for (let k = 0; k < last.list.length; k++) {
-      const m = list[k];
-      if (m !== last.list[k] || m.id !== last.ids[k] || m.content !== last.contents[k] || m.lc_kwargs !== last.kwargs[k]) return { last: undefined, from: 0 };
-    }
+    if (last === undefined || last.list.sharedPrefix(list) < last.list.length) return { last: undefined, from: 0 };
     return { last, from: last.list.length };
   }
+
 }
