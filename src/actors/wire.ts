@@ -54,7 +54,6 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return (proto === Object.prototype || proto === null) && typeof (v as { toJSON?: unknown }).toJSON !== "function";
 }
 
-/** The wire JSON of a message list or of a plain object holding one; undefined = use the general path. */
 /** The keys of a plain object whose values are message lists; undefined if none, or if the fast path does not apply. */
 function messageListKeys(value: unknown): Set<string> | undefined {
   if (!isPlainObject(value)) return undefined;
@@ -68,6 +67,7 @@ function messageListKeys(value: unknown): Set<string> | undefined {
   return lists;
 }
 
+/** The wire JSON of a message list or of a plain object holding one; undefined = use the general path. */
 function fastJsonText(value: unknown): string | undefined {
   if (isMessageList(value)) return messageListJson(value);
   const lists = messageListKeys(value);

@@ -363,7 +363,6 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     });
   }
 
-  /** blobId of every channel value the given checkpoints name (their channel_versions, with tags). */
   /**
    * Every blob the records name (by blobId), with the first of them (in the order given) that
    * names it: the record that takes the blob over when its creator goes.
@@ -403,7 +402,6 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       if (adopted.length > 0) this.storage.checkpoints.putSync(key, { ...record, blobs: [...record.blobs, ...adopted] });
     }
   }
-
 
   /**
    * Resolves when every write queued for the thread (or for all threads) has committed; rejects

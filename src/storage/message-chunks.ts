@@ -62,7 +62,6 @@ export class MessageChunker {
     return state === undefined ? 0 : state.list.sharedPrefix(list);
   }
 
-
   /**
    * `jsonOf` returns each message's JSON (as the inner serde writes it), or undefined to give up;
    * it is called only for messages after `keptPrefix(list)`.
