@@ -24,7 +24,7 @@ interface ListEntry {
   body: string;
   /** `body` UTF-8 encoded, once arrayBytes made it */
   bytes?: Uint8Array;
-  /** the JSON of each full group of SEGMENT_ITEMS leading items, joined by "," (see arraySegments) */
+  /** the JSON of each full group of SEGMENT_ITEMS leading items, joined by ","; filled by arraySegments */
   sealed: string[];
 }
 
@@ -69,6 +69,7 @@ export class MessageListJson {
    */
   arraySegments(list: MessageFields[], compute: (m: MessageFields) => string): string[] {
     const { entry } = this.update(list, compute);
+    this.seal(entry, compute); // only here: callers that never ask for segments keep no sealed copies
     const out = ["["];
     entry.sealed.forEach((segment, i) => out.push(i === 0 ? segment : `,${segment}`));
     const from = entry.sealed.length * SEGMENT_ITEMS;
@@ -116,12 +117,10 @@ export class MessageListJson {
         last.body = last.body === "" ? rest : `${last.body},${rest}`;
         last.bytes = undefined;
       }
-      this.seal(last, compute);
       return { entry: last, previous, rest };
     }
     const entry: ListEntry = { list: new MessageListSnapshot(), body: rest, sealed: [] };
     entry.list.record(list, 0);
-    this.seal(entry, compute);
     this.lists.set(list[0], entry);
     return { entry, previous: undefined, rest };
   }
