@@ -118,6 +118,22 @@ describe("threads", () => {
     expect((await fx.client.threads.getState(t.thread_id)).values).toEqual(joined);
   });
 
+  it("leaves no run behind when a thread is deleted while its runs run or wait: a thread re-created with that id starts empty", async () => {
+    const t = await fx.client.threads.create();
+    const slow = { config: { configurable: { sleep_ms: 2_000 } } };
+    const running = await fx.client.runs.create(t.thread_id, "slow", { input: human("one"), ...slow });
+    await fx.client.runs.create(t.thread_id, "slow", { input: human("two"), ...slow });
+    for (let i = 0; i < 100 && (await fx.client.runs.get(t.thread_id, running.run_id)).status !== "running"; i++) await new Promise((r) => setTimeout(r, 20));
+    await fx.client.threads.delete(t.thread_id);
+    await new Promise((r) => setTimeout(r, 300)); // the aborted run finishes after the delete
+    const again = await fx.client.threads.create({ threadId: t.thread_id });
+    expect(again.status).toBe("idle");
+    expect(await fx.client.runs.list(t.thread_id)).toEqual([]);
+    await expect(fx.client.runs.get(t.thread_id, running.run_id)).rejects.toThrow(/HTTP 404/);
+    expect((await fx.client.threads.getState(t.thread_id)).values).toEqual({});
+    expect(await fx.client.threads.getHistory(t.thread_id)).toEqual([]);
+  });
+
   it("prunes threads: keep_latest keeps the thread and its latest state only, delete removes it", async () => {
     const kept = await fx.client.threads.create();
     await fx.client.runs.wait(kept.thread_id, "echo", { input: human("one") });

@@ -374,6 +374,15 @@ export class ThreadActor {
     if (stateless) {
       threadStatus = "deleted";
       await s.root.transaction(() => this.removeThreadRecords());
+    } else if (!s.threads.doesExist(this.threadId)) {
+      // The thread was deleted while the run ran (deleteThread aborted it): leave no run record
+      // behind, or a thread re-created with the same id would list it.
+      threadStatus = "deleted";
+      await s.root.transaction(() => {
+        s.runs.remove([this.threadId, run.run_id]);
+        s.runThread.remove(run.run_id);
+        s.activeRuns.remove([this.threadId, run.run_id]);
+      });
     } else {
       if (outcome.rolledBack) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, run.run_id);
       const thread = s.threads.get(this.threadId);
