@@ -312,6 +312,35 @@ describe("runs", () => {
     expect((await fx.client.threads.get(t.thread_id)).status).toBe("idle");
   });
 
+  it("takes a burst of concurrent creates on one thread: all run in order, every run's config and metadata reach the thread; reject admits one", async () => {
+    const t = await fx.client.threads.create();
+    const created = await Promise.all(
+      Array.from({ length: 24 }, (_, i) =>
+        fx.client.runs.create(t.thread_id, "echo", { input: human(`b${i}`), config: { configurable: { [`k${i}`]: i } }, metadata: { [`m${i}`]: i } }),
+      ),
+    );
+    const byCreation = [...created].sort((a, b) => a.created_at.localeCompare(b.created_at) || a.run_id.localeCompare(b.run_id));
+    await fx.client.runs.join(t.thread_id, byCreation.at(-1)!.run_id);
+    const runs = await fx.client.runs.list(t.thread_id, { limit: 100 });
+    expect(runs.map((r) => r.status)).toEqual(runs.map(() => "success"));
+    const values = (await fx.client.threads.getState(t.thread_id)).values as { messages: { content: string; type: string }[] };
+    const inputs = values.messages.filter((m) => m.type === "human").map((m) => m.content);
+    expect(inputs).toHaveLength(24);
+    // executed in creation order (the order the actor accepted them)
+    expect(inputs).toEqual(byCreation.map((r) => (r as unknown as { kwargs: { input: { messages: { content: string }[] } } }).kwargs.input.messages[0].content));
+    const thread = await fx.client.threads.get(t.thread_id);
+    expect(thread.status).toBe("idle");
+    for (let i = 0; i < 24; i++) expect((thread.config as { configurable: Record<string, unknown> }).configurable[`k${i}`]).toBe(i);
+    created.forEach((r, i) => expect(r.metadata).toMatchObject({ [`m${i}`]: i }));
+
+    const idle = await fx.client.threads.create();
+    const attempts = await Promise.allSettled(
+      Array.from({ length: 6 }, (_, i) => fx.client.runs.create(idle.thread_id, "slow", { input: human(`r${i}`), multitaskStrategy: "reject", config: { configurable: { sleep_ms: 300 } } })),
+    );
+    expect(attempts.filter((a) => a.status === "fulfilled")).toHaveLength(1);
+    for (const a of attempts) if (a.status === "rejected") expect(String(a.reason)).toMatch(/HTTP 409/);
+  });
+
   it("runs stateless wait and stream, and 404s runs on missing threads", async () => {
     const out = (await fx.client.runs.wait(null, "echo", { input: human("stateless") })) as { messages: unknown[] };
     expect(out.messages).toHaveLength(2);

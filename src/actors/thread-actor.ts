@@ -25,6 +25,17 @@ export class ThreadActor {
   private readonly queue: RunRecord[] = [];
   private current: InFlight | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /*
+   * Enqueued run creates release the mailbox once their transaction is queued, not committed, so
+   * a burst of creates on one thread commits in one lmdb-js batch instead of one commit each (and a
+   * run's finish no longer waits behind them). Until it commits, such a run is in the queue but
+   * not startable, and `pendingThread` is the thread record its transaction will leave.
+   */
+  private readonly uncommittedRuns = new WeakSet<RunRecord>();
+  private uncommittedCount = 0;
+  /** resolves (never rejects) once every create queued so far has committed or failed */
+  private createsSettled: Promise<void> = Promise.resolve();
+  private pendingThread: ThreadRecord | undefined;
 
   constructor(readonly threadId: string, private readonly ctx: ShardContext) {}
 
@@ -32,15 +43,20 @@ export class ThreadActor {
     return !this.current && this.queue.length === 0 && this.pendingOps === 0 && !this.timer;
   }
 
-  /** Commands run strictly one after another, each after the previous one's commits. */
-  private serial<T>(fn: () => Promise<T> | T): Promise<T> {
+  /**
+   * Commands run strictly one after another, each after the previous one's commits; with
+   * `afterCreates` false a command may start while enqueued creates are still committing (it
+   * then reads the thread record through latestThread()).
+   */
+  private serial<T>(fn: () => Promise<T> | T, afterCreates = true): Promise<T> {
     this.pendingOps++;
     // Start each command from a fresh LMDB read snapshot: the previous command's commit (or another
     // thread's) may have landed within this event-loop turn.
-    const p = this.mailbox.then(() => {
+    const start = () => {
       this.ctx.storage.root.resetReadTxn();
       return fn();
-    });
+    };
+    const p = this.mailbox.then(() => (afterCreates && this.uncommittedCount > 0 ? this.createsSettled.then(start) : start()));
     this.mailbox = p.then(
       () => this.pendingOps--,
       () => this.pendingOps--,
@@ -51,7 +67,7 @@ export class ThreadActor {
   handle<C extends ActorCommand>(cmd: C): Promise<ActorReplies[C["type"]]> {
     const r = (() => {
       switch (cmd.type) {
-        case "run.create": return this.serial(() => this.createRun(cmd));
+        case "run.create": return this.serial(() => this.createRun(cmd), false).then((created) => created.committed);
         case "run.cancel": return this.cancel(cmd.runId, cmd.action, cmd.wait);
         case "run.delete": return this.serial(() => this.deleteRun(cmd.runId));
         case "thread.create": return this.serial(() => this.createThread(cmd));
@@ -212,11 +228,24 @@ export class ThreadActor {
 
   // ---- runs ----------------------------------------------------------------------------
 
-  private async createRun(cmd: CreateRunCommand): Promise<RunRecord> {
+  /** The thread record as this actor last wrote it (an uncommitted create's) or as stored. */
+  private latestThread(): ThreadRecord | undefined {
+    return this.pendingThread ?? this.ctx.storage.threads.get(this.threadId);
+  }
+
+  /** Resolves once the serial part is done; `committed` once the run is stored (the reply). */
+  private async createRun(cmd: CreateRunCommand): Promise<{ committed: Promise<RunRecord> }> {
     const s = this.ctx.storage;
+    const inflight = !!this.current || this.queue.length > 0;
+    const action = multitaskDecision(cmd.multitaskStrategy, inflight);
+    if (action !== "none" && this.uncommittedCount > 0) {
+      // cancelling what is queued: let the queued creates land first
+      await this.createsSettled;
+      s.root.resetReadTxn();
+    }
     const now = nowIso();
     const assistant = cmd.assistant;
-    let thread = s.threads.get(this.threadId);
+    let thread = this.latestThread();
     const runConfig = cmd.kwargs.config;
     if (!thread) {
       if (!cmd.stateless && cmd.ifNotExists !== "create") throw notFound(`Thread with ID ${this.threadId} not found`);
@@ -227,8 +256,6 @@ export class ThreadActor {
         config: {},
       };
     }
-    const inflight = !!this.current || this.queue.length > 0;
-    const action = multitaskDecision(cmd.multitaskStrategy, inflight);
     const configurable = {
       ...(assistant.config.configurable ?? {}),
       ...(thread.config.configurable ?? {}),
@@ -261,20 +288,47 @@ export class ThreadActor {
       status: "busy",
       updated_at: now,
     };
-    await s.root.transaction(() => {
+    const stored = s.root.transaction(() => {
       s.threads.put(this.threadId, nextThread);
       s.runs.put([this.threadId, run.run_id], run);
       s.runThread.put(run.run_id, this.threadId);
       s.activeRuns.put([this.threadId, run.run_id], 1);
     });
     if (action !== "none") {
+      await stored;
       const reason = action === "cancel-rollback" ? "rollback" : "interrupt";
       for (const pending of [...this.queue]) await this.cancelPending(pending, reason);
       this.current?.abort.abort(reason);
+      this.insertQueued(run);
+      this.pump();
+      return { committed: Promise.resolve(run) };
     }
+    this.uncommittedCount++;
+    this.uncommittedRuns.add(run);
+    this.pendingThread = nextThread;
     this.insertQueued(run);
-    this.pump();
-    return run;
+    const settle = () => {
+      this.uncommittedCount--;
+      this.uncommittedRuns.delete(run);
+      if (this.pendingThread === nextThread) this.pendingThread = undefined;
+    };
+    const committed = stored.then(
+      () => {
+        settle();
+        this.pump();
+        return run;
+      },
+      (err: unknown) => {
+        settle();
+        const i = this.queue.indexOf(run);
+        if (i >= 0) this.queue.splice(i, 1);
+        this.pump();
+        throw err;
+      },
+    );
+    // lmdb-js commits in queue order: the latest create settling means every earlier one did
+    this.createsSettled = committed.then(() => undefined, () => undefined);
+    return { committed };
   }
 
   private insertQueued(run: RunRecord): void {
@@ -307,6 +361,7 @@ export class ThreadActor {
   private pump(): void {
     if (this.current || this.queue.length === 0 || this.timer || this.ctx.draining) return;
     const next = this.queue[0];
+    if (this.uncommittedRuns.has(next)) return; // pumped again when its create commits
     const dueIn = Date.parse(next.created_at) - Date.now();
     if (dueIn > 0) {
       this.timer = setTimeout(() => {
@@ -358,7 +413,7 @@ export class ThreadActor {
       emit("error", JSON.stringify(error));
       outcome = { status: "error", rolledBack: false, error };
     }
-    await this.serial(() => this.finish(running, outcome, stateless));
+    await this.serial(() => this.finish(running, outcome, stateless), false);
   }
 
   /** Persist the outcome: run status, thread status/values, then tell the HTTP thread and the webhook worker. */
@@ -374,7 +429,7 @@ export class ThreadActor {
     if (stateless) {
       threadStatus = "deleted";
       await s.root.transaction(() => this.removeThreadRecords());
-    } else if (!s.threads.doesExist(this.threadId)) {
+    } else if (this.latestThread() === undefined) {
       // The thread was deleted while the run ran (deleteThread aborted it): leave no run record
       // behind, or a thread re-created with the same id would list it.
       threadStatus = "deleted";
@@ -385,7 +440,7 @@ export class ThreadActor {
       });
     } else {
       if (outcome.rolledBack) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, run.run_id);
-      const thread = s.threads.get(this.threadId);
+      const thread = this.latestThread();
       let hasNext = false;
       let interrupts: Record<string, unknown[]> | undefined;
       const ranToEnd =
@@ -467,8 +522,15 @@ export class ThreadActor {
     }
     const queued = this.queue.find((r) => r.run_id === runId);
     if (queued) {
-      await this.serial(() => this.cancelPending(queued, action));
-      return { found: true };
+      // It may start while this waits for the mailbox: then it is cancelled as the running run.
+      const started = await this.serial(async () => {
+        if (this.queue.includes(queued)) {
+          await this.cancelPending(queued, action);
+          return false;
+        }
+        return true;
+      });
+      return started ? this.cancel(runId, action, wait) : { found: true };
     }
     if (!this.ctx.storage.runs.get([this.threadId, runId])) throw notFound("Run not found");
     return { found: true };
