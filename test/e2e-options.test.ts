@@ -24,6 +24,23 @@ describe("run options", () => {
     expect((await fx.client.runs.get(t.thread_id, run.run_id)).status).toBe("success");
   });
 
+  it("does not hold a run that is due now behind a delayed one, and an interrupt of a delayed run leaves the thread busy", async () => {
+    const t = await fx.client.threads.create();
+    const delayed = await fx.client.runs.create(t.thread_id, "echo", { input: human("in 60 s"), afterSeconds: 60 });
+    const now = await fx.client.runs.create(t.thread_id, "echo", { input: human("now") });
+    // joined long before the delayed run is due (the timer armed for it used to hold this one too)
+    await fx.client.runs.join(t.thread_id, now.run_id);
+    expect((await fx.client.runs.get(t.thread_id, now.run_id)).status).toBe("success");
+    expect((await fx.client.runs.get(t.thread_id, delayed.run_id)).status).toBe("pending");
+
+    const next = await fx.client.runs.create(t.thread_id, "slow", { input: human("next"), multitaskStrategy: "interrupt", config: { configurable: { sleep_ms: 500 } } });
+    expect((await fx.client.runs.get(t.thread_id, delayed.run_id)).status).toBe("interrupted");
+    expect((await fx.client.threads.get(t.thread_id)).status).toBe("busy");
+    await fx.client.runs.join(t.thread_id, next.run_id);
+    expect((await fx.client.runs.get(t.thread_id, next.run_id)).status).toBe("success");
+    expect((await fx.client.threads.get(t.thread_id)).status).toBe("idle");
+  });
+
   it("cancels a streamed run when the client disconnects with on_disconnect=cancel", async () => {
     const t = await fx.client.threads.create();
     const ac = new AbortController();

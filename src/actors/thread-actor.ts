@@ -25,6 +25,8 @@ export class ThreadActor {
   private readonly queue: RunRecord[] = [];
   private current: InFlight | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** the queued run the timer waits for (its after_seconds) */
+  private timerFor: RunRecord | undefined;
   /*
    * Enqueued run creates release the mailbox once their transaction is queued, not committed, so
    * a burst of creates on one thread commits in one lmdb-js batch instead of one commit each (and a
@@ -297,9 +299,11 @@ export class ThreadActor {
     if (action !== "none") {
       await stored;
       const reason = action === "cancel-rollback" ? "rollback" : "interrupt";
-      for (const pending of [...this.queue]) await this.cancelPending(pending, reason);
-      this.current?.abort.abort(reason);
-      this.insertQueued(run);
+      const running = this.current; // taken now: cancelPending pumps, which may start `run`
+      const superseded = [...this.queue];
+      this.insertQueued(run); // first, so cancelling the others leaves the thread busy, not idle
+      for (const pending of superseded) await this.cancelPending(pending, reason);
+      running?.abort.abort(reason);
       this.pump();
       return { committed: Promise.resolve(run) };
     }
@@ -359,11 +363,17 @@ export class ThreadActor {
   }
 
   private pump(): void {
+    if (this.timer && this.timerFor !== this.queue[0]) {
+      // the head changed (a run due earlier came in, or the delayed one was cancelled): re-arm
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
     if (this.current || this.queue.length === 0 || this.timer || this.ctx.draining) return;
     const next = this.queue[0];
     if (this.uncommittedRuns.has(next)) return; // pumped again when its create commits
     const dueIn = Date.parse(next.created_at) - Date.now();
     if (dueIn > 0) {
+      this.timerFor = next;
       this.timer = setTimeout(() => {
         this.timer = undefined;
         this.pump();
@@ -429,9 +439,10 @@ export class ThreadActor {
     if (stateless) {
       threadStatus = "deleted";
       await s.root.transaction(() => this.removeThreadRecords());
-    } else if (this.latestThread() === undefined) {
-      // The thread was deleted while the run ran (deleteThread aborted it): leave no run record
-      // behind, or a thread re-created with the same id would list it.
+    } else if (this.latestThread() === undefined || !s.runs.doesExist([this.threadId, run.run_id])) {
+      // The thread was deleted while the run ran (deleteThread aborted it, and removed the run's
+      // record, committed at its create): leave nothing behind, or a thread re-created with the
+      // same id would list the run or take its status and values.
       threadStatus = "deleted";
       await s.root.transaction(() => {
         s.runs.remove([this.threadId, run.run_id]);
@@ -511,6 +522,7 @@ export class ThreadActor {
     });
     this.ctx.post({ type: "run.done", done: { runId: run.run_id, threadId: this.threadId, status: "interrupted", output: jsonBytes(["null"]), threadStatus } });
     if (run.kwargs.webhook && action !== "rollback") this.ctx.webhook({ ...run, status: "interrupted", updated_at: now, ended_at: now }, undefined, false);
+    this.pump(); // it may have been the delayed head the timer waited for
   }
 
   private async cancel(runId: string, action: "interrupt" | "rollback", wait: boolean): Promise<{ found: boolean }> {
