@@ -70,6 +70,21 @@ describe("run hub", () => {
     expect(replayed).toEqual([0, 1, -1]);
   });
 
+  it("holds a run's run_end for thread streams while their fetch of its events is in flight", () => {
+    const hub = new RunHub({ retentionMs: 1000 });
+    const seen: string[] = [];
+    hub.threads.subscribe("t", undefined, { modes: new Set(["run_modes", "lifecycle"]), onEvent: (e) => seen.push(e.event), onClose: () => undefined });
+    hub.expect("r", "t", false);
+    expect(hub.holdThreadEnd("r")).toBe(true);
+    hub.started("r", "t", false, 1);
+    hub.finished({ runId: "r", threadId: "t", status: "success", output: jsonBytes(["{}"]), threadStatus: "idle" });
+    expect(seen).toEqual(["run_start"]);
+    hub.events("r", [{ id: 0, event: "metadata", data: "{}" }, { id: 1, event: "values", data: "{}" }]);
+    hub.releaseThreadEnd("r");
+    expect(seen).toEqual(["run_start", "metadata", "values", "run_end"]);
+    expect(hub.holdThreadEnd("r")).toBe(false); // ended: nothing to hold
+  });
+
   it("replays by Last-Event-ID for resumable runs and hands the buffer to the first reader otherwise", () => {
     const hub = new RunHub({ retentionMs: 1000 });
     hub.expect("r1", "t", true);

@@ -25,6 +25,12 @@ interface RunLog {
   done?: RunDone;
   waiters: ((d: RunDone) => void)[];
   expireTimer?: NodeJS.Timeout;
+  /**
+   * Thread streams wait for the worker's buffer of this run (holdThreadEnd): its run_end is
+   * published only after it, so they see the events first even when the run ended meanwhile.
+   */
+  endHeld?: boolean;
+  pendingEnd?: () => void;
 }
 
 export interface RunHubOptions {
@@ -115,9 +121,9 @@ export class RunHub {
   events(runId: string, events: RunEvent[]): void {
     const l = this.log(runId);
     // Events that arrive after the run's end are a replay of its worker buffer for a late reader
-    // (run.observe raced the run's end, e.g. a thread stream that connected while the create was
-    // in flight): the run's own readers get them, thread streams already had its run_end.
-    if (l.threadId && l.done === undefined && this.threads.has(l.threadId)) {
+    // (run.observe raced the run's end): the run's own readers get them; thread streams only while
+    // its run_end is held for them (holdThreadEnd), since otherwise they had the run_end already.
+    if (l.threadId && (l.done === undefined || l.endHeld) && this.threads.has(l.threadId)) {
       for (const e of events) this.threads.publish(l.threadId, "run_modes", e.event, e.data);
     }
     for (const e of events) {
@@ -146,11 +152,34 @@ export class RunHub {
     l.expireTimer = setTimeout(() => this.forget(done.runId), this.opts.retentionMs);
     l.expireTimer.unref();
     this.retain(done.runId, done.output.byteLength + l.events.bytes);
-    if (this.threads.has(done.threadId)) {
+    const publishEnd = () => {
+      if (!this.threads.has(done.threadId)) return;
       const end = { run_id: done.runId, thread_id: done.threadId, status: done.status, thread_status: done.threadStatus };
       this.threads.publish(done.threadId, "lifecycle", "run_end", JSON.stringify(end));
       if (done.threadStatus === "deleted") this.threads.close(done.threadId); // a stateless run's temporary thread
-    }
+    };
+    if (l.endHeld) l.pendingEnd = publishEnd;
+    else publishEnd();
+  }
+
+  /**
+   * A thread stream is about to fetch this gated run's events from the worker: hold its run_end
+   * for thread streams until releaseThreadEnd. False (nothing held) when the run already ended.
+   */
+  holdThreadEnd(runId: string): boolean {
+    const l = this.logs.get(runId);
+    if (l === undefined || l.done !== undefined) return false;
+    l.endHeld = true;
+    return true;
+  }
+
+  releaseThreadEnd(runId: string): void {
+    const l = this.logs.get(runId);
+    if (l === undefined || !l.endHeld) return;
+    l.endHeld = false;
+    const publishEnd = l.pendingEnd;
+    l.pendingEnd = undefined;
+    publishEnd?.();
   }
 
   /** Final result if the run is known to have finished (in this process, recently). */
@@ -253,6 +282,7 @@ export class RunHub {
 
   private forget(runId: string): void {
     this.release(runId);
+    if (this.logs.get(runId)?.endHeld) this.releaseThreadEnd(runId); // never lose a run_end
     const l = this.logs.get(runId);
     if (l) this.unindexGated(l);
     this.logs.delete(runId);

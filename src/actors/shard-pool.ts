@@ -155,7 +155,14 @@ export class ShardPool {
   async createRun(cmd: CreateRunCommand): Promise<RunRecord> {
     const run = await this.request(cmd);
     this.hub.expect(run.run_id, run.thread_id, run.kwargs.resumable, cmd.observed);
-    if (!cmd.observed && this.hub.threads.has(run.thread_id)) void this.observeRun(run.thread_id, run.run_id, true).catch(() => undefined);
+    if (!cmd.observed && this.hub.threads.has(run.thread_id)) {
+      // a thread stream connected while the create was in flight: fetch the run's events, and keep
+      // its run_end for thread streams until they are in (the run may end before the fetch lands)
+      const held = this.hub.holdThreadEnd(run.run_id);
+      void this.observeRun(run.thread_id, run.run_id, true)
+        .catch(() => undefined)
+        .finally(() => held && this.hub.releaseThreadEnd(run.run_id));
+    }
     return run;
   }
 
