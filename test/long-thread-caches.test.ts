@@ -10,6 +10,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
 import { openStorage, type Storage } from "../src/storage/env.ts";
+import { useTempStorage } from "./helpers/storage.ts";
 import { MessageCachingSerde } from "../src/storage/message-serde.ts";
 import { BlobCache, entryCost } from "../src/storage/blob-cache.ts";
 import { toJsonSegments, toJsonText } from "../src/actors/wire.ts";
@@ -324,25 +325,16 @@ describe("wire JSON cache", () => {
 });
 
 describe("thread values stored from segments", () => {
-  let dir: string;
-  let storage: Storage;
-  beforeEach(() => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), "troupe-values-"));
-    storage = openStorage(dir);
-  });
-  afterEach(async () => {
-    await storage.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const fx = useTempStorage("troupe-values-");
 
   it("read back as the same text, beside values written as strings, after their buffer was reused", async () => {
     const segments = ["{", '"messages":[', '{"content":"é ✓ \u2028"}', "]}"];
     const bytes = jsonBytes(segments);
-    await storage.root.transaction(() => putThreadValues(storage, "t1", bytes));
+    await fx.storage.root.transaction(() => putThreadValues(fx.storage, "t1", bytes));
     bytes.fill(0x20); // lmdb-js copied them during the put
-    await storage.threadValues.put("t2", '{"plain":"é"}');
-    expect(threadValuesJson(storage, "t1")).toBe(segments.join(""));
-    expect(JSON.parse(threadValuesJson(storage, "t1")!)).toEqual({ messages: [{ content: "é ✓ \u2028" }] });
-    expect(threadValuesJson(storage, "t2")).toBe('{"plain":"é"}');
+    await fx.storage.threadValues.put("t2", '{"plain":"é"}');
+    expect(threadValuesJson(fx.storage, "t1")).toBe(segments.join(""));
+    expect(JSON.parse(threadValuesJson(fx.storage, "t1")!)).toEqual({ messages: [{ content: "é ✓ \u2028" }] });
+    expect(threadValuesJson(fx.storage, "t2")).toBe('{"plain":"é"}');
   });
 });

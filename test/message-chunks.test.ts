@@ -5,12 +5,10 @@
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { END, MessagesAnnotation, START, StateGraph, messagesStateReducer } from "@langchain/langgraph";
 import { JsonPlusSerializer } from "@langchain/langgraph-checkpoint";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
-import { openStorage, type Storage } from "../src/storage/env.ts";
+import type { Storage } from "../src/storage/env.ts";
+import { useTempStorage } from "./helpers/storage.ts";
 import { CHUNK_ITEMS, MessageChunker, joinChunks } from "../src/storage/message-chunks.ts";
 import { MessageCachingSerde } from "../src/storage/message-serde.ts";
 
@@ -79,18 +77,7 @@ async function historyOf(reader: LmdbCheckpointSaver, threadId: string): Promise
   return out;
 }
 
-let dir: string;
-let storage: Storage;
-
-beforeEach(() => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), "troupe-chunks-"));
-  storage = openStorage(dir);
-});
-
-afterEach(async () => {
-  await storage.close();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+const fx = useTempStorage("troupe-chunks-");
 
 describe("message chunks", () => {
   it("reassemble to exactly the serde's bytes and reuse unchanged chunks", async () => {
@@ -162,9 +149,9 @@ describe("message chunks", () => {
 
   it("keep a long thread's history intact across runs, forks, rollback, copy, prune and delete", async () => {
     const random = rng(20261122);
-    const saver = new LmdbCheckpointSaver(storage);
+    const saver = new LmdbCheckpointSaver(fx.storage);
     const graph = echoGraph(saver);
-    const fresh = () => new LmdbCheckpointSaver(storage);
+    const fresh = () => new LmdbCheckpointSaver(fx.storage);
     const thread = "thread-a";
     const config = (runId: string) => ({ configurable: { thread_id: thread }, metadata: { run_id: runId } });
     const runIds: string[] = [];
@@ -188,12 +175,12 @@ describe("message chunks", () => {
 
     const before = await historyOf(fresh(), thread);
     expect(await historyOf(saver, thread)).toEqual(before); // cached reads agree with uncached ones
-    expect(expectChunksConsistent(storage, thread)).toBeGreaterThan(1);
-    expectBlobsOwned(storage, thread);
+    expect(expectChunksConsistent(fx.storage, thread)).toBeGreaterThan(1);
+    expectBlobsOwned(fx.storage, thread);
 
     // chunks are shared: the store holds far fewer message bytes than the sum of every version's list
     let chunkBytes = 0;
-    for (const { value } of storage.blobChunks.getRange({ start: [thread], end: [thread, new Uint8Array([0xff])] })) chunkBytes += value.byteLength;
+    for (const { value } of fx.storage.blobChunks.getRange({ start: [thread], end: [thread, new Uint8Array([0xff])] })) chunkBytes += value.byteLength;
     let fullBytes = 0;
     for (const messages of before.values()) fullBytes += messages.length * 60;
     expect(chunkBytes).toBeLessThan(fullBytes / 5);
@@ -202,7 +189,7 @@ describe("message chunks", () => {
     await saver.copyThread(thread, "thread-b");
     const copied = await historyOf(fresh(), "thread-b");
     expect([...copied.values()]).toEqual([...before.values()]);
-    expectChunksConsistent(storage, "thread-b");
+    expectChunksConsistent(fx.storage, "thread-b");
 
     // rollback of several runs (the latest and random older ones): survivors read back unchanged
     const rolledBack = [runIds[runIds.length - 1], ...runIds.filter(() => random() < 0.15)];
@@ -210,8 +197,8 @@ describe("message chunks", () => {
     const afterRollback = await historyOf(fresh(), thread);
     expect(afterRollback.size).toBeLessThan(before.size);
     for (const [id, messages] of afterRollback) expect(messages, id).toEqual(before.get(id));
-    expectChunksConsistent(storage, thread);
-    expectBlobsOwned(storage, thread);
+    expectChunksConsistent(fx.storage, thread);
+    expectBlobsOwned(fx.storage, thread);
 
     // prune to the latest checkpoint: it reads back whole, nothing else is left
     const newest = [...afterRollback.keys()].sort().at(-1)!;
@@ -219,30 +206,30 @@ describe("message chunks", () => {
     const pruned = await historyOf(fresh(), thread);
     expect([...pruned.keys()]).toEqual([newest]);
     expect(pruned.get(newest)).toEqual(afterRollback.get(newest));
-    expectChunksConsistent(storage, thread);
-    expectBlobsOwned(storage, thread);
+    expectChunksConsistent(fx.storage, thread);
+    expectBlobsOwned(fx.storage, thread);
     // runs continue on the pruned thread
     await graph.invoke({ messages: [new HumanMessage("after prune")] }, config("run-after-prune"));
     await saver.flush();
     const continued = await graph.getState({ configurable: { thread_id: thread } });
     expect(summary(continued.values.messages as BaseMessage[]).slice(0, -2)).toEqual(afterRollback.get(newest));
-    expectChunksConsistent(storage, thread);
+    expectChunksConsistent(fx.storage, thread);
 
     // the copy was untouched by all of that; deleting it removes its chunks
     expect([...(await historyOf(fresh(), "thread-b")).values()]).toEqual([...before.values()]);
     await saver.deleteThread("thread-b");
-    expect(expectChunksConsistent(storage, "thread-b")).toBe(0);
+    expect(expectChunksConsistent(fx.storage, "thread-b")).toBe(0);
     await saver.deleteThread(thread);
-    expect(expectChunksConsistent(storage, thread)).toBe(0);
+    expect(expectChunksConsistent(fx.storage, thread)).toBe(0);
   }, 60_000);
 
   it("report a missing chunk as damaged data instead of returning a wrong list", async () => {
-    const saver = new LmdbCheckpointSaver(storage);
+    const saver = new LmdbCheckpointSaver(fx.storage);
     const graph = echoGraph(saver);
     for (let i = 0; i < CHUNK_ITEMS; i++) await graph.invoke({ messages: [new HumanMessage(`m${i}`)] }, { configurable: { thread_id: "t" } });
     await saver.flush();
-    const [firstChunk] = Array.from(storage.blobChunks.getKeys({ start: ["t"], end: ["t", new Uint8Array([0xff])] }));
-    await storage.blobChunks.remove(firstChunk);
-    await expect(new LmdbCheckpointSaver(storage).getTuple({ configurable: { thread_id: "t" } })).rejects.toThrow(/damaged: chunk/);
+    const [firstChunk] = Array.from(fx.storage.blobChunks.getKeys({ start: ["t"], end: ["t", new Uint8Array([0xff])] }));
+    await fx.storage.blobChunks.remove(firstChunk);
+    await expect(new LmdbCheckpointSaver(fx.storage).getTuple({ configurable: { thread_id: "t" } })).rejects.toThrow(/damaged: chunk/);
   }, 60_000);
 });

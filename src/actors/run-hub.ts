@@ -282,7 +282,7 @@ export class RunHub {
 
   private forget(runId: string): void {
     this.release(runId);
-    if (this.logs.get(runId)?.endHeld) this.releaseThreadEnd(runId); // never lose a run_end
+    this.releaseThreadEnd(runId); // a held run_end is never lost
     const l = this.logs.get(runId);
     if (l) this.unindexGated(l);
     this.logs.delete(runId);

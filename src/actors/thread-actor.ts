@@ -33,8 +33,7 @@ export class ThreadActor {
    * run's finish no longer waits behind them). Until it commits, such a run is in the queue but
    * not startable, and `pendingThread` is the thread record its transaction will leave.
    */
-  private readonly uncommittedRuns = new WeakSet<RunRecord>();
-  private uncommittedCount = 0;
+  private readonly uncommittedRuns = new Set<RunRecord>();
   /** resolves (never rejects) once every create queued so far has committed or failed */
   private createsSettled: Promise<void> = Promise.resolve();
   private pendingThread: ThreadRecord | undefined;
@@ -58,7 +57,7 @@ export class ThreadActor {
       this.ctx.storage.root.resetReadTxn();
       return fn();
     };
-    const p = this.mailbox.then(() => (afterCreates && this.uncommittedCount > 0 ? this.createsSettled.then(start) : start()));
+    const p = this.mailbox.then(() => (afterCreates && this.uncommittedRuns.size > 0 ? this.createsSettled.then(start) : start()));
     this.mailbox = p.then(
       () => this.pendingOps--,
       () => this.pendingOps--,
@@ -240,7 +239,7 @@ export class ThreadActor {
     const s = this.ctx.storage;
     const inflight = !!this.current || this.queue.length > 0;
     const action = multitaskDecision(cmd.multitaskStrategy, inflight);
-    if (action !== "none" && this.uncommittedCount > 0) {
+    if (action !== "none" && this.uncommittedRuns.size > 0) {
       // cancelling what is queued: let the queued creates land first
       await this.createsSettled;
       s.root.resetReadTxn();
@@ -307,12 +306,10 @@ export class ThreadActor {
       this.pump();
       return { committed: Promise.resolve(run) };
     }
-    this.uncommittedCount++;
     this.uncommittedRuns.add(run);
     this.pendingThread = nextThread;
     this.insertQueued(run);
     const settle = () => {
-      this.uncommittedCount--;
       this.uncommittedRuns.delete(run);
       if (this.pendingThread === nextThread) this.pendingThread = undefined;
     };
@@ -436,10 +433,11 @@ export class ThreadActor {
     let valuesJson: JsonSegments | undefined;
     /** valuesJson as UTF-8: written to LMDB, and posted as the output when that is the same JSON */
     let valuesBytes: Uint8Array | undefined;
+    const thread = stateless ? undefined : this.latestThread();
     if (stateless) {
       threadStatus = "deleted";
       await s.root.transaction(() => this.removeThreadRecords());
-    } else if (this.latestThread() === undefined || !s.runs.doesExist([this.threadId, run.run_id])) {
+    } else if (thread === undefined || !s.runs.doesExist([this.threadId, run.run_id])) {
       // The thread was deleted while the run ran (deleteThread aborted it, and removed the run's
       // record, committed at its create): leave nothing behind, or a thread re-created with the
       // same id would list the run or take its status and values.
@@ -451,18 +449,17 @@ export class ThreadActor {
       });
     } else {
       if (outcome.rolledBack) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, run.run_id);
-      const thread = this.latestThread();
       let hasNext = false;
       let interrupts: Record<string, unknown[]> | undefined;
       const ranToEnd =
         outcome.status === "success" && !outcome.rolledBack && outcome.lastValues !== undefined &&
         outcome.lastValuesInterrupt !== true && !run.kwargs.interrupt_before && !run.kwargs.interrupt_after;
-      if (thread && ranToEnd) {
+      if (ranToEnd) {
         // The graph reached END: its last root values chunk is the final state and no task is
         // pending, so the state read (and re-serialization) below is not needed.
         valuesJson = outcome.lastValues;
         interrupts = {};
-      } else if (thread && this.ctx.registry.has(run.graph_id)) {
+      } else if (this.ctx.registry.has(run.graph_id)) {
         try {
           const graph = await this.ctx.registry.get(run.graph_id, run.kwargs.config as Record<string, unknown>, { accessContext: "threads.read" });
           const snap = await graph.getState(stateConfig(thread));
@@ -486,13 +483,11 @@ export class ThreadActor {
           s.runs.put([this.threadId, run.run_id], final);
         }
         s.activeRuns.remove([this.threadId, run.run_id]);
-        if (thread) {
-          const next: ThreadRecord = { ...thread, status: threadStatus as ThreadStatus, updated_at: endedAt };
-          if (interrupts) next.interrupts = interrupts as ThreadRecord["interrupts"];
-          s.threads.put(this.threadId, next);
-          if (valuesBytes !== undefined) putThreadValues(s, this.threadId, valuesBytes);
-          else s.threadValues.remove(this.threadId);
-        }
+        const next: ThreadRecord = { ...thread, status: threadStatus as ThreadStatus, updated_at: endedAt };
+        if (interrupts) next.interrupts = interrupts as ThreadRecord["interrupts"];
+        s.threads.put(this.threadId, next);
+        if (valuesBytes !== undefined) putThreadValues(s, this.threadId, valuesBytes);
+        else s.threadValues.remove(this.threadId);
       });
     }
     const outputJson = outcome.error ? [toJsonText({ __error__: outcome.error })] : outcome.lastValues ?? valuesJson ?? ["null"];

@@ -24,8 +24,26 @@ function wireReplacer(this: Record<string, unknown>, key: string, value: unknown
 }
 
 export function toJsonText(value: unknown): string {
-  const fast = fastJsonText(value);
-  if (fast !== undefined) return fast;
+  const pieces = fastJsonPieces(value, (list) => [messageListJson(list)]);
+  if (pieces === undefined) return generalJson(value);
+  // Concatenated with +, not joined: join() copies a long list's JSON into one flat string (a
+  // large-object allocation per step on a long thread); + keeps V8's string tree, which is only
+  // flattened if somebody reads the text (most values events of background runs are never sent).
+  let text = "";
+  for (const piece of pieces) text += piece;
+  return text;
+}
+
+/**
+ * toJsonText's text as segments (concatenated, they are exactly that text), for values that cross
+ * threads or go to disk: a long message list contributes one segment per 64 messages, so its JSON
+ * never exists as one string in the worker (see MessageListJson.arraySegments).
+ */
+export function toJsonSegments(value: unknown): JsonSegments {
+  return fastJsonPieces(value, (list) => wireCache.arraySegments(list, messageWireJson)) ?? [generalJson(value)];
+}
+
+function generalJson(value: unknown): string {
   const text = JSON.stringify(value, wireReplacer);
   return text === undefined ? "null" : text;
 }
@@ -67,40 +85,21 @@ function messageListKeys(value: unknown): Set<string> | undefined {
   return lists;
 }
 
-/** The wire JSON of a message list or of a plain object holding one; undefined = use the general path. */
-function fastJsonText(value: unknown): string | undefined {
-  if (isMessageList(value)) return messageListJson(value);
+/**
+ * The wire JSON of a message list or of a plain object holding one, as pieces to concatenate (each
+ * list as `listPieces` renders it); undefined = use the general path.
+ */
+function fastJsonPieces(value: unknown, listPieces: (list: (MessageLike & MessageFields)[]) => string[]): string[] | undefined {
+  if (isMessageList(value)) return listPieces(value);
   const lists = messageListKeys(value);
   if (lists === undefined) return undefined;
-  // Concatenated with +, not joined: join() copies a long list's JSON into one flat string (a
-  // large-object allocation per step on a long thread); + keeps V8's string tree, which is only
-  // flattened if somebody reads the text (most values events of background runs are never sent).
-  const object = value as Record<string, unknown>;
-  let out = "{";
-  for (const key of Object.keys(object)) {
-    const v = object[key];
-    const json = lists.has(key) ? messageListJson(v as (MessageLike & MessageFields)[]) : JSON.stringify(v, wireReplacer) as string | undefined;
-    if (json !== undefined) out += `${out.length > 1 ? "," : ""}${JSON.stringify(key)}:${json}`;
-  }
-  return `${out}}`;
-}
-
-/**
- * toJsonText's text as segments (concatenated, they are exactly that text), for values that cross
- * threads or go to disk: a long message list contributes one segment per 64 messages, so its JSON
- * never exists as one string in the worker (see MessageListJson.arraySegments).
- */
-export function toJsonSegments(value: unknown): JsonSegments {
-  if (isMessageList(value)) return wireCache.arraySegments(value, messageWireJson);
-  const lists = messageListKeys(value);
-  if (lists === undefined) return [toJsonText(value)];
   const object = value as Record<string, unknown>;
   const out = ["{"];
   for (const key of Object.keys(object)) {
     const v = object[key];
     const separator = out.length > 1 ? "," : "";
     if (lists.has(key)) {
-      out.push(`${separator}${JSON.stringify(key)}:`, ...wireCache.arraySegments(v as (MessageLike & MessageFields)[], messageWireJson));
+      out.push(`${separator}${JSON.stringify(key)}:`, ...listPieces(v as (MessageLike & MessageFields)[]));
     } else {
       const json = JSON.stringify(v, wireReplacer) as string | undefined;
       if (json !== undefined) out.push(`${separator}${JSON.stringify(key)}:${json}`);

@@ -290,12 +290,14 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         }
         const record = checkpoints.get(key);
         if (record === undefined) continue;
-        // the only checkpoint left in its namespace owns every blob it names (some were created by
-        // checkpoints removed here)
-        const ownBlobs = record.blobs.filter(([channel, version, tag]) => liveBlobs.has(blobId(key[1], channel, version, tag)));
-        checkpoints.putSync(key, { ...record, parentId: null, blobs: ownBlobs });
+        // the only checkpoint left in its namespace owns every stored blob it names (some were
+        // created by checkpoints removed here)
+        const owned: StoredBlobRef[] = [];
+        for (const heir of liveBlobs.values()) {
+          if (heir.key[1] === key[1] && heir.key[2] === key[2] && blobs.doesExist([threadId, key[1], ...heir.ref])) owned.push(heir.ref);
+        }
+        checkpoints.putSync(key, { ...record, parentId: null, blobs: owned });
       }
-      this.adoptBlobsSync(threadId, liveBlobs.values());
       for (const key of Array.from(writes.getKeys(range))) if (!kept(key[1], key[2])) writes.removeSync(key);
       const removedSlots = new RemovedSlots();
       for (const key of Array.from(blobs.getKeys(range))) {
