@@ -335,10 +335,10 @@ describe("control plane: deployments", () => {
     expect(rev.status).toBe("DEPLOY_FAILED");
     expect(rev.status_message).toContain("exited (code 1) before answering GET /ok");
     expect(rev.status_message).toContain("LANGGRAPH_CONFIG is not valid JSON");
-    await waitFor("previous revision to serve again", async () => ((await okStatus(main.url)) === 200 ? true : undefined));
+    // /ok can answer this test before the supervisor's own readiness probe has: wait for both
+    pidsSeen.add(await waitFor("previous revision to serve again", async () => ((await okStatus(main.url)) === 200 ? serverPid(main.id) : undefined)));
     const d = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body;
     expect(d).toMatchObject({ active_revision_id: active, status: "READY" });
-    pidsSeen.add(serverPid(main.id)!);
   }, SLOW_MS);
 
   it("restarts a deployment server killed with SIGKILL", async () => {
@@ -363,8 +363,7 @@ describe("control plane: deployments", () => {
     expect(alive(pid)).toBe(false);
     expect(await okStatus(main.url)).toBe(0);
     cp = await startControlPlane(opts());
-    await waitFor("the relaunched server", async () => ((await okStatus(main.url)) === 200 ? true : undefined));
-    pidsSeen.add(serverPid(main.id)!);
+    pidsSeen.add(await waitFor("the relaunched server", async () => ((await okStatus(main.url)) === 200 ? serverPid(main.id) : undefined)));
     const d = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body;
     expect(d).toMatchObject({ url: main.url, status: "READY" });
     const client = new Client({ apiUrl: main.url, apiKey: null });
