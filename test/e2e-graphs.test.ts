@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@langchain/langgraph-sdk";
+import { Command } from "@langchain/langgraph";
 import { RemoteGraph } from "@langchain/langgraph/remote";
 import { startTestServer } from "./helpers/server.ts";
 import { human, useServer } from "./helpers/suite.ts";
@@ -143,6 +144,26 @@ describe("RemoteGraph", () => {
     expect((state.values as { messages: unknown[] }).messages.length).toBe(4);
     const g = await remote.getGraphAsync();
     expect(Object.keys(g.nodes)).toContain("__start__");
+  });
+
+  it("stops at interrupt() with GraphInterrupt and resumes with a Command (human in the loop)", async () => {
+    const remote = new RemoteGraph({ graphId: "agent", url: fx.server.url, apiKey: null as unknown as string });
+    const t = await fx.client.threads.create();
+    const config = { configurable: { thread_id: t.thread_id, require_approval: true } };
+    // RemoteGraph raises GraphInterrupt when an `updates` event carries __interrupt__ (reference §14)
+    const stopped = await remote.invoke(human("what is the weather in Paris"), config).then(
+      () => null,
+      (err: unknown) => err as { name: string; interrupts?: { value: { tool_calls: { name: string; args: unknown }[] } }[] },
+    );
+    expect(stopped?.name).toBe("GraphInterrupt");
+    expect(stopped?.interrupts?.[0].value.tool_calls).toEqual([expect.objectContaining({ name: "get_weather", args: { city: "Paris" } })]);
+    const paused = await remote.getState(config);
+    expect(paused.next).toEqual(["human_review"]);
+    expect((await fx.client.threads.get(t.thread_id)).status).toBe("interrupted");
+
+    const done = (await remote.invoke(new Command({ resume: "approve" }), config)) as { messages: { content: string }[] };
+    expect(done.messages.at(-1)?.content).toBe("According to get_weather: It is sunny and 21°C in Paris.");
+    expect((await fx.client.threads.get(t.thread_id)).status).toBe("idle");
   });
 });
 
