@@ -184,6 +184,43 @@ describe("threads", () => {
     expect(history.length).toBeGreaterThanOrEqual(2);
     expect(history[0].checkpoint.checkpoint_id).toBeTruthy();
   });
+
+  it("returns only the selected fields of states, history and runs (select)", async () => {
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, "echo", { input: human("one") });
+    await fx.client.runs.wait(t.thread_id, "echo", { input: human("two") });
+    const full = await fx.client.threads.getState(t.thread_id);
+    const messages = (full.values as { messages: unknown[] }).messages;
+    expect(messages).toHaveLength(4);
+
+    const onlyMessages = await fx.client.threads.getState(t.thread_id, undefined, { select: ["values.messages"] });
+    expect(onlyMessages).toEqual({ values: { messages } });
+    const two = await fx.client.threads.getState(t.thread_id, undefined, { select: ["next", "checkpoint"] });
+    expect(two).toEqual({ next: full.next, checkpoint: full.checkpoint });
+    // at a checkpoint: GET /state/{id} (string) and POST /state/checkpoint (object)
+    const history = await fx.client.threads.getHistory(t.thread_id, { limit: 3, select: ["metadata", "checkpoint"] });
+    expect(history).toHaveLength(3);
+    for (const h of history) expect(Object.keys(h).sort()).toEqual(["checkpoint", "metadata"]);
+    const older = history[2].checkpoint;
+    const byId = await fx.client.threads.getState(t.thread_id, older.checkpoint_id!, { select: ["values"] });
+    const byConfig = await fx.client.threads.getState(t.thread_id, older, { select: ["values"] });
+    expect(Object.keys(byId)).toEqual(["values"]);
+    expect(byConfig).toEqual(byId);
+    expect((byId.values as { messages: unknown[] }).messages.length).toBeLessThan(4);
+    const getHistory = await raw(`/threads/${t.thread_id}/history?limit=2&select=created_at`);
+    expect(getHistory.status).toBe(200);
+    expect((getHistory.body as object[]).map((h) => Object.keys(h))).toEqual([["created_at"], ["created_at"]]);
+
+    const runs = await fx.client.runs.list(t.thread_id, { select: ["run_id", "status"] });
+    expect(runs).toHaveLength(2);
+    for (const r of runs) expect(r).toEqual({ run_id: expect.any(String), status: "success" });
+
+    const bad = await raw(`/threads/${t.thread_id}/state?select=values&select=bogus`);
+    expect(bad.status).toBe(422);
+    expect((bad.body as { detail: { loc: unknown[] }[] }).detail[0].loc).toEqual(["query", "select", 1]);
+    const badRuns = await raw(`/threads/${t.thread_id}/runs?select=nope`);
+    expect(badRuns.status).toBe(422);
+  });
 });
 
 describe("runs", () => {

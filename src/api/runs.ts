@@ -14,6 +14,8 @@ import type { RunRecord, RunStatus } from "../storage/records.ts";
 import { threadValuesJson } from "../storage/thread-values.ts";
 import { buildCreateRun, runCreateSchema, type RunCreateBody } from "./run-request.ts";
 import { lastEventId, sseFrame, sseSynthetic, wireRun } from "./wire.ts";
+import { runSelectSchema } from "./field-select.ts";
+import { select } from "../http/paging.ts";
 
 const TAG = "runs";
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
@@ -169,9 +171,9 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "GET", path: "/threads/:thread_id/runs", operationId: "list_runs", summary: "List runs of a thread, oldest first", tag: TAG,
       params: threadParams,
-      query: { type: "object", properties: { limit: { type: "integer", minimum: 1, maximum: 10000, default: 10 }, offset: { type: "integer", minimum: 0, default: 0 }, status: { type: "string", enum: ["pending", "running", "success", "error", "timeout", "interrupted"] }, select: {} } },
+      query: { type: "object", properties: { limit: { type: "integer", minimum: 1, maximum: 10000, default: 10 }, offset: { type: "integer", minimum: 0, default: 0 }, status: { type: "string", enum: ["pending", "running", "success", "error", "timeout", "interrupted"] }, select: runSelectSchema } },
       handler: async ({ params, query, auth }) => {
-        const q = query as { limit: number; offset: number; status?: RunStatus };
+        const q = query as { limit: number; offset: number; status?: RunStatus; select?: string[] };
         const filter = await authorize(auth, "threads:search", { thread_id: params.thread_id, status: q.status, limit: q.limit, offset: q.offset });
         const out: ReturnType<typeof wireRun>[] = [];
         if (!matchesAuthFilter(filter, mustThread(params.thread_id).metadata)) return json(out);
@@ -185,7 +187,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
           out.push(wireRun(value));
           if (out.length >= q.limit) break;
         }
-        return json(out);
+        return json(select(out, q.select));
       },
     },
     {

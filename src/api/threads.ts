@@ -14,6 +14,7 @@ import type { AppContext } from "../server/context.ts";
 import type { Json, JsonObject, ThreadRecord, ThreadStatus } from "../storage/records.ts";
 import { threadValues, threadView } from "../storage/thread-values.ts";
 import { threadStreamRoutes } from "./thread-stream.ts";
+import { selectState, stateSelectSchema } from "./field-select.ts";
 
 const TAG = "threads";
 const threadStatus: JsonSchema = { type: "string", enum: ["idle", "busy", "interrupted", "error"] };
@@ -65,6 +66,7 @@ const historyBody = body({
   before: nullable({ anyOf: [str, object] }),
   metadata: nullable(object),
   checkpoint: nullable(checkpointSelector),
+  select: nullable(stateSelectSchema),
 });
 
 
@@ -114,10 +116,13 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     return typeof g === "string" && app.graphIds.has(g) ? app.resolveAssistant(g) : undefined;
   };
   const threadParams = { thread_id: "uuid" } as const;
-  const state = async (auth: AuthInfo | undefined, threadId: string, checkpoint: CheckpointSelector | undefined, subgraphs: boolean) => {
+  const state = async (auth: AuthInfo | undefined, threadId: string, checkpoint: CheckpointSelector | undefined, subgraphs: boolean, fields?: string[] | null) => {
     const t = mustThread(threadId, await authorize(auth, "threads:read", { thread_id: threadId }));
-    return json(await pool.request({ type: "thread.state", threadId, checkpoint, subgraphs, assistant: graphAssistant(t) }));
+    const s = await pool.request({ type: "thread.state", threadId, checkpoint, subgraphs, assistant: graphAssistant(t) });
+    return json(selectState(s as unknown as Record<string, unknown>, fields));
   };
+  const stateQuery = { type: "object", properties: { subgraphs: str, select: stateSelectSchema } } satisfies JsonSchema;
+  type StateQuery = { subgraphs?: string; select?: string[] };
 
   return [
     {
@@ -216,20 +221,20 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     },
     {
       method: "GET", path: "/threads/:thread_id/state", operationId: "get_thread_state", summary: "Latest state of a thread", tag: TAG,
-      params: threadParams, query: { type: "object", properties: { subgraphs: str } },
-      handler: ({ params, query, auth }) => state(auth, params.thread_id, undefined, truthy((query as { subgraphs?: string }).subgraphs)),
+      params: threadParams, query: stateQuery,
+      handler: ({ params, query, auth }) => state(auth, params.thread_id, undefined, truthy((query as StateQuery).subgraphs), (query as StateQuery).select),
     },
     {
       method: "GET", path: "/threads/:thread_id/state/:checkpoint_id", operationId: "get_thread_state_at_checkpoint", summary: "State of a thread at a checkpoint", tag: TAG,
-      params: { thread_id: "uuid", checkpoint_id: "uuid" }, query: { type: "object", properties: { subgraphs: str } },
-      handler: ({ params, query, auth }) => state(auth, params.thread_id, { checkpoint_id: params.checkpoint_id }, truthy((query as { subgraphs?: string }).subgraphs)),
+      params: { thread_id: "uuid", checkpoint_id: "uuid" }, query: stateQuery,
+      handler: ({ params, query, auth }) => state(auth, params.thread_id, { checkpoint_id: params.checkpoint_id }, truthy((query as StateQuery).subgraphs), (query as StateQuery).select),
     },
     {
       method: "POST", path: "/threads/:thread_id/state/checkpoint", operationId: "post_thread_state_at_checkpoint", summary: "State of a thread at a checkpoint (body form)", tag: TAG,
-      params: threadParams, body: body({ checkpoint: nullable(checkpointSelector), subgraphs: nullable({ type: "boolean" }) }), bodyOptional: true,
+      params: threadParams, body: body({ checkpoint: nullable(checkpointSelector), subgraphs: nullable({ type: "boolean" }), select: nullable(stateSelectSchema) }), bodyOptional: true,
       handler: ({ params, body: b, auth }) => {
-        const q = b as { checkpoint?: CheckpointSelector | null; subgraphs?: boolean | null };
-        return state(auth, params.thread_id, q.checkpoint ?? undefined, q.subgraphs ?? false);
+        const q = b as { checkpoint?: CheckpointSelector | null; subgraphs?: boolean | null; select?: string[] | null };
+        return state(auth, params.thread_id, q.checkpoint ?? undefined, q.subgraphs ?? false, q.select);
       },
     },
     {
@@ -266,11 +271,12 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "GET", path: "/threads/:thread_id/history", operationId: "get_thread_history", summary: "States a thread went through, newest first", tag: TAG,
       params: threadParams,
-      query: { type: "object", properties: { limit: { type: "integer", minimum: 1, default: 10 }, before: str } },
+      query: { type: "object", properties: { limit: { type: "integer", minimum: 1, default: 10 }, before: str, select: stateSelectSchema } },
       handler: async ({ params, query, auth }) => {
         const t = mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
-        const q = query as { limit: number; before?: string };
-        return json(await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: q.before, assistant: graphAssistant(t) }));
+        const q = query as { limit: number; before?: string; select?: string[] };
+        const states = await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: q.before, assistant: graphAssistant(t) });
+        return json(states.map((s) => selectState(s as unknown as Record<string, unknown>, q.select)));
       },
     },
     {
@@ -278,8 +284,9 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
       params: threadParams, body: historyBody, bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const t = mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
-        const q = b as { limit: number; before?: unknown; metadata?: JsonObject | null; checkpoint?: CheckpointSelector | null };
-        return json(await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: beforeId(q.before), metadata: q.metadata ?? undefined, checkpoint: q.checkpoint ?? undefined, assistant: graphAssistant(t) }));
+        const q = b as { limit: number; before?: unknown; metadata?: JsonObject | null; checkpoint?: CheckpointSelector | null; select?: string[] | null };
+        const states = await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: beforeId(q.before), metadata: q.metadata ?? undefined, checkpoint: q.checkpoint ?? undefined, assistant: graphAssistant(t) });
+        return json(states.map((s) => selectState(s as unknown as Record<string, unknown>, q.select)));
       },
     },
     ...threadStreamRoutes(app),
