@@ -19,6 +19,13 @@ export interface ShardPoolOptions {
   workers?: number;
   /** gives each shard a direct port to the webhook worker (absent: webhooks are disabled) */
   webhookPortFor?: () => MessagePort | null;
+  /**
+   * Called before the replies and run ends of a batch from a shard are handled. The HTTP thread
+   * reads LMDB through a read snapshot that lmdb-js renews only on a timer (>= 1 ms later): a read
+   * right after a worker's reply could miss the commit that reply reports. Resetting the snapshot
+   * here gives read-your-writes (seen in CI: a thread re-created by the worker read as missing).
+   */
+  onShardMessages?: () => void;
 }
 
 interface Pending {
@@ -110,6 +117,7 @@ export class ShardPool {
   }
 
   private onMessages(shard: Shard, batch: FromShard[]): void {
+    this.opts.onShardMessages?.();
     for (const m of batch) {
       switch (m.type) {
         case "reply": {

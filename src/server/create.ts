@@ -93,6 +93,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     env: { ...config.env },
     workers: opts.workers,
     webhookPortFor: config.http.disableWebhooks ? undefined : () => webhooks.connectPort(),
+    onShardMessages: () => storage.root.resetReadTxn(),
   });
 
   const app: AppContext = {
