@@ -98,7 +98,7 @@ export interface RunDone {
 export type FromShard =
   | { type: "reply"; reqId: number; ok: true; value: unknown }
   | { type: "reply"; reqId: number; ok: false; error: SerializedError }
-  | { type: "run.start"; runId: string; threadId: string; resumable: boolean; attempt: number }
+  | { type: "run.start"; runId: string; threadId: string; resumable: boolean; attempt: number; protocol: boolean }
   | { type: "run.events"; runId: string; events: RunEvent[] }
   | { type: "run.done"; done: RunDone };
 

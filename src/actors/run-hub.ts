@@ -5,6 +5,7 @@
 import { EventBuffer } from "./event-buffer.ts";
 import type { RunDone, RunEvent } from "./protocol.ts";
 import { ThreadStreamHub } from "./thread-stream-hub.ts";
+import { ProtocolHub } from "./protocol-hub.ts";
 
 export interface RunSubscriber {
   onEvent(e: RunEvent): void;
@@ -15,6 +16,8 @@ interface RunLog {
   runId: string;
   threadId: string;
   resumable: boolean;
+  /** started through the thread-centric protocol: its events go to the thread's protocol session */
+  protocol: boolean;
   /** the worker holds this run's events until a reader joins (see event-gate.ts) */
   gated: boolean;
   /** whole for a resumable run; bounded for a non-resumable one (oldest dropped first) */
@@ -64,6 +67,8 @@ export class RunHub {
 
   /** thread-level streams: every run of a thread, plus state updates published by the HTTP layer */
   readonly threads: ThreadStreamHub;
+  /** thread-centric protocol sessions (runs started by run.start / input.respond / state.fork) */
+  readonly protocol = new ProtocolHub();
 
   constructor(private readonly opts: RunHubOptions = { retentionMs: 60_000 }) {
     this.maxBytes = opts.maxBufferedBytes ?? 256 * 1024;
@@ -74,7 +79,7 @@ export class RunHub {
   private log(runId: string, threadId = ""): RunLog {
     let l = this.logs.get(runId);
     if (!l) {
-      l = { runId, threadId, resumable: false, gated: false, events: new EventBuffer(this.maxBytes), replayed: false, subscribers: new Set(), waiters: [] };
+      l = { runId, threadId, resumable: false, protocol: false, gated: false, events: new EventBuffer(this.maxBytes), replayed: false, subscribers: new Set(), waiters: [] };
       this.logs.set(runId, l);
     } else if (threadId && !l.threadId) {
       l.threadId = threadId; // created by a join or wait that named only the run
@@ -107,9 +112,11 @@ export class RunHub {
     return [...(this.gatedByThread.get(threadId) ?? [])];
   }
 
-  started(runId: string, threadId: string, resumable: boolean, attempt: number): void {
+  started(runId: string, threadId: string, resumable: boolean, attempt: number, protocol = false): void {
     const l = this.log(runId, threadId);
     this.setResumable(l, resumable);
+    l.protocol = protocol;
+    if (protocol) this.protocol.started(threadId, runId, attempt);
     if (attempt > 1) l.events.take(); // a re-executed run restarts its stream (metadata.attempt > 1)
     l.done = undefined;
     this.release(runId);
@@ -120,6 +127,7 @@ export class RunHub {
 
   events(runId: string, events: RunEvent[]): void {
     const l = this.log(runId);
+    if (l.protocol) this.protocol.publish(l.threadId, runId, events);
     // Events that arrive after the run's end are a replay of its worker buffer for a late reader
     // (run.observe raced the run's end): the run's own readers get them; thread streams only while
     // its run_end is held for them (holdThreadEnd), since otherwise they had the run_end already.
@@ -139,6 +147,8 @@ export class RunHub {
   finished(done: RunDone): void {
     const l = this.log(done.runId, done.threadId);
     l.done = done;
+    this.protocol.ended(done.threadId, done.runId, done.status); // also a queued protocol run cancelled before it started
+    if (done.threadStatus === "deleted") this.protocol.close(done.threadId);
     this.unindexGated(l); // stays gated: a late join still fetches the worker's buffer (run.observe)
     for (const s of l.subscribers) s.onDone(done);
     l.subscribers.clear();

@@ -129,7 +129,7 @@ export class ShardPool {
           break;
         }
         case "run.start":
-          this.hub.started(m.runId, m.threadId, m.resumable, m.attempt);
+          this.hub.started(m.runId, m.threadId, m.resumable, m.attempt, m.protocol);
           break;
         case "run.events":
           this.hub.events(m.runId, m.events);
@@ -178,6 +178,7 @@ export class ShardPool {
   async deleteThread(threadId: string): Promise<void> {
     await this.request({ type: "thread.delete", threadId });
     this.hub.threads.close(threadId);
+    this.hub.protocol.close(threadId);
   }
 
   /**

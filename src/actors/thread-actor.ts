@@ -5,6 +5,7 @@ import { TroupeError, notFound } from "../errors.ts";
 import type { JsonObject, RunRecord, ThreadRecord, ThreadStatus } from "../storage/records.ts";
 import { nowIso } from "../storage/records.ts";
 import { executeRun, type RunOutcome } from "./run-executor.ts";
+import { executeProtocolRun, ProtocolEventShaper, protocolEmitter } from "./protocol-run.ts";
 import { MAX_ATTEMPTS, mergeConfigs, multitaskDecision, threadStatusAfterRun } from "./lifecycle.ts";
 import type { ActorCommand, ActorReplies, CreateRunCommand } from "./protocol.ts";
 import type { ShardContext } from "./shard-context.ts";
@@ -403,21 +404,23 @@ export class ThreadActor {
     const startedAt = nowIso();
     const running: RunRecord = { ...run, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
     void s.runs.put([run.thread_id, run.run_id], running);
-    this.ctx.post({ type: "run.start", runId: run.run_id, threadId: run.thread_id, resumable: run.kwargs.resumable, attempt: running.attempt });
+    const protocol = run.kwargs.protocol === true;
+    this.ctx.post({ type: "run.start", runId: run.run_id, threadId: run.thread_id, resumable: run.kwargs.resumable, attempt: running.attempt, protocol });
 
     let seq = 0;
     const emit = (event: string, data: string) => this.ctx.emit(run.run_id, { id: seq++, event, data });
-    emit("metadata", JSON.stringify({ run_id: run.run_id, attempt: running.attempt }));
+    if (!protocol) emit("metadata", JSON.stringify({ run_id: run.run_id, attempt: running.attempt }));
 
     const stateless = run.kwargs.temporary && run.on_completion !== "keep";
     let outcome: RunOutcome;
     try {
       const graph = await this.ctx.registry.get(run.graph_id, run.kwargs.config as Record<string, unknown>, { checkpointer: !stateless, accessContext: "threads.create_run" });
       const lib = await this.ctx.registry.lib(run.graph_id);
-      outcome = await executeRun({ run: running, graph, lib, signal: abort.signal, emit });
+      outcome = await (protocol ? executeProtocolRun : executeRun)({ run: running, graph, lib, signal: abort.signal, emit });
     } catch (err) {
       const error = { error: (err as Error).name ?? "Error", message: (err as Error).message ?? String(err) };
-      emit("error", JSON.stringify(error));
+      if (protocol) new ProtocolEventShaper(protocolEmitter(emit), run.graph_id).fail(error.message);
+      else emit("error", JSON.stringify(error));
       outcome = { status: "error", rolledBack: false, error };
     }
     await this.serial(() => this.finish(running, outcome, stateless), false);

@@ -14,6 +14,7 @@ import type { AppContext } from "../server/context.ts";
 import type { Json, JsonObject, ThreadRecord, ThreadStatus } from "../storage/records.ts";
 import { threadValues, threadView } from "../storage/thread-values.ts";
 import { threadStreamRoutes } from "./thread-stream.ts";
+import { threadProtocolRoutes } from "./thread-protocol.ts";
 import { selectState, stateSelectSchema } from "./field-select.ts";
 
 const TAG = "threads";
@@ -290,5 +291,6 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
       },
     },
     ...threadStreamRoutes(app),
+    ...threadProtocolRoutes(app),
   ];
 }

@@ -57,7 +57,28 @@ export interface DeferredReply {
   onAbort?: () => void;
 }
 
-export type Reply = JsonReply | TextReply | EmptyReply | SseReply | DeferredReply;
+/** The server side of an accepted WebSocket (text frames only). */
+export interface WsConnection {
+  /** send one text frame; false once the socket is closed */
+  send(text: string): boolean;
+  /** close with a status code (4000 + HTTP status for refusals, as the SDK expects) and reason */
+  close(code: number, reason: string): void;
+}
+
+export interface WsSession {
+  onMessage(text: string): void;
+  onClose(): void;
+}
+
+/** Answer to a WebSocket upgrade request: the front end completes the handshake, then calls open. */
+export interface WebSocketReply {
+  kind: "websocket";
+  /** not sent: a handshake's response headers are uWS's own */
+  headers?: Headers;
+  open(conn: WsConnection): WsSession;
+}
+
+export type Reply = JsonReply | TextReply | EmptyReply | SseReply | DeferredReply | WebSocketReply;
 
 export type Handler<B = unknown, Q = Record<string, unknown>> = (ctx: RequestContext<B, Q>) => Reply | Promise<Reply>;
 

@@ -1,10 +1,10 @@
 // The socket front end: uWebSockets.js accepts connections on the main thread, collects the
 // body, hands a RawRequest to the Dispatcher and writes the Reply back (corked, abort-safe).
 import { createRequire } from "node:module";
-import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from "uWebSockets.js";
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket, us_socket_context_t, WebSocket } from "uWebSockets.js";
 import type { Dispatcher, RawRequest } from "./dispatch.ts";
 import { statusLine } from "./errors.ts";
-import type { Headers, Reply } from "./types.ts";
+import type { Headers, Reply, WebSocketReply, WsSession } from "./types.ts";
 
 type Uws = typeof import("uWebSockets.js");
 
@@ -33,6 +33,34 @@ export interface ListeningServer {
 export function listen(dispatcher: Dispatcher, host: string, port: number): Promise<ListeningServer> {
   const uws = loadNativeUws();
   const app: TemplatedApp = uws.App();
+  // Upgrade requests go through the same dispatcher (guards, routes); a route answers a
+  // WebSocketReply to accept. Requests without an upgrade header fall through to app.any.
+  app.ws<WsData>("/*", {
+    maxPayloadLength: dispatcher.opts.maxBodyBytes,
+    maxBackpressure: 64 * 1024 * 1024,
+    idleTimeout: 120,
+    sendPingsAutomatically: true,
+    upgrade: (res, req, context) => onUpgrade(dispatcher, res, req, context),
+    open: (ws) => {
+      const data = ws.getUserData();
+      let closed = false;
+      data.session = data.reply.open({
+        send: (text) => !closed && ws.send(text, false) !== 2,
+        close: (code, reason) => {
+          if (closed) return;
+          closed = true;
+          ws.end(code, reason.slice(0, 120));
+        },
+      });
+      data.markClosed = () => (closed = true);
+    },
+    message: (ws, message) => ws.getUserData().session?.onMessage(Buffer.from(message).toString("utf8")),
+    close: (ws) => {
+      const data = ws.getUserData();
+      data.markClosed?.();
+      data.session?.onClose();
+    },
+  });
   app.any("/*", (res, req) => onRequest(dispatcher, res, req));
   return new Promise((resolve, reject) => {
     app.listen(host, port, (socket: us_listen_socket | false) => {
@@ -43,6 +71,49 @@ export function listen(dispatcher: Dispatcher, host: string, port: number): Prom
         close: () => uws.us_listen_socket_close(socket),
       });
     });
+  });
+}
+
+interface WsData {
+  reply: WebSocketReply;
+  session?: WsSession;
+  markClosed?: () => void;
+}
+
+/**
+ * A WebSocket handshake: dispatched like any GET. A WebSocketReply completes the upgrade; any other
+ * reply is a refusal, sent (as the SDK expects) by accepting and closing at once with 4000 + its
+ * status and the detail as reason, so the client learns why instead of a bare failed handshake.
+ */
+function onUpgrade(dispatcher: Dispatcher, res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+  const headers: Record<string, string> = {};
+  req.forEach((k, v) => {
+    headers[k] = v;
+  });
+  const key = headers["sec-websocket-key"] ?? "";
+  const protocol = headers["sec-websocket-protocol"] ?? "";
+  const extensions = headers["sec-websocket-extensions"] ?? "";
+  const state: ResState = { aborted: false, done: false, onAbort: [] };
+  const raw = new UwsRawRequest("GET", req.getUrl(), req.getQuery() ?? "", headers, Buffer.from(res.getRemoteAddressAsText()).toString(), state);
+  res.onAborted(() => {
+    state.aborted = true;
+    raw.abortSignal();
+  });
+  void dispatcher.dispatch(raw).then((reply) => {
+    if (state.aborted) return;
+    const accepted: WebSocketReply =
+      reply.kind === "websocket"
+        ? reply
+        : {
+            kind: "websocket",
+            open: (conn) => {
+              const status = "status" in reply ? reply.status : 500;
+              const detail = reply.kind === "json" ? (reply.body as { detail?: unknown } | undefined)?.detail : undefined;
+              conn.close(4000 + status, typeof detail === "string" ? detail : statusLine(status));
+              return { onMessage: () => undefined, onClose: () => undefined };
+            },
+          };
+    res.cork(() => res.upgrade<WsData>({ reply: accepted }, key, protocol, extensions, context));
   });
 }
 
@@ -184,6 +255,16 @@ function writeReply(res: HttpResponse, state: ResState, reply: Reply, closeConne
       return writeSse(res, state, reply);
     case "deferred":
       return writeDeferred(res, state, reply);
+    case "websocket": {
+      // only an upgrade request (onUpgrade) can be answered with a WebSocket
+      state.done = true;
+      const body = JSON.stringify({ detail: "This endpoint needs a WebSocket upgrade request" });
+      res.cork(() => {
+        writeHead(res, 426, "application/json", { upgrade: "websocket" });
+        res.end(body, closeConnection);
+      });
+      return;
+    }
   }
 }
 

@@ -78,6 +78,8 @@ export interface RunKwargs {
   resumable: boolean;
   checkpoint_during?: boolean;
   durability?: "exit" | "async" | "sync";
+  /** started through the thread-centric protocol (run.start, input.respond, state.fork): streams protocol events */
+  protocol?: boolean;
 }
 
 export interface RunRecord {

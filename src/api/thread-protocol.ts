@@ -1,0 +1,229 @@
+// The thread-centric protocol (reference §13; SDK `client.threads.stream(...)`, useStream v2,
+// RemoteGraph.streamEvents v3). Semantics: docs/THREAD_PROTOCOL.md.
+//   POST /threads/{t}/commands       one command → one JSON envelope
+//   POST /threads/{t}/stream/events  one filtered SSE subscription (replays the session, then live)
+//   GET  /threads/{t}/stream/events  WebSocket: commands and subscription.* in, responses and events out
+import { notFound } from "../errors.ts";
+import { matchesAuthFilter } from "../auth/index.ts";
+import type { ProtocolFilter, ProtocolFrame } from "../actors/protocol-hub.ts";
+import { json, type AuthInfo, type RouteDef, type SseReply, type WebSocketReply, type WsConnection } from "../http/types.ts";
+import type { JsonSchema } from "../http/schema-types.ts";
+import type { AppContext } from "../server/context.ts";
+import { ThreadCommands, type ProtocolCommand, type ProtocolResponse } from "./protocols/thread-commands.ts";
+
+const TAG = "threads";
+/** `: heartbeat` comment interval: the SDK's idle watchdog arms itself on heartbeats */
+const HEARTBEAT_MS = 5_000;
+
+const CHANNEL_PATTERN = "^(values|updates|messages|tools|lifecycle|input|checkpoints|tasks|custom)$|^custom:.+$";
+const channel: JsonSchema = { type: "string", pattern: CHANNEL_PATTERN };
+const filterProperties: Record<string, JsonSchema> = {
+  channels: { type: "array", items: channel, minItems: 1 },
+  namespaces: { type: "array", items: { type: "array", items: { type: "string" } } },
+  depth: { type: "integer", minimum: 0 },
+};
+
+export const eventStreamRequestSchema: JsonSchema = {
+  type: "object",
+  properties: { ...filterProperties, since: { type: "integer", minimum: 0 } },
+  required: ["channels"],
+  additionalProperties: false,
+};
+
+export const commandSchema: JsonSchema = {
+  type: "object",
+  properties: { id: { type: "integer", minimum: 0 }, method: { type: "string", minLength: 1 }, params: { type: "object" } },
+  required: ["id", "method"],
+};
+
+/** The SSE frame of one protocol event: id = event_id, event = method, data = the whole event. */
+export const protocolSseFrame = (f: ProtocolFrame): string => `id: ${f.seq}\nevent: ${f.method}\ndata: ${f.data}\n\n`;
+
+function toFilter(body: { channels: string[]; namespaces?: string[][]; depth?: number }): ProtocolFilter {
+  return { channels: body.channels, ...(body.namespaces ? { namespaces: body.namespaces } : {}), ...(body.depth !== undefined ? { depth: body.depth } : {}) };
+}
+
+export function threadProtocolRoutes(app: AppContext): RouteDef<any, any>[] {
+  const hub = app.pool.hub.protocol;
+  const commands = new ThreadCommands(app);
+
+  /**
+   * 404 when the thread is hidden by the auth filter, or missing unless `missingOk` (a WebSocket
+   * opens before its first run.start creates the thread; an SSE stream is opened after it).
+   */
+  const mustReadThread = async (threadId: string, auth: AuthInfo | undefined, missingOk = false) => {
+    const filter = await app.auth?.authorize(auth, "threads:read", { thread_id: threadId });
+    const t = app.storage.threads.get(threadId);
+    if (t ? !matchesAuthFilter(filter, t.metadata) : !missingOk) throw notFound(`Thread with ID ${threadId} not found`);
+  };
+
+  const sseReply = (threadId: string, filter: ProtocolFilter, since: number | undefined): SseReply => ({
+    kind: "sse",
+    start(sink) {
+      let done = false;
+      const heartbeat = setInterval(() => void sink.write(": heartbeat\n\n"), HEARTBEAT_MS);
+      heartbeat.unref();
+      const { unsubscribe } = hub.subscribe(threadId, since, {
+        filter,
+        onEvent: (f) => void sink.write(protocolSseFrame(f)),
+        onClose: () => {
+          stop();
+          sink.end();
+        },
+      });
+      function stop() {
+        done = true;
+        clearInterval(heartbeat);
+        unsubscribe();
+      }
+      return () => {
+        if (!done) stop();
+      };
+    },
+  });
+
+  const webSocketReply = (threadId: string, headers: Record<string, string>, auth: AuthInfo | undefined): WebSocketReply => ({
+    kind: "websocket",
+    open: (conn) => new ProtocolSocket(conn, threadId, commands, app, { headers, auth }),
+  });
+
+  return [
+    {
+      method: "POST", path: "/threads/:thread_id/commands", operationId: "thread_protocol_command",
+      summary: "Thread-centric protocol: run one command (run.start, input.respond, state.get, state.listCheckpoints, state.fork, agent.getTree)", tag: TAG,
+      params: { thread_id: "uuid" }, body: commandSchema,
+      handler: async ({ params, body, headers, auth }) => json(await commands.execute(body as ProtocolCommand, { threadId: params.thread_id, headers, auth })),
+    },
+    {
+      method: "POST", path: "/threads/:thread_id/stream/events", operationId: "thread_protocol_events",
+      summary: "Thread-centric protocol: a filtered SSE event stream of the thread's current run (replayed, then live)", tag: TAG,
+      params: { thread_id: "uuid" }, body: eventStreamRequestSchema,
+      response: { status: 200, contentType: "text/event-stream" },
+      handler: async ({ params, body, auth }) => {
+        await mustReadThread(params.thread_id, auth);
+        const b = body as { channels: string[]; namespaces?: string[][]; depth?: number; since?: number };
+        return sseReply(params.thread_id, toFilter(b), b.since);
+      },
+    },
+    {
+      method: "GET", path: "/threads/:thread_id/stream/events", operationId: "thread_protocol_socket",
+      summary: "Thread-centric protocol over a WebSocket (upgrade): commands and subscription.subscribe/unsubscribe in, responses and events out", tag: TAG,
+      params: { thread_id: "uuid" },
+      handler: async ({ params, headers, auth }) => {
+        if (headers.upgrade?.toLowerCase() !== "websocket") {
+          return json({ detail: "GET /threads/{thread_id}/stream/events is a WebSocket endpoint: send an upgrade request, or POST a filter for SSE" }, 426, { upgrade: "websocket" });
+        }
+        await mustReadThread(params.thread_id, auth, true);
+        return webSocketReply(params.thread_id, headers, auth);
+      },
+    },
+  ];
+}
+
+/**
+ * One WebSocket connection: commands answered in order of arrival, subscriptions held until
+ * unsubscribed or the socket closes. An event matching several subscriptions is sent once; a new
+ * subscription gets the session's held events replayed (the SDK dedups by event_id).
+ */
+class ProtocolSocket {
+  private readonly subscriptions = new Map<string, () => void>();
+  private nextSubscription = 1;
+  private lastSentSeq = -1;
+  private closed = false;
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly conn: WsConnection,
+    private readonly threadId: string,
+    private readonly commands: ThreadCommands,
+    private readonly app: AppContext,
+    private readonly ctx: { headers: Record<string, string>; auth?: AuthInfo },
+  ) {}
+
+  onMessage(text: string): void {
+    // answered in arrival order (a subscribe sent right after run.start sees that run's session)
+    this.queue = this.queue.then(() => this.handle(text)).catch(() => undefined);
+  }
+
+  onClose(): void {
+    this.closed = true;
+    for (const unsubscribe of this.subscriptions.values()) unsubscribe();
+    this.subscriptions.clear();
+  }
+
+  private send(value: unknown): void {
+    if (!this.closed) this.conn.send(typeof value === "string" ? value : JSON.stringify(value));
+  }
+
+  private sendFrame(f: ProtocolFrame): void {
+    if (f.seq === this.lastSentSeq) return; // the same event, matched by another subscription
+    this.lastSentSeq = f.seq;
+    this.send(f.data);
+  }
+
+  private async handle(text: string): Promise<void> {
+    let cmd: unknown;
+    try {
+      cmd = JSON.parse(text);
+    } catch {
+      return this.send({ type: "error", id: null, error: "invalid_argument", message: "A command must be a JSON object {id, method, params}" });
+    }
+    const c = cmd as Partial<ProtocolCommand>;
+    if (typeof cmd !== "object" || cmd === null || !Number.isInteger(c.id) || (c.id as number) < 0 || typeof c.method !== "string") {
+      return this.send({ type: "error", id: Number.isInteger(c?.id) ? c.id : null, error: "invalid_argument", message: "A command needs id (integer >= 0) and method (string)" });
+    }
+    const command = c as ProtocolCommand;
+    if (command.params !== undefined && (typeof command.params !== "object" || command.params === null || Array.isArray(command.params))) {
+      return this.send({ type: "error", id: command.id, error: "invalid_argument", message: "params must be an object" });
+    }
+    if (command.method === "subscription.subscribe") return this.subscribe(command);
+    if (command.method === "subscription.unsubscribe") return this.unsubscribe(command);
+    const response: ProtocolResponse = await this.commands.execute(command, { threadId: this.threadId, ...this.ctx });
+    this.send(response);
+  }
+
+  private subscribe(cmd: ProtocolCommand): void {
+    const p = (cmd.params ?? {}) as { channels?: unknown; namespaces?: unknown; depth?: unknown };
+    const problem = filterProblem(p);
+    if (problem) return this.send({ type: "error", id: cmd.id, error: "invalid_argument", message: problem });
+    const id = `sub-${this.nextSubscription++}`;
+    const filter = toFilter(p as { channels: string[]; namespaces?: string[][]; depth?: number });
+    const hub = this.app.pool.hub.protocol;
+    // replayed events go out before the reply: the SDK routes them to the subscription it registered
+    // under a placeholder id while the command was in flight
+    const replay: ProtocolFrame[] = [];
+    let live = false;
+    const { unsubscribe, replayed } = hub.subscribe(this.threadId, undefined, {
+      filter,
+      onEvent: (f) => (live ? this.sendFrame(f) : replay.push(f)),
+      onClose: () => this.conn.close(4404, `Thread ${this.threadId} was deleted`),
+    });
+    for (const f of replay) this.send(f.data);
+    if (replay.length) this.lastSentSeq = Math.max(this.lastSentSeq, replay[replay.length - 1].seq);
+    live = true;
+    this.subscriptions.set(id, unsubscribe);
+    this.send({ type: "success", id: cmd.id, result: { subscription_id: id, replayed_events: replayed }, meta: { thread_id: this.threadId } });
+  }
+
+  private unsubscribe(cmd: ProtocolCommand): void {
+    const id = (cmd.params as { subscription_id?: unknown } | undefined)?.subscription_id;
+    const unsubscribe = typeof id === "string" ? this.subscriptions.get(id) : undefined;
+    if (!unsubscribe) return this.send({ type: "error", id: cmd.id, error: "no_such_subscription", message: `No subscription ${String(id)} on this connection` });
+    unsubscribe();
+    this.subscriptions.delete(id as string);
+    this.send({ type: "success", id: cmd.id, result: {}, meta: { thread_id: this.threadId } });
+  }
+}
+
+/** What is wrong with a subscribe filter (the same rules as the SSE body schema), if anything. */
+function filterProblem(p: { channels?: unknown; namespaces?: unknown; depth?: unknown }): string | undefined {
+  const re = new RegExp(CHANNEL_PATTERN);
+  if (!Array.isArray(p.channels) || p.channels.length === 0 || !p.channels.every((c) => typeof c === "string" && re.test(c))) {
+    return "params.channels must be a non-empty array of channels (values, updates, messages, tools, lifecycle, input, checkpoints, tasks, custom, custom:<name>)";
+  }
+  if (p.namespaces !== undefined && (!Array.isArray(p.namespaces) || !p.namespaces.every((ns) => Array.isArray(ns) && ns.every((s) => typeof s === "string")))) {
+    return "params.namespaces must be an array of namespaces (arrays of strings)";
+  }
+  if (p.depth !== undefined && (typeof p.depth !== "number" || !Number.isInteger(p.depth) || p.depth < 0)) return "params.depth must be an integer >= 0";
+  return undefined;
+}
