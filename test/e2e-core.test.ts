@@ -220,6 +220,18 @@ describe("threads", () => {
     expect((bad.body as { detail: { loc: unknown[] }[] }).detail[0].loc).toEqual(["query", "select", 1]);
     const badRuns = await raw(`/threads/${t.thread_id}/runs?select=nope`);
     expect(badRuns.status).toBe(422);
+
+    // searches: the SDK's select fields, anything else is a 422 naming the item
+    const found = await fx.client.threads.search({ ids: [t.thread_id], select: ["thread_id", "status"] });
+    expect(found).toEqual([{ thread_id: t.thread_id, status: "idle" }]);
+    const assistants = await fx.client.assistants.search({ graphId: "echo", select: ["assistant_id", "graph_id"] });
+    expect(assistants.every((a) => Object.keys(a).sort().join() === "assistant_id,graph_id")).toBe(true);
+    const post = (path: string, body: unknown) => raw(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    for (const path of ["/threads/search", "/assistants/search", "/runs/crons/search"]) {
+      const r = await post(path, { select: ["bogus"] });
+      expect(r.status, path).toBe(422);
+      expect((r.body as { detail: { loc: unknown[] }[] }).detail[0].loc).toEqual(["body", "select", 0]);
+    }
   });
 });
 

@@ -270,8 +270,7 @@ export class ProtocolHub {
   close(threadId: string): void {
     const s = this.sessions.get(threadId);
     if (!s) return;
-    this.sessions.delete(threadId);
-    if (s.expireTimer) clearTimeout(s.expireTimer);
+    this.drop(threadId, s);
     const listeners = [...s.listeners];
     s.listeners.clear();
     for (const l of listeners) l.onClose();

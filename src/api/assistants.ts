@@ -9,6 +9,7 @@ import { page, select, sortBy } from "../http/paging.ts";
 import type { AppContext } from "../server/context.ts";
 import { AssistantStore, type AssistantCreate, type AssistantPatch, type AssistantQuery } from "../storage/assistants.ts";
 import type { AssistantRecord, JsonObject } from "../storage/records.ts";
+import { assistantSelectSchema } from "./field-select.ts";
 
 const TAG = "assistants";
 
@@ -40,7 +41,7 @@ const assistantSearch = body({
   offset,
   sort_by: { type: "string", enum: ["assistant_id", "graph_id", "created_at", "updated_at", "name"] },
   sort_order: sortOrder,
-  select: strings,
+  select: assistantSelectSchema,
 });
 
 const boolQuery = { type: "string" } as const;

@@ -15,6 +15,7 @@ import type { CronScheduler } from "../crons/scheduler.ts";
 import { checkSchedule, checkTimezone } from "../crons/schedule.ts";
 import type { CronQuery } from "../crons/store.ts";
 import { buildCreateRun, runCreateSchema } from "./run-request.ts";
+import { cronSelectSchema } from "./field-select.ts";
 
 const TAG = "crons";
 const SORT_FIELDS = ["cron_id", "assistant_id", "thread_id", "next_run_date", "end_time", "created_at", "updated_at"] as const;
@@ -41,7 +42,7 @@ const cronSearch = body({
   offset,
   sort_by: nullable({ type: "string", enum: [...SORT_FIELDS] }),
   sort_order: nullable(sortOrder),
-  select: nullable(strings),
+  select: cronSelectSchema,
 });
 
 /** Ascending by `key`, nulls last; `desc` reverses the non-null order and keeps nulls last. */

@@ -15,7 +15,7 @@ import type { Json, JsonObject, ThreadRecord, ThreadStatus } from "../storage/re
 import { threadValues, threadView } from "../storage/thread-values.ts";
 import { threadStreamRoutes } from "./thread-stream.ts";
 import { threadProtocolRoutes } from "./thread-protocol.ts";
-import { selectState, stateSelectSchema } from "./field-select.ts";
+import { selectState, stateSelectSchema, threadSelectSchema } from "./field-select.ts";
 
 const TAG = "threads";
 const threadStatus: JsonSchema = { type: "string", enum: ["idle", "busy", "interrupted", "error"] };
@@ -51,7 +51,7 @@ const threadSearch = body({
   offset,
   sort_by: nullable({ type: "string", enum: ["thread_id", "status", "created_at", "updated_at"] }),
   sort_order: nullable(sortOrder),
-  select: nullable(strings),
+  select: threadSelectSchema,
   extract: anyValue,
 });
 
