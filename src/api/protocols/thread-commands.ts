@@ -64,6 +64,7 @@ interface RunParams {
   config?: RunnableConfigJson;
   metadata?: JsonObject;
   multitask_strategy?: MultitaskStrategy;
+  langsmith_tracer?: { project_name?: string; example_id?: string };
 }
 
 const MULTITASK: readonly MultitaskStrategy[] = ["reject", "interrupt", "rollback", "enqueue"];
@@ -90,10 +91,12 @@ function runParams(params: Record<string, unknown>): RunParams {
   if (strategy !== undefined && strategy !== null && !MULTITASK.includes(strategy as MultitaskStrategy)) {
     throw invalid(`params.multitask_strategy must be one of ${MULTITASK.join(", ")}`);
   }
+  const tracer = optionalObject(params, "langsmith_tracer");
   return {
     config: optionalObject(params, "config") as RunnableConfigJson | undefined,
     metadata: optionalObject(params, "metadata"),
     multitask_strategy: (strategy ?? undefined) as MultitaskStrategy | undefined,
+    ...(tracer ? { langsmith_tracer: tracer as RunParams["langsmith_tracer"] } : {}),
   };
 }
 
@@ -196,10 +199,15 @@ export class ThreadCommands {
     const assistantId = this.boundAssistant(t) ?? (typeof t.metadata.graph_id === "string" ? t.metadata.graph_id : undefined);
     if (!assistantId) throw invalid(`Thread ${ctx.threadId} has no assistant to resume with`);
     const command: JsonObject = { resume };
+    const rp = runParams(params);
+    if (params.strict_resume === true) {
+      // LangGraph refuses a resume that matches no pending interrupt instead of ignoring it
+      rp.config = { ...(rp.config ?? {}), configurable: { ...(rp.config?.configurable ?? {}), __pregel_strict_resume: true } };
+    }
     const update = params.update;
     if (update !== undefined && update !== null) command.update = update as Json;
     if (params.goto !== undefined && params.goto !== null) command.goto = params.goto as Json;
-    await this.createRun(ctx, { assistant_id: assistantId, command, ...runParams(params) }, { ifNotExists: false });
+    await this.createRun(ctx, { assistant_id: assistantId, command, ...rp }, { ifNotExists: false });
     // every client of the thread can stop offering these interrupts
     this.app.pool.hub.protocol.announce(ctx.threadId, "input.answered", "input", { interrupt_ids: Object.keys(resume) });
     return {};
