@@ -142,6 +142,28 @@ describe("threads and runs", () => {
   });
 });
 
+describe("thread-centric protocol", () => {
+  it("creates runs as their user and hides other users' threads from commands and streams", async () => {
+    const mine = a.threads.stream({ assistantId: "echo" });
+    await mine.run.start({ input: human("mine") });
+    await mine.values;
+    const tid = mine.threadId;
+    expect((await a.threads.get(tid)).metadata).toMatchObject({ owner: "user-a" });
+    const asB = { "content-type": "application/json", Authorization: "Bearer user-b" };
+    const st = await raw(`/threads/${tid}/commands`, { method: "POST", headers: asB, body: JSON.stringify({ id: 1, method: "state.get", params: { namespace: [] } }) });
+    expect(st.body).toMatchObject({ type: "error", error: "invalid_argument", message: expect.stringContaining("not found") });
+    const events = await raw(`/threads/${tid}/stream/events`, { method: "POST", headers: asB, body: JSON.stringify({ channels: ["values"] }) });
+    expect(events.status).toBe(404);
+    const none = await raw(`/threads/${tid}/commands`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ id: 1, method: "state.get" }) });
+    expect(none.status).toBe(401);
+    // B cannot start a run on A's thread either (the run filter hides it: run.start would create it)
+    const start = await raw(`/threads/${tid}/commands`, { method: "POST", headers: asB, body: JSON.stringify({ id: 2, method: "run.start", params: { assistant_id: "echo", input: human("theirs") } }) });
+    expect((start.body as { type: string }).type).toBe("error");
+    expect((await a.threads.getState(tid)).values).toMatchObject({ messages: [{ content: "mine" }, { content: "mine" }] });
+    await mine.close();
+  });
+});
+
 describe("assistants", () => {
   it("filters assistants by owner; a handler returning false answers 403", async () => {
     const mine = await b.assistants.create({ graphId: "echo", metadata: { team: "blue" }, name: "b's" });

@@ -68,4 +68,50 @@ describe("crash recovery", () => {
     expect(Array.isArray(events)).toBe(true);
     expect(await c2.threads.count({ status: "busy" })).toBe(0);
   });
+
+  it("re-executes a thread-centric protocol run after kill -9: its stream answers again on the new server", async () => {
+    const first = await startTestServer();
+    servers.push(first);
+    const c1 = new Client({ apiUrl: first.url, apiKey: null });
+    const thread = c1.threads.stream({ assistantId: "slow" });
+    const { run_id } = await thread.run.start({ input: { messages: [{ role: "human", content: "survive" }] }, config: { configurable: { sleep_ms: 1_500 } } });
+    if (!run_id) throw new Error("run.start answered no run_id");
+    for (let polls = 0; polls < 50 && (await c1.runs.get(thread.threadId, run_id)).status !== "running"; polls++) await new Promise((r) => setTimeout(r, 50));
+    await thread.close();
+    await first.kill();
+
+    const second = await startTestServer({ dataDir: first.dataDir });
+    servers.push(second);
+    const res = await fetch(`${second.url}/threads/${thread.threadId}/stream/events`, {
+      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ channels: ["lifecycle", "values"], namespaces: [[]], depth: 0 }),
+    });
+    expect(res.status).toBe(200);
+    const frames: { event: string; data: { params: { data: { event?: string; messages?: { content: string }[] } } } }[] = [];
+    const decoder = new TextDecoder();
+    let buf = "";
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const deadline = Date.now() + 20_000;
+    while (!frames.some((f) => f.event === "lifecycle" && f.data.params.data.event === "completed") && Date.now() < deadline) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += decoder.decode(value, { stream: true });
+      const blocks = buf.split("\n\n");
+      buf = blocks.pop() ?? "";
+      for (const b of blocks) {
+        const event = /^event: (.*)$/m.exec(b)?.[1];
+        const data = /^data: (.*)$/m.exec(b)?.[1];
+        if (event && data) frames.push({ event, data: JSON.parse(data) });
+      }
+    }
+    await reader.cancel();
+    const lifecycle = frames.filter((f) => f.event === "lifecycle").map((f) => f.data.params.data.event);
+    expect(lifecycle).toEqual(["running", "completed"]);
+    const last = frames.filter((f) => f.event === "values").at(-1)!.data.params.data.messages!;
+    expect(last.map((m) => m.content)).toEqual(["survive", "survive"]); // the slow graph echoes after its sleep
+    const c2 = new Client({ apiUrl: second.url, apiKey: null });
+    expect((await c2.runs.get(thread.threadId, run_id)).status).toBe("success");
+    expect((await c2.threads.get(thread.threadId)).status).toBe("idle");
+    await second.stop();
+    second.cleanup();
+  });
 });
