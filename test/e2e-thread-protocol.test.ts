@@ -196,7 +196,11 @@ describe("thread-centric protocol over HTTP", () => {
     expect(typeof (st.body as { meta: { applied_through_seq?: number } }).meta.applied_through_seq).toBe("number");
 
     expect((await command(tid, { id: 1, method: "nope.nothing" })).body).toMatchObject({ type: "error", id: 1, error: "unknown_command" });
-    expect((await command(tid, { id: 2, method: "run.start", params: {} })).body).toMatchObject({ type: "error", id: 2, error: "invalid_argument", message: expect.stringContaining("assistant_id") });
+    expect((await command(tid, { id: 2, method: "run.start", params: {} })).body).toMatchObject({ type: "error", id: 2, error: "invalid_argument", message: "params.assistant_id: Field required" });
+    expect((await command(tid, { id: 2, method: "state.listCheckpoints", params: { limit: 0, before: 5 } })).body).toMatchObject({
+      type: "error", error: "invalid_argument", message: "params.limit: Input should be greater than or equal to 1; params.before: Input should be a valid string",
+    });
+    expect((await command(tid, { id: 2, method: "input.respond", params: { responses: [{ response: 1 }] } })).body).toMatchObject({ error: "invalid_argument", message: "params.responses.0.interrupt_id: Field required" });
     expect((await command(tid, { id: 3, method: "run.start", params: { assistant_id: "echo", input: {} } })).body).toMatchObject({ type: "error", error: "invalid_argument", message: expect.stringContaining("bound to assistant") });
     expect((await command(tid, { id: 4, method: "run.start", params: { assistant_id: "no-such-graph" } })).body).toMatchObject({ type: "error", error: "invalid_argument" });
     expect((await command(tid, { id: 5, method: "subscription.reconnect", params: { run_id: "x" } })).body).toMatchObject({ type: "error", error: "not_supported" });
@@ -286,9 +290,14 @@ describe("thread-centric protocol over a WebSocket (raw)", () => {
     expect(await reply(3)).toMatchObject({ type: "success" });
     ws.send(JSON.stringify({ id: 4, method: "subscription.unsubscribe", params: { subscription_id: "sub-999" } }));
     expect(await reply(4)).toMatchObject({ type: "error", error: "no_such_subscription" });
+    ws.send(JSON.stringify({ id: 5, method: "subscription.subscribe", params: { channels: ["nope"] } }));
+    expect(await reply(5)).toMatchObject({ type: "error", error: "invalid_argument", message: expect.stringContaining("params.channels.0") });
+    ws.send(JSON.stringify({ id: -1, method: "state.get" }));
+    for (let i = 0; i < 100 && !messages.some((m) => m.type === "error" && String(m.message).startsWith("command.id")); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(messages.find((m) => m.type === "error" && String(m.message).startsWith("command.id"))).toMatchObject({ id: null, error: "invalid_argument" });
     ws.send("not json");
-    for (let i = 0; i < 100 && !messages.some((m) => m.id === null); i++) await new Promise((r) => setTimeout(r, 20));
-    expect(messages.find((m) => m.id === null)).toMatchObject({ type: "error", error: "invalid_argument" });
+    for (let i = 0; i < 100 && !messages.some((m) => m.id === null && String(m.message).startsWith("A command")); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(messages.find((m) => m.id === null && String(m.message).startsWith("A command"))).toMatchObject({ type: "error", error: "invalid_argument" });
     ws.close();
     await thread.close();
   });

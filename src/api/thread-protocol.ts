@@ -7,34 +7,14 @@ import { notFound } from "../errors.ts";
 import { matchesAuthFilter } from "../auth/index.ts";
 import type { ProtocolFilter, ProtocolFrame } from "../actors/protocol-hub.ts";
 import { json, type AuthInfo, type RouteDef, type SseReply, type WebSocketReply, type WsConnection } from "../http/types.ts";
-import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
-import { ThreadCommands, type ProtocolCommand, type ProtocolResponse } from "./protocols/thread-commands.ts";
+import { checkParams, ProtocolCommandError, ThreadCommands, type ProtocolCommand, type ProtocolResponse } from "./protocols/thread-commands.ts";
+import { commandSchema, eventStreamRequestSchema } from "./protocols/thread-schemas.ts";
+import { compileBody } from "../http/validation.ts";
 
 const TAG = "threads";
 /** `: heartbeat` comment interval: the SDK's idle watchdog arms itself on heartbeats */
 const HEARTBEAT_MS = 5_000;
-
-const CHANNEL_PATTERN = "^(values|updates|messages|tools|lifecycle|input|checkpoints|tasks|custom)$|^custom:.+$";
-const channel: JsonSchema = { type: "string", pattern: CHANNEL_PATTERN };
-const filterProperties: Record<string, JsonSchema> = {
-  channels: { type: "array", items: channel, minItems: 1 },
-  namespaces: { type: "array", items: { type: "array", items: { type: "string" } } },
-  depth: { type: "integer", minimum: 0 },
-};
-
-export const eventStreamRequestSchema: JsonSchema = {
-  type: "object",
-  properties: { ...filterProperties, since: { type: "integer", minimum: 0 } },
-  required: ["channels"],
-  additionalProperties: false,
-};
-
-export const commandSchema: JsonSchema = {
-  type: "object",
-  properties: { id: { type: "integer", minimum: 0 }, method: { type: "string", minLength: 1 }, params: { type: "object" } },
-  required: ["id", "method"],
-};
 
 /** The SSE frame of one protocol event: id = event_id, event = method, data = the whole event. */
 export const protocolSseFrame = (f: ProtocolFrame): string => `id: ${f.seq}\nevent: ${f.method}\ndata: ${f.data}\n\n`;
@@ -168,24 +148,26 @@ class ProtocolSocket {
     } catch {
       return this.send({ type: "error", id: null, error: "invalid_argument", message: "A command must be a JSON object {id, method, params}" });
     }
-    const c = cmd as Partial<ProtocolCommand>;
-    if (typeof cmd !== "object" || cmd === null || !Number.isInteger(c.id) || (c.id as number) < 0 || typeof c.method !== "string") {
-      return this.send({ type: "error", id: Number.isInteger(c?.id) ? c.id : null, error: "invalid_argument", message: "A command needs id (integer >= 0) and method (string)" });
+    const issues = checkEnvelope(cmd);
+    if (issues) {
+      const id = (cmd as { id?: unknown } | null)?.id;
+      return this.send({ type: "error", id: Number.isInteger(id) && (id as number) >= 0 ? id : null, error: "invalid_argument", message: issues });
     }
-    const command = c as ProtocolCommand;
-    if (command.params !== undefined && (typeof command.params !== "object" || command.params === null || Array.isArray(command.params))) {
-      return this.send({ type: "error", id: command.id, error: "invalid_argument", message: "params must be an object" });
+    const command = cmd as ProtocolCommand;
+    if (command.method === "subscription.subscribe" || command.method === "subscription.unsubscribe") {
+      try {
+        checkParams(command.method, command.params ?? {});
+      } catch (err) {
+        return this.send({ type: "error", id: command.id, error: (err as ProtocolCommandError).code, message: (err as Error).message });
+      }
+      return command.method === "subscription.subscribe" ? this.subscribe(command) : this.unsubscribe(command);
     }
-    if (command.method === "subscription.subscribe") return this.subscribe(command);
-    if (command.method === "subscription.unsubscribe") return this.unsubscribe(command);
     const response: ProtocolResponse = await this.commands.execute(command, { threadId: this.threadId, ...this.ctx });
     this.send(response);
   }
 
   private subscribe(cmd: ProtocolCommand): void {
-    const p = (cmd.params ?? {}) as { channels?: unknown; namespaces?: unknown; depth?: unknown };
-    const problem = filterProblem(p);
-    if (problem) return this.send({ type: "error", id: cmd.id, error: "invalid_argument", message: problem });
+    const p = cmd.params ?? {};
     const id = `sub-${this.nextSubscription++}`;
     const filter = toFilter(p as { channels: string[]; namespaces?: string[][]; depth?: number });
     const hub = this.app.pool.hub.protocol;
@@ -206,24 +188,19 @@ class ProtocolSocket {
   }
 
   private unsubscribe(cmd: ProtocolCommand): void {
-    const id = (cmd.params as { subscription_id?: unknown } | undefined)?.subscription_id;
-    const unsubscribe = typeof id === "string" ? this.subscriptions.get(id) : undefined;
+    const id = (cmd.params as { subscription_id: string }).subscription_id;
+    const unsubscribe = this.subscriptions.get(id);
     if (!unsubscribe) return this.send({ type: "error", id: cmd.id, error: "no_such_subscription", message: `No subscription ${String(id)} on this connection` });
     unsubscribe();
-    this.subscriptions.delete(id as string);
+    this.subscriptions.delete(id);
     this.send({ type: "success", id: cmd.id, result: {}, meta: { thread_id: this.threadId } });
   }
 }
 
-/** What is wrong with a subscribe filter (the same rules as the SSE body schema), if anything. */
-function filterProblem(p: { channels?: unknown; namespaces?: unknown; depth?: unknown }): string | undefined {
-  const re = new RegExp(CHANNEL_PATTERN);
-  if (!Array.isArray(p.channels) || p.channels.length === 0 || !p.channels.every((c) => typeof c === "string" && re.test(c))) {
-    return "params.channels must be a non-empty array of channels (values, updates, messages, tools, lifecycle, input, checkpoints, tasks, custom, custom:<name>)";
-  }
-  if (p.namespaces !== undefined && (!Array.isArray(p.namespaces) || !p.namespaces.every((ns) => Array.isArray(ns) && ns.every((s) => typeof s === "string")))) {
-    return "params.namespaces must be an array of namespaces (arrays of strings)";
-  }
-  if (p.depth !== undefined && (typeof p.depth !== "number" || !Number.isInteger(p.depth) || p.depth < 0)) return "params.depth must be an integer >= 0";
-  return undefined;
+const envelopeValidator = compileBody(commandSchema, "command");
+
+/** What is wrong with a WebSocket frame's command envelope (the HTTP route's body schema), if anything. */
+function checkEnvelope(cmd: unknown): string | undefined {
+  const issues = envelopeValidator(cmd);
+  return issues?.length ? issues.map((i) => `${i.loc.join(".")}: ${i.msg}`).join("; ") : undefined;
 }

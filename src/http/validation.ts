@@ -15,8 +15,8 @@ const queryAjv = new Ajv({ allErrors: true, strict: false, useDefaults: true, co
 
 export type Validator = (value: unknown) => ValidationIssue[] | null;
 
-export function compileBody(schema: JsonSchema): Validator {
-  return wrap(bodyAjv.compile(schema), "body");
+export function compileBody(schema: JsonSchema, where = "body"): Validator {
+  return wrap(bodyAjv.compile(schema), where);
 }
 
 export function compileQuery(schema: JsonSchema): Validator {

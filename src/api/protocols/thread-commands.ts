@@ -10,6 +10,8 @@ import type { AppContext } from "../../server/context.ts";
 import type { Json, JsonObject, MultitaskStrategy, RunnableConfigJson, ThreadRecord } from "../../storage/records.ts";
 import { uuid7 } from "../../util/ids.ts";
 import { buildCreateRun, type RunCreateBody } from "../run-request.ts";
+import { compileBody, type Validator } from "../../http/validation.ts";
+import { COMMAND_PARAMS } from "./thread-schemas.ts";
 
 export type ProtocolErrorCode =
   | "invalid_argument" | "unknown_command" | "unknown_error" | "no_such_run" | "no_such_subscription"
@@ -67,36 +69,26 @@ interface RunParams {
   langsmith_tracer?: { project_name?: string; example_id?: string };
 }
 
-const MULTITASK: readonly MultitaskStrategy[] = ["reject", "interrupt", "rollback", "enqueue"];
+const paramValidators = new Map<string, Validator>(Object.entries(COMMAND_PARAMS).map(([method, schema]) => [method, compileBody(schema, "params")]));
+
+/** Checks a command's params against its schema (thread-schemas.ts); an invalid_argument names every problem. */
+export function checkParams(method: string, params: Record<string, unknown>): void {
+  const issues = paramValidators.get(method)?.(params);
+  if (issues?.length) throw invalid(issues.map((i) => `${i.loc.join(".")}: ${i.msg}`).join("; "));
+}
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-function optionalObject(params: Record<string, unknown>, key: string): JsonObject | undefined {
-  const v = params[key];
-  if (v === undefined || v === null) return undefined;
-  if (!isObject(v)) throw invalid(`params.${key} must be an object`);
-  return v as JsonObject;
-}
-
-function namespaceOf(params: Record<string, unknown>): string[] {
-  const ns = params.namespace ?? [];
-  if (!Array.isArray(ns) || !ns.every((s) => typeof s === "string")) throw invalid("params.namespace must be an array of strings");
-  return ns as string[];
-}
-
+/** The run options of run.start / input.respond / state.fork (already checked by their schema). */
 function runParams(params: Record<string, unknown>): RunParams {
-  const strategy = params.multitask_strategy ?? params.multitaskStrategy;
-  if (strategy !== undefined && strategy !== null && !MULTITASK.includes(strategy as MultitaskStrategy)) {
-    throw invalid(`params.multitask_strategy must be one of ${MULTITASK.join(", ")}`);
-  }
-  const tracer = optionalObject(params, "langsmith_tracer");
+  const strategy = (params.multitask_strategy ?? params.multitaskStrategy ?? undefined) as MultitaskStrategy | undefined;
   return {
-    config: optionalObject(params, "config") as RunnableConfigJson | undefined,
-    metadata: optionalObject(params, "metadata"),
-    multitask_strategy: (strategy ?? undefined) as MultitaskStrategy | undefined,
-    ...(tracer ? { langsmith_tracer: tracer as RunParams["langsmith_tracer"] } : {}),
+    ...(params.config ? { config: params.config as RunnableConfigJson } : {}),
+    ...(params.metadata ? { metadata: params.metadata as JsonObject } : {}),
+    ...(strategy ? { multitask_strategy: strategy } : {}),
+    ...(params.langsmith_tracer ? { langsmith_tracer: params.langsmith_tracer as RunParams["langsmith_tracer"] } : {}),
   };
 }
 
@@ -121,6 +113,7 @@ export class ThreadCommands {
 
   private dispatch(cmd: ProtocolCommand, ctx: CommandContext): Promise<unknown> {
     const params = cmd.params ?? {};
+    checkParams(cmd.method, params);
     switch (cmd.method) {
       case "run.start": return this.runStart(params, ctx);
       case "input.respond": return this.inputRespond(params, ctx);
@@ -169,8 +162,7 @@ export class ThreadCommands {
   }
 
   private async runStart(params: Record<string, unknown>, ctx: CommandContext): Promise<{ run_id: string }> {
-    const assistantId = params.assistant_id;
-    if (typeof assistantId !== "string" || !assistantId) throw invalid("params.assistant_id is required (an assistant id or a graph id)");
+    const assistantId = params.assistant_id as string;
     const assistant = this.app.resolveAssistant(assistantId);
     const bound = this.boundAssistant(this.app.storage.threads.get(ctx.threadId));
     if (bound !== undefined && bound !== assistant.assistant_id) {
@@ -184,15 +176,12 @@ export class ThreadCommands {
 
   private async inputRespond(params: Record<string, unknown>, ctx: CommandContext): Promise<Record<string, never>> {
     const t = await this.readableThread(ctx);
-    const entries: { interrupt_id: unknown; response: unknown }[] = Array.isArray(params.responses)
-      ? (params.responses as unknown[]).map((r) => (isObject(r) ? { interrupt_id: r.interrupt_id, response: r.response } : { interrupt_id: undefined, response: undefined }))
-      : [{ interrupt_id: params.interrupt_id, response: params.response }];
-    if (entries.length === 0) throw invalid("params.responses must not be empty");
+    if (params.interrupt_id === undefined && params.responses === undefined) throw invalid("params: give interrupt_id (with response) or responses: [{interrupt_id, response}]");
+    const entries = (params.responses as { interrupt_id: string; response?: unknown }[] | undefined) ?? [{ interrupt_id: params.interrupt_id as string, response: params.response }];
     if (t.status !== "interrupted") throw invalid(`Thread ${ctx.threadId} is not interrupted (status ${t.status}): nothing to respond to`);
     const pending = new Set(Object.values(t.interrupts ?? {}).flat().map((i) => (i as { id?: string }).id).filter((id): id is string => typeof id === "string"));
     const resume: Record<string, Json> = {};
     for (const e of entries) {
-      if (typeof e.interrupt_id !== "string" || !e.interrupt_id) throw invalid("each response needs an interrupt_id (string)");
       if (!pending.has(e.interrupt_id)) throw new ProtocolCommandError("no_such_interrupt", `Interrupt ${e.interrupt_id} is not pending on thread ${ctx.threadId}`);
       resume[e.interrupt_id] = (e.response ?? null) as Json;
     }
@@ -215,24 +204,20 @@ export class ThreadCommands {
 
   private async stateGet(params: Record<string, unknown>, ctx: CommandContext): Promise<{ values: unknown; checkpoint?: { id: string; ns: string } }> {
     const t = await this.readableThread(ctx);
-    const namespace = namespaceOf(params);
-    if (namespace.length) throw new ProtocolCommandError("no_such_namespace", "state.get reads the root graph's state only (namespace [])");
-    const keys = params.keys;
-    if (keys !== undefined && (!Array.isArray(keys) || !keys.every((k) => typeof k === "string"))) throw invalid("params.keys must be an array of strings");
+    if ((params.namespace as string[] | undefined)?.length) throw new ProtocolCommandError("no_such_namespace", "state.get reads the root graph's state only (namespace [])");
+    const keys = params.keys as string[] | undefined;
     const state = await this.app.pool.request({ type: "thread.state", threadId: ctx.threadId, subgraphs: false, assistant: this.graphAssistant(t) });
     let values = state.values as unknown;
-    if (keys && isObject(values)) values = Object.fromEntries(Object.entries(values).filter(([k]) => (keys as string[]).includes(k)));
+    if (keys && isObject(values)) values = Object.fromEntries(Object.entries(values).filter(([k]) => keys.includes(k)));
     const cp = state.checkpoint as { checkpoint_id?: string; checkpoint_ns?: string } | null | undefined;
     return cp?.checkpoint_id ? { values, checkpoint: { id: cp.checkpoint_id, ns: cp.checkpoint_ns ?? "" } } : { values };
   }
 
   private async listCheckpoints(params: Record<string, unknown>, ctx: CommandContext): Promise<{ checkpoints: unknown[] }> {
     const t = await this.readableThread(ctx);
-    if (namespaceOf(params).length) throw new ProtocolCommandError("no_such_namespace", "state.listCheckpoints lists the root graph's checkpoints only (namespace [])");
-    const limit = params.limit ?? 10;
-    if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1) throw invalid("params.limit must be a positive integer");
-    const before = params.before;
-    if (before !== undefined && typeof before !== "string") throw invalid("params.before must be a checkpoint id (string)");
+    if ((params.namespace as string[] | undefined)?.length) throw new ProtocolCommandError("no_such_namespace", "state.listCheckpoints lists the root graph's checkpoints only (namespace [])");
+    const limit = (params.limit as number | undefined) ?? 10;
+    const before = params.before as string | undefined;
     const states = await this.app.pool.request({ type: "thread.history", threadId: ctx.threadId, limit, before, assistant: this.graphAssistant(t) });
     return {
       checkpoints: states.map((s) => {
@@ -252,8 +237,7 @@ export class ThreadCommands {
 
   private async fork(params: Record<string, unknown>, ctx: CommandContext): Promise<{ run_id: string; thread_id: string }> {
     const t = await this.readableThread(ctx);
-    const checkpointId = params.checkpoint_id;
-    if (typeof checkpointId !== "string" || !checkpointId) throw invalid("params.checkpoint_id is required");
+    const checkpointId = params.checkpoint_id as string;
     const assistantId = this.boundAssistant(t) ?? (typeof t.metadata.graph_id === "string" ? t.metadata.graph_id : undefined);
     if (!assistantId) throw invalid(`Thread ${ctx.threadId} has no assistant to run with`);
     const rp = runParams(params);
