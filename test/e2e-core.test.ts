@@ -227,6 +227,12 @@ describe("threads", () => {
     const assistants = await fx.client.assistants.search({ graphId: "echo", select: ["assistant_id", "graph_id"] });
     expect(assistants.every((a) => Object.keys(a).sort().join() === "assistant_id,graph_id")).toBe(true);
     const post = (path: string, body: unknown) => raw(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    // extract: aliases for paths into each thread (with select, only the named fields plus `extracted`)
+    const extracted = await fx.client.threads.search({ ids: [t.thread_id], select: ["thread_id"], extract: { last: "values.messages[-1].content", graph: "metadata.graph_id", first: "values.messages[0].type", none: "values.nope[3].x" } });
+    expect(extracted).toEqual([{ thread_id: t.thread_id, extracted: { last: "two", graph: "echo", first: "human", none: null } }]);
+    const badPath = await post("/threads/search", { extract: { x: "values..messages" } });
+    expect(badPath.status).toBe(422);
+    expect((badPath.body as { detail: { loc: unknown[] }[] }).detail[0].loc).toEqual(["body", "extract", "x"]);
     for (const path of ["/threads/search", "/assistants/search", "/runs/crons/search"]) {
       const r = await post(path, { select: ["bogus"] });
       expect(r.status, path).toBe(422);

@@ -16,6 +16,7 @@ import { threadValues, threadView } from "../storage/thread-values.ts";
 import { threadStreamRoutes } from "./thread-stream.ts";
 import { threadProtocolRoutes } from "./thread-protocol.ts";
 import { selectState, stateSelectSchema, threadSelectSchema } from "./field-select.ts";
+import { extractFields, extractSchema } from "./extract.ts";
 
 const TAG = "threads";
 const threadStatus: JsonSchema = { type: "string", enum: ["idle", "busy", "interrupted", "error"] };
@@ -52,7 +53,7 @@ const threadSearch = body({
   sort_by: nullable({ type: "string", enum: ["thread_id", "status", "created_at", "updated_at"] }),
   sort_order: nullable(sortOrder),
   select: threadSelectSchema,
-  extract: anyValue,
+  extract: extractSchema,
 });
 
 interface ThreadQuery {
@@ -145,12 +146,16 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/threads/search", operationId: "search_threads", summary: "Search threads", tag: TAG,
       body: threadSearch, bodyOptional: true,
       handler: async ({ body: b, auth }) => {
-        const q = b as ThreadQuery & { limit: number; offset: number; sort_by?: keyof ThreadRecord | null; sort_order?: "asc" | "desc" | null; select?: string[] | null };
+        const q = b as ThreadQuery & { limit: number; offset: number; sort_by?: keyof ThreadRecord | null; sort_order?: "asc" | "desc" | null; select?: string[] | null; extract?: Record<string, string> | null };
         const filter = await authorize(auth, "threads:search", { metadata: q.metadata, ids: q.ids, status: q.status, values: q.values, limit: q.limit, offset: q.offset });
         const sorted = sortBy(search(q, filter), q.sort_by ?? "created_at", q.sort_order ?? "desc");
         const p = page(sorted, q.offset, q.limit);
-        const withValues = !q.select?.length || q.select.includes("values");
-        return json(select(withValues ? p.items.map(view) : p.items, q.select ?? undefined), 200, p.headers);
+        const extract = q.extract && Object.keys(q.extract).length ? q.extract : undefined;
+        const withValues = !q.select?.length || q.select.includes("values") || extract !== undefined;
+        const threads = withValues ? p.items.map(view) : p.items;
+        const selected = select(threads, q.select ?? undefined) as Record<string, unknown>[];
+        if (extract) selected.forEach((t, i) => (t.extracted = extractFields(threads[i], extract)));
+        return json(selected, 200, p.headers);
       },
     },
     {
