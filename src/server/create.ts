@@ -28,6 +28,7 @@ import { defaultAssistantId } from "../util/ids.ts";
 import { notFound } from "../errors.ts";
 import type { AppContext } from "./context.ts";
 import type { JsonObject } from "../storage/records.ts";
+import { uiRoutes } from "../api/ui.ts";
 
 export interface ServerOptions {
   configPath: string;
@@ -130,6 +131,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   if (!config.http.disableStore) groups.push(storeRoutes(app));
   if (!config.http.disableMcp) groups.push(mcpRoutes(app)); // a2a/mcp
   if (!config.http.disableA2a) groups.push(a2aRoutes(app)); // a2a/mcp
+  if (!config.http.disableUi) groups.push(uiRoutes(app));
   // --- custom auth: authenticate after CORS and rate limits; auth errors keep the user's status ---
   if (auth) {
     dispatcher.addGuard(customAuthGuard(auth));
