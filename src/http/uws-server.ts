@@ -38,6 +38,9 @@ export function listen(dispatcher: Dispatcher, host: string, port: number): Prom
   app.ws<WsData>("/*", {
     maxPayloadLength: dispatcher.opts.maxBodyBytes,
     maxBackpressure: 64 * 1024 * 1024,
+    // a client that cannot keep up is disconnected rather than silently missing events: it
+    // reconnects and subscribes again, and the thread's buffer is replayed
+    closeOnBackpressureLimit: 1,
     idleTimeout: 120,
     sendPingsAutomatically: true,
     upgrade: (res, req, context) => onUpgrade(dispatcher, res, req, context),
