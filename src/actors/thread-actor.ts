@@ -181,6 +181,7 @@ export class ThreadActor {
     }
     s.threads.remove(this.threadId);
     s.threadValues.remove(this.threadId);
+    s.threadTtl.remove(this.threadId);
   }
 
   private async copyThread(newThreadId: string): Promise<ThreadRecord> {

@@ -22,12 +22,22 @@ const TAG = "threads";
 const threadStatus: JsonSchema = { type: "string", enum: ["idle", "busy", "interrupted", "error"] };
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
 
+/** `ttl` of a thread (SDK): minutes, or {ttl: minutes, strategy: "delete"}; null removes it (src/ttl/thread-sweeper.ts). */
+const ttlSchema: JsonSchema = {
+  anyOf: [
+    { type: "number", minimum: 0 },
+    { type: "object", properties: { ttl: { type: "number", minimum: 0 }, strategy: { type: "string", enum: ["delete"] } }, required: ["ttl"] },
+    { type: "null" },
+  ],
+};
+type TtlParam = number | { ttl: number; strategy?: "delete" } | null | undefined;
+
 const threadCreate = body({
   thread_id: uuid,
   metadata: nullable(object),
   if_exists: nullable({ type: "string", enum: ["raise", "do_nothing"] }),
   graph_id: nullable(str),
-  ttl: anyValue,
+  ttl: ttlSchema,
   supersteps: nullable({
     type: "array",
     items: {
@@ -94,6 +104,12 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
   const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
   /** the API view of a thread: the record plus its state values */
   const view = (t: ThreadRecord) => threadView(storage, t);
+  /** Stores (or with null, removes) a thread's own TTL in minutes; committed before the reply. */
+  const setTtl = async (threadId: string, ttl: TtlParam): Promise<void> => {
+    const minutes = ttl === null || ttl === undefined ? undefined : typeof ttl === "number" ? ttl : ttl.ttl;
+    if (minutes !== undefined) await storage.threadTtl.put(threadId, minutes);
+    else if (storage.threadTtl.doesExist(threadId)) await storage.threadTtl.remove(threadId);
+  };
   const search = (q: ThreadQuery, filter: AuthFilter | undefined): ThreadRecord[] => {
     const out: ThreadRecord[] = [];
     const consider = (t: ThreadRecord) => {
@@ -139,7 +155,10 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
         const filter = await authorize(auth, "threads:create", created);
         const existing = storage.threads.get(threadId);
         if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict(`Thread ${threadId} already exists`);
-        return json(view(await pool.request({ type: "thread.create", threadId, metadata: asMetadata(created.metadata), ifExists: c.if_exists ?? "raise", supersteps: c.supersteps ?? undefined })));
+        const thread = await pool.request({ type: "thread.create", threadId, metadata: asMetadata(created.metadata), ifExists: c.if_exists ?? "raise", supersteps: c.supersteps ?? undefined });
+        // a new thread takes the request's ttl (none: the config default, if any); an existing one keeps its own
+        if (!existing) await setTtl(threadId, (b as { ttl?: TtlParam }).ttl ?? null);
+        return json(view(thread));
       },
     },
     {
@@ -195,11 +214,14 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     },
     {
       method: "PATCH", path: "/threads/:thread_id", operationId: "patch_thread", summary: "Merge metadata into a thread", tag: TAG,
-      params: threadParams, body: body({ metadata: object, ttl: anyValue }), bodyOptional: true,
+      params: threadParams, body: body({ metadata: object, ttl: ttlSchema }), bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const patch = { thread_id: params.thread_id, metadata: (b as { metadata?: JsonObject }).metadata ?? {} };
         mustThread(params.thread_id, await authorize(auth, "threads:update", patch));
-        return json(view(await pool.request({ type: "thread.patch", threadId: params.thread_id, metadata: asMetadata(patch.metadata) })));
+        const thread = await pool.request({ type: "thread.patch", threadId: params.thread_id, metadata: asMetadata(patch.metadata) });
+        const ttl = (b as { ttl?: TtlParam }).ttl;
+        if (ttl !== undefined) await setTtl(params.thread_id, ttl);
+        return json(view(thread));
       },
     },
     {

@@ -29,6 +29,7 @@ import { notFound } from "../errors.ts";
 import type { AppContext } from "./context.ts";
 import type { JsonObject } from "../storage/records.ts";
 import { uiRoutes } from "../api/ui.ts";
+import { ThreadTtlSweeper } from "../ttl/thread-sweeper.ts";
 
 export interface ServerOptions {
   configPath: string;
@@ -141,6 +142,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   for (const g of groups) dispatcher.add(...g);
 
   await crons?.start(); // crons
+  const ttl = config.checkpointer.ttl;
+  const threadTtl = new ThreadTtlSweeper(storage, pool, {
+    defaultTtlMinutes: ttl.defaultTtlMinutes, strategy: ttl.strategy, sweepIntervalMinutes: ttl.sweepIntervalMinutes, sweepLimit: ttl.sweepLimit,
+  });
+  threadTtl.start();
 
   const host = opts.host ?? "127.0.0.1";
   const server = await listen(dispatcher, host, opts.port ?? 8123);
@@ -156,6 +162,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       if (closed) return;
       closed = true;
       stopIdleGc();
+      threadTtl.stop();
       server.close();
       await crons?.stop(); // crons: before the pool, so in-flight ticks finish creating their runs
       await pool.close(graceMs);

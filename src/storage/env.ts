@@ -57,6 +57,8 @@ export interface Storage {
   /** key [assistant_id, version] */
   assistantVersions: Database<AssistantVersionRecord, [string, number]>;
   threads: Database<ThreadRecord, string>;
+  /** thread_id -> time to live in minutes, set by `ttl` on create/update (src/ttl/thread-sweeper.ts) */
+  threadTtl: Database<number, string>;
   /** thread_id -> JSON text of the thread's latest state values (absent: none yet) */
   threadValues: Database<string, string>;
   /** key [thread_id, run_id]; run ids are UUID v7 so a thread's runs iterate in creation order */
@@ -117,6 +119,7 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     assistants: db("assistants"),
     assistantVersions: db("assistant_versions"),
     threads: db("threads"),
+    threadTtl: db("thread_ttl"),
     threadValues: root.openDB<string, string>({ name: "thread_values", encoding: "string" }),
     runs: db("runs"),
     runThread: db("run_thread"),

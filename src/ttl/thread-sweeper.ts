@@ -1,0 +1,87 @@
+// Thread time-to-live (config `checkpointer.ttl`, and `ttl` on thread create/update): a thread not
+// updated for its TTL (minutes since `updated_at`, which runs and state updates move) is deleted
+// — or, for the config's default TTL with strategy `keep_latest`, pruned to its latest
+// checkpoint. Runs on the HTTP thread every `sweep_interval_minutes`, at most `sweep_limit`
+// threads per sweep; busy threads wait for a later sweep. Deletion and pruning go through the
+// threads' actors like the API's own.
+import type { ShardPool } from "../actors/shard-pool.ts";
+import type { Storage } from "../storage/env.ts";
+
+export interface ThreadTtlOptions {
+  /** TTL of threads without their own; null: only threads given a `ttl` expire */
+  defaultTtlMinutes: number | null;
+  /** what the default TTL does; a thread's own `ttl` always deletes (the SDK's only strategy) */
+  strategy: "delete" | "keep_latest";
+  sweepIntervalMinutes: number;
+  sweepLimit: number;
+}
+
+const CHUNK = 256;
+
+export class ThreadTtlSweeper {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> | undefined;
+  /** keep_latest: threads pruned at this updated_at (pruning again changes nothing) */
+  private readonly prunedAt = new Map<string, string>();
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly pool: Pick<ShardPool, "deleteThread" | "request">,
+    private readonly opts: ThreadTtlOptions,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => {
+      this.running ??= this.sweep().catch((err: unknown) => console.error(`[troupe] thread TTL sweep failed: ${(err as Error).message}`)).finally(() => (this.running = undefined));
+    }, this.opts.sweepIntervalMinutes * 60_000);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  /** One sweep: returns how many threads it deleted and pruned. */
+  async sweep(): Promise<{ deleted: number; pruned: number }> {
+    const done = { deleted: 0, pruned: 0 };
+    const everyThread = this.opts.defaultTtlMinutes !== null;
+    let after: string | undefined;
+    for (;;) {
+      this.storage.root.resetReadTxn();
+      const range = { ...(after === undefined ? {} : { start: after, exclusiveStart: true }), limit: CHUNK };
+      const ids = everyThread ? Array.from(this.storage.threads.getKeys(range)) : Array.from(this.storage.threadTtl.getKeys(range));
+      for (const threadId of ids) {
+        if (done.deleted + done.pruned >= this.opts.sweepLimit) return done;
+        const action = this.due(threadId);
+        if (action === "delete") {
+          await this.pool.deleteThread(threadId).catch(() => undefined); // gone meanwhile, or busy again: next sweep
+          done.deleted++;
+        } else if (action === "prune") {
+          const t = this.storage.threads.get(threadId);
+          await this.pool.request({ type: "thread.prune_history", threadId }).catch(() => undefined);
+          if (t) this.prunedAt.set(threadId, t.updated_at);
+          done.pruned++;
+        }
+      }
+      if (ids.length < CHUNK) return done;
+      after = ids[ids.length - 1];
+      await new Promise((r) => setImmediate(r)); // let requests in between chunks
+    }
+  }
+
+  private due(threadId: string): "delete" | "prune" | undefined {
+    const thread = this.storage.threads.get(threadId);
+    const own = this.storage.threadTtl.get(threadId);
+    if (thread === undefined) {
+      this.prunedAt.delete(threadId);
+      if (own !== undefined) void this.storage.threadTtl.remove(threadId); // left by a crash between deletes
+      return undefined;
+    }
+    const minutes = own ?? this.opts.defaultTtlMinutes;
+    if (minutes === null || thread.status === "busy") return undefined;
+    if (Date.parse(thread.updated_at) + minutes * 60_000 > this.now()) return undefined;
+    if (own !== undefined || this.opts.strategy === "delete") return "delete";
+    return this.prunedAt.get(threadId) === thread.updated_at ? undefined : "prune";
+  }
+}
