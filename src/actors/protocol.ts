@@ -129,6 +129,15 @@ export interface ShardTask {
   graphs: GraphSpecLite[];
   /** env vars from the config, applied in the worker before graphs load */
   env: Record<string, string>;
+  /** store item TTLs (config `store.ttl`) as the graphs' store applies them */
+  storeTtl?: StoreTtlOptions;
+}
+
+export interface StoreTtlOptions {
+  /** TTL of items written without one (graphs always write without one); null: none */
+  defaultTtlMinutes: number | null;
+  /** reads (get, search) push an item's expiry out by its TTL again */
+  refreshOnRead: boolean;
 }
 
 export interface GraphSpecLite {

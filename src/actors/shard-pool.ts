@@ -6,7 +6,7 @@ import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { availableParallelism } from "node:os";
 import { Piscina } from "piscina";
 import { deserializeError, TroupeError } from "../errors.ts";
-import type { ActorCommand, ActorReplies, CreateRunCommand, FromShard, GraphSpecLite, ShardTask } from "./protocol.ts";
+import type { ActorCommand, ActorReplies, CreateRunCommand, FromShard, GraphSpecLite, ShardTask, StoreTtlOptions } from "./protocol.ts";
 import type { RunRecord } from "../storage/records.ts";
 import { RunHub } from "./run-hub.ts";
 import { shardOf } from "./sharding.ts";
@@ -16,6 +16,7 @@ export interface ShardPoolOptions {
   dataDir: string;
   graphs: GraphSpecLite[];
   env: Record<string, string>;
+  storeTtl?: StoreTtlOptions;
   workers?: number;
   /** gives each shard a direct port to the webhook worker (absent: webhooks are disabled) */
   webhookPortFor?: () => MessagePort | null;
@@ -82,6 +83,7 @@ export class ShardPool {
       dataDir: this.opts.dataDir,
       graphs: this.opts.graphs,
       env: this.opts.env,
+      storeTtl: this.opts.storeTtl,
     };
     const transferList = webhookPort ? [port2, webhookPort] : [port2];
     const shard: Shard = {

@@ -1,7 +1,8 @@
 // Store routes (reference §9): the long-term memory store over HTTP. Same LMDB records the
 // graphs read and write through `config.store`, so items written by a run show up here.
-// The SDK also sends `index`, `ttl` (put) and `refresh_ttl` (get, search): accepted and ignored,
-// since this store has neither a vector index nor TTLs.
+// Item TTLs: `ttl` on put (minutes; null = none; absent = config store.ttl.default_ttl) and
+// `refresh_ttl` on get/search (absent = store.ttl.refresh_on_read) — src/storage/store-ttl.ts.
+// The SDK also sends `index`: accepted and ignored, this store has no vector index.
 import type { MatchCondition } from "@langchain/langgraph-checkpoint";
 import { empty, json, type RouteDef } from "../http/types.ts";
 import { anyValue, body, limit, nullable, object, offset, str, strings } from "../http/schemas/common.ts";
@@ -13,16 +14,16 @@ import { StoreAccess } from "../auth/index.ts";
 
 const TAG = "store";
 
-const itemPut = body({ namespace: strings, key: str, value: object, index: anyValue, ttl: anyValue }, ["namespace", "key", "value"]);
+const itemPut = body({ namespace: strings, key: str, value: object, index: anyValue, ttl: { type: ["number", "null"], minimum: 0 } }, ["namespace", "key", "value"]);
 const itemDelete = body({ namespace: strings, key: str }, ["key"]);
-const itemQuery = { type: "object", properties: { namespace: str, key: str, refresh_ttl: anyValue }, required: ["key"] };
+const itemQuery = { type: "object", properties: { namespace: str, key: str, refresh_ttl: { type: "boolean" } }, required: ["key"] };
 const itemSearch = body({
   namespace_prefix: strings,
   filter: nullable(object),
   limit: limit(1000, 10),
   offset,
   query: nullable(str),
-  refresh_ttl: anyValue,
+  refresh_ttl: { type: ["boolean", "null"] },
 }, ["namespace_prefix"]);
 const namespaceList = body({
   prefix: nullable(strings),
@@ -44,13 +45,14 @@ function checkNamespace(ns: string[], loc: string[], required: boolean): void {
 }
 
 export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
+  const ttl = app.config.store.ttl;
   // Loaded on the first store request: LmdbStore extends LangGraph's BaseStore, and importing it
   // pulls @langchain/core (~470 modules, ~45 MB of heap) into the HTTP thread, which needs none
   // of it otherwise.
   let loaded: Promise<{ store: LmdbStore; access: StoreAccess }> | undefined;
   const load = () =>
     (loaded ??= import("../storage/store.ts").then(({ LmdbStore }) => {
-      const store = new LmdbStore(app.storage);
+      const store = new LmdbStore(app.storage, { defaultTtlMinutes: ttl.defaultTtlMinutes, refreshOnRead: ttl.refreshOnRead });
       /** custom auth's store:* events; a pass-through for unauthenticated requests */
       return { store, access: new StoreAccess(app.auth, store) };
     }).catch((err: unknown) => {
@@ -64,9 +66,9 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
       body: itemPut,
       handler: async ({ body: b, auth }) => {
         const { store, access } = await load();
-        const { namespace, key, value } = b as { namespace: string[]; key: string; value: JsonObject };
+        const { namespace, key, value, ttl: minutes } = b as { namespace: string[]; key: string; value: JsonObject; ttl?: number | null };
         checkNamespace(namespace, ["body", "namespace"], true);
-        await store.write([await access.put(auth, { namespace, key, value })]);
+        await store.write([await access.put(auth, { namespace, key, value })], minutes);
         return empty(204);
       },
     },
@@ -74,11 +76,13 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "GET", path: "/store/items", operationId: "get_item", summary: "Get an item (null when absent)", tag: TAG,
       query: itemQuery,
       handler: async ({ query, auth }) => {
-        const { access } = await load();
-        const q = query as { namespace?: string; key: string };
+        const { store, access } = await load();
+        const q = query as { namespace?: string; key: string; refresh_ttl?: boolean };
         const namespace = q.namespace ? q.namespace.split(".") : [];
         checkNamespace(namespace, ["query", "namespace"], false);
-        return json(await access.get(auth, { namespace, key: q.key }));
+        const item = await access.get(auth, { namespace, key: q.key });
+        if (item && (q.refresh_ttl ?? ttl.refreshOnRead)) store.refresh([item]);
+        return json(item);
       },
     },
     {
@@ -96,8 +100,8 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/store/items/search", operationId: "search_items", summary: "Search items under a namespace prefix", tag: TAG,
       body: itemSearch,
       handler: async ({ body: b, auth }) => {
-        const { access } = await load();
-        const q = b as { namespace_prefix: string[]; filter?: JsonObject | null; limit: number; offset: number; query?: string | null };
+        const { store, access } = await load();
+        const q = b as { namespace_prefix: string[]; filter?: JsonObject | null; limit: number; offset: number; query?: string | null; refresh_ttl?: boolean | null };
         checkNamespace(q.namespace_prefix, ["body", "namespace_prefix"], false);
         const items = await access.search(auth, {
           namespacePrefix: q.namespace_prefix,
@@ -106,6 +110,7 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
           offset: q.offset,
           query: q.query ?? undefined,
         });
+        if (q.refresh_ttl ?? ttl.refreshOnRead) store.refresh(items);
         return json({ items });
       },
     },

@@ -30,6 +30,7 @@ import type { AppContext } from "./context.ts";
 import type { JsonObject } from "../storage/records.ts";
 import { uiRoutes } from "../api/ui.ts";
 import { ThreadTtlSweeper } from "../ttl/thread-sweeper.ts";
+import { startStoreTtlSweep } from "../ttl/store-sweeper.ts";
 
 export interface ServerOptions {
   configPath: string;
@@ -93,6 +94,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     dataDir: opts.dataDir,
     graphs: config.graphs.map((g) => ({ graphId: g.graphId, filePath: g.filePath, exportName: g.exportName })),
     env: { ...config.env },
+    storeTtl: { defaultTtlMinutes: config.store.ttl.defaultTtlMinutes, refreshOnRead: config.store.ttl.refreshOnRead },
     workers: opts.workers,
     webhookPortFor: config.http.disableWebhooks ? undefined : () => webhooks.connectPort(),
     onShardMessages: () => storage.root.resetReadTxn(),
@@ -147,6 +149,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     defaultTtlMinutes: ttl.defaultTtlMinutes, strategy: ttl.strategy, sweepIntervalMinutes: ttl.sweepIntervalMinutes, sweepLimit: ttl.sweepLimit,
   });
   threadTtl.start();
+  const storeSweepInterval = config.store.ttl.sweepIntervalMinutes;
+  const stopStoreSweep = storeSweepInterval === null ? () => undefined : startStoreTtlSweep(storage, storeSweepInterval);
 
   const host = opts.host ?? "127.0.0.1";
   const server = await listen(dispatcher, host, opts.port ?? 8123);
@@ -163,6 +167,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       closed = true;
       stopIdleGc();
       threadTtl.stop();
+      stopStoreSweep();
       server.close();
       await crons?.stop(); // crons: before the pool, so in-flight ticks finish creating their runs
       await pool.close(graceMs);

@@ -57,6 +57,8 @@ export interface Storage {
   /** key [assistant_id, version] */
   assistantVersions: Database<AssistantVersionRecord, [string, number]>;
   threads: Database<ThreadRecord, string>;
+  /** store item key [namespace joined by NUL, key] -> its TTL and when it expires (store.ts) */
+  storeTtl: Database<{ minutes: number; expiresAt: number }, [string, string]>;
   /** thread_id -> time to live in minutes, set by `ttl` on create/update (src/ttl/thread-sweeper.ts) */
   threadTtl: Database<number, string>;
   /** thread_id -> JSON text of the thread's latest state values (absent: none yet) */
@@ -120,6 +122,7 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     assistantVersions: db("assistant_versions"),
     threads: db("threads"),
     threadTtl: db("thread_ttl"),
+    storeTtl: db("store_ttl"),
     threadValues: root.openDB<string, string>({ name: "thread_values", encoding: "string" }),
     runs: db("runs"),
     runThread: db("run_thread"),

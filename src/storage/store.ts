@@ -7,6 +7,8 @@ import {
 } from "@langchain/langgraph-checkpoint";
 import { TroupeError } from "../errors.ts";
 import type { Storage } from "./env.ts";
+import type { StoreTtlOptions } from "../actors/protocol.ts";
+import { itemExpired, refreshItemTtls } from "./store-ttl.ts";
 import type { JsonObject, StoreItemRecord } from "./records.ts";
 import { nowIso } from "./records.ts";
 
@@ -41,8 +43,19 @@ export function toItem(r: StoreItemRecord): Item {
  * `query` needs a vector index, which this store does not have: it is ignored (no `score`).
  */
 export class LmdbStore extends BaseStore {
-  constructor(private readonly s: Storage) {
+  private readonly ttl: StoreTtlOptions;
+
+  /**
+   * `ttl`: item TTLs (config `store.ttl`). An item with a TTL is hidden from reads once it expired
+   * and removed by sweep(); reads may push its expiry out again (refreshOnRead, or `refresh_ttl`).
+   */
+  constructor(private readonly s: Storage, ttl?: StoreTtlOptions) {
     super();
+    this.ttl = ttl ?? { defaultTtlMinutes: null, refreshOnRead: false };
+  }
+
+  private expired(k: StoreKey, now: number): boolean {
+    return itemExpired(this.s, k, now);
   }
 
   /**
@@ -57,9 +70,12 @@ export class LmdbStore extends BaseStore {
         puts.set(JSON.stringify(keyOf(op.namespace, op.key)), op);
         results[i] = undefined;
       } else if ("namespacePrefix" in op) {
-        results[i] = this.searchRecords(op).map((r): SearchItem => toItem(r));
+        const found = this.searchRecords(op);
+        if (this.ttl.refreshOnRead) this.refresh(found);
+        results[i] = found.map((r): SearchItem => toItem(r));
       } else if ("key" in op) {
         const r = this.getRecord((op as GetOperation).namespace, op.key);
+        if (r && this.ttl.refreshOnRead) this.refresh([r]);
         results[i] = r ? toItem(r) : null;
       } else {
         results[i] = this.namespaces(op);
@@ -72,18 +88,26 @@ export class LmdbStore extends BaseStore {
   /** Wire shape of one item, or null. */
   getRecord(namespace: readonly string[], key: string): StoreItemRecord | null {
     this.s.root.resetReadTxn();
-    return this.s.store.get(keyOf(namespace, key)) ?? null;
+    const k = keyOf(namespace, key);
+    const r = this.s.store.get(k);
+    return r === undefined || this.expired(k, Date.now()) ? null : r;
   }
 
-  /** Upserts (value = object) and deletes (value = null) in one transaction; resolves after commit. */
-  async write(ops: readonly PutOperation[]): Promise<void> {
+  /**
+   * Upserts (value = object) and deletes (value = null) in one transaction; resolves after commit.
+   * `ttlMinutes`: the items' TTL; null for none; undefined for the configured default.
+   */
+  async write(ops: readonly PutOperation[], ttlMinutes?: number | null): Promise<void> {
     for (const op of ops) if (op.value !== null) checkNamespace(op.namespace);
     const now = nowIso();
+    const minutes = ttlMinutes === undefined ? this.ttl.defaultTtlMinutes : ttlMinutes;
+    const expiresAt = minutes === null ? 0 : Date.parse(now) + minutes * 60_000;
     await this.s.root.transaction(() => {
       for (const op of ops) {
         const k = keyOf(op.namespace, op.key);
         if (op.value === null) {
           this.s.store.remove(k);
+          this.s.storeTtl.remove(k);
           continue;
         }
         const prev = this.s.store.get(k);
@@ -94,8 +118,15 @@ export class LmdbStore extends BaseStore {
           created_at: prev?.created_at ?? now,
           updated_at: now,
         });
+        if (minutes === null) this.s.storeTtl.remove(k);
+        else this.s.storeTtl.put(k, { minutes, expiresAt });
       }
     });
+  }
+
+  /** Pushes the expiry of these items (those with a TTL) out by their TTL again; not awaited by readers. */
+  refresh(records: readonly StoreItemRecord[]): void {
+    refreshItemTtls(this.s, records.map((r) => keyOf(r.namespace, r.key)));
   }
 
   /** Wire shape of matching items: a range scan of the namespace prefix, stopping at offset + limit. */
@@ -106,9 +137,12 @@ export class LmdbStore extends BaseStore {
     if (limit <= 0) return out;
     this.s.root.resetReadTxn();
     let skipped = 0;
-    for (const { value } of this.s.store.getRange(subtree(op.namespacePrefix))) {
+    const now = Date.now();
+    const anyTtl = this.s.storeTtl.getKeysCount({ limit: 1 }) > 0;
+    for (const { key, value } of this.s.store.getRange(subtree(op.namespacePrefix))) {
       if (!hasPrefix(value.namespace, op.namespacePrefix)) continue;
       if (op.filter && !matchesFilter(value.value, op.filter)) continue;
+      if (anyTtl && this.expired(key as StoreKey, now)) continue;
       if (skipped < offset) {
         skipped++;
         continue;

@@ -1,6 +1,7 @@
-// Thread TTL end to end: `ttl` on thread create/update and the config's `checkpointer.ttl`
-// (default_ttl with strategy delete / keep_latest), swept by a server whose sweep interval is
-// shortened to 0.3 s. TTLs are fractional minutes here (0.005 min = 0.3 s).
+// TTLs end to end: threads (`ttl` on create/update, the config's `checkpointer.ttl` with strategy
+// delete / keep_latest) and store items (`ttl` on put, `refresh_ttl` on reads, `store.ttl`), swept
+// by servers whose sweep interval is shortened to 0.3 s. TTLs are fractional minutes here
+// (0.005 min = 0.3 s).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,11 +20,12 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function serverWith(ttl: Record<string, unknown>): Promise<{ server: TestServer; client: Client }> {
+async function serverWith(ttl: Record<string, unknown>, storeTtl?: Record<string, unknown>): Promise<{ server: TestServer; client: Client }> {
   const config = join(dir, `service-${servers.length}.json`);
   writeFileSync(config, JSON.stringify({
-    graphs: { echo: join(REPO, "examples/echo.ts:graph"), slow: join(REPO, "examples/slow.ts:graph") },
+    graphs: { echo: join(REPO, "examples/echo.ts:graph"), slow: join(REPO, "examples/slow.ts:graph"), store_graph: join(REPO, "test/fixtures/graphs/store_graph.ts:graph") },
     checkpointer: { ttl: { sweep_interval_minutes: 0.005, ...ttl } },
+    ...(storeTtl ? { store: { ttl: storeTtl } } : {}),
   }));
   const server = await startTestServer({ config });
   servers.push(server);
@@ -84,5 +86,42 @@ describe("thread TTL", () => {
     const t = await client.threads.create();
     await client.runs.wait(t.thread_id, "echo", { input: human("bye") });
     expect(await gone(client, t.thread_id, 5_000)).toBe(true);
+  });
+});
+
+describe("store item TTL", () => {
+  it("hides and then removes items past their ttl, keeps items read with refresh_ttl alive, ttl null never expires", async () => {
+    const { server, client } = await serverWith({}, { default_ttl: 0.005, refresh_on_read: false, sweep_interval_minutes: 0.005 });
+    const ns = ["ttl", "items"];
+    await client.store.putItem(ns, "short", { v: 1 }, { ttl: 0.005 });
+    await client.store.putItem(ns, "default", { v: 2 }); // the config's default_ttl
+    await client.store.putItem(ns, "forever", { v: 3 }, { ttl: null });
+    await client.store.putItem(ns, "kept", { v: 4 }, { ttl: 0.01 }); // 0.6 s, refreshed by reads
+    expect((await client.store.getItem(ns, "short"))?.value).toEqual({ v: 1 });
+    for (let i = 0; i < 6; i++) {
+      await sleep(200);
+      expect((await client.store.getItem(ns, "kept", { refreshTtl: true }))?.value).toEqual({ v: 4 });
+    }
+    expect(await client.store.getItem(ns, "short")).toBeNull();
+    expect(await client.store.getItem(ns, "default")).toBeNull();
+    const { items } = await client.store.searchItems(ns, { limit: 10 });
+    expect(items.map((i) => i.key).sort()).toEqual(["forever", "kept"]);
+    await sleep(1_200); // no more refreshes: "kept" expires too, and the sweep removes what expired
+    expect(await client.store.getItem(ns, "kept")).toBeNull();
+    expect((await client.store.getItem(ns, "forever"))?.value).toEqual({ v: 3 });
+    expect((await client.store.listNamespaces({ prefix: ["ttl"] })).namespaces).toEqual([ns]); // only "forever" is left under it
+    await client.store.deleteItem(ns, "forever");
+    expect((await client.store.listNamespaces({ prefix: ["ttl"] })).namespaces).toEqual([]);
+
+    // a graph's writes (in an actor worker) get the default TTL too
+    const t = await client.threads.create();
+    expect(await client.runs.wait(t.thread_id, "store_graph", { input: {} })).toEqual({ count: 1 });
+    expect((await client.store.getItem(["counters"], t.thread_id))?.value).toEqual({ count: 1 });
+    await sleep(800);
+    expect(await client.store.getItem(["counters"], t.thread_id)).toBeNull();
+    expect(await client.runs.wait(t.thread_id, "store_graph", { input: {} })).toEqual({ count: 1 }); // the graph no longer sees it either
+
+    const bad = await rawRequest(server.url, "/store/items", { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify({ namespace: ns, key: "x", value: {}, ttl: -1 }) });
+    expect(bad.status).toBe(422);
   });
 });
