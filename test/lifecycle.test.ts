@@ -70,6 +70,23 @@ describe("run hub", () => {
     expect(replayed).toEqual([0, 1, -1]);
   });
 
+  it("holds a run's events from its interrupt chunk on until the run's end (the thread is interrupted by then)", () => {
+    const hub = new RunHub({ retentionMs: 1000 });
+    const seen: string[] = [];
+    hub.threads.subscribe("t", undefined, { modes: new Set(["run_modes", "lifecycle"]), onEvent: (e) => seen.push(`thread:${e.event}`), onClose: () => undefined });
+    hub.expect("r", "t", false);
+    hub.started("r", "t", false, 1);
+    hub.subscribe("r", "start", { onEvent: (e) => seen.push(`run:${e.event}`), onDone: () => seen.push("run:done") });
+    hub.events("r", [{ id: 0, event: "values", data: '{"messages":[]}' }, { id: 1, event: "updates", data: '{"__interrupt__":[{"id":"i","value":1}]}' }]);
+    hub.events("r", [{ id: 2, event: "values", data: '{"__interrupt__":[{"id":"i","value":1}]}' }]);
+    expect(seen).toEqual(["thread:run_start", "thread:values", "run:values"]);
+    hub.finished({ runId: "r", threadId: "t", status: "success", output: jsonBytes(["{}"]), threadStatus: "interrupted" });
+    expect(seen).toEqual([
+      "thread:run_start", "thread:values", "run:values",
+      "thread:updates", "thread:values", "run:updates", "run:values", "run:done", "thread:run_end",
+    ]);
+  });
+
   it("holds a run's run_end for thread streams while their fetch of its events is in flight", () => {
     const hub = new RunHub({ retentionMs: 1000 });
     const seen: string[] = [];

@@ -34,7 +34,12 @@ interface RunLog {
    */
   endHeld?: boolean;
   pendingEnd?: () => void;
+  /** events from the run's interrupt chunk on, delivered when the run's end arrives (events()) */
+  heldFromInterrupt?: RunEvent[];
 }
+
+/** A root `updates`/`values` chunk that is LangGraph's `{__interrupt__: [...]}`. */
+const isInterruptChunk = (e: RunEvent): boolean => (e.event === "updates" || e.event === "values") && e.data.startsWith('{"__interrupt__"');
 
 export interface RunHubOptions {
   /** how long a finished run's log and output stay available */
@@ -117,7 +122,10 @@ export class RunHub {
     this.setResumable(l, resumable);
     l.protocol = protocol;
     if (protocol) this.protocol.started(threadId, runId, attempt);
-    if (attempt > 1) l.events.take(); // a re-executed run restarts its stream (metadata.attempt > 1)
+    if (attempt > 1) {
+      l.events.take(); // a re-executed run restarts its stream (metadata.attempt > 1)
+      l.heldFromInterrupt = undefined;
+    }
     l.done = undefined;
     this.release(runId);
     if (this.threads.has(threadId)) {
@@ -128,6 +136,25 @@ export class RunHub {
   events(runId: string, events: RunEvent[]): void {
     const l = this.log(runId);
     if (l.protocol) this.protocol.publish(l.threadId, runId, events);
+    // From the root chunk that says the run stopped at an interrupt on, events wait for the run's
+    // end: a client acting on the interrupt at once (RemoteGraph raises GraphInterrupt on it) must
+    // find the thread already `interrupted`, which the run's final commit writes.
+    if (l.done === undefined) {
+      if (l.heldFromInterrupt) {
+        l.heldFromInterrupt.push(...events);
+        return;
+      }
+      const i = events.findIndex(isInterruptChunk);
+      if (i >= 0) {
+        l.heldFromInterrupt = events.slice(i);
+        events = events.slice(0, i);
+      }
+    }
+    this.deliver(l, events);
+  }
+
+  private deliver(l: RunLog, events: readonly RunEvent[]): void {
+    const runId = l.runId;
     // Events that arrive after the run's end are a replay of its worker buffer for a late reader
     // (run.observe raced the run's end): the run's own readers get them; thread streams only while
     // its run_end is held for them (holdThreadEnd), since otherwise they had the run_end already.
@@ -146,6 +173,9 @@ export class RunHub {
 
   finished(done: RunDone): void {
     const l = this.log(done.runId, done.threadId);
+    const held = l.heldFromInterrupt;
+    l.heldFromInterrupt = undefined;
+    if (held) this.deliver(l, held); // before `done`: to the run's readers and thread streams as live events
     l.done = done;
     this.protocol.ended(done.threadId, done.runId, done.status); // also a queued protocol run cancelled before it started
     if (done.threadStatus === "deleted") this.protocol.close(done.threadId);
