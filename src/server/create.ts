@@ -31,6 +31,7 @@ import type { JsonObject } from "../storage/records.ts";
 import { uiRoutes } from "../api/ui.ts";
 import { ThreadTtlSweeper } from "../ttl/thread-sweeper.ts";
 import { startStoreTtlSweep } from "../ttl/store-sweeper.ts";
+import { customAppGuard, loadCustomApp } from "../http/custom-app.ts";
 
 export interface ServerOptions {
   configPath: string;
@@ -65,6 +66,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const config = await loadConfig(opts.configPath);
   for (const w of config.warnings) console.warn(`[troupe] ${w}`);
   for (const [k, v] of Object.entries(config.env)) process.env[k] ??= v;
+  const customApp = config.http.app ? await loadCustomApp(config.http.app, config.configPath) : undefined; // http.app
   // --- custom auth (src/auth/): import and check the Auth object before anything starts ---
   const auth = config.auth.path ? await loadAuth(config.auth.path, { configPath: config.configPath, disableStudioAuth: config.auth.disableStudioAuth }) : undefined;
   // --- end custom auth ---
@@ -140,6 +142,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     dispatcher.addGuard(customAuthGuard(auth));
     groups.forEach((g, i) => (groups[i] = auth.exactErrors(g)));
   }
+  if (customApp) dispatcher.addGuard(customAppGuard(customApp)); // http.app: after auth; its routes win over the built-ins
   // --- end custom auth ---
   for (const g of groups) dispatcher.add(...g);
 

@@ -1,0 +1,58 @@
+// `http.app` end to end: a real Hono app (test/fixtures/custom-app/app.ts) mounted before the
+// built-in routes of a spawned server — its routes, its middleware on them, a route that overrides
+// a built-in, a relative webhook delivered to it in-process, and fall-through to the built-ins.
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { REPO } from "./helpers/server.ts";
+import { loadCustomApp, pathPattern } from "../src/http/custom-app.ts";
+import { ConfigError } from "../src/config/index.ts";
+import { rawRequest, useServer } from "./helpers/suite.ts";
+
+const fx = useServer({ config: join(REPO, "test/fixtures/custom-app/service.json") });
+
+describe("http.app (custom routes)", () => {
+  it("answers its own routes (query, params, body, status, headers) and overrides a built-in", async () => {
+    const hello = await rawRequest(fx.server.url, "/custom/hello?name=troupe");
+    expect(hello).toMatchObject({ status: 200, body: { hello: "troupe" } });
+    expect(hello.headers.get("x-custom-app")).toBe("yes");
+    const echo = await rawRequest(fx.server.url, "/custom/echo/42", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ a: 1 }) });
+    expect(echo).toMatchObject({ status: 201, body: { id: "42", body: { a: 1 } } });
+    expect((await rawRequest(fx.server.url, "/info")).body).toEqual({ custom: true });
+  });
+
+  it("leaves every other path to the built-in routes", async () => {
+    expect((await rawRequest(fx.server.url, "/ok")).body).toEqual({ ok: true });
+    const t = await fx.client.threads.create();
+    expect((await fx.client.threads.get(t.thread_id)).thread_id).toBe(t.thread_id);
+    const missing = await rawRequest(fx.server.url, "/custom/nope");
+    expect(missing.status).toBe(404);
+    expect(missing.headers.get("x-custom-app")).toBeNull();
+  });
+
+  it("receives a run's relative webhook in-process (reference §10)", async () => {
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, "echo", { input: { messages: [{ role: "human", content: "hook" }] }, webhook: "/custom/webhook" });
+    let hooks: { status: string; thread_id: string }[] = [];
+    for (const deadline = Date.now() + 3_000; Date.now() < deadline && hooks.length === 0; await new Promise((r) => setTimeout(r, 100))) {
+      hooks = (await rawRequest(fx.server.url, "/custom/webhooks")).body as typeof hooks;
+    }
+    expect(hooks).toEqual([expect.objectContaining({ status: "success", thread_id: t.thread_id })]);
+  });
+});
+
+describe("custom app loading and route matching", () => {
+  it("matches Hono path syntax", () => {
+    const cases: [string, string, boolean][] = [
+      ["/a/:id", "/a/1", true], ["/a/:id", "/a/1/b", false], ["/a/:id", "/a/", false],
+      ["/a/:id?", "/a", true], ["/a/:n{[0-9]+}", "/a/12", true], ["/a/:n{[0-9]+}", "/a/x", false],
+      ["/files/*", "/files/x/y.txt", true], ["/x.json", "/xyjson", false], ["/ok", "/ok/", true],
+    ];
+    for (const [pattern, path, expected] of cases) expect(pathPattern(pattern).test(path), `${pattern} ${path}`).toBe(expected);
+  });
+
+  it("refuses an export that is not an app, naming http.app", async () => {
+    const ref = { filePath: join(REPO, "test/fixtures/custom-app/app.ts"), exportName: "nope" };
+    await expect(loadCustomApp(ref, "service.json")).rejects.toThrow(ConfigError);
+    await expect(loadCustomApp(ref, "service.json")).rejects.toThrow(/http\.app/);
+  });
+});
