@@ -11,5 +11,5 @@ if (isMainThread) throw new Error("workers/actor-shard.ts is a worker entry poin
 installBufferedRandomValues(); // before any graph module loads: LangChain draws a uuid per runnable call
 
 export default function actorShard(task: ShardTask): Promise<string> {
-  return runShardHost(task, { createStore: (storage) => new LmdbStore(storage, task.storeTtl) });
+  return runShardHost(task, { createStore: (storage) => new LmdbStore(storage, task.storeTtl, task.storeIndex) });
 }

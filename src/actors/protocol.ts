@@ -131,7 +131,12 @@ export interface ShardTask {
   env: Record<string, string>;
   /** store item TTLs (config `store.ttl`) as the graphs' store applies them */
   storeTtl?: StoreTtlOptions;
+  /** semantic index of the store (config `store.index`, module embed function) */
+  storeIndex?: StoreIndexOptions;
 }
+
+export type { StoreIndexOptions } from "../storage/store-index.ts";
+import type { StoreIndexOptions } from "../storage/store-index.ts";
 
 export interface StoreTtlOptions {
   /** TTL of items written without one (graphs always write without one); null: none */

@@ -6,7 +6,7 @@ import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { availableParallelism } from "node:os";
 import { Piscina } from "piscina";
 import { deserializeError, TroupeError } from "../errors.ts";
-import type { ActorCommand, ActorReplies, CreateRunCommand, FromShard, GraphSpecLite, ShardTask, StoreTtlOptions } from "./protocol.ts";
+import type { ActorCommand, ActorReplies, CreateRunCommand, FromShard, GraphSpecLite, ShardTask, StoreIndexOptions, StoreTtlOptions } from "./protocol.ts";
 import type { RunRecord } from "../storage/records.ts";
 import { RunHub } from "./run-hub.ts";
 import { shardOf } from "./sharding.ts";
@@ -17,6 +17,7 @@ export interface ShardPoolOptions {
   graphs: GraphSpecLite[];
   env: Record<string, string>;
   storeTtl?: StoreTtlOptions;
+  storeIndex?: StoreIndexOptions;
   workers?: number;
   /** gives each shard a direct port to the webhook worker (absent: webhooks are disabled) */
   webhookPortFor?: () => MessagePort | null;
@@ -84,6 +85,7 @@ export class ShardPool {
       graphs: this.opts.graphs,
       env: this.opts.env,
       storeTtl: this.opts.storeTtl,
+      storeIndex: this.opts.storeIndex,
     };
     const transferList = webhookPort ? [port2, webhookPort] : [port2];
     const shard: Shard = {

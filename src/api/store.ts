@@ -2,7 +2,8 @@
 // graphs read and write through `config.store`, so items written by a run show up here.
 // Item TTLs: `ttl` on put (minutes; null = none; absent = config store.ttl.default_ttl) and
 // `refresh_ttl` on get/search (absent = store.ttl.refresh_on_read) — src/storage/store-ttl.ts.
-// The SDK also sends `index`: accepted and ignored, this store has no vector index.
+// `index` on put (false, or the fields to embed) and `query` on search use the semantic index
+// when the config has one (store.index, src/storage/store-index.ts).
 import type { MatchCondition } from "@langchain/langgraph-checkpoint";
 import { empty, json, type RouteDef } from "../http/types.ts";
 import { anyValue, body, limit, nullable, object, offset, str, strings } from "../http/schemas/common.ts";
@@ -14,7 +15,7 @@ import { StoreAccess } from "../auth/index.ts";
 
 const TAG = "store";
 
-const itemPut = body({ namespace: strings, key: str, value: object, index: anyValue, ttl: { type: ["number", "null"], minimum: 0 } }, ["namespace", "key", "value"]);
+const itemPut = body({ namespace: strings, key: str, value: object, index: { anyOf: [{ const: false }, strings, { type: "null" }] }, ttl: { type: ["number", "null"], minimum: 0 } }, ["namespace", "key", "value"]);
 const itemDelete = body({ namespace: strings, key: str }, ["key"]);
 const itemQuery = { type: "object", properties: { namespace: str, key: str, refresh_ttl: { type: "boolean" } }, required: ["key"] };
 const itemSearch = body({
@@ -52,7 +53,7 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
   let loaded: Promise<{ store: LmdbStore; access: StoreAccess }> | undefined;
   const load = () =>
     (loaded ??= import("../storage/store.ts").then(({ LmdbStore }) => {
-      const store = new LmdbStore(app.storage, { defaultTtlMinutes: ttl.defaultTtlMinutes, refreshOnRead: ttl.refreshOnRead });
+      const store = new LmdbStore(app.storage, { defaultTtlMinutes: ttl.defaultTtlMinutes, refreshOnRead: ttl.refreshOnRead }, app.storeIndex);
       /** custom auth's store:* events; a pass-through for unauthenticated requests */
       return { store, access: new StoreAccess(app.auth, store) };
     }).catch((err: unknown) => {
@@ -68,7 +69,8 @@ export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
         const { store, access } = await load();
         const { namespace, key, value, ttl: minutes } = b as { namespace: string[]; key: string; value: JsonObject; ttl?: number | null };
         checkNamespace(namespace, ["body", "namespace"], true);
-        await store.write([await access.put(auth, { namespace, key, value })], minutes);
+        const index = (b as { index?: false | string[] | null }).index ?? undefined;
+        await store.write([{ ...(await access.put(auth, { namespace, key, value })), ...(index !== undefined ? { index } : {}) }], minutes);
         return empty(204);
       },
     },

@@ -61,7 +61,7 @@ export class StoreAccess {
   }
 
   async search(info: AuthInfo | undefined, op: SearchOperation): Promise<StoreItemRecord[]> {
-    if (!this.runtime || !info) return this.store.searchRecords(op);
+    if (!this.runtime || !info) return this.store.searchItems(op);
     const value = { namespace: [...op.namespacePrefix], filter: op.filter, limit: op.limit, offset: op.offset, query: op.query };
     const filter = await this.runtime.authorize(info, "store:search", value);
     const next: SearchOperation = {
@@ -71,7 +71,7 @@ export class StoreAccess {
       offset: typeof value.offset === "number" ? value.offset : op.offset,
       query: typeof value.query === "string" ? value.query : undefined,
     };
-    if (!filter) return this.store.searchRecords(next);
+    if (!filter) return this.store.searchItems(next);
     const limit = next.limit ?? 10;
     const offset = next.offset ?? 0;
     return this.scan(next.namespacePrefix, next.filter, filter, (item, out: StoreItemRecord[]) => {

@@ -5,6 +5,7 @@ import type { AuthRuntime } from "../auth/runtime.ts";
 import type { ResolvedConfig } from "../config/index.ts";
 import type { Storage } from "../storage/env.ts";
 import type { AssistantRecord } from "../storage/records.ts";
+import type { StoreIndexOptions } from "../storage/store-index.ts";
 
 export interface AppContext {
   storage: Storage;
@@ -15,6 +16,8 @@ export interface AppContext {
   langgraphVersion: string;
   /** custom auth (`auth.path`), when configured: handlers call authorize() for their event */
   auth?: AuthRuntime;
+  /** the store's semantic index (config `store.index`, module embed function), when configured */
+  storeIndex?: StoreIndexOptions;
   /** resolve a graph id or assistant id to the assistant record; throws 404 */
   resolveAssistant(idOrGraph: string): AssistantRecord;
 }

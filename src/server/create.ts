@@ -32,6 +32,8 @@ import { uiRoutes } from "../api/ui.ts";
 import { ThreadTtlSweeper } from "../ttl/thread-sweeper.ts";
 import { startStoreTtlSweep } from "../ttl/store-sweeper.ts";
 import { customAppGuard, loadCustomApp } from "../http/custom-app.ts";
+import type { ResolvedStoreIndex } from "../config/types.ts";
+import type { StoreIndexOptions } from "../storage/store-index.ts";
 
 export interface ServerOptions {
   configPath: string;
@@ -92,11 +94,13 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     },
   }).unref();
 
+  const storeIndex = storeIndexOptions(config.store.index);
   const pool = new ShardPool({
     dataDir: opts.dataDir,
     graphs: config.graphs.map((g) => ({ graphId: g.graphId, filePath: g.filePath, exportName: g.exportName })),
     env: { ...config.env },
     storeTtl: { defaultTtlMinutes: config.store.ttl.defaultTtlMinutes, refreshOnRead: config.store.ttl.refreshOnRead },
+    storeIndex,
     workers: opts.workers,
     webhookPortFor: config.http.disableWebhooks ? undefined : () => webhooks.connectPort(),
     onShardMessages: () => storage.root.resetReadTxn(),
@@ -110,6 +114,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     version: packageVersion(),
     langgraphVersion: (require("@langchain/langgraph/package.json") as { version: string }).version,
     auth, // custom auth
+    storeIndex,
     resolveAssistant: (idOrGraph) => {
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : idOrGraph;
       const a = storage.assistants.get(id);
@@ -179,6 +184,16 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       await apiKeys?.close(); // api keys
     },
   };
+}
+
+/** `store.index` as the stores apply it: module embed functions only (provider:model needs network providers). */
+export function storeIndexOptions(index: ResolvedStoreIndex | null): StoreIndexOptions | undefined {
+  if (!index) return undefined;
+  if (index.embed.kind !== "module") {
+    console.warn(`[troupe] store.index.embed "${index.embed.provider}:${index.embed.model}": provider embeddings are not supported; give a module ("./embed.ts:fn"). The store has no semantic index.`);
+    return undefined;
+  }
+  return { dims: index.dims, fields: [...index.fields], embed: { filePath: index.embed.filePath, exportName: index.embed.exportName } };
 }
 
 /** LANGGRAPH_CONFIG: per-graph default assistant config (reference §12.3). */

@@ -59,6 +59,8 @@ export interface Storage {
   threads: Database<ThreadRecord, string>;
   /** store item key [namespace joined by NUL, key] -> its TTL and when it expires (store.ts) */
   storeTtl: Database<{ minutes: number; expiresAt: number }, [string, string]>;
+  /** store item key -> the embeddings of its indexed texts (store-index.ts) */
+  storeVectors: Database<number[][], [string, string]>;
   /** thread_id -> time to live in minutes, set by `ttl` on create/update (src/ttl/thread-sweeper.ts) */
   threadTtl: Database<number, string>;
   /** thread_id -> JSON text of the thread's latest state values (absent: none yet) */
@@ -123,6 +125,7 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     threads: db("threads"),
     threadTtl: db("thread_ttl"),
     storeTtl: db("store_ttl"),
+    storeVectors: db("store_vectors"),
     threadValues: root.openDB<string, string>({ name: "thread_values", encoding: "string" }),
     runs: db("runs"),
     runThread: db("run_thread"),

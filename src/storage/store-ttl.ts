@@ -44,6 +44,7 @@ export async function sweepExpiredItems(s: Storage, limit: number): Promise<numb
       if (t === undefined || t.expiresAt > now) continue; // refreshed or rewritten meanwhile
       s.store.remove(k);
       s.storeTtl.remove(k);
+      s.storeVectors.remove(k);
       removed++;
     }
   });

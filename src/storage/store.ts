@@ -9,6 +9,7 @@ import { TroupeError } from "../errors.ts";
 import type { Storage } from "./env.ts";
 import type { StoreTtlOptions } from "../actors/protocol.ts";
 import { itemExpired, refreshItemTtls } from "./store-ttl.ts";
+import { cosine, StoreIndex, textsOf, type StoreIndexOptions } from "./store-index.ts";
 import type { JsonObject, StoreItemRecord } from "./records.ts";
 import { nowIso } from "./records.ts";
 
@@ -40,18 +41,21 @@ export function toItem(r: StoreItemRecord): Item {
  * until its next event turn, missing a write another thread committed in between);
  * writes run in one LMDB transaction per batch and resolve after it commits. Result order of
  * search and listNamespaces is key order (namespace labels, then key); no sort is applied.
- * `query` needs a vector index, which this store does not have: it is ignored (no `score`).
+ * `query` ranks results by similarity when the store has an index (searchItems); otherwise it is ignored.
  */
 export class LmdbStore extends BaseStore {
   private readonly ttl: StoreTtlOptions;
+  private readonly index: StoreIndex | undefined;
 
   /**
    * `ttl`: item TTLs (config `store.ttl`). An item with a TTL is hidden from reads once it expired
    * and removed by sweep(); reads may push its expiry out again (refreshOnRead, or `refresh_ttl`).
+   * `index`: semantic search (config `store.index`, store-index.ts).
    */
-  constructor(private readonly s: Storage, ttl?: StoreTtlOptions) {
+  constructor(private readonly s: Storage, ttl?: StoreTtlOptions, index?: StoreIndexOptions) {
     super();
     this.ttl = ttl ?? { defaultTtlMinutes: null, refreshOnRead: false };
+    this.index = index ? new StoreIndex(index) : undefined;
   }
 
   private expired(k: StoreKey, now: number): boolean {
@@ -65,14 +69,16 @@ export class LmdbStore extends BaseStore {
   async batch<Op extends Operation[]>(operations: Op): Promise<OperationResults<Op>> {
     const results: unknown[] = new Array(operations.length);
     const puts = new Map<string, PutOperation>();
+    const searches: Promise<void>[] = [];
     operations.forEach((op, i) => {
       if ("value" in op) {
         puts.set(JSON.stringify(keyOf(op.namespace, op.key)), op);
         results[i] = undefined;
       } else if ("namespacePrefix" in op) {
-        const found = this.searchRecords(op);
-        if (this.ttl.refreshOnRead) this.refresh(found);
-        results[i] = found.map((r): SearchItem => toItem(r));
+        searches.push(this.searchItems(op).then((found) => {
+          if (this.ttl.refreshOnRead) this.refresh(found);
+          results[i] = found.map((r): SearchItem => ({ ...toItem(r), ...(r.score !== undefined ? { score: r.score } : {}) }));
+        }));
       } else if ("key" in op) {
         const r = this.getRecord((op as GetOperation).namespace, op.key);
         if (r && this.ttl.refreshOnRead) this.refresh([r]);
@@ -81,6 +87,7 @@ export class LmdbStore extends BaseStore {
         results[i] = this.namespaces(op);
       }
     });
+    await Promise.all(searches); // read before the batch's writes land, as the synchronous reads did
     if (puts.size > 0) await this.write([...puts.values()]);
     return results as OperationResults<Op>;
   }
@@ -102,9 +109,15 @@ export class LmdbStore extends BaseStore {
     const now = nowIso();
     const minutes = ttlMinutes === undefined ? this.ttl.defaultTtlMinutes : ttlMinutes;
     const expiresAt = minutes === null ? 0 : Date.parse(now) + minutes * 60_000;
+    const vectors = await this.embed(ops);
     await this.s.root.transaction(() => {
       for (const op of ops) {
         const k = keyOf(op.namespace, op.key);
+        if (this.index) {
+          const v = vectors.get(op);
+          if (v) this.s.storeVectors.put(k, v);
+          else this.s.storeVectors.remove(k);
+        }
         if (op.value === null) {
           this.s.store.remove(k);
           this.s.storeTtl.remove(k);
@@ -122,6 +135,40 @@ export class LmdbStore extends BaseStore {
         else this.s.storeTtl.put(k, { minutes, expiresAt });
       }
     });
+  }
+
+  /** The embeddings of each put that is indexed (index configured, value set, the put's `index` not false). */
+  private async embed(ops: readonly PutOperation[]): Promise<Map<PutOperation, number[][]>> {
+    const out = new Map<PutOperation, number[][]>();
+    if (!this.index) return out;
+    const jobs = ops
+      .filter((op) => op.value !== null && op.index !== false)
+      .map((op) => ({ op, texts: textsOf(op.value as Record<string, unknown>, Array.isArray(op.index) ? op.index : this.index!.opts.fields) }))
+      .filter((j) => j.texts.length > 0);
+    const flat = await this.index.embedDocuments(jobs.flatMap((j) => j.texts));
+    let at = 0;
+    for (const j of jobs) {
+      out.set(j.op, flat.slice(at, at + j.texts.length));
+      at += j.texts.length;
+    }
+    return out;
+  }
+
+  /**
+   * searchRecords, ranked by similarity to `query` when the store has an index (every matching
+   * item is scored: its best field's cosine similarity; unindexed items last, without a score).
+   */
+  async searchItems(op: SearchOperation): Promise<(StoreItemRecord & { score?: number })[]> {
+    if (!op.query || !this.index) return this.searchRecords(op);
+    const q = await this.index.embedQuery(op.query);
+    const all = this.searchRecords({ ...op, limit: Number.MAX_SAFE_INTEGER, offset: 0, query: undefined });
+    const scored = all.map((r): StoreItemRecord & { score?: number } => {
+      const vs = this.s.storeVectors.get(keyOf(r.namespace, r.key));
+      return vs && vs.length ? { ...r, score: Math.max(...vs.map((v) => cosine(q, v))) } : { ...r };
+    });
+    scored.sort((a, b) => (b.score ?? -Infinity) - (a.score ?? -Infinity));
+    const offset = op.offset ?? 0;
+    return scored.slice(offset, offset + (op.limit ?? 10));
   }
 
   /** Pushes the expiry of these items (those with a TTL) out by their TTL again; not awaited by readers. */
