@@ -246,6 +246,17 @@ describe("store rules on a real LMDB store", () => {
     expect((await access.search(userB, { namespacePrefix: ["user-b"], limit: 10, offset: 0 })).map((r) => r.key)).toEqual(["only"]);
   });
 
+  it("ranks a filtered search with a query when the store has a semantic index", async () => {
+    const indexed = new LmdbStore(storage, undefined, { dims: 26, fields: ["text"], embed: { filePath: join(REPO, "test/fixtures/store-index/embed.ts"), exportName: "embed" } });
+    await indexed.write([
+      { namespace: ["user-b", "notes"], key: "car", value: { text: "car engine" } },
+      { namespace: ["user-b", "notes"], key: "apple", value: { text: "apple pie" } },
+    ]);
+    const ranked = await new StoreAccess(runtime, indexed).search(userB, { namespacePrefix: ["user-b", "notes"], query: "apple", limit: 10, offset: 0 });
+    expect(ranked.map((r) => r.key)).toEqual(["apple", "car"]);
+    expect((ranked[0] as { score?: number }).score).toBeGreaterThan((ranked[1] as { score?: number }).score as number);
+  });
+
   it("matches the filter forms of the reference", () => {
     const md = { owner: "u1", tags: ["x", "y"] };
     expect(matchesAuthFilter({ owner: "u1" }, md)).toBe(true);

@@ -74,6 +74,11 @@ export class StoreAccess {
     if (!filter) return this.store.searchItems(next);
     const limit = next.limit ?? 10;
     const offset = next.offset ?? 0;
+    if (next.query) {
+      // ranked: every allowed item is a candidate (the scan limit still applies)
+      const allowed = this.scan(next.namespacePrefix, next.filter, filter, (item, out: StoreItemRecord[]) => (out.push(item), false));
+      return (await this.store.rank(allowed, next.query)).slice(offset, offset + limit);
+    }
     return this.scan(next.namespacePrefix, next.filter, filter, (item, out: StoreItemRecord[]) => {
       out.push(item);
       return out.length >= offset + limit;

@@ -160,15 +160,20 @@ export class LmdbStore extends BaseStore {
    */
   async searchItems(op: SearchOperation): Promise<(StoreItemRecord & { score?: number })[]> {
     if (!op.query || !this.index) return this.searchRecords(op);
-    const q = await this.index.embedQuery(op.query);
     const all = this.searchRecords({ ...op, limit: Number.MAX_SAFE_INTEGER, offset: 0, query: undefined });
-    const scored = all.map((r): StoreItemRecord & { score?: number } => {
+    const offset = op.offset ?? 0;
+    return (await this.rank(all, op.query)).slice(offset, offset + (op.limit ?? 10));
+  }
+
+  /** `records` by similarity to `query`, best first, with scores (unchanged without an index). */
+  async rank(records: readonly StoreItemRecord[], query: string): Promise<(StoreItemRecord & { score?: number })[]> {
+    if (!this.index) return [...records];
+    const q = await this.index.embedQuery(query);
+    const scored = records.map((r): StoreItemRecord & { score?: number } => {
       const vs = this.s.storeVectors.get(keyOf(r.namespace, r.key));
       return vs && vs.length ? { ...r, score: Math.max(...vs.map((v) => cosine(q, v))) } : { ...r };
     });
-    scored.sort((a, b) => (b.score ?? -Infinity) - (a.score ?? -Infinity));
-    const offset = op.offset ?? 0;
-    return scored.slice(offset, offset + (op.limit ?? 10));
+    return scored.sort((a, b) => (b.score ?? -Infinity) - (a.score ?? -Infinity));
   }
 
   /** Pushes the expiry of these items (those with a TTL) out by their TTL again; not awaited by readers. */
