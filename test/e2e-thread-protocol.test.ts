@@ -220,6 +220,21 @@ describe("thread-centric protocol over HTTP", () => {
     await thread.close();
   });
 
+  it("accepts one of two concurrent answers to the same interrupt (input.respond defaults to multitask reject)", async () => {
+    const thread = open("sse");
+    await thread.run.start({ input: weather, config: approval });
+    await thread.values;
+    const [pending] = thread.interrupts;
+    await thread.close();
+    const respond = (id: number) => command(thread.threadId, { id, method: "input.respond", params: { interrupt_id: pending.interruptId, response: "approve" } });
+    const answers = (await Promise.all([respond(1), respond(2)])).map((r) => r.body as { type: string; error?: string });
+    expect(answers.map((a) => a.type).sort()).toEqual(["error", "success"]);
+    expect(answers.find((a) => a.type === "error")?.error).toBe("invalid_argument");
+    await readEvents(thread.threadId, { channels: ["lifecycle"], namespaces: [[]], depth: 0 }, rootEnd);
+    const runs = await fx.client.runs.list(thread.threadId);
+    expect(runs).toHaveLength(2); // the interrupted run and one resume
+  });
+
   it("lists checkpoints and forks a run from one of them", async () => {
     const thread = open("sse");
     await thread.run.start({ input: { messages: [{ role: "user", content: "first" }] } });

@@ -142,6 +142,7 @@ class ProtocolSocket {
   }
 
   private async handle(text: string): Promise<void> {
+    if (this.closed) return; // queued behind a slow command when the socket closed: nothing to answer, nothing to subscribe
     let cmd: unknown;
     try {
       cmd = JSON.parse(text);

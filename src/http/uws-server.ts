@@ -39,7 +39,8 @@ export function listen(dispatcher: Dispatcher, host: string, port: number): Prom
     maxPayloadLength: dispatcher.opts.maxBodyBytes,
     maxBackpressure: 64 * 1024 * 1024,
     // a client that cannot keep up is disconnected rather than silently missing events: it
-    // reconnects and subscribes again, and the thread's buffer is replayed
+    // reconnects and subscribes again (replayed while the thread's protocol session exists;
+    // docs/THREAD_PROTOCOL.md says when a session is dropped)
     closeOnBackpressureLimit: 1,
     idleTimeout: 120,
     sendPingsAutomatically: true,

@@ -46,6 +46,16 @@ export class ThreadTtlSweeper {
   async sweep(): Promise<{ deleted: number; pruned: number }> {
     const done = { deleted: 0, pruned: 0 };
     const everyThread = this.opts.defaultTtlMinutes !== null;
+    const visited = new Set<string>();
+    try {
+      return await this.sweepFrom(done, everyThread, visited);
+    } finally {
+      // keep_latest marks only for threads still there (a full pass visits every thread)
+      if (everyThread) for (const id of this.prunedAt.keys()) if (!visited.has(id) && !this.storage.threads.doesExist(id)) this.prunedAt.delete(id);
+    }
+  }
+
+  private async sweepFrom(done: { deleted: number; pruned: number }, everyThread: boolean, visited: Set<string>): Promise<{ deleted: number; pruned: number }> {
     let after: string | undefined;
     for (;;) {
       this.storage.root.resetReadTxn();
@@ -53,9 +63,11 @@ export class ThreadTtlSweeper {
       const ids = everyThread ? Array.from(this.storage.threads.getKeys(range)) : Array.from(this.storage.threadTtl.getKeys(range));
       for (const threadId of ids) {
         if (done.deleted + done.pruned >= this.opts.sweepLimit) return done;
+        visited.add(threadId);
         const action = this.due(threadId);
         if (action === "delete") {
           await this.pool.deleteThread(threadId).catch(() => undefined); // gone meanwhile, or busy again: next sweep
+          this.prunedAt.delete(threadId);
           done.deleted++;
         } else if (action === "prune") {
           const t = this.storage.threads.get(threadId);

@@ -188,7 +188,9 @@ export class ThreadCommands {
     const assistantId = this.boundAssistant(t) ?? (typeof t.metadata.graph_id === "string" ? t.metadata.graph_id : undefined);
     if (!assistantId) throw invalid(`Thread ${ctx.threadId} has no assistant to resume with`);
     const command: JsonObject = { resume };
-    const rp = runParams(params);
+    // reject by default: a second answer to the same interrupts (another tab, a retry) racing this
+    // one must fail, not queue a resume against an interrupt that is already answered
+    const rp: RunParams = { multitask_strategy: "reject", ...runParams(params) };
     if (params.strict_resume === true) {
       // LangGraph refuses a resume that matches no pending interrupt instead of ignoring it
       rp.config = { ...(rp.config ?? {}), configurable: { ...(rp.config?.configurable ?? {}), __pregel_strict_resume: true } };
