@@ -39,7 +39,7 @@ interface RunLog {
 }
 
 /** A root `updates`/`values` chunk that is LangGraph's `{__interrupt__: [...]}`. */
-const isInterruptChunk = (e: RunEvent): boolean => (e.event === "updates" || e.event === "values") && e.data.startsWith('{"__interrupt__"');
+const isInterruptEvent = (e: RunEvent): boolean => (e.event === "updates" || e.event === "values") && e.data.startsWith('{"__interrupt__"');
 
 export interface RunHubOptions {
   /** how long a finished run's log and output stay available */
@@ -144,7 +144,7 @@ export class RunHub {
         l.heldFromInterrupt.push(...events);
         return;
       }
-      const i = events.findIndex(isInterruptChunk);
+      const i = events.findIndex(isInterruptEvent);
       if (i >= 0) {
         l.heldFromInterrupt = events.slice(i);
         events = events.slice(0, i);

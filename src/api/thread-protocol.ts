@@ -11,13 +11,12 @@ import type { AppContext } from "../server/context.ts";
 import { checkParams, ProtocolCommandError, ThreadCommands, type ProtocolCommand, type ProtocolResponse } from "./protocols/thread-commands.ts";
 import { commandSchema, eventStreamRequestSchema } from "./protocols/thread-schemas.ts";
 import { compileBody } from "../http/validation.ts";
+import { sseFrame } from "./wire.ts";
 
 const TAG = "threads";
 /** `: heartbeat` comment interval: the SDK's idle watchdog arms itself on heartbeats */
 const HEARTBEAT_MS = 5_000;
 
-/** The SSE frame of one protocol event: id = event_id, event = method, data = the whole event. */
-export const protocolSseFrame = (f: ProtocolFrame): string => `id: ${f.seq}\nevent: ${f.method}\ndata: ${f.data}\n\n`;
 
 function toFilter(body: { channels: string[]; namespaces?: string[][]; depth?: number }): ProtocolFilter {
   return { channels: body.channels, ...(body.namespaces ? { namespaces: body.namespaces } : {}), ...(body.depth !== undefined ? { depth: body.depth } : {}) };
@@ -39,26 +38,14 @@ export function threadProtocolRoutes(app: AppContext): RouteDef<any, any>[] {
 
   const sseReply = (threadId: string, filter: ProtocolFilter, since: number | undefined): SseReply => ({
     kind: "sse",
+    heartbeatMs: HEARTBEAT_MS,
     start(sink) {
-      let done = false;
-      const heartbeat = setInterval(() => void sink.write(": heartbeat\n\n"), HEARTBEAT_MS);
-      heartbeat.unref();
       const { unsubscribe } = hub.subscribe(threadId, since, {
         filter,
-        onEvent: (f) => void sink.write(protocolSseFrame(f)),
-        onClose: () => {
-          stop();
-          sink.end();
-        },
+        onEvent: (f) => void sink.write(sseFrame({ id: f.seq, event: f.method, data: f.data }, true)),
+        onClose: () => sink.end(), // the hub already forgot this listener
       });
-      function stop() {
-        done = true;
-        clearInterval(heartbeat);
-        unsubscribe();
-      }
-      return () => {
-        if (!done) stop();
-      };
+      return unsubscribe;
     },
   });
 

@@ -28,13 +28,11 @@ export function threadStreamRoutes(app: AppContext): RouteDef<any, any>[] {
     kind: "sse",
     // the SDK reconnects to Location with Last-Event-ID when the connection drops
     headers: { location: `/threads/${threadId}/stream${query ? `?${query}` : ""}` },
+    heartbeatMs: HEARTBEAT_MS,
     start(sink) {
       let done = false;
-      const heartbeat = setInterval(() => void sink.write(": heartbeat\n\n"), HEARTBEAT_MS);
-      heartbeat.unref();
       const stop = () => {
         done = true;
-        clearInterval(heartbeat);
         unsubscribe();
       };
       // runs in flight whose events wait in their worker (background, /wait): go live from now on

@@ -42,6 +42,8 @@ export interface SseSink {
 export interface SseReply {
   kind: "sse";
   headers?: Headers;
+  /** write a `: heartbeat` comment this often until the stream ends (open-ended streams: proxies, the SDK's idle watchdog) */
+  heartbeatMs?: number;
   /** called once the headers are out; returns a cleanup run when the client disconnects early */
   start(sink: SseSink): (() => void) | void;
 }

@@ -280,6 +280,10 @@ function writeSse(res: HttpResponse, state: ResState, reply: Extract<Reply, { ki
     res.write(":\n\n");
   });
   let ended = false;
+  const heartbeat = reply.heartbeatMs === undefined ? undefined : setInterval(() => {
+    if (!ended && !state.aborted) res.cork(() => res.write(": heartbeat\n\n"));
+  }, reply.heartbeatMs);
+  heartbeat?.unref();
   const cleanup = reply.start({
     write(frame) {
       if (ended || state.aborted) return false;
@@ -289,16 +293,16 @@ function writeSse(res: HttpResponse, state: ResState, reply: Extract<Reply, { ki
     end() {
       if (ended) return;
       ended = true;
+      if (heartbeat) clearInterval(heartbeat);
       if (state.aborted) return;
       state.done = true;
       res.cork(() => res.end());
     },
   });
-  if (cleanup) {
-    state.onAbort.push(() => {
-      if (!ended) cleanup();
-    });
-  }
+  state.onAbort.push(() => {
+    if (heartbeat) clearInterval(heartbeat);
+    if (!ended) cleanup?.();
+  });
 }
 
 function writeDeferred(res: HttpResponse, state: ResState, reply: Extract<Reply, { kind: "deferred" }>): void {

@@ -142,8 +142,8 @@ export class ThreadCommands {
   }
 
   /** Creates a protocol run on the thread and makes it the thread's session. */
-  private async createRun(ctx: CommandContext, body: RunCreateBody, protocolOnly: { ifNotExists: boolean }): Promise<string> {
-    const cmd = buildCreateRun(this.app, { ...body, if_not_exists: protocolOnly.ifNotExists ? "create" : "reject" }, ctx.headers, {
+  private async createRun(ctx: CommandContext, body: RunCreateBody, opts: { ifNotExists: boolean }): Promise<string> {
+    const cmd = buildCreateRun(this.app, { ...body, if_not_exists: opts.ifNotExists ? "create" : "reject" }, ctx.headers, {
       threadId: ctx.threadId, runId: uuid7(), stateless: false, auth: ctx.auth, observed: true,
     });
     cmd.kwargs.protocol = true;
