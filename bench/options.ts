@@ -37,6 +37,8 @@ export interface ResolvedOptions {
   readonly clientWorkers: number;
   readonly pid: number | null;
   readonly pidTree: boolean;
+  /** idle time after the last scenario before rss_idle is read */
+  readonly rssSettleMs: number;
   readonly outFile: string;
 }
 
@@ -61,8 +63,9 @@ Scenarios (all by default, in this order; pick with --only a,b,c):
   ratelimit       rate limiter CPU ns per check as a share of /ok req/s, and a 2-thread race on one bucket
   slow-200        --slow-runs threads created first, then that many POST .../runs/wait on
                   the slow graph all at once: total wall seconds (ideal ≈ --slow-sleep-ms)
-  rss             VmRSS of --pid (plus descendants with --pid-tree) at the end, and the
-                  peak sampled every 250 ms during the whole bench; "n/a" without --pid
+  rss             VmRSS of --pid (plus descendants with --pid-tree) at the end, again
+                  after --rss-settle s of idle (rss_idle: a server at rest after the load),
+                  and the peak sampled every 250 ms during the whole bench; "n/a" without --pid
 
 Options:
   --url URL                 server base URL, http only (required)
@@ -85,6 +88,7 @@ Options:
                             threads, each with its own sockets (default 1 = main thread only)
   --pid PID                 server process whose memory the rss scenario reports
   --pid-tree                add the RSS of every descendant process of --pid
+  --rss-settle S            idle seconds before rss_idle is read (default 5; 0 = skip)
   --out FILE                JSON results file (default bench/out/<timestamp>.json)
   -h, --help                this text
 
@@ -140,6 +144,7 @@ export function parseOptions(argv: string[], now = new Date()): ResolvedOptions 
         "client-workers": { type: "string" },
         pid: { type: "string" },
         "pid-tree": { type: "boolean" },
+        "rss-settle": { type: "string" },
         out: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
@@ -200,6 +205,7 @@ export function parseOptions(argv: string[], now = new Date()): ResolvedOptions 
     clientWorkers: num(values["client-workers"], "client-workers", 1, { min: 1, integer: true }),
     pid,
     pidTree: values["pid-tree"] === true,
+    rssSettleMs: num(values["rss-settle"], "rss-settle", 5, { min: 0 }) * 1000,
     outFile: values.out === undefined ? defaultOutFile(now) : path.resolve(process.env.INIT_CWD ?? process.cwd(), values.out),
   });
 }

@@ -1,12 +1,13 @@
 // Summarises a .cpuprofile (Chrome/V8 format, e.g. written by TROUPE_CPU_PROFILE_DIR or node
 // --cpu-prof): the functions with the most self time and the most inclusive time, in % of samples.
 // Usage: npx tsx bench/profile-summary.ts <file.cpuprofile> [top=30]
-import { readFileSync } from "node:fs";
-import { pathToFileURL } from "node:url";
+import { existsSync, readFileSync } from "node:fs";
+import { SourceMap } from "node:module";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 interface ProfileNode {
   id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
+  callFrame: { functionName: string; url: string; lineNumber: number; columnNumber?: number };
   children?: number[];
 }
 
@@ -20,8 +21,30 @@ export interface ProfileRow {
   percent: number;
 }
 
-const frameName = (n: ProfileNode): string =>
-  `${n.callFrame.functionName || "(anonymous)"} ${n.callFrame.url.split("/").slice(-2).join("/")}:${n.callFrame.lineNumber + 1}`;
+const sourceMaps = new Map<string, SourceMap | null>();
+
+/** The linked source map of a compiled file (Troupe's workers run code compiled by src/loader/). */
+function sourceMapOf(url: string): SourceMap | null {
+  let map = sourceMaps.get(url);
+  if (map === undefined) {
+    map = null;
+    try {
+      const file = url.startsWith("file:") ? `${fileURLToPath(url)}.map` : "";
+      if (file && existsSync(file)) map = new SourceMap(JSON.parse(readFileSync(file, "utf8")) as ConstructorParameters<typeof SourceMap>[0]);
+    } catch {
+      map = null; // no usable map: name the compiled file
+    }
+    sourceMaps.set(url, map);
+  }
+  return map;
+}
+
+function frameName(n: ProfileNode): string {
+  const { functionName, url, lineNumber, columnNumber } = n.callFrame;
+  const entry = (url ? sourceMapOf(url)?.findEntry(lineNumber, columnNumber ?? 0) : undefined) as { originalSource?: string; originalLine?: number } | undefined;
+  const [file, line] = entry?.originalSource !== undefined ? [entry.originalSource, entry.originalLine ?? 0] : [url, lineNumber];
+  return `${functionName || "(anonymous)"} ${file.split("/").slice(-2).join("/")}:${line + 1}`;
+}
 
 /** Self and inclusive time per function (a recursive function counts once per sample). */
 export function summariseProfile(profile: CpuProfileFile, top = 30): { self: ProfileRow[]; inclusive: ProfileRow[]; samples: number } {

@@ -1,6 +1,6 @@
 // Opt-in worker CPU profiles (TROUPE_CPU_PROFILE_DIR) and the bench's profile summary: a shard of a
 // real server writes its profile when the server shuts down, and the summary reads it.
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,8 +22,9 @@ describe("cpu profiles", () => {
       for (let i = 0; i < 20; i++) await client.runs.wait(null, "echo", { input: { messages: [{ role: "human", content: "hi" }] } });
     } finally {
       await server.stop();
-      server.cleanup();
     }
+    // the data dir is kept until the summary is read: it holds the compiled worker code's source maps
+    onTestFinished(() => server.cleanup());
     const files = readdirSync(dir).filter((f) => f.endsWith(".cpuprofile"));
     expect(files).toHaveLength(1);
     expect(files[0]).toMatch(/^shard0-\d+-\d+\.cpuprofile$/);

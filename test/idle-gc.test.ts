@@ -1,5 +1,8 @@
 // The idle collector: one full GC after this thread was busy and then went idle, none otherwise.
 import { describe, expect, it } from "vitest";
+import { mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { startIdleGc } from "../src/util/idle-gc.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -19,13 +22,88 @@ describe("idle GC", () => {
         busyFor(60);
         await sleep(1);
       }
-      await sleep(400);
+      await sleep(800); // two idle samples, then the C-heap trim delay (300 ms) before onCollect
       expect(collected).toHaveLength(1);
       expect(collected[0]).toBeGreaterThanOrEqual(100);
       await sleep(300); // still idle, no new work: no second collection
       expect(collected).toHaveLength(1);
     } finally {
       stop();
+    }
+  });
+});
+
+describe("C-heap trim (native/memory.c)", () => {
+  it("is built by npm install and hands freed malloc'd memory back to the OS", async () => {
+    const { nativeMemory, nativeMemoryError, trimCHeap } = await import("../src/util/native-memory.ts");
+    expect(nativeMemoryError()).toBeUndefined();
+    expect(nativeMemory()?.supported()).toBe(true); // glibc: CI and these machines
+    (await import("node:v8")).setFlagsFromString("--expose-gc");
+    const gc = (await import("node:vm")).runInNewContext("gc") as () => void;
+    const anonMb = () => Number(/RssAnon:\s+(\d+)/.exec(readFileSync("/proc/self/status", "utf8"))?.[1]) / 1024;
+    // ~200 MB of 2 kB ArrayBuffers (malloc'd by Node), every 50th kept so the arena cannot shrink from its top
+    let dropped: Buffer[] = [];
+    const kept: Buffer[] = [];
+    for (let i = 0; i < 100_000; i++) {
+      const b = Buffer.allocUnsafeSlow(2_000).fill(1);
+      (i % 50 === 0 ? kept : dropped).push(b);
+    }
+    dropped = [];
+    gc();
+    await sleep(200); // backing stores are freed by V8's array-buffer sweeper, off the main thread
+    gc();
+    const beforeTrim = anonMb();
+    expect(trimCHeap()).toBe(true);
+    const afterTrim = anonMb();
+    expect(beforeTrim - afterTrim).toBeGreaterThan(100);
+    expect(kept.every((b) => b[1_999] === 1)).toBe(true); // live buffers untouched
+  });
+});
+
+describe("heap reduction and data-file unmapping (native/memory.cc)", () => {
+  it("reduceHeap shrinks this thread's V8 heap below what gc() leaves", async () => {
+    const { reduceHeap } = await import("../src/util/native-memory.ts");
+    (await import("node:v8")).setFlagsFromString("--expose-gc");
+    const gc = (await import("node:vm")).runInNewContext("gc") as () => void;
+    let garbage: { i: number; s: string }[] = [];
+    for (let i = 0; i < 1_000_000; i++) garbage.push({ i, s: `x${i}` });
+    expect(garbage.length).toBe(1_000_000);
+    garbage = [];
+    gc();
+    const afterGc = process.memoryUsage().heapTotal;
+    expect(reduceHeap()).toBe(true);
+    expect(process.memoryUsage().heapTotal).toBeLessThan(afterGc);
+  });
+
+  it("releaseFileMapping drops the LMDB file's resident pages; reads still see every value", async () => {
+    const { openStorage, dataFilePath } = await import("../src/storage/env.ts");
+    const { releaseFileMapping } = await import("../src/util/native-memory.ts");
+    const dir = mkdtempSync(join(tmpdir(), "troupe-unmap-"));
+    const storage = openStorage(dir);
+    try {
+      const value = "v".repeat(3_000);
+      await storage.root.transaction(() => {
+        for (let i = 0; i < 10_000; i++) storage.threadValues.put(`t${i}`, `${i}:${value}`);
+      });
+      const file = realpathSync(dataFilePath(dir));
+      const residentKb = () => {
+        let kb = 0;
+        let inFile = false;
+        for (const line of readFileSync("/proc/self/smaps", "utf8").split("\n")) {
+          if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inFile = line.endsWith(` ${file}`);
+          else if (inFile && line.startsWith("Rss:")) kb += Number(line.split(/\s+/)[1]);
+        }
+        return kb;
+      };
+      storage.root.resetReadTxn();
+      for (let i = 0; i < 10_000; i++) storage.threadValues.get(`t${i}`); // reads map the pages
+      expect(residentKb()).toBeGreaterThan(20_000);
+      expect(releaseFileMapping(dataFilePath(dir))).toBeGreaterThan(0);
+      expect(residentKb()).toBeLessThan(1_000);
+      for (let i = 0; i < 10_000; i += 997) expect(storage.threadValues.get(`t${i}`)).toBe(`${i}:${value}`);
+    } finally {
+      await storage.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

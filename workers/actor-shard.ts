@@ -1,5 +1,5 @@
-// Piscina task entry for an actor worker (started with --import workers/tsx-register.mjs, so
-// user graph files can be TypeScript): one long-lived task per worker hosts one shard.
+// Piscina task entry for an actor worker (compiled by the main thread, src/loader/, together with
+// everything it imports from src/; user graph files are compiled too): one long-lived task per worker hosts one shard.
 import { isMainThread } from "node:worker_threads";
 import { runShardHost } from "../src/actors/shard-host.ts";
 import type { ShardTask } from "../src/actors/protocol.ts";

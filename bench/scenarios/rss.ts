@@ -19,11 +19,21 @@ export const rssScenario: Scenario = {
     }
     ctx.rss?.sample();
     const parts = readRssParts(o.pid);
+    // A server may hand memory back once a burst is over (Troupe: idle GC + C-heap trim after ~2 s)
+    let idle: ReturnType<typeof readRss> = null;
+    if (o.rssSettleMs > 0) {
+      await new Promise((r) => setTimeout(r, o.rssSettleMs));
+      idle = readRss(o.pid, o.pidTree);
+    }
+    const idleParts = idle === null ? null : readRssParts(o.pid);
     return {
       metrics: [
         metric("rss", end.mb, "MB"),
         metric("rss_anon", parts ? Number(parts.anonMb.toFixed(1)) : null, "MB"),
         metric("rss_file", parts ? Number(parts.fileMb.toFixed(1)) : null, "MB"),
+        metric("rss_idle", idle?.mb ?? null, "MB"),
+        metric("rss_idle_anon", idleParts ? Number(idleParts.anonMb.toFixed(1)) : null, "MB"),
+        metric("rss_idle_file", idleParts ? Number(idleParts.fileMb.toFixed(1)) : null, "MB"),
         metric("rss_start", ctx.rss?.start?.mb ?? null, "MB"),
         metric("rss_peak", ctx.rss?.peak ?? null, "MB"),
         metric("processes", end.processes, "count"),

@@ -1,13 +1,14 @@
 // Loads user graphs inside an actor worker. A graph file may live in the user's own project with
 // its own copies of @langchain/langgraph and @langchain/core, so the library objects the runtime
 // hands to a graph (Command, Send, the checkpoint serializer) are taken from the copy that graph
-// imports, not from ours. TypeScript files load through tsx, registered by the worker entry.
+// imports, not from ours. TypeScript files were compiled by the main thread (src/loader/).
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import * as ourLangGraph from "@langchain/langgraph";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { TroupeError } from "../errors.ts";
+import { importUserModule } from "../loader/user-modules.ts";
 import type { GraphSpecLite } from "./protocol.ts";
 
 /** The subset of a compiled LangGraph graph the runtime uses (structural, works across copies). */
@@ -139,7 +140,7 @@ export class GraphRegistry {
 async function loadGraph(spec: GraphSpecLite): Promise<LoadedGraph> {
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(pathToFileURL(spec.filePath).href)) as Record<string, unknown>;
+    mod = await importUserModule(spec.filePath);
   } catch (err) {
     throw new TroupeError("GRAPH_LOAD_FAILED", `Failed to load graph "${spec.graphId}" from ${spec.filePath}: ${(err as Error).message}`, { cause: err });
   }

@@ -133,9 +133,12 @@ export interface ShardTask {
   storeTtl?: StoreTtlOptions;
   /** semantic index of the store (config `store.index`, module embed function) */
   storeIndex?: StoreIndexOptions;
+  /** the user's modules compiled by the main thread (graphs, embed function): workers run no tsx */
+  modules: CompiledModules;
 }
 
 export type { StoreIndexOptions } from "../storage/store-index.ts";
+import type { CompiledModules } from "../loader/compile-modules.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 
 export interface StoreTtlOptions {

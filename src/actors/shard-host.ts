@@ -14,6 +14,7 @@ import { RunEventGates } from "./event-gate.ts";
 import { shardOf } from "./sharding.ts";
 import { startCpuProfile } from "../util/cpu-profile.ts";
 import { startIdleGc } from "../util/idle-gc.ts";
+import { useCompiledModules } from "../loader/user-modules.ts";
 import { ThreadActor } from "./thread-actor.ts";
 import { buildWebhookPayload } from "../webhooks/payload.ts";
 
@@ -26,6 +27,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   const profiler = startCpuProfile(process.env.TROUPE_CPU_PROFILE_DIR, `shard${task.shardIndex}`);
   const stopIdleGc = startIdleGc();
   for (const [k, v] of Object.entries(task.env)) process.env[k] ??= v;
+  useCompiledModules(task.modules);
   const storage = openStorage(task.dataDir);
   const saver = new LmdbCheckpointSaver(storage);
   const store = opts.createStore?.(storage);

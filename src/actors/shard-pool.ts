@@ -6,13 +6,17 @@ import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { availableParallelism } from "node:os";
 import { Piscina } from "piscina";
 import { deserializeError, TroupeError } from "../errors.ts";
+import type { CompiledModules } from "../loader/compile-modules.ts";
 import type { ActorCommand, ActorReplies, CreateRunCommand, FromShard, GraphSpecLite, ShardTask, StoreIndexOptions, StoreTtlOptions } from "./protocol.ts";
 import type { RunRecord } from "../storage/records.ts";
 import { RunHub } from "./run-hub.ts";
 import { shardOf } from "./sharding.ts";
-import { TSX_REGISTER } from "../util/tsx.ts";
 
 export interface ShardPoolOptions {
+  /** URL of the compiled actor worker entry (src/loader/runtime-modules.ts) */
+  workerEntry: string;
+  /** the user's compiled graph / embed modules */
+  modules: CompiledModules;
   dataDir: string;
   graphs: GraphSpecLite[];
   env: Record<string, string>;
@@ -55,8 +59,9 @@ export class ShardPool {
   constructor(private readonly opts: ShardPoolOptions) {
     this.size = Math.max(1, opts.workers ?? availableParallelism());
     this.pool = new Piscina({
-      filename: new URL("../../workers/actor-shard.ts", import.meta.url).href,
-      execArgv: ["--import", TSX_REGISTER],
+      filename: opts.workerEntry,
+      // compiled code: stack traces point into the .ts sources through the linked source maps
+      execArgv: ["--enable-source-maps"],
       minThreads: this.size,
       maxThreads: this.size,
       concurrentTasksPerWorker: 1,
@@ -86,6 +91,7 @@ export class ShardPool {
       env: this.opts.env,
       storeTtl: this.opts.storeTtl,
       storeIndex: this.opts.storeIndex,
+      modules: this.opts.modules,
     };
     const transferList = webhookPort ? [port2, webhookPort] : [port2];
     const shard: Shard = {

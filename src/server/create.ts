@@ -4,6 +4,8 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { WebhookWorkerHost } from "../webhooks/host.ts";
 import { startIdleGc } from "../util/idle-gc.ts";
+import { nativeMemoryError, releaseFileMapping } from "../util/native-memory.ts";
+import { compileWorkerModules } from "../loader/runtime-modules.ts";
 import { loadConfig, type ResolvedConfig } from "../config/index.ts";
 import { ShardPool } from "../actors/shard-pool.ts";
 import { assistantRoutes } from "../api/assistants.ts";
@@ -23,7 +25,7 @@ import { customAuthGuard, loadAuth } from "../auth/index.ts"; // custom auth
 import { listen, loadNativeUws } from "../http/uws-server.ts";
 import type { RouteDef } from "../http/types.ts";
 import { AssistantStore } from "../storage/assistants.ts";
-import { openStorage } from "../storage/env.ts";
+import { dataFilePath, openStorage } from "../storage/env.ts";
 import { defaultAssistantId } from "../util/ids.ts";
 import { notFound } from "../errors.ts";
 import type { AppContext } from "./context.ts";
@@ -67,6 +69,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   loadNativeUws(); // refuse early, before spawning workers, if only the JS fallback is available
   const config = await loadConfig(opts.configPath);
   for (const w of config.warnings) console.warn(`[troupe] ${w}`);
+  const nativeMemoryProblem = nativeMemoryError();
+  if (nativeMemoryProblem !== undefined) {
+    console.warn(`[troupe] native memory addon not loaded (${nativeMemoryProblem}); run \`npm install\` with a C compiler present. Freed C-heap memory then stays resident after load bursts.`);
+  }
   for (const [k, v] of Object.entries(config.env)) process.env[k] ??= v;
   const customApp = config.http.app ? await loadCustomApp(config.http.app, config.configPath) : undefined; // http.app
   // --- custom auth (src/auth/): import and check the Auth object before anything starts ---
@@ -83,7 +89,13 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   // The worker thread starts with the first run that asks for a webhook; with webhooks disabled it
   // never starts (a config `webhooks` section alone sends nothing, so it does not start it either).
   let dispatcher: Dispatcher | undefined;
+  // workers import compiled code (no tsx hooks thread per worker): compile before starting them
+  const storeIndex = storeIndexOptions(config.store.index);
+  const userModules = [...config.graphs.map((g) => g.filePath), ...(storeIndex ? [storeIndex.embed.filePath] : [])];
+  const workerModules = await compileWorkerModules(opts.dataDir, userModules);
+  for (const [file, message] of Object.entries(workerModules.user.errors)) console.warn(`[troupe] ${file} does not compile (its graph's runs will fail): ${message}`);
   const webhooks = new WebhookWorkerHost({
+    entryUrl: workerModules.webhook,
     headers: { ...config.webhooks.headers },
     urlPolicy: config.webhooks.url,
     dispatch: async (method, path, headers, body) => {
@@ -94,8 +106,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     },
   }).unref();
 
-  const storeIndex = storeIndexOptions(config.store.index);
   const pool = new ShardPool({
+    workerEntry: workerModules.actorShard,
+    modules: workerModules.user,
     dataDir: opts.dataDir,
     graphs: config.graphs.map((g) => ({ graphId: g.graphId, filePath: g.filePath, exportName: g.exportName })),
     env: { ...config.env },
@@ -163,7 +176,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const host = opts.host ?? "127.0.0.1";
   const server = await listen(dispatcher, host, opts.port ?? 8123);
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${server.port}`;
-  const stopIdleGc = startIdleGc(); // give heap back to the OS once a load burst is over
+  // Once a load burst is over: give the JS and C heaps back to the OS, and unmap the data file's
+  // pages (the read-only LMDB map keeps every page a burst touched resident; the page cache keeps them)
+  const dataFile = dataFilePath(opts.dataDir);
+  const stopIdleGc = startIdleGc({}, () => releaseFileMapping(dataFile));
   let closed = false;
   return {
     url,

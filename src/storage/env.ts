@@ -95,10 +95,15 @@ export interface StorageOptions {
   syncCommits?: boolean;
 }
 
+/** The LMDB data file of a data dir. */
+export function dataFilePath(dataDir: string): string {
+  return join(dataDir, "troupe.mdb");
+}
+
 export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage {
   mkdirSync(dataDir, { recursive: true });
   const options = {
-    path: join(dataDir, "troupe.mdb"),
+    path: dataFilePath(dataDir),
     maxDbs: 32, // headroom above the named DBs below, so adding one needs no change here
     // 64 GiB of address space; the file grows as needed.
     mapSize: 64 * 1024 ** 3,

@@ -4,7 +4,7 @@
 // (an item's best field) and returns `score`. Embeddings come from the user's module
 // (`"./embed.ts:fn"`): a function `(texts) => vectors` or an Embeddings object
 // (embedDocuments/embedQuery).
-import { pathToFileURL } from "node:url";
+import { importUserModule } from "../loader/user-modules.ts";
 
 export interface StoreIndexOptions {
   dims: number;
@@ -18,7 +18,7 @@ export interface Embedder {
 }
 
 export async function loadEmbedder(ref: StoreIndexOptions["embed"]): Promise<Embedder> {
-  const mod = (await import(pathToFileURL(ref.filePath).href)) as Record<string, unknown>;
+  const mod = await importUserModule(ref.filePath);
   const e = mod[ref.exportName] as
     | ((texts: string[]) => Promise<number[][]> | number[][])
     | { embedDocuments?: (texts: string[]) => Promise<number[][]>; embedQuery?: (text: string) => Promise<number[]> }

@@ -9,6 +9,8 @@ import type { InProcessDispatch } from "./sender.ts";
 import { TSX_REGISTER } from "../util/tsx.ts";
 
 export interface WebhookWorkerHostOptions extends Omit<WebhookWorkerData, "inProcessDispatch"> {
+  /** compiled worker entry (src/loader/runtime-modules.ts); default: the .ts entry run through tsx */
+  entryUrl?: string;
   /** Router entry for relative URLs; without it the worker logs them as undeliverable. */
   dispatch?: InProcessDispatch;
 }
@@ -43,9 +45,11 @@ export class WebhookWorkerHost {
   start(): Worker {
     if (this.worker) return this.worker;
     if (this.terminated) throw new Error("webhook worker host was terminated");
-    const { dispatch, ...rest } = this.opts;
+    const { dispatch, entryUrl, ...rest } = this.opts;
     const workerData: WebhookWorkerData = { ...rest, headers: { ...rest.headers }, inProcessDispatch: !!dispatch };
-    const worker = new Worker(ENTRY, { execArgv: ["--import", TSX_REGISTER], workerData });
+    const worker = entryUrl !== undefined
+      ? new Worker(new URL(entryUrl), { execArgv: ["--enable-source-maps"], workerData })
+      : new Worker(ENTRY, { execArgv: ["--import", TSX_REGISTER], workerData });
     this.worker = worker;
     worker.on("error", (err) => console.error(`[troupe webhook] worker failed: ${err.message}`));
     if (dispatch) {

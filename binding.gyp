@@ -1,0 +1,8 @@
+{
+  "targets": [
+    {
+      "target_name": "troupe_memory",
+      "sources": ["native/memory.cc"]
+    }
+  ]
+}

@@ -1,0 +1,201 @@
+// Ahead-of-time compilation of TypeScript modules that worker threads import (our actor/webhook
+// worker entries and the users' graph and embed files), so no worker needs tsx's loader hooks.
+// Why: on Node 20 every thread that registers module hooks gets its own hooks thread (a whole V8
+// isolate); with tsx in each actor worker, a fresh server was ~110 MB larger (bench/RESULTS.md).
+//
+// Each build bundles the entry's own files (TypeScript, JSX, local JS) into ESM and leaves every
+// package external, pointing at the exact file Node's resolution would pick from the importing
+// file's directory (a user project's own node_modules included). Two bundles importing a package
+// therefore share one module instance, as they did when Node resolved the bare specifier itself.
+// `import.meta.url` (and dirname/filename) keep naming the source file, so paths relative to it work.
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { builtinModules } from "node:module";
+import { basename, dirname, extname, join, relative, resolve, sep } from "node:path";
+import { pathToFileURL } from "node:url";
+import * as esbuild from "esbuild";
+
+/** Files that need compiling; plain .js/.mjs/.cjs entries are imported as they are. */
+const NEEDS_COMPILE = /\.(?:ts|tsx|mts|cts|jsx)$/;
+/** Package files Node can import directly; anything else reached through a package is bundled. */
+const NODE_LOADABLE = /\.(?:js|mjs|cjs)$/;
+const BUILTINS = new Set(builtinModules);
+/** marks esbuild's own resolution of a bare specifier, so our onResolve does not recurse */
+const INNER_RESOLVE = Symbol("inner-resolve");
+
+export interface CompiledModules {
+  /** import URL of each entry by absolute source path: compiled output, or the file itself */
+  urls: Record<string, string>;
+  /** entries that failed to compile, by absolute source path: esbuild's message */
+  errors: Record<string, string>;
+}
+
+export function needsCompile(path: string): boolean {
+  return NEEDS_COMPILE.test(path);
+}
+
+/**
+ * Compiles `entries` (absolute paths) into `<outDir>/<content hash>/` and removes older builds
+ * there. An entry that does not compile is reported in `errors` instead of failing the others.
+ */
+export async function compileModules(entries: readonly string[], outDir: string): Promise<CompiledModules> {
+  const result: CompiledModules = { urls: {}, errors: {} };
+  const toCompile = [...new Set(entries.map((e) => resolve(e)))].filter((e) => {
+    if (needsCompile(e)) return true;
+    result.urls[e] = pathToFileURL(e).href;
+    return false;
+  });
+  if (toCompile.length === 0) return result;
+  try {
+    let outputs: BuildOutputs;
+    try {
+      outputs = await bundle(toCompile, outDir);
+    } catch (err) {
+      // isolate the entries that fail, so one broken graph file does not take the others down
+      const ok: string[] = [];
+      for (const entry of toCompile) {
+        try {
+          await bundle([entry], outDir);
+          ok.push(entry);
+        } catch (e) {
+          result.errors[entry] = buildFailureText(e);
+        }
+      }
+      if (ok.length === toCompile.length) throw err; // fails only together: nothing to isolate
+      if (ok.length === 0) return result;
+      outputs = await bundle(ok, outDir);
+    }
+    const dir = writeBuild(outputs, outDir);
+    for (const [entry, file] of outputs.entries) result.urls[entry] = pathToFileURL(join(dir, file)).href;
+    return result;
+  } finally {
+    await esbuild.stop(); // the helper process is only needed while compiling
+  }
+}
+
+interface BuildOutputs {
+  /** relative output path → contents */
+  files: Map<string, Uint8Array>;
+  /** absolute entry source path → relative output path of its module */
+  entries: Map<string, string>;
+}
+
+async function bundle(entries: readonly string[], outDir: string): Promise<BuildOutputs> {
+  const entryPoints: Record<string, string> = {};
+  entries.forEach((e, i) => (entryPoints[`${basename(e, extname(e))}-${i}`] = e));
+  // the files end up in <outDir>/<hash>/: same depth, so the source maps' relative paths hold
+  const outdir = join(resolve(outDir), "staging");
+  const built = await esbuild.build({
+    entryPoints,
+    outdir,
+    bundle: true,
+    splitting: true, // modules shared by two entries (e.g. tools used by two graphs) stay one instance
+    format: "esm",
+    platform: "node",
+    target: "node20",
+    outExtension: { ".js": ".mjs" },
+    conditions: [], // Node's conditions only (import/require, node, default): no "module"
+    mainFields: ["main"], // as Node, which ignores "module"
+    keepNames: true, // function.name is what LangChain names a runnable/node after
+    sourcemap: "linked",
+    sourcesContent: false,
+    metafile: true,
+    write: false,
+    logLevel: "silent",
+    plugins: [externalPackages, sourceFileMeta],
+  });
+  const files = new Map<string, Uint8Array>();
+  for (const f of built.outputFiles) files.set(relative(outdir, f.path), f.contents);
+  const entries2 = new Map<string, string>();
+  for (const [out, meta] of Object.entries(built.metafile.outputs)) {
+    if (meta.entryPoint !== undefined) entries2.set(resolve(meta.entryPoint), relative(outdir, resolve(out)));
+  }
+  return { files, entries: entries2 };
+}
+
+/** Bare specifiers: builtins stay as they are, package files become absolute file URLs. */
+const externalPackages: esbuild.Plugin = {
+  name: "troupe-external-packages",
+  setup(build) {
+    build.onResolve({ filter: /^[^./]/ }, async (args) => {
+      if (args.pluginData === INNER_RESOLVE) return undefined;
+      const bare = args.path.startsWith("node:") ? args.path.slice(5) : args.path;
+      if (BUILTINS.has(bare.split("/")[0]!) || BUILTINS.has(bare)) return { path: args.path, external: true };
+      const found = await build.resolve(args.path, { kind: args.kind, importer: args.importer, resolveDir: args.resolveDir, pluginData: INNER_RESOLVE });
+      if (found.errors.length > 0) return { errors: found.errors };
+      if (found.external) return { path: args.path, external: true };
+      const inPackage = found.path.split(sep).includes("node_modules");
+      // workspace packages (symlinked source) and TypeScript-only packages are compiled with us
+      if (!inPackage || !NODE_LOADABLE.test(found.path)) return { path: found.path, sideEffects: found.sideEffects };
+      // require() takes a path, import a URL
+      return { path: args.kind === "require-call" ? found.path : pathToFileURL(found.path).href, external: true };
+    });
+  },
+};
+
+/** Our sources and the user's: `import.meta.*` and CommonJS `__dirname` keep naming the source file. */
+const sourceFileMeta: esbuild.Plugin = {
+  name: "troupe-source-file-meta",
+  setup(build) {
+    build.onLoad({ filter: /\.(?:[cm]?[jt]s|[jt]sx)$/ }, async (args) => {
+      if (args.path.split(sep).includes("node_modules")) return undefined;
+      const url = pathToFileURL(args.path).href;
+      let text = await readFile(args.path, "utf8");
+      text = text
+        .replaceAll("import.meta.url", JSON.stringify(url))
+        .replaceAll("import.meta.filename", JSON.stringify(args.path))
+        .replaceAll("import.meta.dirname", JSON.stringify(dirname(args.path)));
+      // CommonJS-style files (tsx runs .ts in a package without "type": "module" as CommonJS)
+      const declares = (name: string) => new RegExp(`\\b(?:const|let|var|function)\\s+${name}\\b`).test(text);
+      const prelude: string[] = [];
+      if (/\b__filename\b/.test(text) && !declares("__filename")) prelude.push(`var __filename = ${JSON.stringify(args.path)};`);
+      if (/\b__dirname\b/.test(text) && !declares("__dirname")) prelude.push(`var __dirname = ${JSON.stringify(dirname(args.path))};`);
+      if (prelude.length > 0) text = `${prelude.join(" ")}${text}`; // one line: source maps stay aligned
+      return { contents: text, loader: loaderFor(args.path), resolveDir: dirname(args.path) };
+    });
+  },
+};
+
+function loaderFor(path: string): esbuild.Loader {
+  if (path.endsWith(".tsx")) return "tsx";
+  if (path.endsWith(".jsx")) return "jsx";
+  return /\.[cm]?ts$/.test(path) ? "ts" : "js";
+}
+
+/** Writes the build under its content hash (reused when unchanged) and removes older builds. */
+function writeBuild(outputs: BuildOutputs, outDir: string): string {
+  const hash = createHash("sha256");
+  for (const [name, contents] of [...outputs.files].sort(([a], [b]) => (a < b ? -1 : 1))) hash.update(name).update("\0").update(contents);
+  const id = hash.digest("hex").slice(0, 16);
+  const dir = join(outDir, id);
+  if (!existsSync(dir)) {
+    const staging = `${dir}.${process.pid}.tmp`;
+    rmSync(staging, { recursive: true, force: true });
+    for (const [name, contents] of outputs.files) {
+      mkdirSync(dirname(join(staging, name)), { recursive: true });
+      writeFileSync(join(staging, name), contents);
+    }
+    try {
+      renameSync(staging, dir);
+    } catch (err) {
+      rmSync(staging, { recursive: true, force: true });
+      if (!existsSync(dir)) throw err; // another process wrote the same build first: fine
+    }
+  }
+  for (const old of readdirSync(outDir)) {
+    if (old !== id && !old.endsWith(".tmp")) rmSync(join(outDir, old), { recursive: true, force: true });
+  }
+  return dir;
+}
+
+function buildFailureText(err: unknown): string {
+  const failure = err as { errors?: esbuild.Message[] };
+  if (Array.isArray(failure.errors) && failure.errors.length > 0) {
+    return failure.errors
+      .slice(0, 5)
+      .map((m) => (m.location ? `${m.location.file}:${m.location.line}:${m.location.column}: ${m.text}` : m.text))
+      .join("; ");
+  }
+  return err instanceof Error ? err.message : String(err);
+}
