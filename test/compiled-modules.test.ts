@@ -2,9 +2,11 @@
 // Through a real server and the SDK: sources keep their own import.meta.url, a local module two
 // graph files import is one instance, .tsx entries work, function names survive bundling, and a
 // file that does not compile fails only its own runs, with esbuild's message.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { existsSync, readdirSync } from "node:fs";
-import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { Client } from "@langchain/langgraph-sdk";
 import { REPO, startTestServer, type TestServer } from "./helpers/server.ts";
 import { compileModules } from "../src/loader/compile-modules.ts";
@@ -48,21 +50,32 @@ describe("compiled user modules", () => {
     const finished = await client.runs.get(thread.thread_id, run.run_id);
     expect(finished.status).toBe("error");
     expect(JSON.stringify(done)).toMatch(/broken\.ts: it does not compile: .*broken\.ts:2:\d+: /);
-    expect(server.output()).toMatch(/broken\.ts does not compile \(its graph's runs will fail\)/);
+    expect(server.output()).toMatch(/broken\.ts does not compile: /);
     const echo = (await client.runs.wait(null, "echo", { input: { messages: [{ role: "human", content: "still here" }] } })) as { messages: { content: string }[] };
     expect(echo.messages.at(-1)?.content).toBe("still here");
   });
 
-  it("reuses an unchanged build and removes older ones", async () => {
-    const dir = join(server.dataDir, "modules", "unit");
-    const entry = join(REPO, "test/fixtures/compiled/count_graph.tsx");
+  it("reuses an unchanged build, rebuilds when any file it read changes, and keeps only the newest", async () => {
+    const project = mkdtempSync(join(REPO, "test", ".tmp-compile-")); // inside the repo: its node_modules resolve
+    onTestFinished(() => rmSync(project, { recursive: true, force: true }));
+    for (const f of ["count_graph.tsx", "counter.ts"]) copyFileSync(join(REPO, "test/fixtures/compiled", f), join(project, f));
+    const dir = join(project, "out");
+    const entry = join(project, "count_graph.tsx");
     const first = await compileModules([entry], dir);
+    const manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) as { inputs: Record<string, unknown> };
+    expect(Object.keys(manifest.inputs)).toEqual(expect.arrayContaining([entry, join(project, "counter.ts")]));
+    expect(Object.keys(manifest.inputs).some((f) => f.includes("/node_modules/@langchain/langgraph/"))).toBe(true); // packages too
     const second = await compileModules([entry], dir);
     expect(second.urls[entry]).toBe(first.urls[entry]);
-    expect(readdirSync(dir)).toHaveLength(1);
+    // an imported file (not the entry) changes: a new build, the old one removed
+    writeFileSync(join(project, "counter.ts"), readFileSync(join(project, "counter.ts"), "utf8").replace("calls += 1", "calls += 2"));
+    const third = await compileModules([entry], dir);
+    expect(third.urls[entry]).not.toBe(first.urls[entry]);
+    expect(existsSync(new URL(first.urls[entry]!))).toBe(false);
+    expect(readdirSync(dir).sort()).toEqual([basename(dirname(fileURLToPath(third.urls[entry]!))), "manifest.json"].sort());
+    const mod = (await import(third.urls[entry]!)) as { graph: { invoke(i: unknown): Promise<{ call: number }> } };
+    expect((await mod.graph.invoke({})).call).toBe(2);
     const plain = join(REPO, "bin/troupe.js");
-    const mixed = await compileModules([plain], dir); // plain JS is imported as it is
-    expect(mixed.urls[plain]).toMatch(/bin\/troupe\.js$/);
-    expect(existsSync(new URL(first.urls[entry]!))).toBe(true);
+    expect((await compileModules([plain], dir)).urls[plain]).toBe(pathToFileURL(plain).href); // plain JS: imported as it is
   });
 });

@@ -1,10 +1,10 @@
 // Startup: imports the module `auth.path` names (the CLI has tsx registered, so .ts works),
 // checks its export is an SDK `Auth` instance (it has `~handlerCache`) and builds the runtime.
 // Every failure is a ConfigError naming `auth.path`, so the server refuses to start.
-import { pathToFileURL } from "node:url";
 import { ConfigError, type ImportRef } from "../config/index.ts";
 import { AuthRuntime, type AuthRuntimeOptions } from "./runtime.ts";
 import type { AuthHandlerCache } from "./types.ts";
+import { importUserModule } from "../loader/user-modules.ts";
 
 const EVENT_KEY = /^(\*|threads|assistants|crons|store)(:(\*|[a-z_]+))?$/;
 
@@ -20,7 +20,7 @@ export async function loadAuth(ref: ImportRef, opts: LoadAuthOptions): Promise<A
   };
   let mod: Record<string, unknown> = {};
   try {
-    mod = (await import(pathToFileURL(ref.filePath).href)) as Record<string, unknown>;
+    mod = await importUserModule(ref.filePath);
   } catch (err) {
     fail(`could not import ${ref.filePath}: ${err instanceof Error ? err.message : String(err)}`, err);
   }

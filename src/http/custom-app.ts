@@ -4,10 +4,10 @@
 // everything else falls through to the built-ins. Differences from upstream (docs in README): the
 // app's global middleware (`app.use("*")`) wraps only its own routes, and its responses are
 // buffered (a streaming response arrives whole).
-import { pathToFileURL } from "node:url";
 import { ConfigError, type ImportRef } from "../config/index.ts";
 import type { Guard, RawRequest } from "./dispatch.ts";
 import type { Reply } from "./types.ts";
+import { importUserModule } from "../loader/user-modules.ts";
 
 interface FetchApp {
   fetch(request: Request): Response | Promise<Response>;
@@ -52,7 +52,7 @@ export async function loadCustomApp(ref: ImportRef, configPath: string): Promise
   };
   let mod: Record<string, unknown> = {};
   try {
-    mod = (await import(pathToFileURL(ref.filePath).href)) as Record<string, unknown>;
+    mod = await importUserModule(ref.filePath);
   } catch (err) {
     fail(`could not import ${ref.filePath}: ${err instanceof Error ? err.message : String(err)}`, err);
   }

@@ -9,18 +9,20 @@
 // therefore share one module instance, as they did when Node resolved the bare specifier itself.
 // `import.meta.url` (and dirname/filename) keep naming the source file, so paths relative to it work.
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { builtinModules } from "node:module";
 import { basename, dirname, extname, join, relative, resolve, sep } from "node:path";
 import { pathToFileURL } from "node:url";
-import * as esbuild from "esbuild";
+import type { Loader, Message, Plugin } from "esbuild";
 
 /** Files that need compiling; plain .js/.mjs/.cjs entries are imported as they are. */
 const NEEDS_COMPILE = /\.(?:ts|tsx|mts|cts|jsx)$/;
 /** Package files Node can import directly; anything else reached through a package is bundled. */
 const NODE_LOADABLE = /\.(?:js|mjs|cjs)$/;
 const BUILTINS = new Set(builtinModules);
+/** what `import.meta.*` of our and the user's sources compile to: per-module constants (sourceFileMeta) */
+const META = { url: "__troupe_import_meta_url", filename: "__troupe_import_meta_filename", dirname: "__troupe_import_meta_dirname" } as const;
 /** marks esbuild's own resolution of a bare specifier, so our onResolve does not recurse */
 const INNER_RESOLVE = Symbol("inner-resolve");
 
@@ -38,25 +40,33 @@ export function needsCompile(path: string): boolean {
 /**
  * Compiles `entries` (absolute paths) into `<outDir>/<content hash>/` and removes older builds
  * there. An entry that does not compile is reported in `errors` instead of failing the others.
+ * When no file the last build read has changed since (size and mtime, packages included), that
+ * build is reused without running esbuild at all (`<outDir>/manifest.json`).
  */
-export async function compileModules(entries: readonly string[], outDir: string): Promise<CompiledModules> {
+export async function compileModules(entries: readonly string[], outDir: string, opts: { keepBuilds?: number } = {}): Promise<CompiledModules> {
   const result: CompiledModules = { urls: {}, errors: {} };
   const toCompile = [...new Set(entries.map((e) => resolve(e)))].filter((e) => {
     if (needsCompile(e)) return true;
     result.urls[e] = pathToFileURL(e).href;
     return false;
-  });
+  }).sort();
   if (toCompile.length === 0) return result;
+  const reused = reusableBuild(toCompile, outDir);
+  if (reused !== null) {
+    for (const [entry, url] of Object.entries(reused)) result.urls[entry] = url;
+    return result;
+  }
+  const esbuild = await import("esbuild");
   try {
     let outputs: BuildOutputs;
     try {
-      outputs = await bundle(toCompile, outDir);
+      outputs = await bundle(esbuild, toCompile, outDir);
     } catch (err) {
       // isolate the entries that fail, so one broken graph file does not take the others down
       const ok: string[] = [];
       for (const entry of toCompile) {
         try {
-          await bundle([entry], outDir);
+          await bundle(esbuild, [entry], outDir);
           ok.push(entry);
         } catch (e) {
           result.errors[entry] = buildFailureText(e);
@@ -64,24 +74,71 @@ export async function compileModules(entries: readonly string[], outDir: string)
       }
       if (ok.length === toCompile.length) throw err; // fails only together: nothing to isolate
       if (ok.length === 0) return result;
-      outputs = await bundle(ok, outDir);
+      outputs = await bundle(esbuild, ok, outDir);
     }
-    const dir = writeBuild(outputs, outDir);
+    const dir = writeBuild(outputs, outDir, opts.keepBuilds ?? 1);
     for (const [entry, file] of outputs.entries) result.urls[entry] = pathToFileURL(join(dir, file)).href;
+    // a build with failures is never reused: the fix may be in a file it could not even read
+    if (Object.keys(result.errors).length === 0) writeManifest(outDir, { entries: toCompile, urls: result.urls, inputs: stamps(outputs.inputs) });
     return result;
   } finally {
     await esbuild.stop(); // the helper process is only needed while compiling
   }
 }
 
+interface Manifest {
+  entries: string[];
+  urls: Record<string, string>;
+  /** every file the build read or points to: [size, mtimeMs] */
+  inputs: Record<string, [number, number]>;
+}
+
+const MANIFEST = "manifest.json";
+
+function stamps(files: Iterable<string>): Record<string, [number, number]> {
+  const out: Record<string, [number, number]> = {};
+  for (const f of files) {
+    const st = statSync(f, { throwIfNoEntry: false });
+    if (st) out[f] = [st.size, st.mtimeMs];
+  }
+  return out;
+}
+
+function reusableBuild(entries: readonly string[], outDir: string): Record<string, string> | null {
+  let manifest: Manifest;
+  try {
+    manifest = JSON.parse(readFileSync(join(outDir, MANIFEST), "utf8")) as Manifest;
+  } catch {
+    return null;
+  }
+  if (manifest.entries.length !== entries.length || manifest.entries.some((e, i) => e !== entries[i])) return null;
+  for (const [file, [size, mtimeMs]] of Object.entries(manifest.inputs)) {
+    const st = statSync(file, { throwIfNoEntry: false });
+    if (!st || st.size !== size || st.mtimeMs !== mtimeMs) return null;
+  }
+  for (const url of Object.values(manifest.urls)) if (!existsSync(new URL(url))) return null;
+  return manifest.urls;
+}
+
+function writeManifest(outDir: string, manifest: Manifest): void {
+  const tmp = join(outDir, `${MANIFEST}.${process.pid}.tmp`);
+  writeFileSync(tmp, JSON.stringify(manifest));
+  renameSync(tmp, join(outDir, MANIFEST));
+}
+
 interface BuildOutputs {
   /** relative output path → contents */
   files: Map<string, Uint8Array>;
+  /** absolute paths of the sources bundled and of the package files left external */
+  inputs: Set<string>;
   /** absolute entry source path → relative output path of its module */
   entries: Map<string, string>;
 }
 
-async function bundle(entries: readonly string[], outDir: string): Promise<BuildOutputs> {
+type Esbuild = typeof import("esbuild");
+
+async function bundle(esbuild: Esbuild, entries: readonly string[], outDir: string): Promise<BuildOutputs> {
+  const external = new Set<string>();
   const entryPoints: Record<string, string> = {};
   entries.forEach((e, i) => (entryPoints[`${basename(e, extname(e))}-${i}`] = e));
   // the files end up in <outDir>/<hash>/: same depth, so the source maps' relative paths hold
@@ -103,7 +160,8 @@ async function bundle(entries: readonly string[], outDir: string): Promise<Build
     metafile: true,
     write: false,
     logLevel: "silent",
-    plugins: [externalPackages, sourceFileMeta],
+    plugins: [externalPackages(external), sourceFileMeta],
+    define: { "import.meta.url": META.url, "import.meta.filename": META.filename, "import.meta.dirname": META.dirname },
   });
   const files = new Map<string, Uint8Array>();
   for (const f of built.outputFiles) files.set(relative(outdir, f.path), f.contents);
@@ -111,11 +169,12 @@ async function bundle(entries: readonly string[], outDir: string): Promise<Build
   for (const [out, meta] of Object.entries(built.metafile.outputs)) {
     if (meta.entryPoint !== undefined) entries2.set(resolve(meta.entryPoint), relative(outdir, resolve(out)));
   }
-  return { files, entries: entries2 };
+  const inputs = new Set([...external, ...Object.keys(built.metafile.inputs).map((f) => resolve(f))]);
+  return { files, inputs, entries: entries2 };
 }
 
 /** Bare specifiers: builtins stay as they are, package files become absolute file URLs. */
-const externalPackages: esbuild.Plugin = {
+const externalPackages = (seen: Set<string>): Plugin => ({
   name: "troupe-external-packages",
   setup(build) {
     build.onResolve({ filter: /^[^./]/ }, async (args) => {
@@ -128,27 +187,32 @@ const externalPackages: esbuild.Plugin = {
       const inPackage = found.path.split(sep).includes("node_modules");
       // workspace packages (symlinked source) and TypeScript-only packages are compiled with us
       if (!inPackage || !NODE_LOADABLE.test(found.path)) return { path: found.path, sideEffects: found.sideEffects };
+      seen.add(found.path);
       // require() takes a path, import a URL
       return { path: args.kind === "require-call" ? found.path : pathToFileURL(found.path).href, external: true };
     });
   },
-};
+});
 
 /** Our sources and the user's: `import.meta.*` and CommonJS `__dirname` keep naming the source file. */
-const sourceFileMeta: esbuild.Plugin = {
+const sourceFileMeta: Plugin = {
   name: "troupe-source-file-meta",
   setup(build) {
     build.onLoad({ filter: /\.(?:[cm]?[jt]s|[jt]sx)$/ }, async (args) => {
       if (args.path.split(sep).includes("node_modules")) return undefined;
-      const url = pathToFileURL(args.path).href;
       let text = await readFile(args.path, "utf8");
-      text = text
-        .replaceAll("import.meta.url", JSON.stringify(url))
-        .replaceAll("import.meta.filename", JSON.stringify(args.path))
-        .replaceAll("import.meta.dirname", JSON.stringify(dirname(args.path)));
+      // `define` (see bundle()) turned import.meta.url/filename/dirname into these names; declared
+      // per module, so each names its own source file (esbuild renames colliding top-level names)
+      const prelude: string[] = [];
+      if (text.includes("import.meta")) {
+        prelude.push(
+          `const ${META.url} = ${JSON.stringify(pathToFileURL(args.path).href)};`,
+          `const ${META.filename} = ${JSON.stringify(args.path)};`,
+          `const ${META.dirname} = ${JSON.stringify(dirname(args.path))};`,
+        );
+      }
       // CommonJS-style files (tsx runs .ts in a package without "type": "module" as CommonJS)
       const declares = (name: string) => new RegExp(`\\b(?:const|let|var|function)\\s+${name}\\b`).test(text);
-      const prelude: string[] = [];
       if (/\b__filename\b/.test(text) && !declares("__filename")) prelude.push(`var __filename = ${JSON.stringify(args.path)};`);
       if (/\b__dirname\b/.test(text) && !declares("__dirname")) prelude.push(`var __dirname = ${JSON.stringify(dirname(args.path))};`);
       if (prelude.length > 0) text = `${prelude.join(" ")}${text}`; // one line: source maps stay aligned
@@ -157,14 +221,17 @@ const sourceFileMeta: esbuild.Plugin = {
   },
 };
 
-function loaderFor(path: string): esbuild.Loader {
+function loaderFor(path: string): Loader {
   if (path.endsWith(".tsx")) return "tsx";
   if (path.endsWith(".jsx")) return "jsx";
   return /\.[cm]?ts$/.test(path) ? "ts" : "js";
 }
 
-/** Writes the build under its content hash (reused when unchanged) and removes older builds. */
-function writeBuild(outputs: BuildOutputs, outDir: string): string {
+/**
+ * Writes the build under its content hash (reused when unchanged) and removes older builds but the
+ * `keep - 1` newest (a shared cache keeps a few: another process may still run an older one).
+ */
+function writeBuild(outputs: BuildOutputs, outDir: string, keep: number): string {
   const hash = createHash("sha256");
   for (const [name, contents] of [...outputs.files].sort(([a], [b]) => (a < b ? -1 : 1))) hash.update(name).update("\0").update(contents);
   const id = hash.digest("hex").slice(0, 16);
@@ -183,14 +250,18 @@ function writeBuild(outputs: BuildOutputs, outDir: string): string {
       if (!existsSync(dir)) throw err; // another process wrote the same build first: fine
     }
   }
-  for (const old of readdirSync(outDir)) {
-    if (old !== id && !old.endsWith(".tmp")) rmSync(join(outDir, old), { recursive: true, force: true });
-  }
+  const now = new Date();
+  utimesSync(dir, now, now); // newest first below, also when this build already existed
+  const older = readdirSync(outDir)
+    .filter((name) => name !== id && name !== MANIFEST && !name.endsWith(".tmp"))
+    .map((name) => ({ name, mtime: statSync(join(outDir, name), { throwIfNoEntry: false })?.mtimeMs ?? 0 }))
+    .sort((a, b) => b.mtime - a.mtime);
+  for (const { name } of older.slice(Math.max(0, keep - 1))) rmSync(join(outDir, name), { recursive: true, force: true });
   return dir;
 }
 
 function buildFailureText(err: unknown): string {
-  const failure = err as { errors?: esbuild.Message[] };
+  const failure = err as { errors?: Message[] };
   if (Array.isArray(failure.errors) && failure.errors.length > 0) {
     return failure.errors
       .slice(0, 5)

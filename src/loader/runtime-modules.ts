@@ -1,6 +1,7 @@
 // What the server compiles before it starts its worker threads: our two worker entries (with
-// everything they import from src/) and the user's modules those workers load. Output lives in
-// the data directory (`modules/`), rewritten only when the compiled code changes.
+// everything they import from src/) and the user's modules (graphs and embed function for the
+// workers, custom auth and http.app for the HTTP thread). Ours go to the compile cache bin/troupe.js
+// chose (shared by every server of this install), the user's to the data directory (`modules/`).
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { compileModules, type CompiledModules } from "./compile-modules.ts";
@@ -19,7 +20,9 @@ export interface WorkerModules {
 
 /** Compiles the worker entries and `userFiles`; a runtime that does not compile is a startup error. */
 export async function compileWorkerModules(dataDir: string, userFiles: readonly string[]): Promise<WorkerModules> {
-  const runtime = await compileModules([ACTOR_SHARD_ENTRY, WEBHOOK_ENTRY], join(dataDir, "modules", "runtime"));
+  const cache = process.env.TROUPE_COMPILE_CACHE;
+  const runtimeDir = cache ? join(cache, "runtime") : join(dataDir, "modules", "runtime");
+  const runtime = await compileModules([ACTOR_SHARD_ENTRY, WEBHOOK_ENTRY], runtimeDir, { keepBuilds: cache ? 3 : 1 });
   const failed = Object.entries(runtime.errors);
   if (failed.length > 0) throw new Error(`troupe's worker code does not compile: ${failed.map(([f, m]) => `${f}: ${m}`).join("; ")}`);
   const user = await compileModules(userFiles, join(dataDir, "modules", "user"));

@@ -1,12 +1,12 @@
-// Imports a user's module (graph, embed function) by its source path. In actor workers the main
-// thread has compiled TypeScript entries ahead of time (compile-modules.ts) and handed over their
-// URLs; on the main thread, which has tsx registered, the source path is imported as it is.
+// Imports a user's module (graph, embed function, custom auth, http.app) by its source path: the
+// server compiled the TypeScript ones at startup (compile-modules.ts) and handed their URLs to the
+// HTTP thread and the workers; a file not in the map (plain JS) is imported as it is.
 import { pathToFileURL } from "node:url";
 import type { CompiledModules } from "./compile-modules.ts";
 
 let compiled: CompiledModules = { urls: {}, errors: {} };
 
-/** Called once by a worker before it loads any user module. */
+/** Called once per thread (HTTP thread, each worker) before it loads any user module. */
 export function useCompiledModules(modules: CompiledModules): void {
   compiled = modules;
 }

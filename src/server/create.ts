@@ -6,6 +6,7 @@ import { WebhookWorkerHost } from "../webhooks/host.ts";
 import { startIdleGc } from "../util/idle-gc.ts";
 import { nativeMemoryError, releaseFileMapping } from "../util/native-memory.ts";
 import { compileWorkerModules } from "../loader/runtime-modules.ts";
+import { useCompiledModules } from "../loader/user-modules.ts";
 import { loadConfig, type ResolvedConfig } from "../config/index.ts";
 import { ShardPool } from "../actors/shard-pool.ts";
 import { assistantRoutes } from "../api/assistants.ts";
@@ -74,6 +75,18 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     console.warn(`[troupe] native memory addon not loaded (${nativeMemoryProblem}); run \`npm install\` with a C compiler present. Freed C-heap memory then stays resident after load bursts.`);
   }
   for (const [k, v] of Object.entries(config.env)) process.env[k] ??= v;
+  // Nothing runs through tsx: the worker entries and every user module (graphs and embed function
+  // in the workers; auth and http.app here) are compiled before anything imports them (src/loader/)
+  const storeIndex = storeIndexOptions(config.store.index);
+  const userModules = [
+    ...config.graphs.map((g) => g.filePath),
+    ...(storeIndex ? [storeIndex.embed.filePath] : []),
+    ...(config.auth.path ? [config.auth.path.filePath] : []),
+    ...(config.http.app ? [config.http.app.filePath] : []),
+  ];
+  const workerModules = await compileWorkerModules(opts.dataDir, userModules);
+  for (const [file, message] of Object.entries(workerModules.user.errors)) console.warn(`[troupe] ${file} does not compile: ${message}`);
+  useCompiledModules(workerModules.user);
   const customApp = config.http.app ? await loadCustomApp(config.http.app, config.configPath) : undefined; // http.app
   // --- custom auth (src/auth/): import and check the Auth object before anything starts ---
   const auth = config.auth.path ? await loadAuth(config.auth.path, { configPath: config.configPath, disableStudioAuth: config.auth.disableStudioAuth }) : undefined;
@@ -89,11 +102,6 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   // The worker thread starts with the first run that asks for a webhook; with webhooks disabled it
   // never starts (a config `webhooks` section alone sends nothing, so it does not start it either).
   let dispatcher: Dispatcher | undefined;
-  // workers import compiled code (no tsx hooks thread per worker): compile before starting them
-  const storeIndex = storeIndexOptions(config.store.index);
-  const userModules = [...config.graphs.map((g) => g.filePath), ...(storeIndex ? [storeIndex.embed.filePath] : [])];
-  const workerModules = await compileWorkerModules(opts.dataDir, userModules);
-  for (const [file, message] of Object.entries(workerModules.user.errors)) console.warn(`[troupe] ${file} does not compile (its graph's runs will fail): ${message}`);
   const webhooks = new WebhookWorkerHost({
     entryUrl: workerModules.webhook,
     headers: { ...config.webhooks.headers },
