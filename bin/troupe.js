@@ -3,9 +3,9 @@
 // hooks run in a hooks thread, a whole V8 isolate (~30 MB). src/loader/compile-modules.ts bundles
 // src/cli.ts (with esbuild, packages left external) into a compile cache and reuses that build
 // while no file it read has changed, so a warm start runs no compiler at all.
-import { existsSync, mkdirSync, renameSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { setFlagsFromString } from "node:v8";
 
@@ -53,6 +53,10 @@ async function loadCompiler(cache) {
     });
     await esbuild.stop();
     renameSync(tmp, out);
+    for (const old of readdirSync(dirname(out))) {
+      // compilers of earlier versions of the source (a running process has its copy loaded already)
+      if (old !== basename(out) && old.startsWith("compile-modules-") && !old.endsWith(".tmp")) rmSync(join(dirname(out), old), { force: true });
+    }
   }
   return import(pathToFileURL(out).href);
 }

@@ -1,7 +1,8 @@
-// Ahead-of-time compilation of TypeScript modules that worker threads import (our actor/webhook
-// worker entries and the users' graph and embed files), so no worker needs tsx's loader hooks.
-// Why: on Node 20 every thread that registers module hooks gets its own hooks thread (a whole V8
-// isolate); with tsx in each actor worker, a fresh server was ~110 MB larger (bench/RESULTS.md).
+// Ahead-of-time compilation of the TypeScript every thread imports (src/cli.ts for bin/troupe.js,
+// our worker entries, the user's graph/embed/auth/http.app files), so no thread needs tsx's loader
+// hooks. Why: on Node 20 every thread that registers module hooks gets its own hooks thread (a
+// whole V8 isolate); tsx on the main thread and in two actor workers cost ~140 MB of RSS
+// (bench/RESULTS.md, session 10).
 //
 // Each build bundles the entry's own files (TypeScript, JSX, local JS) into ESM and leaves every
 // package external, pointing at the exact file Node's resolution would pick from the importing
@@ -33,7 +34,7 @@ export interface CompiledModules {
   errors: Record<string, string>;
 }
 
-export function needsCompile(path: string): boolean {
+function needsCompile(path: string): boolean {
   return NEEDS_COMPILE.test(path);
 }
 
