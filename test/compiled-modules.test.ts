@@ -65,6 +65,7 @@ describe("compiled user modules", () => {
     const manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) as { inputs: Record<string, unknown> };
     expect(Object.keys(manifest.inputs)).toEqual(expect.arrayContaining([entry, join(project, "counter.ts")]));
     expect(Object.keys(manifest.inputs).some((f) => f.includes("/node_modules/@langchain/langgraph/"))).toBe(true); // packages too
+    expect(Object.keys(manifest.inputs)).toEqual(expect.arrayContaining([join(REPO, "tsconfig.json"), join(REPO, "package.json")])); // and build settings
     const second = await compileModules([entry], dir);
     expect(second.urls[entry]).toBe(first.urls[entry]);
     // an imported file (not the entry) changes: a new build, the old one removed

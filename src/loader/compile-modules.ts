@@ -170,8 +170,33 @@ async function bundle(esbuild: Esbuild, entries: readonly string[], outDir: stri
   for (const [out, meta] of Object.entries(built.metafile.outputs)) {
     if (meta.entryPoint !== undefined) entries2.set(resolve(meta.entryPoint), relative(outdir, resolve(out)));
   }
-  const inputs = new Set([...external, ...Object.keys(built.metafile.inputs).map((f) => resolve(f))]);
+  const sources = Object.keys(built.metafile.inputs).map((f) => resolve(f));
+  const inputs = new Set([...external, ...sources, ...buildSettingsOf(sources)]);
   return { files, inputs, entries: entries2 };
+}
+
+/**
+ * The nearest tsconfig.json and package.json above each source: they steer how esbuild compiles
+ * and resolves it (paths, decorators, JSX, "imports" aliases), so a change to them is a change too.
+ */
+function buildSettingsOf(sources: readonly string[]): Set<string> {
+  const found = new Set<string>();
+  const seenDirs = new Set<string>();
+  for (const source of sources) {
+    if (source.split(sep).includes("node_modules")) continue;
+    const pending: string[] = ["tsconfig.json", "package.json"];
+    for (let dir = dirname(source); pending.length > 0 && !seenDirs.has(`${dir}\0${pending.join()}`); dir = dirname(dir)) {
+      seenDirs.add(`${dir}\0${pending.join()}`);
+      for (const name of [...pending]) {
+        if (existsSync(join(dir, name))) {
+          found.add(join(dir, name));
+          pending.splice(pending.indexOf(name), 1);
+        }
+      }
+      if (dirname(dir) === dir) break;
+    }
+  }
+  return found;
 }
 
 /** Bare specifiers: builtins stay as they are, package files become absolute file URLs. */
