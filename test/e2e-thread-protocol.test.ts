@@ -1,6 +1,7 @@
 // The thread-centric protocol (reference §13) through the real SDK (`client.threads.stream`, SSE
 // and WebSocket transports) against a spawned server, plus raw HTTP for the wire details
 // (filters, since, ids, errors); and the ProtocolHub / ProtocolEventShaper on their own.
+import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
 import { Command } from "@langchain/langgraph";
@@ -203,6 +204,16 @@ describe("thread-centric protocol over HTTP", () => {
     expect((await command(tid, { id: 2, method: "input.respond", params: { responses: [{ response: 1 }] } })).body).toMatchObject({ error: "invalid_argument", message: "params.responses.0.interrupt_id: Field required" });
     expect((await command(tid, { id: 3, method: "run.start", params: { assistant_id: "echo", input: {} } })).body).toMatchObject({ type: "error", error: "invalid_argument", message: expect.stringContaining("bound to assistant") });
     expect((await command(tid, { id: 4, method: "run.start", params: { assistant_id: "no-such-graph" } })).body).toMatchObject({ type: "error", error: "invalid_argument" });
+
+    // two concurrent first runs with different assistants: the thread's actor binds it to one
+    const fresh = randomUUID();
+    const raced = await Promise.all([
+      command(fresh, { id: 10, method: "run.start", params: { assistant_id: "echo", input: { messages: [{ role: "human", content: "a" }] } } }),
+      command(fresh, { id: 11, method: "run.start", params: { assistant_id: "agent", input: { messages: [{ role: "human", content: "b" }] } } }),
+    ]);
+    const kinds = raced.map((r) => (r.body as { type: string }).type).sort();
+    expect(kinds).toEqual(["error", "success"]);
+    expect(raced.find((r) => (r.body as { type: string }).type === "error")!.body).toMatchObject({ error: "invalid_argument", message: expect.stringContaining("bound to assistant") });
     expect((await command(tid, { id: 5, method: "subscription.reconnect", params: { run_id: "x" } })).body).toMatchObject({ type: "error", error: "not_supported" });
     expect((await command(tid, { id: 6, method: "state.get", params: { namespace: ["agent"] } })).body).toMatchObject({ type: "error", error: "no_such_namespace" });
     expect((await command(tid, { id: 8, method: "agent.getTree", params: { run_id: "other" } })).body).toMatchObject({ type: "error", error: "no_such_run" });

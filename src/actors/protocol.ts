@@ -31,6 +31,11 @@ export interface CreateRunCommand {
    * their events in the worker until run.observe (ShardPool.observeRun).
    */
   observed: boolean;
+  /**
+   * The thread-centric protocol's run.start: a thread is bound to the assistant of its first run,
+   * checked by the actor (in its mailbox order) so two concurrent first runs cannot both bind it.
+   */
+  requireBoundAssistant?: boolean;
 }
 
 export type ActorCommand =

@@ -249,6 +249,10 @@ export class ThreadActor {
     const now = nowIso();
     const assistant = cmd.assistant;
     let thread = this.latestThread();
+    const bound = thread?.metadata.assistant_id;
+    if (cmd.requireBoundAssistant && typeof bound === "string" && bound !== assistant.assistant_id) {
+      throw new TroupeError("BAD_REQUEST", `Thread ${this.threadId} is bound to assistant ${bound}; start runs on it with that assistant`);
+    }
     const runConfig = cmd.kwargs.config;
     if (!thread) {
       if (!cmd.stateless && cmd.ifNotExists !== "create") throw notFound(`Thread with ID ${this.threadId} not found`);

@@ -142,13 +142,14 @@ export class ThreadCommands {
   }
 
   /** Creates a protocol run on the thread and makes it the thread's session. */
-  private async createRun(ctx: CommandContext, body: RunCreateBody, opts: { ifNotExists: boolean }): Promise<string> {
+  private async createRun(ctx: CommandContext, body: RunCreateBody, opts: { ifNotExists: boolean; requireBoundAssistant?: boolean }): Promise<string> {
     const cmd = buildCreateRun(this.app, { ...body, if_not_exists: opts.ifNotExists ? "create" : "reject" }, ctx.headers, {
       threadId: ctx.threadId, runId: uuid7(), stateless: false, auth: ctx.auth, observed: true,
     });
     cmd.kwargs.protocol = true;
     cmd.kwargs.stream_mode = [];
     cmd.observed = true;
+    cmd.requireBoundAssistant = opts.requireBoundAssistant;
     await this.app.auth?.authorizeRun(ctx.auth, cmd, (id) => this.app.storage.threads.get(id));
     const run = await this.app.pool.createRun(cmd);
     this.app.pool.hub.protocol.adopt(ctx.threadId, run.run_id);
@@ -163,14 +164,10 @@ export class ThreadCommands {
 
   private async runStart(params: Record<string, unknown>, ctx: CommandContext): Promise<{ run_id: string }> {
     const assistantId = params.assistant_id as string;
-    const assistant = this.app.resolveAssistant(assistantId);
-    const bound = this.boundAssistant(this.app.storage.threads.get(ctx.threadId));
-    if (bound !== undefined && bound !== assistant.assistant_id) {
-      throw invalid(`Thread ${ctx.threadId} is bound to assistant ${bound}; start runs on it with that assistant`);
-    }
+    // the thread's binding to its first run's assistant is checked by its actor (requireBoundAssistant)
     const command = serializedCommand(params.input);
     const input = command ? { command } : { input: (params.input ?? null) as Json };
-    const runId = await this.createRun(ctx, { assistant_id: assistantId, ...input, ...runParams(params) }, { ifNotExists: true });
+    const runId = await this.createRun(ctx, { assistant_id: assistantId, ...input, ...runParams(params) }, { ifNotExists: true, requireBoundAssistant: true });
     return { run_id: runId };
   }
 
