@@ -162,6 +162,9 @@ async function bundle(esbuild: Esbuild, entries: readonly string[], outDir: stri
     write: false,
     logLevel: "silent",
     plugins: [externalPackages(external), sourceFileMeta],
+    // CommonJS-style `require(...)` in a source (tsx allowed it): esbuild's ESM output calls it
+    // through a shim that needs a `require` in scope
+    banner: { js: 'import { createRequire as __troupeCreateRequire } from "node:module"; const require = __troupeCreateRequire(import.meta.url);' },
     define: { "import.meta.url": META.url, "import.meta.filename": META.filename, "import.meta.dirname": META.dirname },
   });
   const files = new Map<string, Uint8Array>();
