@@ -56,6 +56,26 @@ const ids = (ps: Part[]) => ps.map((p) => Number(p.id));
 const increasing = (xs: number[]) => xs.every((x, i) => Number.isInteger(x) && (i === 0 || x > xs[i - 1]));
 
 describe("GET /threads/{t}/stream (joinStream)", () => {
+  it("keeps an idle stream alive with an SSE comment every 5 s (proxies drop silent connections)", async () => {
+    const t = await fx.client.threads.create();
+    const abort = new AbortController();
+    const res = await fetch(`${fx.server.url}/threads/${t.thread_id}/stream`, { signal: abort.signal });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    const started = Date.now();
+    let text = "";
+    const decoder = new TextDecoder();
+    while (!text.includes(": heartbeat\n\n") && Date.now() - started < 8_000) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value);
+    }
+    abort.abort();
+    expect(text).toContain(": heartbeat\n\n");
+    expect(Date.now() - started).toBeGreaterThanOrEqual(4_000); // not sooner than the interval
+    expect(text.replace(/^:.*\n\n/gm, "")).toBe(""); // only comments: no event on an idle thread
+  }, 15_000);
+
   it("run_modes (default) delivers the events of every run started after connecting, and stays open", async () => {
     const t = await fx.client.threads.create();
     const s = openStream(t.thread_id);
