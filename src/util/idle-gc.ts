@@ -34,7 +34,10 @@ function collector(): () => void {
   return gcFn;
 }
 
-/** Starts the idle watcher for the calling thread; returns a stop function. `onCollect` is for tests and logs. */
+/**
+ * Starts the idle watcher for the calling thread; returns a stop function. `onCollect` runs shortly
+ * after each idle collection: tests, logs, and further releases (the HTTP thread unmaps the data file).
+ */
 export function startIdleGc(opts: Partial<IdleGcOptions> = {}, onCollect?: (busyMs: number) => void): () => void {
   const o = { ...IDLE_GC_DEFAULTS, ...opts };
   const gc = collector();
