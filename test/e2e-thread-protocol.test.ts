@@ -384,6 +384,22 @@ describe("ProtocolHub", () => {
     expect(got.map((f) => f.seq)).toEqual([...got.map((f) => f.seq)].sort((a, b) => a - b));
   });
 
+  it("opens a resume run's session with input.answered, also when the run starts before its create reply", () => {
+    const hub = new ProtocolHub();
+    hub.adopt("t", "run-1");
+    const { got } = collect(hub, "t", { channels: ["lifecycle", "input"] });
+    const opener = hub.announceWhenAdopted("t", "run-2", "input.answered", "input", { interrupt_ids: ["i"] });
+    hub.started("t", "run-2", 1); // the worker's run.start came first
+    hub.publish("t", "run-2", [ev("lifecycle", [], { event: "running" })]);
+    hub.adopt("t", "run-2"); // then the create reply: nothing new
+    expect(got.map((f) => f.method)).toEqual(["input.answered", "lifecycle"]);
+    const cancelled = hub.announceWhenAdopted("t", "run-3", "input.answered", "input", { interrupt_ids: ["j"] });
+    cancelled.cancel(); // its create failed
+    hub.adopt("t", "run-3");
+    expect(got.map((f) => f.method)).toEqual(["input.answered", "lifecycle"]);
+    opener.cancel(); // after delivery: harmless
+  });
+
   it("ends a run whose root never ended with a failed lifecycle; a newer run's session is not replaced by an older one", () => {
     const hub = new ProtocolHub();
     hub.adopt("t", "run-2");

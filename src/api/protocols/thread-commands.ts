@@ -142,9 +142,9 @@ export class ThreadCommands {
   }
 
   /** Creates a protocol run on the thread and makes it the thread's session. */
-  private async createRun(ctx: CommandContext, body: RunCreateBody, opts: { ifNotExists: boolean; requireBoundAssistant?: boolean }): Promise<string> {
+  private async createRun(ctx: CommandContext, body: RunCreateBody, opts: { ifNotExists: boolean; requireBoundAssistant?: boolean; runId?: string }): Promise<string> {
     const cmd = buildCreateRun(this.app, { ...body, if_not_exists: opts.ifNotExists ? "create" : "reject" }, ctx.headers, {
-      threadId: ctx.threadId, runId: uuid7(), stateless: false, auth: ctx.auth, observed: true,
+      threadId: ctx.threadId, runId: opts.runId ?? uuid7(), stateless: false, auth: ctx.auth, observed: true,
     });
     cmd.kwargs.protocol = true;
     cmd.kwargs.stream_mode = [];
@@ -195,9 +195,16 @@ export class ThreadCommands {
     const update = params.update;
     if (update !== undefined && update !== null) command.update = update as Json;
     if (params.goto !== undefined && params.goto !== null) command.goto = params.goto as Json;
-    await this.createRun(ctx, { assistant_id: assistantId, command, ...rp }, { ifNotExists: false });
-    // every client of the thread can stop offering these interrupts
-    this.app.pool.hub.protocol.announce(ctx.threadId, "input.answered", "input", { interrupt_ids: Object.keys(resume) });
+    // every client of the thread can stop offering these interrupts: said first in the resume run's
+    // session, before its events (its start can reach the hub before its create reply does)
+    const runId = uuid7();
+    const answered = this.app.pool.hub.protocol.announceWhenAdopted(ctx.threadId, runId, "input.answered", "input", { interrupt_ids: Object.keys(resume) });
+    try {
+      await this.createRun(ctx, { assistant_id: assistantId, command, ...rp }, { ifNotExists: false, runId });
+    } catch (err) {
+      answered.cancel();
+      throw err;
+    }
     return {};
   }
 
