@@ -388,12 +388,12 @@ describe("ProtocolHub", () => {
     const hub = new ProtocolHub();
     hub.adopt("t", "run-1");
     const { got } = collect(hub, "t", { channels: ["lifecycle", "input"] });
-    const opener = hub.announceWhenAdopted("t", "run-2", "input.answered", "input", { interrupt_ids: ["i"] });
+    const opener = hub.announceWhenAdopted("run-2", "input.answered", "input", { interrupt_ids: ["i"] });
     hub.started("t", "run-2", 1); // the worker's run.start came first
     hub.publish("t", "run-2", [ev("lifecycle", [], { event: "running" })]);
     hub.adopt("t", "run-2"); // then the create reply: nothing new
     expect(got.map((f) => f.method)).toEqual(["input.answered", "lifecycle"]);
-    const cancelled = hub.announceWhenAdopted("t", "run-3", "input.answered", "input", { interrupt_ids: ["j"] });
+    const cancelled = hub.announceWhenAdopted("run-3", "input.answered", "input", { interrupt_ids: ["j"] });
     cancelled.cancel(); // its create failed
     hub.adopt("t", "run-3");
     expect(got.map((f) => f.method)).toEqual(["input.answered", "lifecycle"]);

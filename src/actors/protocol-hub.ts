@@ -98,8 +98,8 @@ export function matchesFilter(filter: ProtocolFilter, channel: string, namespace
 
 export class ProtocolHub {
   private readonly sessions = new Map<string, Session>();
-  /** announcements that open a run's session, by run id (announceWhenAdopted) */
-  private readonly openers = new Map<string, { threadId: string; method: string; channel: string; data: unknown }[]>();
+  /** the announcement that opens a run's session, by run id (announceWhenAdopted) */
+  private readonly openers = new Map<string, { method: string; channel: string; data: unknown }>();
   private readonly opts: ProtocolHubOptions;
   /**
    * One counter for every thread. It starts from the clock (µs) so ids stay increasing across
@@ -138,9 +138,11 @@ export class ProtocolHub {
     s.buffer.take();
     s.agents.clear();
     this.keepAlive(threadId, s);
-    const openers = this.openers.get(runId);
-    this.openers.delete(runId);
-    for (const o of openers ?? []) if (o.threadId === threadId) this.announce(threadId, o.method, o.channel, o.data);
+    const opener = this.openers.get(runId);
+    if (opener) {
+      this.openers.delete(runId);
+      this.announce(threadId, opener.method, opener.channel, opener.data);
+    }
   }
 
   /**
@@ -148,10 +150,8 @@ export class ProtocolHub {
    * before the resume run's lifecycle): delivered when the session adopts the run, which can be
    * before the run's create reply arrives. `cancel()` when the create fails.
    */
-  announceWhenAdopted(threadId: string, runId: string, method: string, channel: string, data: unknown): { cancel(): void } {
-    const list = this.openers.get(runId) ?? [];
-    list.push({ threadId, method, channel, data });
-    this.openers.set(runId, list);
+  announceWhenAdopted(runId: string, method: string, channel: string, data: unknown): { cancel(): void } {
+    this.openers.set(runId, { method, channel, data });
     return { cancel: () => void this.openers.delete(runId) };
   }
 

@@ -46,14 +46,14 @@ function checkNamespace(ns: string[], loc: string[], required: boolean): void {
 }
 
 export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
-  const ttl = app.config.store.ttl;
+  const ttl = app.storeTtl;
   // Loaded on the first store request: LmdbStore extends LangGraph's BaseStore, and importing it
   // pulls @langchain/core (~470 modules, ~45 MB of heap) into the HTTP thread, which needs none
   // of it otherwise.
   let loaded: Promise<{ store: LmdbStore; access: StoreAccess }> | undefined;
   const load = () =>
     (loaded ??= import("../storage/store.ts").then(({ LmdbStore }) => {
-      const store = new LmdbStore(app.storage, { defaultTtlMinutes: ttl.defaultTtlMinutes, refreshOnRead: ttl.refreshOnRead }, app.storeIndex);
+      const store = new LmdbStore(app.storage, ttl, app.storeIndex);
       /** custom auth's store:* events; a pass-through for unauthenticated requests */
       return { store, access: new StoreAccess(app.auth, store) };
     }).catch((err: unknown) => {

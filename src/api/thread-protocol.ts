@@ -17,7 +17,6 @@ const TAG = "threads";
 /** `: heartbeat` comment interval: the SDK's idle watchdog arms itself on heartbeats */
 const HEARTBEAT_MS = 5_000;
 
-
 function toFilter(body: { channels: string[]; namespaces?: string[][]; depth?: number }): ProtocolFilter {
   return { channels: body.channels, ...(body.namespaces ? { namespaces: body.namespaces } : {}), ...(body.depth !== undefined ? { depth: body.depth } : {}) };
 }

@@ -1,4 +1,4 @@
-// Startup: imports the module `auth.path` names (the CLI has tsx registered, so .ts works),
+// Startup: imports the module `auth.path` names (TypeScript compiled at startup, src/loader/),
 // checks its export is an SDK `Auth` instance (it has `~handlerCache`) and builds the runtime.
 // Every failure is a ConfigError naming `auth.path`, so the server refuses to start.
 import { ConfigError, type ImportRef } from "../config/index.ts";

@@ -183,23 +183,26 @@ async function bundle(esbuild: Esbuild, entries: readonly string[], outDir: stri
  * and resolves it (paths, decorators, JSX, "imports" aliases), so a change to them is a change too.
  */
 function buildSettingsOf(sources: readonly string[]): Set<string> {
-  const found = new Set<string>();
-  const seenDirs = new Set<string>();
+  const nearest = new Map<string, string | null>(); // `${name}\0${dir}` -> the file, or null: none up to the root
+  const find = (dir: string, name: string): string | null => {
+    const key = `${name}\0${dir}`;
+    let found = nearest.get(key);
+    if (found === undefined) {
+      const here = join(dir, name);
+      found = existsSync(here) ? here : dirname(dir) === dir ? null : find(dirname(dir), name);
+      nearest.set(key, found);
+    }
+    return found;
+  };
+  const out = new Set<string>();
   for (const source of sources) {
     if (source.split(sep).includes("node_modules")) continue;
-    const pending: string[] = ["tsconfig.json", "package.json"];
-    for (let dir = dirname(source); pending.length > 0 && !seenDirs.has(`${dir}\0${pending.join()}`); dir = dirname(dir)) {
-      seenDirs.add(`${dir}\0${pending.join()}`);
-      for (const name of [...pending]) {
-        if (existsSync(join(dir, name))) {
-          found.add(join(dir, name));
-          pending.splice(pending.indexOf(name), 1);
-        }
-      }
-      if (dirname(dir) === dir) break;
+    for (const name of ["tsconfig.json", "package.json"]) {
+      const file = find(dirname(source), name);
+      if (file !== null) out.add(file);
     }
   }
-  return found;
+  return out;
 }
 
 /** Bare specifiers: builtins stay as they are, package files become absolute file URLs. */

@@ -6,6 +6,7 @@ import type { ResolvedConfig } from "../config/index.ts";
 import type { Storage } from "../storage/env.ts";
 import type { AssistantRecord } from "../storage/records.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
+import type { StoreTtlOptions } from "../actors/protocol.ts";
 
 export interface AppContext {
   storage: Storage;
@@ -18,6 +19,8 @@ export interface AppContext {
   auth?: AuthRuntime;
   /** the store's semantic index (config `store.index`, module embed function), when configured */
   storeIndex?: StoreIndexOptions;
+  /** store item TTLs (config `store.ttl`), as the /store routes and the graphs' store apply them */
+  storeTtl: StoreTtlOptions;
   /** resolve a graph id or assistant id to the assistant record; throws 404 */
   resolveAssistant(idOrGraph: string): AssistantRecord;
 }

@@ -78,6 +78,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   // Nothing runs through tsx: the worker entries and every user module (graphs and embed function
   // in the workers; auth and http.app here) are compiled before anything imports them (src/loader/)
   const storeIndex = storeIndexOptions(config.store.index);
+  const storeTtl = { defaultTtlMinutes: config.store.ttl.defaultTtlMinutes, refreshOnRead: config.store.ttl.refreshOnRead };
   const userModules = [
     ...config.graphs.map((g) => g.filePath),
     ...(storeIndex ? [storeIndex.embed.filePath] : []),
@@ -120,7 +121,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     dataDir: opts.dataDir,
     graphs: config.graphs.map((g) => ({ graphId: g.graphId, filePath: g.filePath, exportName: g.exportName })),
     env: { ...config.env },
-    storeTtl: { defaultTtlMinutes: config.store.ttl.defaultTtlMinutes, refreshOnRead: config.store.ttl.refreshOnRead },
+    storeTtl,
     storeIndex,
     workers: opts.workers,
     webhookPortFor: config.http.disableWebhooks ? undefined : () => webhooks.connectPort(),
@@ -136,6 +137,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     langgraphVersion: (require("@langchain/langgraph/package.json") as { version: string }).version,
     auth, // custom auth
     storeIndex,
+    storeTtl,
     resolveAssistant: (idOrGraph) => {
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : idOrGraph;
       const a = storage.assistants.get(id);

@@ -1,6 +1,6 @@
-// Loads the small native addon in native/memory.c (built by `npm install` through node-gyp).
-// It is optional: without it (no compiler at install time, or not glibc) the server runs the same
-// and only keeps more freed C-heap memory resident after a load burst.
+// Loads the small native addon in native/memory.cc (built by `npm install` through node-gyp).
+// It is optional: without it (no compiler at install time) the server runs the same and only keeps
+// more memory resident after a load burst (plain gc(), no trim, no unmapping of the data file).
 import { realpathSync } from "node:fs";
 import { createRequire } from "node:module";
 
@@ -65,5 +65,5 @@ export function reduceHeap(): boolean {
 /** Gives freed C-heap memory back to the OS where possible; false when nothing could be done. */
 export function trimCHeap(): boolean {
   const addon = nativeMemory();
-  return addon !== null && addon.supported() && addon.trim();
+  return addon !== null && addon.trim();
 }

@@ -198,7 +198,7 @@ export class ThreadCommands {
     // every client of the thread can stop offering these interrupts: said first in the resume run's
     // session, before its events (its start can reach the hub before its create reply does)
     const runId = uuid7();
-    const answered = this.app.pool.hub.protocol.announceWhenAdopted(ctx.threadId, runId, "input.answered", "input", { interrupt_ids: Object.keys(resume) });
+    const answered = this.app.pool.hub.protocol.announceWhenAdopted(runId, "input.answered", "input", { interrupt_ids: Object.keys(resume) });
     try {
       await this.createRun(ctx, { assistant_id: assistantId, command, ...rp }, { ifNotExists: false, runId });
     } catch (err) {
