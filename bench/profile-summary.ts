@@ -1,6 +1,9 @@
 // Summarises a .cpuprofile (Chrome/V8 format, e.g. written by TROUPE_CPU_PROFILE_DIR or node
 // --cpu-prof): the functions with the most self time and the most inclusive time, in % of samples.
-// Usage: npx tsx bench/profile-summary.ts <file.cpuprofile> [top=30]
+// Usage: npx tsx bench/profile-summary.ts <file.cpuprofile> [top=30] [name=regex ...]
+// With name=regex arguments it also splits the samples into those categories: a sample belongs to
+// the first category (in the order given) matching any frame of its stack ("file.ts:line" names
+// after source maps), else to "other"; (idle) and (garbage collector) samples are their own.
 import { existsSync, readFileSync } from "node:fs";
 import { SourceMap } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -73,16 +76,46 @@ export function summariseProfile(profile: CpuProfileFile, top = 30): { self: Pro
   return { self: rows(self), inclusive: rows(inclusive), samples: profile.samples.length };
 }
 
+/** Samples per category (see the usage note at the top), largest first. */
+export function categoriseProfile(profile: CpuProfileFile, categories: { name: string; pattern: RegExp }[]): ProfileRow[] {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parentOf = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
+  const categoryOfNode = new Map<number, string>();
+  const categoryOf = (id: number): string => {
+    let found = categoryOfNode.get(id);
+    if (found !== undefined) return found;
+    const stack: string[] = [];
+    for (let cur: number | undefined = id; cur !== undefined; cur = parentOf.get(cur)) stack.push(frameName(byId.get(cur)!));
+    found = /^\((idle|garbage collector)\)/.exec(stack[0])?.[0] ?? categories.find((c) => stack.some((f) => c.pattern.test(f)))?.name ?? "other";
+    categoryOfNode.set(id, found);
+    return found;
+  };
+  const counts = new Map<string, number>();
+  for (const id of profile.samples) counts.set(categoryOf(id), (counts.get(categoryOf(id)) ?? 0) + 1);
+  const total = profile.samples.length || 1;
+  return [...counts].sort((a, b) => b[1] - a[1]).map(([name, n]) => ({ name, percent: (100 * n) / total }));
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  const [file, top] = process.argv.slice(2);
+  const [file, top, ...categoryArgs] = process.argv.slice(2);
   if (!file) {
-    console.error("usage: npx tsx bench/profile-summary.ts <file.cpuprofile> [top=30]");
+    console.error("usage: npx tsx bench/profile-summary.ts <file.cpuprofile> [top=30] [name=regex ...]");
     process.exit(2);
   }
-  const s = summariseProfile(JSON.parse(readFileSync(file, "utf8")) as CpuProfileFile, Number(top ?? 30));
+  const profile = JSON.parse(readFileSync(file, "utf8")) as CpuProfileFile;
+  const s = summariseProfile(profile, Number(top ?? 30));
   const print = (title: string, rows: ProfileRow[]) =>
     console.log(`${title}\n${rows.map((r) => `${r.percent.toFixed(1).padStart(5)}%  ${r.name}`).join("\n")}\n`);
   console.log(`${s.samples} samples\n`);
   print("self time", s.self);
   print("inclusive time", s.inclusive);
+  if (categoryArgs.length > 0) {
+    const categories = categoryArgs.map((arg) => {
+      const at = arg.indexOf("=");
+      if (at < 1) throw new Error(`category "${arg}": expected name=regex`);
+      return { name: arg.slice(0, at), pattern: new RegExp(arg.slice(at + 1)) };
+    });
+    print("categories", categoriseProfile(profile, categories));
+  }
 }

@@ -69,6 +69,16 @@ describe("channel blobs", () => {
     expect((await saver.getTuple(cfg("t", forkChild)))?.checkpoint.channel_values).toEqual({ foo: "c", bar: 1 });
   });
 
+  it("keeps each branch's value when a fork reuses a version another branch has only queued", async () => {
+    const c1 = await putChild("t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0));
+    await saver.flush(); // c1 committed: a fork of it knows its parent's tags without waiting
+    const c2 = await putChild("t", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1)); // queued, not committed
+    const fork = await putChild("t", c1, { foo: "c" }, { foo: 2 }, { foo: 2 }, meta(1, { source: "update" }));
+    await saver.flush();
+    expect((await saver.getTuple(cfg("t", c2)))?.checkpoint.channel_values).toEqual({ foo: "b" });
+    expect((await saver.getTuple(cfg("t", fork)))?.checkpoint.channel_values).toEqual({ foo: "c" });
+  });
+
   it("round-trips LangChain message classes", async () => {
     const messages = [new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "hello", id: "a1" })];
     const id = await putChild("t", undefined, { messages }, { messages: 1 }, { messages: 1 }, meta(0));
@@ -205,6 +215,77 @@ describe("queued writes", () => {
     await expect(saver.flush(tooLong)).resolves.toBeUndefined(); // reported once
     expect((await saver.getTuple(cfg("a")))?.checkpoint.channel_values).toEqual({ step: 1 });
     expect((await saver.getTuple(cfg("b")))?.checkpoint.channel_values).toEqual({ step: 2 });
+  });
+});
+
+describe("reads of the latest checkpoint while its write is queued", () => {
+  const longList = (tag: string): BaseMessage[] =>
+    Array.from({ length: 20 }, (_, i) => new AIMessage({ content: `${tag} ${i} ${"x".repeat(300)}`, id: `${tag}${i}` }));
+
+  /**
+   * Reads the thread's latest checkpoint before its queued writes commit, then again after the
+   * commit: both must be the same tuple, and the first must not have waited for the commit.
+   */
+  async function expectPendingReadAsCommitted(thread: string, checkpointId?: string): Promise<void> {
+    let committed = false;
+    void saver.flush(thread).then(() => (committed = true));
+    const pending = await saver.getTuple(cfg(thread, checkpointId));
+    expect(committed).toBe(false);
+    await saver.flush(thread);
+    expect(await saver.getTuple(cfg(thread, checkpointId))).toEqual(pending);
+  }
+
+  it("answers from the pending puts and writes exactly as after the commit, without waiting for it", async () => {
+    const messages = longList("m");
+    // a chain of puts on one thread, none committed in between: unchanged channels come from the parent put
+    const c1 = await putChild("p", undefined, { messages, foo: "a", small: [1, 2] }, { messages: 1, foo: 1, small: 1 }, { messages: 1, foo: 1, small: 1 }, meta(-1, { source: "input" }));
+    await saver.putWrites(cfg("p", c1), [["foo", "first"], ["foo", "second"]], "task-1");
+    await saver.putWrites(cfg("p", c1), [["foo", "ignored: a regular write is first-wins"]], "task-1");
+    await saver.putWrites(cfg("p", c1), [[ERROR, { message: "one" }]], "task-2");
+    await saver.putWrites(cfg("p", c1), [[ERROR, { message: "two: special writes overwrite" }]], "task-2");
+    await expectPendingReadAsCommitted("p");
+    const c2 = await putChild("p", c1, { messages, foo: "b", small: [1, 2] }, { messages: 1, foo: 2, small: 1 }, { foo: 2 }, meta(0, { run_id: "r1" }));
+    const c3 = await putChild("p", c2, { messages: [...messages, new HumanMessage({ content: "more", id: "h1" })], foo: "b", small: [1, 2] },
+      { messages: 2, foo: 2, small: 1 }, { messages: 2 }, meta(1, { run_id: "r1" }));
+    await saver.putWrites(cfg("p", c3), [["messages", [new AIMessage({ content: "pending", id: "a1" })]]], "task-3");
+    await expectPendingReadAsCommitted("p", c3); // by its id: the same as the latest
+    // after a commit: unchanged channels are read from the committed blobs (the cache's copy of messages)
+    const c4 = await putChild("p", c3, { messages: [...messages, new HumanMessage({ content: "more", id: "h1" })], foo: "c", small: [1, 2] },
+      { messages: 2, foo: 3, small: 1 }, { foo: 3 }, meta(2));
+    await expectPendingReadAsCommitted("p");
+    const read = (await saver.getTuple(cfg("p")))!;
+    expect(read.checkpoint.id).toBe(c4);
+    expect(read.checkpoint.channel_values.messages).toHaveLength(21);
+    expect(read.parentConfig?.configurable?.checkpoint_id).toBe(c3);
+  });
+
+  it("keeps a fork's values (a version reused on another branch) and a new version without a value", async () => {
+    const c1 = await putChild("f", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0));
+    const c2 = await putChild("f", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1));
+    await saver.flush();
+    // a fork of c1 writes foo@2 again with another value, and gone@1 with none
+    const fork = await putChild("f", c1, { foo: "c" }, { foo: 2, gone: 1 }, { foo: 2, gone: 1 }, meta(1, { source: "update" }));
+    await expectPendingReadAsCommitted("f");
+    const child = await putChild("f", fork, { foo: "c", bar: 1 }, { foo: 2, gone: 1, bar: 1 }, { bar: 1 }, meta(2));
+    await expectPendingReadAsCommitted("f");
+    expect((await saver.getTuple(cfg("f", child)))?.checkpoint.channel_values).toEqual({ foo: "c", bar: 1 });
+    expect((await saver.getTuple(cfg("f", c2)))?.checkpoint.channel_values).toEqual({ foo: "b" });
+  });
+
+  it("is not used for a put older than the thread's latest, nor after other writes to the thread", async () => {
+    const older = checkpoint({ step: 0 }, { step: 1 }); // its id is made first: it sorts before c1
+    const c1 = await putChild("o", undefined, { step: 1 }, { step: 1 }, { step: 1 }, meta(0));
+    await saver.put(cfg("o"), older, meta(0), { step: 1 });
+    expect((await saver.getTuple(cfg("o")))?.checkpoint.id).toBe(c1);
+    const c2 = await putChild("o", c1, { step: 2 }, { step: 2 }, { step: 2 }, meta(1, { run_id: "gone" }));
+    expect(await saver.deleteCheckpointsOfRun("o", "gone")).toBe(1);
+    expect((await saver.getTuple(cfg("o")))?.checkpoint.id).not.toBe(c2);
+    const c3 = await putChild("o", c1, { step: 3 }, { step: 3 }, { step: 3 }, meta(1));
+    await saver.patchMetadata("o", { patched: true });
+    expect((await saver.getTuple(cfg("o")))?.metadata).toMatchObject({ patched: true });
+    await putChild("o", c3, { step: 4 }, { step: 4 }, { step: 4 }, meta(2));
+    await saver.deleteThread("o");
+    expect(await saver.getTuple(cfg("o"))).toBeUndefined();
   });
 });
 

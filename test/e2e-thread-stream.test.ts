@@ -144,6 +144,31 @@ describe("GET /threads/{t}/stream (joinStream)", () => {
     s.abort();
   });
 
+  it("enqueued runs back to back: each run's run_end comes before the next run's run_start and events", async () => {
+    // the next queued run starts before the previous one's outcome commits (thread-actor.ts), but
+    // whatever it sends waits for that commit
+    const t = await fx.client.threads.create();
+    const s = openStream(t.thread_id, { streamMode: ["lifecycle", "run_modes"] });
+    await s.connected;
+    const runs = [];
+    for (let i = 0; i < 12; i++) runs.push(await fx.client.runs.create(t.thread_id, "echo", { input: human(`m${i}`), multitaskStrategy: "enqueue" }));
+    await fx.client.runs.join(t.thread_id, runs.at(-1)!.run_id);
+    const ps = await s.until((p) => p.filter((x) => x.event === "run_end").length >= runs.length);
+    const lifecycle = ps.filter((p) => p.event === "run_start" || p.event === "run_end");
+    expect(lifecycle.map((p) => `${p.event}:${p.data.run_id}`)).toEqual(runs.flatMap((r) => [`run_start:${r.run_id}`, `run_end:${r.run_id}`]));
+    let current: string | undefined;
+    for (const p of ps) {
+      if (p.event === "run_start") current = p.data.run_id;
+      else if (p.event === "run_end") current = undefined;
+      else expect(current, `${p.event} outside a run`).toBeDefined();
+    }
+    const values = ps.filter((p) => p.event === "values");
+    expect(values.at(-1)?.data.messages).toHaveLength(2 * runs.length);
+    expect(lifecycle.at(-1)?.data.thread_status).toBe("idle");
+    expect((await fx.client.threads.get(t.thread_id)).status).toBe("idle");
+    s.abort();
+  });
+
   it("state_update: an event after threads.updateState, carrying the new checkpoint", async () => {
     const t = await fx.client.threads.create({ graphId: "echo" });
     const s = openStream(t.thread_id, { streamMode: ["state_update"] });

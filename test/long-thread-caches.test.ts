@@ -118,7 +118,8 @@ describe("LmdbCheckpointSaver blob cache", () => {
     messages.push(new AIMessage("edit after put"));
     expect((await loaded(saver, "t")).map((m) => m.content).slice(0, 2)).toEqual(["hi", "yo"]);
     expect(await loaded(saver, "t")).toHaveLength(18);
-    // a cold saver revives the same values
+    // a cold saver revives the same values (once committed: until then every saver on the env reads the pending put)
+    await saver.flush();
     const cold = await loaded(new LmdbCheckpointSaver(storage), "t");
     expect(cold[0]).not.toBe(messages[0]);
     expect(cold.slice(0, 2).map((m) => [m.getType(), m.id, m.content])).toEqual([["human", "h1", "hi"], ["ai", "a1", "yo"]]);
@@ -129,6 +130,7 @@ describe("LmdbCheckpointSaver blob cache", () => {
     const v2 = [...v1, new HumanMessage({ content: "two", id: "h2" })];
     const first = await saver.put(cfg("t"), ckpt(v1), { source: "loop", step: 0, parents: {} }, { messages: 1 });
     await saver.put(first, { ...ckpt(v2), channel_versions: { messages: 2 } }, { source: "loop", step: 1, parents: {} }, { messages: 2 });
+    await saver.flush(); // committed: a read while the put is queued is answered without the cache
     const cold = new LmdbCheckpointSaver(storage); // caches only what it reads
     const latest = await loaded(cold, "t");
     expect(latest).toHaveLength(19);

@@ -13,6 +13,8 @@ export interface ThreadCheckpointOps {
   hasCheckpointOfRun(threadId: string, runId: string): Promise<boolean>;
   pruneToLatest(threadId: string): Promise<number>;
   patchMetadata(threadId: string, patch: Record<string, unknown>, checkpointId?: string): Promise<boolean>;
+  /** the thread's checkpoint writes from now on reach lmdb-js only after `until` settles */
+  holdWritesUntil(threadId: string, until: Promise<unknown>): void;
 }
 
 export interface ShardContext {

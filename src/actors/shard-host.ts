@@ -72,6 +72,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     hasCheckpointOfRun: async (t, r) => saver.hasCheckpointOfRun(t, r),
     patchMetadata: (t, patch, id) => saver.patchMetadata(t, patch, id),
     pruneToLatest: (t) => saver.pruneToLatest(t),
+    holdWritesUntil: (t, until) => saver.holdWritesUntil(t, until),
   };
 
   const actors = new Map<string, ThreadActor>();

@@ -38,6 +38,16 @@ export class ThreadActor {
   /** resolves (never rejects) once every create queued so far has committed or failed */
   private createsSettled: Promise<void> = Promise.resolve();
   private pendingThread: ThreadRecord | undefined;
+  /*
+   * A thread's next queued run starts once the previous run's final transaction is queued, not
+   * when it commits (lmdb-js commits in queue order, so the next run's writes still land after
+   * it; its first checkpoint read is answered from the pending writes, see checkpointer.ts).
+   * Until that commit, whatever this actor sends to the HTTP thread waits here, so the previous
+   * run's run.done still precedes the next run's start and events, as if they had not overlapped.
+   */
+  private heldSends: (() => void)[] | undefined;
+  /** runs whose final transaction is queued but not yet committed */
+  private finishing = 0;
 
   constructor(readonly threadId: string, private readonly ctx: ShardContext) {}
 
@@ -361,8 +371,15 @@ export class ThreadActor {
     this.pump();
   }
 
+  /** whether a run executes or has not yet committed its outcome */
   get running(): boolean {
-    return this.current !== undefined;
+    return this.current !== undefined || this.finishing > 0;
+  }
+
+  /** Sends to the HTTP thread (or webhook worker) now, or after the commit that holds them back. */
+  private send(deliver: () => void): void {
+    if (this.heldSends !== undefined) this.heldSends.push(deliver);
+    else deliver();
   }
 
   private pump(): void {
@@ -388,15 +405,22 @@ export class ThreadActor {
     const finished = new Promise<void>((r) => (resolveFinished = r));
     const abort = new AbortController();
     this.current = { run: next, abort, finished };
-    void this.execute(next, abort).finally(() => {
+    // the next run may start once this one's outcome is queued; `finished` waits for its commit
+    const makeWay = () => {
+      if (this.current?.run !== next) return;
       this.current = undefined;
+      // on the next event-loop turn: lmdb-js hands a turn's writes to its write thread only when
+      // the turn ends, so starting the next run in this one would hold this run's commit back
+      setImmediate(() => this.pump());
+    };
+    void this.execute(next, abort, makeWay).finally(() => {
+      makeWay();
       resolveFinished();
-      this.pump();
       this.ctx.maybeRelease(this);
     });
   }
 
-  private async execute(run: RunRecord, abort: AbortController): Promise<void> {
+  private async execute(run: RunRecord, abort: AbortController, outcomeQueued: () => void): Promise<void> {
     const s = this.ctx.storage;
     const resumeFromCheckpoint = (run.kwargs as { __resume_from_checkpoint?: boolean }).__resume_from_checkpoint === true;
     if (resumeFromCheckpoint) {
@@ -408,12 +432,16 @@ export class ThreadActor {
     }
     const startedAt = nowIso();
     const running: RunRecord = { ...run, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
-    void s.runs.put([run.thread_id, run.run_id], running);
+    this.send(() => void s.runs.put([run.thread_id, run.run_id], running));
     const protocol = run.kwargs.protocol === true;
-    this.ctx.post({ type: "run.start", runId: run.run_id, threadId: run.thread_id, resumable: run.kwargs.resumable, attempt: running.attempt, protocol });
+    const start = { type: "run.start", runId: run.run_id, threadId: run.thread_id, resumable: run.kwargs.resumable, attempt: running.attempt, protocol } as const;
+    this.send(() => this.ctx.post(start));
 
     let seq = 0;
-    const emit = (event: string, data: string) => this.ctx.emit(run.run_id, { id: seq++, event, data });
+    const emit = (event: string, data: string) => {
+      const e = { id: seq++, event, data };
+      this.send(() => this.ctx.emit(run.run_id, e));
+    };
     if (!protocol) emit("metadata", JSON.stringify({ run_id: run.run_id, attempt: running.attempt }));
 
     const stateless = run.kwargs.temporary && run.on_completion !== "keep";
@@ -428,11 +456,20 @@ export class ThreadActor {
       else emit("error", JSON.stringify(error));
       outcome = { status: "error", rolledBack: false, error };
     }
-    await this.serial(() => this.finish(running, outcome, stateless), false);
+    this.finishing++;
+    try {
+      await this.serial(() => this.finish(running, outcome, stateless, outcomeQueued), false);
+    } finally {
+      this.finishing--;
+    }
   }
 
-  /** Persist the outcome: run status, thread status/values, then tell the HTTP thread and the webhook worker. */
-  private async finish(run: RunRecord, outcome: RunOutcome, stateless: boolean): Promise<void> {
+  /**
+   * Persist the outcome: run status, thread status/values, then tell the HTTP thread and the
+   * webhook worker. `queued` is called once the run's final transaction is queued (the thread's
+   * next run may start then); the mailbox stays held until it commits.
+   */
+  private async finish(run: RunRecord, outcome: RunOutcome, stateless: boolean, queued?: () => void): Promise<void> {
     const s = this.ctx.storage;
     const endedAt = nowIso();
     const final: RunRecord = { ...run, status: outcome.status, updated_at: endedAt, ended_at: endedAt, ...(outcome.error ? { error: outcome.error } : {}) };
@@ -483,7 +520,8 @@ export class ThreadActor {
       }
       threadStatus = threadStatusAfterRun({ outcome: outcome.status, hasNext, queued: this.queue.length });
       if (valuesJson !== undefined) valuesBytes = jsonBytes(valuesJson);
-      await s.root.transaction(() => {
+      // a batch, not a transaction callback: lmdb-js' write thread commits it without waiting for this thread
+      const committed = s.root.batch(() => {
         if (outcome.rolledBack) {
           s.runs.remove([this.threadId, run.run_id]);
           s.runThread.remove(run.run_id);
@@ -497,7 +535,33 @@ export class ThreadActor {
         if (valuesBytes !== undefined) putThreadValues(s, this.threadId, valuesBytes);
         else s.threadValues.remove(this.threadId);
       });
+      const held: (() => void)[] = (this.heldSends ??= []);
+      this.ctx.saver.holdWritesUntil(this.threadId, committed);
+      queued?.();
+      try {
+        await committed;
+      } catch (err) {
+        this.releaseSends(held);
+        throw err;
+      }
+      // run.done goes first, then what the next run sent meanwhile
+      this.announceOutcome(run, final, outcome, valuesJson, valuesBytes, threadStatus, stateless);
+      this.releaseSends(held);
+      return;
     }
+    this.announceOutcome(run, final, outcome, valuesJson, valuesBytes, threadStatus, stateless);
+  }
+
+  private releaseSends(held: (() => void)[]): void {
+    if (this.heldSends === held) this.heldSends = undefined;
+    for (const deliver of held) deliver();
+  }
+
+  /** Tells the HTTP thread (and the webhook worker) a run ended, once its outcome is committed. */
+  private announceOutcome(
+    run: RunRecord, final: RunRecord, outcome: RunOutcome, valuesJson: JsonSegments | undefined,
+    valuesBytes: Uint8Array | undefined, threadStatus: ThreadStatus | "deleted", stateless: boolean,
+  ): void {
     const outputJson = outcome.error ? [toJsonText({ __error__: outcome.error })] : outcome.lastValues ?? valuesJson ?? ["null"];
     // Posted as a copy, not transferred: memory malloc'd here and freed on the HTTP thread defeated
     // glibc's reuse of freed chunks (every run mapped fresh pages: +25% worker CPU on enqueue-1000).
@@ -523,8 +587,9 @@ export class ThreadActor {
       }
       if (thread) s.threads.put(this.threadId, { ...thread, status: threadStatus, updated_at: now });
     });
-    this.ctx.post({ type: "run.done", done: { runId: run.run_id, threadId: this.threadId, status: "interrupted", output: jsonBytes(["null"]), threadStatus } });
-    if (run.kwargs.webhook && action !== "rollback") this.ctx.webhook({ ...run, status: "interrupted", updated_at: now, ended_at: now }, undefined, false);
+    const done = { type: "run.done", done: { runId: run.run_id, threadId: this.threadId, status: "interrupted", output: jsonBytes(["null"]), threadStatus } } as const;
+    this.send(() => this.ctx.post(done));
+    if (run.kwargs.webhook && action !== "rollback") this.send(() => this.ctx.webhook({ ...run, status: "interrupted", updated_at: now, ended_at: now }, undefined, false));
     this.pump(); // it may have been the delayed head the timer waited for
   }
 

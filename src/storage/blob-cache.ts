@@ -109,11 +109,15 @@ export class BlobCache {
     if (!this.entries.has(slotOf(key))) this.set(key, threadId, stamp, storedBytes, value);
   }
 
+  /** Whether set() would keep this value (stored in `storedBytes` bytes). */
+  wouldKeep(storedBytes: number, value: unknown): value is unknown[] {
+    return this.accepts(storedBytes) && BlobCache.cacheable(value) && entryCost(storedBytes, value.length) <= this.maxBytes / 4;
+  }
+
   /** Caches `value`, the blob of `storedBytes` bytes written with `stamp`; holds no copy of the bytes. */
   set(key: string, threadId: string, stamp: number, storedBytes: number, value: unknown): void {
-    if (!this.accepts(storedBytes) || !BlobCache.cacheable(value)) return;
+    if (!this.wouldKeep(storedBytes, value)) return;
     const cost = entryCost(storedBytes, value.length);
-    if (cost > this.maxBytes / 4) return;
     const slot = slotOf(key);
     this.evict(slot); // this key's older value, or the slot's older version
     this.entries.set(slot, { threadId, key, stamp, value: value.slice(), cost });

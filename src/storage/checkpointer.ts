@@ -10,6 +10,8 @@ import { TroupeError } from "../errors.ts";
 import { BlobCache } from "./blob-cache.ts";
 import { MessageCachingSerde } from "./message-serde.ts";
 import { joinChunks, type MessageChunk } from "./message-chunks.ts";
+import { QueuedThreadWrites, type TagMap } from "./queued-writes.ts";
+import { addPendingWrites, type PendingChannel, type PendingCheckpoint, type PendingWriteRecord } from "./pending-checkpoints.ts";
 import type { Storage, StoredBlob, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, StoredWrite } from "./env.ts";
 
 /*
@@ -28,7 +30,10 @@ import type { Storage, StoredBlob, StoredBlobRef, StoredChannelVersion, StoredCh
  *   always commit before (or with) the actor's final run-status transaction queued after them; a
  *   crash in between loses only checkpoints of a run that is still `running`, which recovery
  *   re-executes. Reads of a thread first wait for its queued writes (read-your-writes), and a
- *   failed write is reported by the next read of or write to that thread (and by flush()).
+ *   failed write is reported by the next read of or write to that thread (and by flush()). The
+ *   one exception is the read every run starts with, of the thread's latest root checkpoint: while
+ *   that checkpoint's write is queued it is answered from what put/putWrites were given
+ *   (pending-checkpoints.ts), so a thread's next run does not wait for the previous run's commit.
  * - blob_chunks [thread, ns, channel, chunk id]: message lists of CHUNK_ITEMS+ messages are stored as
  *   shared, content-addressed chunks plus the blob's own tail (message-chunks.ts), so a long
  *   thread's history does not store its whole list again at every step. Every path that removes
@@ -40,7 +45,6 @@ import type { Storage, StoredBlob, StoredBlobRef, StoredChannelVersion, StoredCh
 
 type CheckpointKey = [string, string, string];
 type BlobKey = [string, string, string, StoredChannelVersion, string];
-type TagMap = Record<string, [StoredChannelVersion, string]>;
 type StoredCheckpointBody = Omit<Checkpoint, "channel_values">;
 
 /** A channel value ready to store: the blob record plus the chunks it references (to write if new). */
@@ -56,7 +60,16 @@ interface WriteQueue {
   byThread: Map<string, Promise<void>>;
   /** per thread: a queued write that failed, reported once by the next read, write or flush */
   failed: Map<string, Error>;
+  /** per thread: its latest root checkpoint while writes are queued, when known (pending-checkpoints.ts) */
+  pending: Map<string, PendingCheckpoint>;
+  /** per thread with queued writes: what they write that a put needs to know (queued-writes.ts) */
+  queued: Map<string, QueuedThreadWrites>;
+  /** per thread: writes queued from now on are handed to lmdb-js only once this settles (holdWritesUntil) */
+  barriers: Map<string, Promise<void>>;
 }
+
+/** loadChannelValue's answer for a channel that has no stored value. */
+const NO_VALUE = Symbol("no value");
 
 const writeQueues = new WeakMap<object, WriteQueue>();
 
@@ -79,7 +92,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     this.blobCache = new BlobCache(blobCacheBytes);
     let queue = writeQueues.get(storage.root);
     if (queue === undefined) {
-      queue = { byThread: new Map(), failed: new Map() };
+      queue = { byThread: new Map(), failed: new Map(), pending: new Map(), queued: new Map(), barriers: new Map() };
       writeQueues.set(storage.root, queue);
     }
     this.queue = queue;
@@ -88,9 +101,14 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
     const threadId = threadIdOf(config);
     if (threadId === undefined) return undefined;
-    await this.flush(threadId);
     const ns = namespaceOf(config);
     const id = getCheckpointId(config);
+    const pending = ns === "" ? this.queue.pending.get(threadId) : undefined;
+    if (pending !== undefined && (!id || id === pending.id) && this.queue.byThread.has(threadId)) {
+      this.throwFailedWrite(threadId);
+      return this.pendingTuple(threadId, pending);
+    }
+    await this.flush(threadId);
     if (id) {
       const key: CheckpointKey = [threadId, ns, id];
       const record = this.storage.checkpoints.get(key);
@@ -109,6 +127,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
    */
   async patchMetadata(threadId: string, patch: Record<string, unknown>, checkpointId?: string): Promise<boolean> {
     await this.flush(threadId);
+    this.queue.pending.delete(threadId);
     let key: CheckpointKey | undefined;
     let record: StoredCheckpoint | undefined;
     if (checkpointId) {
@@ -166,37 +185,77 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       Promise.all(changed.map((ch) => this.encodeBlob(values[ch]))),
     ]);
     const runId = runIdOf(metadata, config);
-    const { checkpoints, blobs: blobDb, blobChunks } = this.storage;
+    const { checkpoints, blobs: blobDb, blobChunks, blobStamps } = this.storage;
     const key: CheckpointKey = [threadId, ns, checkpoint.id];
     this.throwFailedWrite(threadId);
-    this.queueWrite(threadId, () => {
-      const tags = inheritedTags(parentId === null ? undefined : checkpoints.get([threadId, ns, parentId])?.tags, checkpoint, newVersions);
-      let previous: StoredCheckpoint | undefined | null = null; // null: not read yet
-      const created: StoredBlobRef[] = [];
-      changed.forEach((ch, i) => {
-        const version = newVersions[ch];
-        let tag = "";
-        if (blobDb.doesExist([threadId, ns, ch, version, ""])) {
-          // Reuse "" only if this very checkpoint created it (a re-put); otherwise it is another branch's value.
-          if (previous === null) previous = checkpoints.get(key);
-          const ownsPlain = previous?.blobs.some(([c, v, t]) => c === ch && v === version && t === "") ?? false;
-          if (!ownsPlain) {
-            tag = checkpoint.id;
-            tags[ch] = [version, tag];
-          }
-        }
-        for (const chunk of blobs[i].chunks) {
-          const chunkKey: [string, string, string, string] = [threadId, ns, ch, chunk.id];
-          if (!blobChunks.doesExist(chunkKey)) blobChunks.putSync(chunkKey, chunk.bytes);
-        }
-        const stamp = this.putBlobSync([threadId, ns, ch, version, tag], blobs[i].blob);
-        this.blobCache.set(BlobCache.key(threadId, ns, ch, version, tag), threadId, stamp, blobs[i].byteLength, values[ch]);
-        created.push([ch, version, tag]);
+    // Decided before queueing (whether earlier writes are still queued is part of both questions):
+    // whether the record can be written without reading LMDB in the transaction, and the pending view.
+    const queued = this.queue.byThread.has(threadId);
+    const queuedWrites = this.queuedWritesOf(threadId);
+    this.storage.root.resetReadTxn(); // the reads below must see every commit so far
+    const parentTags = this.knownParentTags(threadId, ns, parentId, queuedWrites);
+    const readFree = parentTags !== null && fitsInKey(threadId, ns, checkpoint.id) &&
+      changed.every((ch) => fitsInKey(threadId, ns, ch) && this.isUnusedVersion(threadId, ns, ch, newVersions[ch], queuedWrites));
+    const tags = readFree ? inheritedTags(parentTags, checkpoint, newVersions) : undefined;
+    const pending = ns === "" ? this.pendingAfterPut(threadId, parentId, checkpoint, newVersions, changed, blobs, [type, bytes], [metadataType, metadataBytes], queued) : undefined;
+    queuedWrites.noteCheckpoint(ns, checkpoint.id, tags);
+    for (const ch of changed) queuedWrites.noteBlob(ns, ch, newVersions[ch]);
+    if (tags !== undefined) {
+      // every changed channel gets a new plain blob: nothing to read, so lmdb-js' write thread runs it alone
+      const stamps = changed.map((ch, i) => {
+        const stamp = newStamp();
+        this.blobCache.set(BlobCache.key(threadId, ns, ch, newVersions[ch], ""), threadId, stamp, blobs[i].byteLength, values[ch]);
+        return stamp;
       });
-      const record: StoredCheckpoint = { type, checkpoint: bytes, metadataType, metadata: metadataBytes, parentId, runId, blobs: created };
+      const record: StoredCheckpoint = {
+        type, checkpoint: bytes, metadataType, metadata: metadataBytes, parentId, runId, blobs: changed.map((ch) => [ch, newVersions[ch], ""]),
+      };
       if (Object.keys(tags).length > 0) record.tags = tags;
-      checkpoints.putSync(key, record);
-    });
+      this.queueWrite(threadId, "batch", () => {
+        changed.forEach((ch, i) => {
+          for (const chunk of blobs[i].chunks) {
+            const chunkKey: [string, string, string, string] = [threadId, ns, ch, chunk.id];
+            void blobChunks.ifNoExists(chunkKey, () => void blobChunks.put(chunkKey, chunk.bytes));
+          }
+          const blobKey: BlobKey = [threadId, ns, ch, newVersions[ch], ""];
+          void blobDb.put(blobKey, blobs[i].blob);
+          void blobStamps.put(blobKey, stamps[i]);
+        });
+        void checkpoints.put(key, record);
+      });
+    } else {
+      this.queueWrite(threadId, "transaction", () => {
+        const tags = inheritedTags(parentId === null ? undefined : checkpoints.get([threadId, ns, parentId])?.tags, checkpoint, newVersions);
+        let previous: StoredCheckpoint | undefined | null = null; // null: not read yet
+        const created: StoredBlobRef[] = [];
+        changed.forEach((ch, i) => {
+          const version = newVersions[ch];
+          let tag = "";
+          if (blobDb.doesExist([threadId, ns, ch, version, ""])) {
+            // Reuse "" only if this very checkpoint created it (a re-put); otherwise it is another branch's value.
+            if (previous === null) previous = checkpoints.get(key);
+            const ownsPlain = previous?.blobs.some(([c, v, t]) => c === ch && v === version && t === "") ?? false;
+            if (!ownsPlain) {
+              tag = checkpoint.id;
+              tags[ch] = [version, tag];
+            }
+          }
+          for (const chunk of blobs[i].chunks) {
+            const chunkKey: [string, string, string, string] = [threadId, ns, ch, chunk.id];
+            if (!blobChunks.doesExist(chunkKey)) blobChunks.putSync(chunkKey, chunk.bytes);
+          }
+          const stamp = this.putBlobSync([threadId, ns, ch, version, tag], blobs[i].blob);
+          this.blobCache.set(BlobCache.key(threadId, ns, ch, version, tag), threadId, stamp, blobs[i].byteLength, values[ch]);
+          created.push([ch, version, tag]);
+        });
+        const record: StoredCheckpoint = { type, checkpoint: bytes, metadataType, metadata: metadataBytes, parentId, runId, blobs: created };
+        if (Object.keys(tags).length > 0) record.tags = tags;
+        checkpoints.putSync(key, record);
+        queuedWrites.settleTags(ns, checkpoint.id, tags); // a child put from now on needs no read
+      });
+    }
+    if (pending !== undefined) this.queue.pending.set(threadId, pending);
+    else if (ns === "") this.queue.pending.delete(threadId);
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -210,14 +269,24 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const runId = runIdOf(undefined, config);
     const db = this.storage.writes;
     this.throwFailedWrite(threadId);
-    this.queueWrite(threadId, () => {
+    const pending = ns === "" ? this.queue.pending.get(threadId) : undefined;
+    if (pending !== undefined && pending.id === checkpointId) {
+      addPendingWrites(pending, writes.map(([channel], i): PendingWriteRecord => ({
+        taskId, idx: WRITES_IDX_MAP[channel] ?? i, channel, type: serialized[i][0], value: serialized[i][1], taskPath: taskPath ?? "",
+      })));
+    }
+    // Conditional puts need no read on this thread: a batch, unless a key may be too long (then the
+    // transaction fails as a whole instead of a batch failing half-written).
+    const mode = fitsInKey(threadId, ns, checkpointId, taskId) ? "batch" : "transaction";
+    this.queueWrite(threadId, mode, () => {
       writes.forEach(([channel], i) => {
         const idx = WRITES_IDX_MAP[channel] ?? i;
         const key: [string, string, string, string, number] = [threadId, ns, checkpointId, taskId, idx];
-        // Regular writes are first-wins (a retried task must not replace them); special ones (errors, interrupts) overwrite.
-        if (idx >= 0 && db.doesExist(key)) return;
         const [type, value] = serialized[i];
-        db.putSync(key, { channel, type, value, taskPath: taskPath ?? "", runId });
+        const record: StoredWrite = { channel, type, value, taskPath: taskPath ?? "", runId };
+        // Regular writes are first-wins (a retried task must not replace them); special ones (errors, interrupts) overwrite.
+        if (idx >= 0) void db.ifNoExists(key, () => void db.put(key, record));
+        else void db.put(key, record);
       });
     });
   }
@@ -227,6 +296,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const { checkpoints, writes, blobs } = this.storage;
     const range = { start: [threadId], end: [threadId, MAX_KEY] };
     this.blobCache.removeThread(threadId);
+    this.queue.pending.delete(threadId);
     await this.storage.root.transaction(() => {
       for (const key of Array.from(checkpoints.getKeys(range))) checkpoints.removeSync(key);
       for (const key of Array.from(writes.getKeys(range))) writes.removeSync(key);
@@ -253,6 +323,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const copiedWrites = Array.from(writes.getRange(range));
     const copiedBlobs = Array.from(blobs.getRange(range));
     const copiedChunks = Array.from(this.storage.blobChunks.getRange(range));
+    this.queue.pending.delete(toThreadId);
     await this.storage.root.transaction(() => {
       for (const { key, value } of copied) checkpoints.putSync([toThreadId, key[1], key[2]], value);
       for (const { key, value } of copiedWrites) writes.putSync([toThreadId, key[1], key[2], key[3], key[4]], value);
@@ -268,6 +339,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
    */
   async pruneToLatest(threadId: string): Promise<number> {
     await this.flush(threadId);
+    this.queue.pending.delete(threadId);
     const { checkpoints, writes, blobs } = this.storage;
     const range = { start: [threadId], end: [threadId, MAX_KEY] };
     const latestByNs = new Map<string, CheckpointKey>();
@@ -325,6 +397,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
    */
   async deleteCheckpointsOfRun(threadId: string, runId: string): Promise<number> {
     await this.flush(threadId);
+    this.queue.pending.delete(threadId);
     const { checkpoints, writes } = this.storage;
     const range = { start: [threadId], end: [threadId, MAX_KEY] };
     // A blob the run created stays while a surviving checkpoint still names its version (e.g. the
@@ -406,6 +479,21 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   }
 
   /**
+   * Writes of the thread queued from now on are handed to lmdb-js only once `until` settles (they
+   * still resolve at once, and reads see them as queued writes). The thread's actor holds them
+   * while the previous run's final transaction commits: lmdb-js keeps a transaction open while
+   * writes keep arriving, so the next run's checkpoints would otherwise keep that commit waiting
+   * until the next run's own turn ends.
+   */
+  holdWritesUntil(threadId: string, until: Promise<unknown>): void {
+    const barrier = until.then(() => undefined, () => undefined);
+    this.queue.barriers.set(threadId, barrier);
+    void barrier.then(() => {
+      if (this.queue.barriers.get(threadId) === barrier) this.queue.barriers.delete(threadId);
+    });
+  }
+
+  /**
    * Resolves when every write queued for the thread (or for all threads) has committed; rejects
    * with the error of a write that failed since the last report.
    */
@@ -473,16 +561,182 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   }
 
 
-  private queueWrite(threadId: string, write: () => void): void {
-    const committed = this.storage.root.transaction(write).then(
+  /**
+   * Queues a write of the thread's checkpoint data. "batch": `write` only puts (conditional puts
+   * included) and runs now, and lmdb-js' write thread carries the batch out on its own;
+   * "transaction": `write` also reads, so the write thread calls it back on this JS thread (and
+   * waits for it to be free) when the transaction starts.
+   */
+  private queueWrite(threadId: string, mode: "batch" | "transaction", write: () => void): void {
+    const { byThread, pending, failed } = this.queue;
+    const issue = (): Promise<unknown> => {
+      try {
+        return mode === "batch" ? this.storage.root.batch(write) : this.storage.root.transaction(write);
+      } catch (err) {
+        return Promise.reject(err); // reported like a failed commit
+      }
+    };
+    const barrier = this.queue.barriers.get(threadId);
+    const written = barrier === undefined ? issue() : barrier.then(issue);
+    const committed = written.then(
       () => undefined,
-      (err: unknown) => void this.queue.failed.set(threadId, err instanceof Error ? err : new Error(String(err))),
+      (err: unknown) => {
+        failed.set(threadId, err instanceof Error ? err : new Error(String(err)));
+        pending.delete(threadId);
+      },
     );
-    const { byThread } = this.queue;
     byThread.set(threadId, committed);
     void committed.then(() => {
-      if (byThread.get(threadId) === committed) byThread.delete(threadId);
+      if (byThread.get(threadId) !== committed) return;
+      // every queued write of the thread has committed: LMDB answers its reads again
+      byThread.delete(threadId);
+      pending.delete(threadId);
+      this.queue.queued.delete(threadId);
     });
+  }
+
+  /**
+   * The pending view of a root checkpoint being put, or undefined when it cannot be known for
+   * certain to be the thread's latest with every channel accounted for (then reads wait for the
+   * commit, as for any other write).
+   */
+  private pendingAfterPut(
+    threadId: string, parentId: string | null, checkpoint: Checkpoint, newVersions: ChannelVersions,
+    changed: string[], blobs: EncodedBlob[], [bodyType, body]: [string, Uint8Array], [metadataType, metadata]: [string, Uint8Array],
+    queued: boolean,
+  ): PendingCheckpoint | undefined {
+    if (checkpoint.v < 4) return undefined; // older formats need migratePendingSends on read
+    const previous = this.queue.pending.get(threadId);
+    if (queued && previous === undefined) return undefined; // queued writes of unknown effect
+    if (previous !== undefined && checkpoint.id <= previous.id) return undefined; // not the newest (or a re-put)
+    if (!queued && !this.isNewest(threadId, checkpoint.id)) return undefined;
+    const changedAt = new Map(changed.map((channel, i) => [channel, i]));
+    const fromParent = previous !== undefined && previous.id === parentId ? previous : undefined;
+    let parentTags: TagMap | undefined | null = null; // null: not read yet
+    const channels = new Map<string, PendingChannel>();
+    for (const channel in checkpoint.channel_versions) {
+      if (!Object.hasOwn(checkpoint.channel_versions, channel)) continue;
+      const version = checkpoint.channel_versions[channel];
+      const i = changedAt.get(channel);
+      if (i !== undefined) {
+        channels.set(channel, this.pendingChannelOf(version, checkpoint.channel_values[channel], blobs[i]));
+        continue;
+      }
+      if (Object.hasOwn(newVersions, channel)) {
+        channels.set(channel, { version, absent: true }); // a new version without a value: no blob
+        continue;
+      }
+      const inherited = fromParent?.channels.get(channel);
+      if (inherited !== undefined && inherited.version === version) {
+        channels.set(channel, inherited);
+        continue;
+      }
+      if (queued) return undefined; // the value may sit in a write that has not committed
+      if (parentTags === null) parentTags = parentId === null ? undefined : this.committedTags(threadId, parentId);
+      if (parentTags === null) return undefined;
+      channels.set(channel, { version, storedTag: tagOf(parentTags, channel, version) });
+    }
+    return {
+      id: checkpoint.id, parentId, bodyType, body, metadataType, metadata,
+      versions: checkpoint.channel_versions, channels, writes: new Map(),
+    };
+  }
+
+  /** The thread's queued-write bookkeeping (kept until its queue drains). */
+  private queuedWritesOf(threadId: string): QueuedThreadWrites {
+    let queued = this.queue.queued.get(threadId);
+    if (queued === undefined) this.queue.queued.set(threadId, (queued = new QueuedThreadWrites()));
+    return queued;
+  }
+
+  /**
+   * The fork tags the put's parent record has or will have, without reading inside the
+   * transaction: none for a first checkpoint, the queued parent's once decided, else the committed
+   * record's; null when unknown (the parent is queued and its transaction has not run yet).
+   */
+  private knownParentTags(threadId: string, ns: string, parentId: string | null, queued: QueuedThreadWrites): TagMap | undefined | null {
+    if (parentId === null) return undefined;
+    const fromQueue = queued.tagsOf(ns, parentId);
+    if (fromQueue !== undefined) return fromQueue;
+    try {
+      const record = this.storage.checkpoints.get([threadId, ns, parentId]);
+      // no committed record: the parent is still queued (or does not exist, which the transaction path handles)
+      return record === undefined ? null : record.tags;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Whether no blob of `version` exists or is queued in the slot, on any branch (numeric versions only). */
+  private isUnusedVersion(threadId: string, ns: string, channel: string, version: StoredChannelVersion, queued: QueuedThreadWrites): boolean {
+    if (typeof version !== "number" || !(version > queued.highestVersion(ns, channel))) return false; // NaN compares false
+    try {
+      for (const key of this.storage.blobs.getKeys({ start: [threadId, ns, channel, MAX_KEY], end: [threadId, ns, channel], reverse: true, limit: 1 })) {
+        return typeof key[3] === "number" && version > key[3]; // the slot's highest stored version
+      }
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Whether `id` sorts after every committed root checkpoint of the thread (false when that cannot be read). */
+  private isNewest(threadId: string, id: string): boolean {
+    try {
+      for (const key of this.storage.checkpoints.getKeys({ start: [threadId, "", MAX_KEY], end: [threadId, ""], reverse: true, limit: 1 })) {
+        if (key[2] >= id) return false;
+      }
+      return true;
+    } catch {
+      return false; // e.g. a thread id too long for a key: the write fails and reports it, as usual
+    }
+  }
+
+  /** The fork tags of a committed root checkpoint; null when it cannot be read. */
+  private committedTags(threadId: string, checkpointId: string): TagMap | undefined | null {
+    try {
+      return this.storage.checkpoints.get([threadId, "", checkpointId])?.tags;
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * How a pending checkpoint holds a channel value it was put with: the list itself where the
+   * blob cache would serve it (so a read hands out what a read after the commit would), else the
+   * serde's bytes, revived on each read.
+   */
+  private pendingChannelOf(version: StoredChannelVersion, value: unknown, encoded: EncodedBlob): PendingChannel {
+    if (this.blobCache.wouldKeep(encoded.byteLength, value)) return { version, list: value.slice() };
+    if (encoded.blob.chunks === undefined) return { version, type: encoded.blob.type, bytes: encoded.blob.value };
+    return { version, type: encoded.blob.type, bytes: joinChunks(encoded.chunks.map((c) => c.bytes), encoded.blob.value) };
+  }
+
+  /** The tuple getTuple would return for a pending checkpoint once its writes commit. */
+  private async pendingTuple(threadId: string, pending: PendingCheckpoint): Promise<CheckpointTuple> {
+    const body = (await this.serde.loadsTyped(pending.bodyType, pending.body)) as StoredCheckpointBody;
+    const values: Record<string, unknown> = {};
+    for (const [channel, entry] of pending.channels) {
+      if ("list" in entry) values[channel] = entry.list.slice();
+      else if ("bytes" in entry) values[channel] = await this.serde.loadsTyped(entry.type, entry.bytes);
+      else if ("storedTag" in entry) {
+        const value = await this.loadChannelValue(threadId, "", channel, entry.version, entry.storedTag);
+        if (value !== NO_VALUE) values[channel] = value;
+      }
+    }
+    const writes = [...pending.writes.values()]
+      .map((w) => ({ sortKey: writesSortKey(w.taskPath, w.taskId, w.idx), w }))
+      .sort((a, b) => compareWritesSortKeys(a.sortKey, b.sortKey));
+    const tuple: CheckpointTuple = {
+      config: { configurable: { thread_id: threadId, checkpoint_ns: "", checkpoint_id: pending.id } },
+      checkpoint: { ...body, channel_versions: body.channel_versions ?? {}, channel_values: values },
+      metadata: (await this.serde.loadsTyped(pending.metadataType, pending.metadata)) as CheckpointMetadata,
+      pendingWrites: await Promise.all(writes.map(async ({ w }): Promise<CheckpointPendingWrite> => [w.taskId, w.channel, await this.serde.loadsTyped(w.type, w.value)])),
+    };
+    if (pending.parentId !== null) {
+      tuple.parentConfig = { configurable: { thread_id: threadId, checkpoint_ns: "", checkpoint_id: pending.parentId } };
+    }
+    return tuple;
   }
 
   private throwFailedWrite(threadId: string): void {
@@ -518,27 +772,29 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     for (const channel in versions) {
       if (!Object.hasOwn(versions, channel)) continue;
       const version = versions[channel];
-      const tag = tagOf(tags, channel, version);
-      const blobKey: BlobKey = [threadId, ns, channel, version, tag];
-      const cacheKey = BlobCache.key(threadId, ns, channel, version, tag);
-      // a hit checks the blob's small stamp only: the (possibly large) bytes are not read
-      if (this.blobCache.has(cacheKey)) {
-        const cached = this.blobCache.get(cacheKey, this.storage.blobStamps.get(blobKey));
-        if (cached !== undefined) {
-          values[channel] = cached;
-          continue;
-        }
-      }
-      const blob = this.storage.blobs.get(blobKey);
-      if (blob === undefined) continue;
-      const bytes = this.blobBytes(threadId, ns, channel, blob);
-      // read together with the bytes (no await between): the stamp of the write they came from
-      const stamp = this.blobCache.accepts(bytes.byteLength) ? this.storage.blobStamps.get(blobKey) : undefined;
-      const value: unknown = await this.serde.loadsTyped(blob.type, bytes);
-      if (stamp !== undefined) this.blobCache.fill(cacheKey, threadId, stamp, bytes.byteLength, value);
-      values[channel] = value;
+      const value = await this.loadChannelValue(threadId, ns, channel, version, tagOf(tags, channel, version));
+      if (value !== NO_VALUE) values[channel] = value;
     }
     return values;
+  }
+
+  /** One stored channel value (from the blob cache when it holds this very write), or NO_VALUE. */
+  private async loadChannelValue(threadId: string, ns: string, channel: string, version: StoredChannelVersion, tag: string): Promise<unknown> {
+    const blobKey: BlobKey = [threadId, ns, channel, version, tag];
+    const cacheKey = BlobCache.key(threadId, ns, channel, version, tag);
+    // a hit checks the blob's small stamp only: the (possibly large) bytes are not read
+    if (this.blobCache.has(cacheKey)) {
+      const cached = this.blobCache.get(cacheKey, this.storage.blobStamps.get(blobKey));
+      if (cached !== undefined) return cached;
+    }
+    const blob = this.storage.blobs.get(blobKey);
+    if (blob === undefined) return NO_VALUE;
+    const bytes = this.blobBytes(threadId, ns, channel, blob);
+    // read together with the bytes (no await between): the stamp of the write they came from
+    const stamp = this.blobCache.accepts(bytes.byteLength) ? this.storage.blobStamps.get(blobKey) : undefined;
+    const value: unknown = await this.serde.loadsTyped(blob.type, bytes);
+    if (stamp !== undefined) this.blobCache.fill(cacheKey, threadId, stamp, bytes.byteLength, value);
+    return value;
   }
 
   /** Pending writes of one checkpoint in writesSortKey order (the order live execution applies them). */
@@ -636,6 +892,13 @@ class RemovedSlots {
   values(): IterableIterator<[string, string]> {
     return this.slots.values();
   }
+}
+
+/** LMDB's largest key is 1,978 bytes: keys made of these parts (plus small numbers) stay well below. */
+function fitsInKey(...parts: string[]): boolean {
+  let bytes = 0;
+  for (const part of parts) bytes += Buffer.byteLength(part) + 8;
+  return bytes <= 1_600;
 }
 
 /** A random token identifying one blob write (53 bits: exact as a JS number and in msgpack). */
