@@ -4,6 +4,7 @@ import type { MessagePort } from "node:worker_threads";
 import type { BaseStore } from "@langchain/langgraph-checkpoint";
 import { serializeError, TroupeError } from "../errors.ts";
 import { LmdbCheckpointSaver } from "../storage/checkpointer.ts";
+import { useFastEnv } from "../util/fast-env.ts";
 import { openStorage } from "../storage/env.ts";
 import type { RunRecord } from "../storage/records.ts";
 import { GraphRegistry } from "./graph-registry.ts";
@@ -27,6 +28,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   const profiler = startCpuProfile(process.env.TROUPE_CPU_PROFILE_DIR, `shard${task.shardIndex}`);
   const stopIdleGc = startIdleGc();
   for (const [k, v] of Object.entries(task.env)) process.env[k] ??= v;
+  useFastEnv();
   useCompiledModules(task.modules);
   const storage = openStorage(task.dataDir);
   const saver = new LmdbCheckpointSaver(storage);

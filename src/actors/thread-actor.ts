@@ -305,7 +305,8 @@ export class ThreadActor {
       status: "busy",
       updated_at: now,
     };
-    const stored = s.root.transaction(() => {
+    // a batch (writes only): lmdb-js' write thread commits it without calling back into this thread
+    const stored = s.root.batch(() => {
       s.threads.put(this.threadId, nextThread);
       s.runs.put([this.threadId, run.run_id], run);
       s.runThread.put(run.run_id, this.threadId);

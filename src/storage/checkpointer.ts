@@ -670,14 +670,16 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   /** Whether no blob of `version` exists or is queued in the slot, on any branch (numeric versions only). */
   private isUnusedVersion(threadId: string, ns: string, channel: string, version: StoredChannelVersion, queued: QueuedThreadWrites): boolean {
     if (typeof version !== "number" || !(version > queued.highestVersion(ns, channel))) return false; // NaN compares false
-    try {
-      for (const key of this.storage.blobs.getKeys({ start: [threadId, ns, channel, MAX_KEY], end: [threadId, ns, channel], reverse: true, limit: 1 })) {
-        return typeof key[3] === "number" && version > key[3]; // the slot's highest stored version
+    return version > queued.highestCommittedVersion(ns, channel, () => {
+      try {
+        for (const key of this.storage.blobs.getKeys({ start: [threadId, ns, channel, MAX_KEY], end: [threadId, ns, channel], reverse: true, limit: 1 })) {
+          return typeof key[3] === "number" ? key[3] : Number.NaN; // the slot's highest stored version
+        }
+        return Number.NEGATIVE_INFINITY;
+      } catch {
+        return Number.NaN;
       }
-      return true;
-    } catch {
-      return false;
-    }
+    });
   }
 
   /** Whether `id` sorts after every committed root checkpoint of the thread (false when that cannot be read). */

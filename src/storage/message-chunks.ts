@@ -64,12 +64,13 @@ export class MessageChunker {
 
   /**
    * `jsonOf` returns each message's JSON (as the inner serde writes it), or undefined to give up;
-   * it is called only for messages after `keptPrefix(list)`.
+   * it is called only for messages after `keptPrefix(list)` (`keptHint`: that number, measured
+   * by the caller with no await since).
    */
-  split(list: MessageFields[], jsonOf: (m: MessageFields) => string | undefined): ChunkedList | undefined {
+  split(list: MessageFields[], jsonOf: (m: MessageFields) => string | undefined, keptHint?: number): ChunkedList | undefined {
     const full = Math.floor(list.length / CHUNK_ITEMS);
     if (full === 0) return undefined;
-    const kept = this.keptPrefix(list);
+    const kept = keptHint ?? this.keptPrefix(list);
     const fresh: string[] = [];
     for (let i = kept; i < list.length; i++) {
       const json = jsonOf(list[i]);

@@ -25,6 +25,41 @@ function isMessageList(value: unknown, minItems: number): value is SerializableM
   return Array.isArray(value) && value.length >= minItems && value.every(isLangChainMessage);
 }
 
+/** Deeper values take the inner serde's path (also what bounds a cycle). */
+const MAX_PLAIN_DEPTH = 32;
+
+/**
+ * JSON data JsonPlus writes exactly as JSON.stringify does: null, booleans, strings, finite
+ * numbers, arrays and plain objects of those. Not undefined (JsonPlus writes a marker for it),
+ * nor class instances, toJSON, Dates, Maps, Sets, typed arrays.
+ */
+function isPlainJson(value: unknown, depth: number): boolean {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return true;
+    case "number":
+      return Number.isFinite(value);
+    case "object": {
+      if (value === null) return true;
+      if (depth >= MAX_PLAIN_DEPTH) return false;
+      if (Array.isArray(value)) {
+        for (const item of value) if (!isPlainJson(item, depth + 1)) return false;
+        return true;
+      }
+      const proto: unknown = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) return false;
+      if ("toJSON" in value) return false;
+      for (const key in value) {
+        if (!isPlainJson((value as Record<string, unknown>)[key], depth + 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
 /** Thrown by arrayJson's compute: every message was to be serialized beforehand. */
 class NotPrepared extends Error {}
 
@@ -35,11 +70,16 @@ export class MessageCachingSerde implements SerializerProtocol {
   private readonly encoder = new TextEncoder();
   private readonly decoder = new TextDecoder();
 
+  /** the inner serde is (a copy of) LangGraph's JsonPlusSerializer, whose format the plain-JSON shortcuts reproduce */
+  private readonly innerIsJsonPlus: boolean;
+
   constructor(inner?: SerializerProtocol) {
     this.inner = inner ?? new JsonPlusSerializer();
+    this.innerIsJsonPlus = this.inner.constructor.name === JsonPlusSerializer.name;
   }
 
   async dumpsTyped(value: unknown): Promise<[string, Uint8Array]> {
+    if (this.innerIsJsonPlus && isPlainJson(value, 0)) return ["json", this.encoder.encode(JSON.stringify(value))];
     if (!isMessageList(value, MIN_ITEMS) || !(await this.prepare(value))) return this.inner.dumpsTyped(value);
     try {
       return ["json", this.cache.arrayBytes(value, () => { throw new NotPrepared(); }, this.encoder)];
@@ -58,12 +98,16 @@ export class MessageCachingSerde implements SerializerProtocol {
     if (!Array.isArray(value) || value.length < CHUNK_ITEMS) return undefined;
     // Messages the chunker kept from the conversation's previous list were checked and cached then.
     const kept = this.chunker.keptPrefix(value as MessageFields[]);
+    let awaited = false;
     for (let i = kept; i < value.length; i++) {
       const message: unknown = value[i];
       if (!isLangChainMessage(message)) return undefined;
-      if (this.cache.lookup(message) === undefined && !(await this.cacheJson(message))) return undefined;
+      if (this.cache.lookup(message) !== undefined) continue;
+      awaited = true;
+      if (!(await this.cacheJson(message))) return undefined;
     }
-    return this.chunker.split(value as MessageFields[], (m) => this.cache.lookup(m));
+    // without an await in between, the chunker's state is still the one `kept` was measured on
+    return this.chunker.split(value as MessageFields[], (m) => this.cache.lookup(m), awaited ? undefined : kept);
   }
 
   /** Caches the JSON of every message of `list` that has none yet; false if one does not serialize to JSON. */
@@ -80,6 +124,13 @@ export class MessageCachingSerde implements SerializerProtocol {
   }
 
   loadsTyped(type: string, data: Uint8Array | string): Promise<unknown> {
+    if (this.innerIsJsonPlus && type === "json") {
+      const text = typeof data === "string" ? data : this.decoder.decode(data);
+      // JsonPlus' reviver only rebuilds objects carrying an "lc" key (LangChain objects, Set, Map,
+      // undefined, ...); any other JSON revives to exactly what JSON.parse returns
+      if (!text.includes('"lc"')) return Promise.resolve(JSON.parse(text) as unknown);
+      return this.inner.loadsTyped(type, text);
+    }
     return this.inner.loadsTyped(type, data);
   }
 }

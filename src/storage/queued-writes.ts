@@ -17,6 +17,8 @@ export type TagMap = Record<string, [StoredChannelVersion, string]>;
 export class QueuedThreadWrites {
   /** `${ns}\u0000${channel}` -> highest numeric version queued; NaN once a non-numeric one was */
   private readonly versions = new Map<string, number>();
+  /** slot -> highest version committed when first asked (only this thread's queued writes add to it meanwhile) */
+  private readonly committed = new Map<string, number>();
   /** ns -> the newest queued checkpoint of that namespace, with the fork tags its record gets */
   private readonly tips = new Map<string, { id: string; tags: TagMap | undefined }>();
 
@@ -30,6 +32,14 @@ export class QueuedThreadWrites {
   /** The highest version queued in the slot (-Infinity: none; NaN: a non-numeric one). */
   highestVersion(ns: string, channel: string): number {
     return this.versions.get(`${ns}\u0000${channel}`) ?? Number.NEGATIVE_INFINITY;
+  }
+
+  /** The slot's highest committed version, read once (`read`) while the thread has writes queued. */
+  highestCommittedVersion(ns: string, channel: string, read: () => number): number {
+    const slot = `${ns}\u0000${channel}`;
+    let version = this.committed.get(slot);
+    if (version === undefined) this.committed.set(slot, (version = read()));
+    return version;
   }
 
   /** A checkpoint of `ns` was queued; `tags` undefined while its transaction has not decided them. */
