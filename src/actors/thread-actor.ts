@@ -43,7 +43,9 @@ export class ThreadActor {
    * when it commits (lmdb-js commits in queue order, so the next run's writes still land after
    * it; its first checkpoint read is answered from the pending writes, see checkpointer.ts).
    * Until that commit, whatever this actor sends to the HTTP thread waits here, so the previous
-   * run's run.done still precedes the next run's start and events, as if they had not overlapped.
+   * run's run.done still precedes the next run's start and events, as if they had not overlapped;
+   * so does the next run's `running` record (its checkpoints wait in the saver: holdWritesUntil),
+   * because lmdb-js keeps a transaction open while writes keep arriving.
    */
   private heldSends: (() => void)[] | undefined;
   /** runs whose final transaction is queued but not yet committed */
@@ -377,7 +379,7 @@ export class ThreadActor {
     return this.current !== undefined || this.finishing > 0;
   }
 
-  /** Sends to the HTTP thread (or webhook worker) now, or after the commit that holds them back. */
+  /** Sends to the HTTP thread (or webhook worker), or writes, now or after the commit that holds them back. */
   private send(deliver: () => void): void {
     if (this.heldSends !== undefined) this.heldSends.push(deliver);
     else deliver();
