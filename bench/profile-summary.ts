@@ -92,7 +92,10 @@ export function categoriseProfile(profile: CpuProfileFile, categories: { name: s
     return found;
   };
   const counts = new Map<string, number>();
-  for (const id of profile.samples) counts.set(categoryOf(id), (counts.get(categoryOf(id)) ?? 0) + 1);
+  for (const id of profile.samples) {
+    const category = categoryOf(id);
+    counts.set(category, (counts.get(category) ?? 0) + 1);
+  }
   const total = profile.samples.length || 1;
   return [...counts].sort((a, b) => b[1] - a[1]).map(([name, n]) => ({ name, percent: (100 * n) / total }));
 }

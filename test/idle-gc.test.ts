@@ -33,7 +33,7 @@ describe("idle GC", () => {
   });
 });
 
-describe("C-heap trim (native/memory.c)", () => {
+describe("C-heap trim (native/memory.cc)", () => {
   it("is built by npm install and hands freed malloc'd memory back to the OS", async () => {
     const { nativeMemory, nativeMemoryError, trimCHeap } = await import("../src/util/native-memory.ts");
     expect(nativeMemoryError()).toBeUndefined();

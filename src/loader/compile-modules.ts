@@ -12,9 +12,9 @@
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { builtinModules } from "node:module";
+import { builtinModules, createRequire } from "node:module";
 import { basename, dirname, extname, join, relative, resolve, sep } from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Loader, Message, Plugin } from "esbuild";
 
 /** Files that need compiling; plain .js/.mjs/.cjs entries are imported as they are. */
@@ -78,9 +78,14 @@ export async function compileModules(entries: readonly string[], outDir: string,
       outputs = await bundle(esbuild, ok, outDir);
     }
     const dir = writeBuild(outputs, outDir, opts.keepBuilds ?? 1);
-    for (const [entry, file] of outputs.entries) result.urls[entry] = pathToFileURL(join(dir, file)).href;
+    // only the entries asked for: code-split chunks of dynamic imports have an entry point of their own
+    const compiled: Record<string, string> = {};
+    for (const entry of toCompile) {
+      const file = outputs.entries.get(entry);
+      if (file !== undefined) compiled[entry] = result.urls[entry] = pathToFileURL(join(dir, file)).href;
+    }
     // a build with failures is never reused: the fix may be in a file it could not even read
-    if (Object.keys(result.errors).length === 0) writeManifest(outDir, { entries: toCompile, urls: result.urls, inputs: stamps(outputs.inputs) });
+    if (Object.keys(result.errors).length === 0) writeManifest(outDir, { entries: toCompile, urls: compiled, inputs: stamps(outputs.inputs) });
     return result;
   } finally {
     await esbuild.stop(); // the helper process is only needed while compiling
@@ -174,8 +179,23 @@ async function bundle(esbuild: Esbuild, entries: readonly string[], outDir: stri
     if (meta.entryPoint !== undefined) entries2.set(resolve(meta.entryPoint), relative(outdir, resolve(out)));
   }
   const sources = Object.keys(built.metafile.inputs).map((f) => resolve(f));
-  const inputs = new Set([...external, ...sources, ...buildSettingsOf(sources)]);
+  const inputs = new Set([...external, ...sources, ...buildSettingsOf(sources), ...compilerFiles()]);
   return { files, inputs, entries: entries2 };
+}
+
+/**
+ * This compiler's own source and esbuild's entry file: a build made by another version of either
+ * (a Troupe or esbuild upgrade) is not reused.
+ */
+function compilerFiles(): string[] {
+  const files: string[] = [];
+  try {
+    const self = fileURLToPath(import.meta.url); // the source file, also when this module runs compiled
+    files.push(self, createRequire(self).resolve("esbuild"));
+  } catch {
+    // not resolvable from here: the other inputs still decide
+  }
+  return files;
 }
 
 /**

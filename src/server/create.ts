@@ -86,7 +86,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     ...(config.http.app ? [config.http.app.filePath] : []),
   ];
   const workerModules = await compileWorkerModules(opts.dataDir, userModules);
-  for (const [file, message] of Object.entries(workerModules.user.errors)) console.warn(`[troupe] ${file} does not compile: ${message}`);
+  // auth and http.app are loaded below, on this thread, and fail startup with the same message
+  const loadedHere = new Set([config.auth.path?.filePath, config.http.app?.filePath]);
+  for (const [file, message] of Object.entries(workerModules.user.errors)) {
+    if (!loadedHere.has(file)) console.warn(`[troupe] ${file} does not compile: ${message}`);
+  }
   useCompiledModules(workerModules.user);
   const customApp = config.http.app ? await loadCustomApp(config.http.app, config.configPath) : undefined; // http.app
   // --- custom auth (src/auth/): import and check the Auth object before anything starts ---

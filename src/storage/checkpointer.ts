@@ -192,12 +192,13 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     // whether the record can be written without reading LMDB in the transaction, and the pending view.
     const queued = this.queue.byThread.has(threadId);
     const queuedWrites = this.queuedWritesOf(threadId);
-    this.storage.root.resetReadTxn(); // the reads below must see every commit so far
+    // (no resetReadTxn needed for the reads below: they concern this thread's own writes, and
+    // lmdb-js renews its read snapshot whenever one of this JS thread's commits resolves)
     const parentTags = this.knownParentTags(threadId, ns, parentId, queuedWrites);
     const readFree = parentTags !== null && fitsInKey(threadId, ns, checkpoint.id) &&
       changed.every((ch) => fitsInKey(threadId, ns, ch) && this.isUnusedVersion(threadId, ns, ch, newVersions[ch], queuedWrites));
     const tags = readFree ? inheritedTags(parentTags, checkpoint, newVersions) : undefined;
-    const pending = ns === "" ? this.pendingAfterPut(threadId, parentId, checkpoint, newVersions, changed, blobs, [type, bytes], [metadataType, metadataBytes], queued) : undefined;
+    const pending = ns === "" ? this.pendingAfterPut(threadId, parentId, parentTags, checkpoint, newVersions, changed, blobs, [type, bytes], [metadataType, metadataBytes], queued) : undefined;
     queuedWrites.noteCheckpoint(ns, checkpoint.id, tags);
     for (const ch of changed) queuedWrites.noteBlob(ns, ch, newVersions[ch]);
     if (tags !== undefined) {
@@ -601,7 +602,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
    * commit, as for any other write).
    */
   private pendingAfterPut(
-    threadId: string, parentId: string | null, checkpoint: Checkpoint, newVersions: ChannelVersions,
+    threadId: string, parentId: string | null, parentTags: TagMap | undefined | null, checkpoint: Checkpoint, newVersions: ChannelVersions,
     changed: string[], blobs: EncodedBlob[], [bodyType, body]: [string, Uint8Array], [metadataType, metadata]: [string, Uint8Array],
     queued: boolean,
   ): PendingCheckpoint | undefined {
@@ -612,7 +613,6 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     if (!queued && !this.isNewest(threadId, checkpoint.id)) return undefined;
     const changedAt = new Map(changed.map((channel, i) => [channel, i]));
     const fromParent = previous !== undefined && previous.id === parentId ? previous : undefined;
-    let parentTags: TagMap | undefined | null = null; // null: not read yet
     const channels = new Map<string, PendingChannel>();
     for (const channel in checkpoint.channel_versions) {
       if (!Object.hasOwn(checkpoint.channel_versions, channel)) continue;
@@ -631,14 +631,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         channels.set(channel, inherited);
         continue;
       }
-      if (queued) return undefined; // the value may sit in a write that has not committed
-      if (parentTags === null) parentTags = parentId === null ? undefined : this.committedTags(threadId, parentId);
-      if (parentTags === null) return undefined;
+      // the value may sit in a write that has not committed, or the parent's tags are not known
+      if (queued || parentTags === null) return undefined;
       channels.set(channel, { version, storedTag: tagOf(parentTags, channel, version) });
     }
     return {
-      id: checkpoint.id, parentId, bodyType, body, metadataType, metadata,
-      versions: checkpoint.channel_versions, channels, writes: new Map(),
+      id: checkpoint.id, parentId, bodyType, body, metadataType, metadata, channels, writes: new Map(),
     };
   }
 
@@ -691,15 +689,6 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       return true;
     } catch {
       return false; // e.g. a thread id too long for a key: the write fails and reports it, as usual
-    }
-  }
-
-  /** The fork tags of a committed root checkpoint; null when it cannot be read. */
-  private committedTags(threadId: string, checkpointId: string): TagMap | undefined | null {
-    try {
-      return this.storage.checkpoints.get([threadId, "", checkpointId])?.tags;
-    } catch {
-      return null;
     }
   }
 

@@ -13,7 +13,6 @@
  * built from a put whose parent it knows, dropped by any other kind of write and once the thread's
  * queued writes have all committed (then LMDB is the truth again).
  */
-import type { ChannelVersions } from "@langchain/langgraph-checkpoint";
 import type { StoredChannelVersion } from "./env.ts";
 
 /** One channel of a pending checkpoint. */
@@ -43,9 +42,6 @@ export interface PendingCheckpoint {
   body: Uint8Array;
   metadataType: string;
   metadata: Uint8Array;
-  /** the fork tags its record is written with; undefined when decided inside the transaction */
-  tags?: Record<string, [StoredChannelVersion, string]>;
-  versions: ChannelVersions;
   channels: Map<string, PendingChannel>;
   /** pending writes put on this checkpoint since it was put, by `${taskId}\u0000${idx}` */
   writes: Map<string, PendingWriteRecord>;

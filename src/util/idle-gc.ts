@@ -35,12 +35,11 @@ function collector(): () => void {
 }
 
 /**
- * Starts the idle watcher for the calling thread; returns a stop function. `onCollect` runs shortly
+ * Starts the idle watcher for the calling thread; returns a stop function. `onCollect` runs right
  * after each idle collection: tests, logs, and further releases (the HTTP thread unmaps the data file).
  */
 export function startIdleGc(opts: Partial<IdleGcOptions> = {}, onCollect?: (busyMs: number) => void): () => void {
   const o = { ...IDLE_GC_DEFAULTS, ...opts };
-  const gc = collector();
   const trims = new IdleTrims();
   let last = performance.eventLoopUtilization();
   let busySinceGc = 0;
@@ -61,10 +60,10 @@ export function startIdleGc(opts: Partial<IdleGcOptions> = {}, onCollect?: (busy
       // the addon's memory-pressure GC also compacts and shrinks (after the full bench the actor
       // workers' heaps went to ~33 MB instead of 45-75 MB with gc(), which only V8's own memory
       // reducer would shrink further, ~10-20 s later)
-      if (!reduceHeap()) gc();
+      if (!reduceHeap()) collector()();
       justCollected = true;
       trims.start();
-      setTimeout(() => onCollect?.(busy), TRIM_DELAY_MS).unref();
+      onCollect?.(busy);
     }
   }, o.intervalMs);
   timer.unref();

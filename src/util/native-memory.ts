@@ -3,6 +3,7 @@
 // more memory resident after a load burst (plain gc(), no trim, no unmapping of the data file).
 import { realpathSync } from "node:fs";
 import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
 
 interface NativeMemory {
   /** glibc malloc_trim(0): returns free arena pages to the OS; true when something was released */
@@ -24,7 +25,7 @@ let loadError: string | undefined;
 export function nativeMemory(): NativeMemory | null {
   if (loaded === undefined) {
     try {
-      loaded = createRequire(import.meta.url)(ADDON_PATH.pathname) as NativeMemory;
+      loaded = createRequire(import.meta.url)(fileURLToPath(ADDON_PATH)) as NativeMemory;
     } catch (err) {
       loaded = null;
       loadError = err instanceof Error ? err.message.split("\n")[0] : String(err);

@@ -201,9 +201,10 @@ export class ThreadCommands {
     const answered = this.app.pool.hub.protocol.announceWhenAdopted(runId, "input.answered", "input", { interrupt_ids: Object.keys(resume) });
     try {
       await this.createRun(ctx, { assistant_id: assistantId, command, ...rp }, { ifNotExists: false, runId });
-    } catch (err) {
+    } finally {
+      // adopted by now if the run was created (then a no-op); otherwise, or if a newer run holds
+      // the session so it never will be, the opener must not stay behind
       answered.cancel();
-      throw err;
     }
     return {};
   }
