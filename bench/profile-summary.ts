@@ -4,6 +4,8 @@
 // With name=regex arguments it also splits the samples into those categories: a sample belongs to
 // the first category (in the order given) matching any frame of its stack ("file.ts:line" names
 // after source maps), else to "other"; (idle) and (garbage collector) samples are their own.
+// With --within=regex only the samples
+// with a frame matching it count, and percentages are of those samples.
 import { existsSync, readFileSync } from "node:fs";
 import { SourceMap } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -76,6 +78,24 @@ export function summariseProfile(profile: CpuProfileFile, top = 30): { self: Pro
   return { self: rows(self), inclusive: rows(inclusive), samples: profile.samples.length };
 }
 
+/** The profile with only the samples that have a frame matching `pattern` on their stack. */
+export function profileWithin(profile: CpuProfileFile, pattern: RegExp): CpuProfileFile {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parentOf = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
+  const matches = new Map<number, boolean>();
+  const matchesAt = (id: number): boolean => {
+    let found = matches.get(id);
+    if (found === undefined) {
+      const parent = parentOf.get(id);
+      found = pattern.test(frameName(byId.get(id)!)) || (parent !== undefined && matchesAt(parent));
+      matches.set(id, found);
+    }
+    return found;
+  };
+  return { nodes: profile.nodes, samples: profile.samples.filter(matchesAt) };
+}
+
 /** Samples per category (see the usage note at the top), largest first. */
 export function categoriseProfile(profile: CpuProfileFile, categories: { name: string; pattern: RegExp }[]): ProfileRow[] {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
@@ -101,12 +121,15 @@ export function categoriseProfile(profile: CpuProfileFile, categories: { name: s
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  const [file, top, ...categoryArgs] = process.argv.slice(2);
+  const args = process.argv.slice(2);
+  const within = args.find((a) => a.startsWith("--within="));
+  const [file, top, ...categoryArgs] = args.filter((a) => a !== within);
   if (!file) {
-    console.error("usage: npx tsx bench/profile-summary.ts <file.cpuprofile> [top=30] [name=regex ...]");
+    console.error("usage: npx tsx bench/profile-summary.ts <file.cpuprofile> [top=30] [name=regex ...] [--within=regex]");
     process.exit(2);
   }
-  const profile = JSON.parse(readFileSync(file, "utf8")) as CpuProfileFile;
+  const whole = JSON.parse(readFileSync(file, "utf8")) as CpuProfileFile;
+  const profile = within ? profileWithin(whole, new RegExp(within.slice("--within=".length))) : whole;
   const s = summariseProfile(profile, Number(top ?? 30));
   const print = (title: string, rows: ProfileRow[]) =>
     console.log(`${title}\n${rows.map((r) => `${r.percent.toFixed(1).padStart(5)}%  ${r.name}`).join("\n")}\n`);

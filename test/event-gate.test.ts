@@ -1,34 +1,40 @@
 // RunEventGates: the worker-side buffer of events of runs nobody reads yet.
 import { describe, expect, it } from "vitest";
-import { RunEventGates } from "../src/actors/event-gate.ts";
+import { AIMessage, HumanMessage } from "@langchain/core/messages";
+import { RunEventGates, type ProducedRunEvent } from "../src/actors/event-gate.ts";
 import type { RunEvent } from "../src/actors/protocol.ts";
+import { deferredJsonText, toJsonText } from "../src/actors/wire.ts";
 
 const ev = (id: number, data = "x"): RunEvent => ({ id, event: "values", data });
 
 function setup(maxBufferedBytes = 1024, retainAfterDoneMs = 50, maxTotalBytes = 1 << 20) {
   const forwarded: [string, number[]][] = [];
-  const gates = new RunEventGates((runId, events) => forwarded.push([runId, events.map((e) => e.id)]), { maxBufferedBytes, retainAfterDoneMs, maxTotalBytes });
-  return { gates, forwarded };
+  const sent: RunEvent[] = [];
+  const gates = new RunEventGates((runId, events) => {
+    forwarded.push([runId, events.map((e) => e.id)]);
+    sent.push(...events);
+  }, { maxBufferedBytes, retainAfterDoneMs, maxTotalBytes });
+  return { gates, forwarded, sent };
 }
 
 describe("RunEventGates", () => {
   it("forwards events of observed and unknown runs at once", () => {
     const { gates } = setup();
     gates.open("seen", true);
-    expect(gates.accept("seen", ev(0))).toBe(true);
-    expect(gates.accept("recovered-after-restart", ev(0))).toBe(true);
+    expect(gates.accept("seen", ev(0))).toEqual(ev(0));
+    expect(gates.accept("recovered-after-restart", ev(0))).toEqual(ev(0));
     expect(gates.size).toBe(0);
   });
 
   it("buffers an unobserved run until observe, which forwards the buffer and goes live", () => {
     const { gates, forwarded } = setup();
     gates.open("r", false);
-    expect(gates.accept("r", ev(0))).toBe(false);
-    expect(gates.accept("r", ev(1))).toBe(false);
+    expect(gates.accept("r", ev(0))).toBeUndefined();
+    expect(gates.accept("r", ev(1))).toBeUndefined();
     expect(forwarded).toEqual([]);
     expect(gates.observe("r", true)).toBe(true);
     expect(forwarded).toEqual([["r", [0, 1]]]);
-    expect(gates.accept("r", ev(2))).toBe(true);
+    expect(gates.accept("r", ev(2))).toEqual(ev(2));
     expect(gates.observe("r", true)).toBe(false); // already observed: nothing sent twice
     expect(forwarded).toHaveLength(1);
   });
@@ -39,7 +45,7 @@ describe("RunEventGates", () => {
     gates.accept("r", ev(0));
     expect(gates.observe("r", false)).toBe(true);
     expect(forwarded).toEqual([]);
-    expect(gates.accept("r", ev(1))).toBe(true);
+    expect(gates.accept("r", ev(1))).toEqual(ev(1));
   });
 
   it("bounds the buffer by bytes, keeping the newest events and always the last one", () => {
@@ -101,5 +107,45 @@ describe("RunEventGates", () => {
     gates.open("seen", true);
     gates.done("seen");
     expect(gates.size).toBe(0);
+  });
+
+  it("renders deferred data only when the event is forwarded, and counts it by its estimate until then", () => {
+    const { gates, forwarded, sent } = setup(100);
+    let renders = 0;
+    const deferred = (id: number, estimate: number): ProducedRunEvent => ({ id, event: "values", data: { estimate, render: () => `${++renders}` } });
+    gates.open("r", false);
+    expect(gates.accept("r", deferred(0, 60))).toBeUndefined();
+    expect(gates.accept("r", deferred(1, 60))).toBeUndefined(); // 120 > 100: event 0 goes unrendered
+    expect(gates.bufferedBytes).toBe(60);
+    expect(renders).toBe(0);
+    gates.observe("r", true);
+    expect(forwarded).toEqual([["r", [1]]]);
+    expect(sent).toEqual([{ id: 1, event: "values", data: "1" }]);
+    expect(gates.accept("r", deferred(2, 60))).toEqual({ id: 2, event: "values", data: "2" }); // live: rendered at once
+    gates.open("never-read", false);
+    gates.accept("never-read", deferred(0, 10));
+    gates.done("never-read", false);
+    expect(renders).toBe(2);
+  });
+});
+
+describe("deferredJsonText", () => {
+  it("renders what toJsonText renders for the state as it was when the event was emitted", () => {
+    const messages = [new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "hello", id: "a1" })];
+    const state: Record<string, unknown> = { messages, step: 1 };
+    const expected = toJsonText(state);
+    const deferred = deferredJsonText(state);
+    if (typeof deferred === "string") throw new Error("a plain object's JSON should be deferred");
+    expect(deferred.estimate).toBeGreaterThan(200);
+    messages.push(new HumanMessage({ content: "later", id: "h2" })); // a list the state shares, appended to later
+    messages[0] = new HumanMessage({ content: "replaced", id: "h1" });
+    state.step = 2;
+    expect(deferred.render()).toBe(expected);
+  });
+
+  it("serializes anything but a plain object at once", () => {
+    const list = [new HumanMessage({ content: "hi", id: "h1" })];
+    expect(deferredJsonText(list)).toBe(toJsonText(list));
+    expect(deferredJsonText(null)).toBe("null");
   });
 });

@@ -4,8 +4,9 @@
 // exists, and no chunk outlives the blobs that named it.
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { END, MessagesAnnotation, START, StateGraph, messagesStateReducer } from "@langchain/langgraph";
-import { JsonPlusSerializer } from "@langchain/langgraph-checkpoint";
-import { describe, expect, it } from "vitest";
+import { JsonPlusSerializer, emptyCheckpoint, uuid6, type Checkpoint } from "@langchain/langgraph-checkpoint";
+import type { RunnableConfig } from "@langchain/core/runnables";
+import { describe, expect, it, vi } from "vitest";
 import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
 import type { Storage } from "../src/storage/env.ts";
 import { useTempStorage } from "./helpers/storage.ts";
@@ -232,4 +233,50 @@ describe("message chunks", () => {
     await fx.storage.blobChunks.remove(firstChunk);
     await expect(new LmdbCheckpointSaver(fx.storage).getTuple({ configurable: { thread_id: "t" } })).rejects.toThrow(/damaged: chunk/);
   }, 60_000);
+
+  it("are written once: a put skips chunks an earlier put committed, unless the thread's chunks were removed since", async () => {
+    const saver = new LmdbCheckpointSaver(fx.storage);
+    const chunkWrites = vi.spyOn(fx.storage.blobChunks, "ifNoExists");
+    const messages = (n: number, from = 0) => Array.from({ length: n }, (_, i) => new HumanMessage({ content: `m${from + i}`, id: `m${from + i}` }));
+    const twoChunks = messages(CHUNK_ITEMS * 2 + 2);
+    const threeChunks = [...twoChunks, ...messages(CHUNK_ITEMS, twoChunks.length)];
+    /** puts `list` as version `version` of the messages channel, after `parent` */
+    const put = async (parent: RunnableConfig, list: BaseMessage[], version: number, runId: string) => {
+      const checkpoint: Checkpoint = { ...emptyCheckpoint(), id: uuid6(-1), channel_values: { messages: list }, channel_versions: { messages: version } };
+      const next = await saver.put(parent, checkpoint, { source: "loop", step: version, parents: {}, run_id: runId } as never, { messages: version });
+      await saver.flush();
+      return next;
+    };
+    const root = (thread: string): RunnableConfig => ({ configurable: { thread_id: thread, checkpoint_ns: "" } });
+    const readBack = async (thread: string) => summary((await new LmdbCheckpointSaver(fx.storage).getTuple(root(thread)))?.checkpoint.channel_values.messages as BaseMessage[]);
+    const writesOf = async (step: () => Promise<unknown>): Promise<number> => {
+      chunkWrites.mockClear();
+      await step();
+      return chunkWrites.mock.calls.length;
+    };
+
+    let parent = root("t");
+    expect(await writesOf(async () => (parent = await put(parent, twoChunks, 1, "r1")))).toBe(2);
+    expect(await writesOf(async () => (parent = await put(parent, [...twoChunks, ...messages(1, 500)], 2, "r1")))).toBe(0);
+    const beforeThird = parent;
+    expect(await writesOf(async () => (parent = await put(parent, threeChunks, 3, "r2")))).toBe(1);
+    expect(await readBack("t")).toEqual(summary(threeChunks));
+
+    // rollback removes the chunk only r2 named: the same list put again writes it again (and, as
+    // anything that removes chunks of a thread forgets what was known of it, the other two)
+    await saver.deleteCheckpointsOfRun("t", "r2");
+    expect(await writesOf(() => put(beforeThird, threeChunks, 4, "r3"))).toBe(3);
+    expect(await readBack("t")).toEqual(summary(threeChunks));
+    expectChunksConsistent(fx.storage, "t");
+
+    // a deleted thread's chunks are gone: a new thread under the same id writes them all
+    await saver.deleteThread("t");
+    expect(await writesOf(() => put(root("t"), threeChunks, 1, "r4"))).toBe(3);
+    expect(await readBack("t")).toEqual(summary(threeChunks));
+    expectChunksConsistent(fx.storage, "t");
+
+    // another thread with the same messages has chunks of its own
+    expect(await writesOf(() => put(root("other"), threeChunks, 1, "r5"))).toBe(3);
+    expectChunksConsistent(fx.storage, "other");
+  });
 });

@@ -4,8 +4,15 @@
 // least the latest state.
 
 export interface BufferedEvent {
-  /** serialized event data; its length is what the byte bound counts */
-  data: string;
+  /**
+   * serialized event data, whose length is what the byte bound counts, or data serialized only
+   * when read (a worker's unobserved run: see DeferredEventData), counted by its estimate
+   */
+  data: string | { estimate: number };
+}
+
+function sizeOf(event: BufferedEvent): number {
+  return typeof event.data === "string" ? event.data.length : event.data.estimate;
 }
 
 export class EventBuffer<E extends BufferedEvent> {
@@ -37,7 +44,7 @@ export class EventBuffer<E extends BufferedEvent> {
   push(event: E): number {
     const before = this.heldBytes;
     this.held.push(event);
-    this.heldBytes += event.data.length;
+    this.heldBytes += sizeOf(event);
     this.trim();
     return this.heldBytes - before;
   }
@@ -52,7 +59,7 @@ export class EventBuffer<E extends BufferedEvent> {
 
   private trim(): void {
     while (this.held.length > 1 && (this.heldBytes > this.maxBytes || this.held.length > this.maxEvents)) {
-      this.heldBytes -= this.held.shift()!.data.length;
+      this.heldBytes -= sizeOf(this.held.shift()!);
     }
   }
 }

@@ -2,12 +2,33 @@
 // otherwise all be copied to the HTTP thread (a long thread's `values` event is its whole
 // history, twice per run) just in case someone joins its stream. Unobserved runs keep a bounded
 // buffer here instead; a join (run.observe) releases the buffer and switches the run to live.
+// Events may come with deferred data (a values event: serializing a long thread's whole state is
+// most of what emitting it costs), rendered only when forwarded, so an unobserved run's values
+// are never serialized at all.
 import { EventBuffer } from "./event-buffer.ts";
 import type { RunEvent } from "./protocol.ts";
 
+/** Event data serialized only when someone reads it. */
+export interface DeferredEventData {
+  /** about how many bytes it serializes to: what the buffers' bounds count before it is rendered */
+  estimate: number;
+  render(): string;
+}
+
+/** A run event as the worker produces it: a RunEvent once its data is serialized. */
+export interface ProducedRunEvent {
+  id: number;
+  event: string;
+  data: string | DeferredEventData;
+}
+
+export function renderEvent(e: ProducedRunEvent): RunEvent {
+  return typeof e.data === "string" ? { id: e.id, event: e.event, data: e.data } : { id: e.id, event: e.event, data: e.data.render() };
+}
+
 interface Gate {
   observed: boolean;
-  buffer: EventBuffer<RunEvent>;
+  buffer: EventBuffer<ProducedRunEvent>;
   expiry?: NodeJS.Timeout;
 }
 
@@ -42,16 +63,16 @@ export class RunEventGates {
     if (!observed) this.gates.set(runId, { observed: false, buffer: new EventBuffer(this.opts.maxBufferedBytes) });
   }
 
-  /** Whether `emit` must forward this event now (false: it was buffered). */
-  accept(runId: string, event: RunEvent): boolean {
+  /** The event to forward now, serialized; undefined when it was buffered (nobody reads the run yet). */
+  accept(runId: string, event: ProducedRunEvent): RunEvent | undefined {
     const gate = this.gates.get(runId);
-    if (gate === undefined || gate.observed) return true;
+    if (gate === undefined || gate.observed) return renderEvent(event);
     this.total += gate.buffer.push(event);
     for (const oldest of this.finished) {
       if (this.total <= this.opts.maxTotalBytes) break;
       this.drop(oldest);
     }
-    return false;
+    return undefined;
   }
 
   /**
@@ -64,7 +85,7 @@ export class RunEventGates {
     gate.observed = true;
     this.total -= gate.buffer.bytes;
     const buffered = gate.buffer.take();
-    if (replay && buffered.length > 0) this.forward(runId, buffered);
+    if (replay && buffered.length > 0) this.forward(runId, buffered.map(renderEvent));
     if (gate.expiry !== undefined) this.drop(runId);
     return true;
   }

@@ -2,10 +2,11 @@
 // (names and payloads per reference §7.3). Pure w.r.t. storage: the actor persists the outcome.
 import type { RunRecord, StreamMode } from "../storage/records.ts";
 import type { CompiledGraphLike, LangGraphLib } from "./graph-registry.ts";
+import type { DeferredEventData } from "./event-gate.ts";
 import type { JsonSegments } from "./json-segments.ts";
-import { errorInfo, toJsonSegments, toJsonText } from "./wire.ts";
+import { deferredJsonText, errorInfo, toJsonSegments, toJsonText } from "./wire.ts";
 
-export type EmitFn = (event: string, dataJson: string) => void;
+export type EmitFn = (event: string, dataJson: string | DeferredEventData) => void;
 
 export interface RunOutcome {
   status: "success" | "error" | "interrupted";
@@ -118,9 +119,8 @@ export async function executeRun(o: ExecuteOptions): Promise<RunOutcome> {
     const suffix = ns.length ? `|${ns.join("|")}` : "";
     switch (mode) {
       case "values": {
-        const text = requested.has("values") ? toJsonText(payload) : undefined;
         if (ns.length === 0) lastValues = { payload };
-        if (text !== undefined) emit(`values${suffix}`, text);
+        if (requested.has("values")) emit(`values${suffix}`, deferredJsonText(payload));
         if (requested.has("messages")) {
           const msgs = (payload as { messages?: unknown } | null)?.messages;
           if (Array.isArray(msgs)) {

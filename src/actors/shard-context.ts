@@ -2,7 +2,8 @@
 import type { RunRecord } from "../storage/records.ts";
 import type { Storage } from "../storage/env.ts";
 import type { GraphRegistry } from "./graph-registry.ts";
-import type { FromShard, RunEvent } from "./protocol.ts";
+import type { ProducedRunEvent } from "./event-gate.ts";
+import type { FromShard } from "./protocol.ts";
 import type { ThreadActor } from "./thread-actor.ts";
 
 /** Checkpoint operations on whole threads/runs, beyond BaseCheckpointSaver. */
@@ -24,7 +25,8 @@ export interface ShardContext {
   registry: GraphRegistry;
   saver: ThreadCheckpointOps;
   post(msg: FromShard): void;
-  emit(runId: string, event: RunEvent): void;
+  /** a run's event, to the HTTP thread or (nobody reads the run yet) its gate */
+  emit(runId: string, event: ProducedRunEvent): void;
   webhook(run: RunRecord, values: unknown, stateless: boolean): void;
   maybeRelease(actor: ThreadActor): void;
   log(message: string): void;

@@ -11,7 +11,7 @@ import { GraphRegistry } from "./graph-registry.ts";
 import { describeGraph } from "./graph-describe.ts";
 import type { ActorCommand, FromShard, RunEvent, ShardTask, ToShard } from "./protocol.ts";
 import type { ShardContext, ThreadCheckpointOps } from "./shard-context.ts";
-import { RunEventGates } from "./event-gate.ts";
+import { RunEventGates, type ProducedRunEvent } from "./event-gate.ts";
 import { shardOf } from "./sharding.ts";
 import { startCpuProfile } from "../util/cpu-profile.ts";
 import { startIdleGc } from "../util/idle-gc.ts";
@@ -60,8 +60,9 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   };
   const gates = new RunEventGates((runId, events) => post({ type: "run.events", runId, events }));
   // consecutive events of one run coalesce into a single message
-  const emit = (runId: string, event: RunEvent) => {
-    if (!gates.accept(runId, event)) return; // nobody reads this run yet: buffered in its gate
+  const emit = (runId: string, produced: ProducedRunEvent) => {
+    const event = gates.accept(runId, produced);
+    if (event === undefined) return; // nobody reads this run yet: buffered in its gate
     const last = outbox[outbox.length - 1];
     if (last && last.type === "run.events" && last.runId === runId) last.events.push(event);
     else post({ type: "run.events", runId, events: [event] });

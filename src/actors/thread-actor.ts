@@ -4,7 +4,7 @@
 import { TroupeError, notFound } from "../errors.ts";
 import type { JsonObject, RunRecord, ThreadRecord, ThreadStatus } from "../storage/records.ts";
 import { nowIso } from "../storage/records.ts";
-import { executeRun, type RunOutcome } from "./run-executor.ts";
+import { executeRun, type EmitFn, type RunOutcome } from "./run-executor.ts";
 import { executeProtocolRun, ProtocolEventShaper, protocolEmitter } from "./protocol-run.ts";
 import { MAX_ATTEMPTS, mergeConfigs, multitaskDecision, threadStatusAfterRun } from "./lifecycle.ts";
 import type { ActorCommand, ActorReplies, CreateRunCommand } from "./protocol.ts";
@@ -441,7 +441,7 @@ export class ThreadActor {
     this.send(() => this.ctx.post(start));
 
     let seq = 0;
-    const emit = (event: string, data: string) => {
+    const emit: EmitFn = (event, data) => {
       const e = { id: seq++, event, data };
       this.send(() => this.ctx.emit(run.run_id, e));
     };

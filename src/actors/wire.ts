@@ -1,6 +1,7 @@
 // Serialization of graph values for the wire, done in the worker so the HTTP thread only moves
 // strings: LangChain messages become flat {...fields, type} objects, as upstream emits them.
 import { MessageListJson, type MessageFields } from "../storage/message-list-json.ts";
+import type { DeferredEventData } from "./event-gate.ts";
 import type { JsonSegments } from "./json-segments.ts";
 
 interface MessageLike {
@@ -41,6 +42,27 @@ export function toJsonText(value: unknown): string {
  */
 export function toJsonSegments(value: unknown): JsonSegments {
   return fastJsonPieces(value, (list) => wireCache.arraySegments(list, messageWireJson)) ?? [generalJson(value)];
+}
+
+/** Bytes a deferred array is counted as per item before it is serialized (a short message's JSON). */
+const ESTIMATED_ITEM_BYTES = 128;
+
+/**
+ * toJsonText of `value`, computed when it is read (event-gate.ts). A plain object is snapshot now
+ * (copied, its arrays sliced), so appending to, replacing or removing from its lists later does
+ * not show; an object edited in place later does, as it would to an in-process stream reader.
+ * Anything else is serialized now.
+ */
+export function deferredJsonText(value: unknown): string | DeferredEventData {
+  if (!isPlainObject(value)) return toJsonText(value);
+  const snapshot: Record<string, unknown> = {};
+  let estimate = 2;
+  for (const key of Object.keys(value)) {
+    const v = value[key];
+    snapshot[key] = Array.isArray(v) ? v.slice() : v;
+    estimate += key.length + 4 + (Array.isArray(v) ? v.length * ESTIMATED_ITEM_BYTES : typeof v === "string" ? v.length : 16);
+  }
+  return { estimate, render: () => toJsonText(snapshot) };
 }
 
 function generalJson(value: unknown): string {

@@ -11,6 +11,7 @@ import { BlobCache } from "./blob-cache.ts";
 import { MessageCachingSerde } from "./message-serde.ts";
 import { joinChunks, type MessageChunk } from "./message-chunks.ts";
 import { QueuedThreadWrites, type TagMap } from "./queued-writes.ts";
+import { StoredChunks } from "./stored-chunks.ts";
 import { addPendingWrites, type PendingChannel, type PendingCheckpoint, type PendingWriteRecord } from "./pending-checkpoints.ts";
 import type { Storage, StoredBlob, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, StoredWrite } from "./env.ts";
 
@@ -66,6 +67,8 @@ interface WriteQueue {
   queued: Map<string, QueuedThreadWrites>;
   /** per thread: writes queued from now on are handed to lmdb-js only once this settles (holdWritesUntil) */
   barriers: Map<string, Promise<void>>;
+  /** message-list chunks known committed, so puts do not write them again (stored-chunks.ts) */
+  storedChunks: StoredChunks;
 }
 
 /** loadChannelValue's answer for a channel that has no stored value. */
@@ -92,7 +95,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     this.blobCache = new BlobCache(blobCacheBytes);
     let queue = writeQueues.get(storage.root);
     if (queue === undefined) {
-      queue = { byThread: new Map(), failed: new Map(), pending: new Map(), queued: new Map(), barriers: new Map() };
+      queue = { byThread: new Map(), failed: new Map(), pending: new Map(), queued: new Map(), barriers: new Map(), storedChunks: new StoredChunks() };
       writeQueues.set(storage.root, queue);
     }
     this.queue = queue;
@@ -212,9 +215,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         type, checkpoint: bytes, metadataType, metadata: metadataBytes, parentId, runId, blobs: changed.map((ch) => [ch, newVersions[ch], ""]),
       };
       if (Object.keys(tags).length > 0) record.tags = tags;
-      this.queueWrite(threadId, "batch", () => {
+      const storedChunks = this.queue.storedChunks;
+      const knownChunks = storedChunks.of(threadId);
+      const written = this.queueWrite(threadId, "batch", () => {
         changed.forEach((ch, i) => {
           for (const chunk of blobs[i].chunks) {
+            if (knownChunks.has(ns, ch, chunk.id)) continue; // committed by an earlier put
             const chunkKey: [string, string, string, string] = [threadId, ns, ch, chunk.id];
             void blobChunks.ifNoExists(chunkKey, () => void blobChunks.put(chunkKey, chunk.bytes));
           }
@@ -224,6 +230,11 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         });
         void checkpoints.put(key, record);
       });
+      if (blobs.some((b) => b.chunks.length > 0)) {
+        void written.then(() => {
+          changed.forEach((ch, i) => storedChunks.noteCommitted(threadId, knownChunks, ns, ch, blobs[i].chunks.map((c) => c.id)));
+        }, () => undefined); // a failed write is reported through the queue
+      }
     } else {
       this.queueWrite(threadId, "transaction", () => {
         const tags = inheritedTags(parentId === null ? undefined : checkpoints.get([threadId, ns, parentId])?.tags, checkpoint, newVersions);
@@ -298,12 +309,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const range = { start: [threadId], end: [threadId, MAX_KEY] };
     this.blobCache.removeThread(threadId);
     this.queue.pending.delete(threadId);
-    await this.storage.root.transaction(() => {
+    await this.removingChunks(threadId, () => this.storage.root.transaction(() => {
       for (const key of Array.from(checkpoints.getKeys(range))) checkpoints.removeSync(key);
       for (const key of Array.from(writes.getKeys(range))) writes.removeSync(key);
       for (const key of Array.from(blobs.getKeys(range))) this.removeBlobSync(key);
       for (const key of Array.from(this.storage.blobChunks.getKeys(range))) this.storage.blobChunks.removeSync(key);
-    });
+    }));
   }
 
   /**
@@ -353,7 +364,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const kept = (ns: string, id: string) => latestByNs.get(ns)?.[2] === id;
     // the cache is left as is: kept blobs keep their stamps (their entries are what the next run
     // reads), removed ones lose theirs, so no stale entry can be served
-    return this.storage.root.transaction(() => {
+    return this.removingChunks(threadId, () => this.storage.root.transaction(() => {
       let removed = 0;
       for (const key of Array.from(checkpoints.getKeys(range))) {
         if (!kept(key[1], key[2])) {
@@ -378,7 +389,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       }
       this.collectChunksSync(threadId, removedSlots);
       return removed;
-    });
+    }));
   }
 
   /** Whether any checkpoint of the thread was written by the run (crash recovery: resume vs replay). */
@@ -413,7 +424,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       return value.runId !== runId && first !== undefined && key[2] > first;
     });
     const liveBlobs = await this.blobsNamedBy(laterSurvivors);
-    return this.storage.root.transaction(() => {
+    return this.removingChunks(threadId, () => this.storage.root.transaction(() => {
       let removed = 0;
       const removedSlots = new RemovedSlots();
       const inherited: { key: CheckpointKey; ref: StoredBlobRef }[] = [];
@@ -436,7 +447,20 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       for (const { key, value } of Array.from(writes.getRange(range))) if (value.runId === runId) writes.removeSync(key);
       this.collectChunksSync(threadId, removedSlots);
       return removed;
-    });
+    }));
+  }
+
+  /**
+   * Runs a transaction that may remove chunks of the thread: what is known stored of it is
+   * forgotten before and after, so no put skips a chunk the transaction removed.
+   */
+  private async removingChunks<T>(threadId: string, remove: () => Promise<T>): Promise<T> {
+    this.queue.storedChunks.forget(threadId);
+    try {
+      return await remove();
+    } finally {
+      this.queue.storedChunks.forget(threadId);
+    }
   }
 
   /**
@@ -566,9 +590,10 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
    * Queues a write of the thread's checkpoint data. "batch": `write` only puts (conditional puts
    * included) and runs now, and lmdb-js' write thread carries the batch out on its own;
    * "transaction": `write` also reads, so the write thread calls it back on this JS thread (and
-   * waits for it to be free) when the transaction starts.
+   * waits for it to be free) when the transaction starts. Returns the write's own outcome
+   * (rejects when it failed; that is also reported through the queue).
    */
-  private queueWrite(threadId: string, mode: "batch" | "transaction", write: () => void): void {
+  private queueWrite(threadId: string, mode: "batch" | "transaction", write: () => void): Promise<unknown> {
     const { byThread, pending, failed } = this.queue;
     const issue = (): Promise<unknown> => {
       try {
@@ -594,6 +619,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       pending.delete(threadId);
       this.queue.queued.delete(threadId);
     });
+    return written;
   }
 
   /**
