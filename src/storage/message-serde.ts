@@ -96,6 +96,18 @@ export class MessageCachingSerde implements SerializerProtocol {
    */
   async dumpsChunked(value: unknown): Promise<ChunkedList | undefined> {
     if (!Array.isArray(value) || value.length < CHUNK_ITEMS) return undefined;
+    // A step appends: the JSON of the trailing messages that have none is made first, so the
+    // chunker can measure what it kept and split with no await in between (one walk of the list).
+    for (let i = value.length - 1; i >= 0; i--) {
+      const message: unknown = value[i];
+      if (!isLangChainMessage(message)) return undefined;
+      if (this.cache.lookup(message) !== undefined) break;
+      if (!(await this.cacheJson(message))) return undefined;
+    }
+    const keptNow = this.chunker.keptPrefix(value as MessageFields[]);
+    const appended = this.chunker.split(value as MessageFields[], (m) => this.cache.lookup(m), keptNow);
+    if (appended !== undefined) return appended;
+    // Some message before those has no JSON either (edited, or a list new to the chunker).
     // Messages the chunker kept from the conversation's previous list were checked and cached then.
     const kept = this.chunker.keptPrefix(value as MessageFields[]);
     let awaited = false;
