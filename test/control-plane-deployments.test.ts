@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startControlPlane, type ControlPlaneOptions, type RunningControlPlane } from "../src/control-plane/server.ts";
+import { buildRevision } from "../src/control-plane/deployments/build.ts";
 
 const REPO = fileURLToPath(new URL("..", import.meta.url));
 const EXAMPLES_CONFIG = join(REPO, "examples/service.json");
@@ -384,4 +385,22 @@ describe("control plane: deployments", () => {
     expect((await api("GET", `/v2/deployments/${main.id}/revisions/${firstRevision}`)).status).toBe(404);
     expect((await api<{ resources: Deployment[] }>("GET", "/v2/deployments")).body.resources.map((d) => d.name)).toEqual(["bad-import", "bad-path"]);
   });
+});
+
+describe("control plane: the BUILDING step's import check", () => {
+  // The graphs are compiled and imported in a child process as `troupe serve` loads them
+  // (src/loader/: esbuild bundles, no tsx), so what passes the check is what a server can load.
+  it("passes the example graphs and fails a TypeScript graph that does not compile, naming it", async () => {
+    expect(await buildRevision(EXAMPLES_CONFIG, { env: {}, timeoutMs: 120_000 })).toMatchObject({ ok: true, graphs: expect.arrayContaining(["agent", "echo"]) });
+    const broken = mkdtempSync(join(tmpdir(), "troupe-cp-broken-"));
+    try {
+      writeFileSync(join(broken, "graph.ts"), "export const graph = (;\n");
+      writeFileSync(join(broken, "service.json"), JSON.stringify({ graphs: { broken: "./graph.ts:graph" } }));
+      const result = await buildRevision(join(broken, "service.json"), { env: {}, timeoutMs: 120_000 });
+      expect(result.ok).toBe(false);
+      expect(!result.ok && result.message).toMatch(/graph "broken": importing .*graph\.ts failed: it does not compile: .*Unexpected/s);
+    } finally {
+      rmSync(broken, { recursive: true, force: true });
+    }
+  }, 180_000);
 });

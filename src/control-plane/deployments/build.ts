@@ -2,12 +2,13 @@
 // the readable reason), then import-check the graphs in a child process (build-check.ts). Nothing
 // is installed: the project must resolve its dependencies (its own node_modules or Troupe's).
 import { spawn } from "node:child_process";
-import { createRequire } from "node:module";
-import { dirname } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { ConfigError, loadConfig } from "../../config/index.ts";
+import { compileModules } from "../../loader/compile-modules.ts";
 import { OutputTail } from "../output-tail.ts";
-import { RESULT_MARKER, type BuildCheckResult } from "./build-protocol.ts";
+import { CHILD_FLAG, RESULT_MARKER, type BuildCheckResult } from "./build-protocol.ts";
 
 export interface BuildOptions {
   /** the revision's secrets, as env vars (config templates and graph modules may read them) */
@@ -16,8 +17,21 @@ export interface BuildOptions {
   signal?: AbortSignal;
 }
 
-const CHECK_ENTRY = fileURLToPath(new URL("./build-check.ts", import.meta.url));
-const TSX_ESM = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm")).href;
+const CHECK_SOURCE = fileURLToPath(new URL("./build-check.ts", import.meta.url));
+let checkEntry: Promise<string> | undefined;
+
+/** build-check.ts compiled like the rest of Troupe (no thread or child runs tsx), once per process. */
+function compiledCheckEntry(): Promise<string> {
+  checkEntry ??= (async () => {
+    const cache = process.env.TROUPE_COMPILE_CACHE ?? join(tmpdir(), "troupe-compile-cache");
+    const built = await compileModules([CHECK_SOURCE], join(cache, "build-check"), { keepBuilds: 3 });
+    const url = built.urls[CHECK_SOURCE];
+    if (url === undefined) throw new Error(`troupe's build check does not compile: ${Object.values(built.errors).join("; ")}`);
+    return fileURLToPath(url);
+  })();
+  checkEntry.catch(() => (checkEntry = undefined)); // a later build tries again
+  return checkEntry;
+}
 
 export async function buildRevision(configPath: string, opts: BuildOptions): Promise<BuildCheckResult> {
   try {
@@ -25,12 +39,18 @@ export async function buildRevision(configPath: string, opts: BuildOptions): Pro
   } catch (err) {
     return { ok: false, message: err instanceof ConfigError ? err.message : `cannot load ${configPath}: ${(err as Error)?.message ?? String(err)}` };
   }
-  return importCheck(configPath, opts);
+  let entry: string;
+  try {
+    entry = await compiledCheckEntry();
+  } catch (err) {
+    return { ok: false, message: (err as Error).message };
+  }
+  return importCheck(entry, configPath, opts);
 }
 
-function importCheck(configPath: string, opts: BuildOptions): Promise<BuildCheckResult> {
+function importCheck(entry: string, configPath: string, opts: BuildOptions): Promise<BuildCheckResult> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", TSX_ESM, CHECK_ENTRY, configPath], {
+    const child = spawn(process.execPath, [entry, CHILD_FLAG, configPath], {
       cwd: dirname(configPath),
       env: { ...process.env, ...opts.env },
       stdio: ["ignore", "pipe", "pipe"],
