@@ -51,11 +51,17 @@ function frameName(n: ProfileNode): string {
   return `${functionName || "(anonymous)"} ${file.split("/").slice(-2).join("/")}:${line + 1}`;
 }
 
-/** Self and inclusive time per function (a recursive function counts once per sample). */
-export function summariseProfile(profile: CpuProfileFile, top = 30): { self: ProfileRow[]; inclusive: ProfileRow[]; samples: number } {
+/** The profile's nodes by id, and each node's parent. */
+function treeOf(profile: CpuProfileFile): { byId: Map<number, ProfileNode>; parentOf: Map<number, number> } {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parentOf = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
+  return { byId, parentOf };
+}
+
+/** Self and inclusive time per function (a recursive function counts once per sample). */
+export function summariseProfile(profile: CpuProfileFile, top = 30): { self: ProfileRow[]; inclusive: ProfileRow[]; samples: number } {
+  const { byId, parentOf } = treeOf(profile);
   const hits = new Map<number, number>();
   for (const id of profile.samples) hits.set(id, (hits.get(id) ?? 0) + 1);
   const self = new Map<string, number>();
@@ -80,9 +86,7 @@ export function summariseProfile(profile: CpuProfileFile, top = 30): { self: Pro
 
 /** The profile with only the samples that have a frame matching `pattern` on their stack. */
 export function profileWithin(profile: CpuProfileFile, pattern: RegExp): CpuProfileFile {
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const parentOf = new Map<number, number>();
-  for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
+  const { byId, parentOf } = treeOf(profile);
   const matches = new Map<number, boolean>();
   const matchesAt = (id: number): boolean => {
     let found = matches.get(id);
@@ -98,9 +102,7 @@ export function profileWithin(profile: CpuProfileFile, pattern: RegExp): CpuProf
 
 /** Samples per category (see the usage note at the top), largest first. */
 export function categoriseProfile(profile: CpuProfileFile, categories: { name: string; pattern: RegExp }[]): ProfileRow[] {
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const parentOf = new Map<number, number>();
-  for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
+  const { byId, parentOf } = treeOf(profile);
   const categoryOfNode = new Map<number, string>();
   const categoryOf = (id: number): string => {
     let found = categoryOfNode.get(id);

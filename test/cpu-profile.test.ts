@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@langchain/langgraph-sdk";
 import { startTestServer } from "./helpers/server.ts";
-import { summariseProfile, type CpuProfileFile } from "../bench/profile-summary.ts";
+import { categoriseProfile, profileWithin, summariseProfile, type CpuProfileFile } from "../bench/profile-summary.ts";
 import { startCpuProfile } from "../src/util/cpu-profile.ts";
 
 describe("cpu profiles", () => {
@@ -32,5 +32,11 @@ describe("cpu profiles", () => {
     expect(summary.samples).toBeGreaterThan(0);
     expect(summary.inclusive[0].name).toMatch(/^\(root\)/);
     expect(summary.inclusive.some((r) => r.name.includes("run-executor.ts"))).toBe(true);
+    // --within: only the samples with a run-executor frame on their stack
+    const executor = /run-executor\.ts/;
+    const within = profileWithin(JSON.parse(readFileSync(join(dir, files[0]), "utf8")) as CpuProfileFile, executor);
+    expect(within.samples.length).toBeGreaterThan(0);
+    expect(within.samples.length).toBeLessThan(summary.samples);
+    expect(categoriseProfile(within, [{ name: "executor", pattern: executor }])).toEqual([{ name: "executor", percent: 100 }]);
   });
 });
