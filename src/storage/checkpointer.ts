@@ -216,11 +216,11 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       };
       if (Object.keys(tags).length > 0) record.tags = tags;
       const storedChunks = this.queue.storedChunks;
-      const knownChunks = storedChunks.of(threadId);
+      const knownChunks = blobs.some((b) => b.chunks.length > 0) ? storedChunks.of(threadId) : undefined;
       const written = this.queueWrite(threadId, "batch", () => {
         changed.forEach((ch, i) => {
           for (const chunk of blobs[i].chunks) {
-            if (knownChunks.has(ns, ch, chunk.id)) continue; // committed by an earlier put
+            if (knownChunks?.has(ns, ch, chunk.id)) continue; // committed by an earlier put
             const chunkKey: [string, string, string, string] = [threadId, ns, ch, chunk.id];
             void blobChunks.ifNoExists(chunkKey, () => void blobChunks.put(chunkKey, chunk.bytes));
           }
@@ -230,9 +230,11 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         });
         void checkpoints.put(key, record);
       });
-      if (blobs.some((b) => b.chunks.length > 0)) {
+      if (knownChunks !== undefined) {
         void written.then(() => {
-          changed.forEach((ch, i) => storedChunks.noteCommitted(threadId, knownChunks, ns, ch, blobs[i].chunks.map((c) => c.id)));
+          changed.forEach((ch, i) => {
+            if (blobs[i].chunks.length > 0) storedChunks.noteCommitted(threadId, knownChunks, ns, ch, blobs[i].chunks.map((c) => c.id));
+          });
         }, () => undefined); // a failed write is reported through the queue
       }
     } else {
