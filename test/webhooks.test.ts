@@ -3,10 +3,15 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { MessageChannel, Worker } from "node:worker_threads";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { buildWebhookPayload, stampSentAt, type WebhookPayload } from "../src/webhooks/payload.ts";
 import { validateWebhookUrl, type WebhookUrlPolicy } from "../src/webhooks/url-policy.ts";
 import { parseRetryAfter, WebhookSender } from "../src/webhooks/sender.ts";
-import { TSX_REGISTER, WebhookWorkerHost } from "../src/webhooks/host.ts";
+import { WebhookWorkerHost } from "../src/webhooks/host.ts";
+import { compileModules } from "../src/loader/compile-modules.ts";
 import type { WebhookWorkerData } from "../src/webhooks/protocol.ts";
 import { BoundedRunner } from "../src/webhooks/limiter.ts";
 import type { RunRecord } from "../src/storage/records.ts";
@@ -368,22 +373,25 @@ describe("BoundedRunner", () => {
 
 // ---------- the worker thread, started for real ----------
 
-const WORKER_ENTRY = new URL("../workers/webhook.ts", import.meta.url);
+// the worker entry compiled as the server compiles it (src/loader/runtime-modules.ts)
+const WORKER_SOURCE = fileURLToPath(new URL("../workers/webhook.ts", import.meta.url));
+let workerEntry = "";
+let buildDir = "";
 
 function startWorker(workerData: WebhookWorkerData): Worker {
-  const w = new Worker(WORKER_ENTRY, { execArgv: ["--import", TSX_REGISTER], workerData, stderr: true });
+  const w = new Worker(new URL(workerEntry), { execArgv: ["--enable-source-maps"], workerData, stderr: true });
   w.stderr!.resume();
   return w;
 }
 
 describe("webhook worker thread", { timeout: 15_000 }, () => {
-  it("needs TSX_REGISTER: plain `--import tsx` does not load .ts inside a Node 20 worker", async () => {
-    const w = new Worker(WORKER_ENTRY, { execArgv: ["--import", "tsx"], workerData: { headers: {} }, stderr: true });
-    w.stderr!.resume();
-    const err = await new Promise<Error>((resolve) => w.once("error", resolve));
-    expect(err.message).toMatch(/Unknown file extension "\.ts"/);
-    await w.terminate();
-  });
+  beforeAll(async () => {
+    buildDir = mkdtempSync(join(tmpdir(), "troupe-webhook-entry-"));
+    const built = await compileModules([WORKER_SOURCE], buildDir);
+    expect(built.errors).toEqual({});
+    workerEntry = built.urls[WORKER_SOURCE]!;
+  }, 60_000);
+  afterAll(() => rmSync(buildDir, { recursive: true, force: true }));
 
   it("refuses to load on the main thread", async () => {
     await expect(import("../workers/webhook.ts")).rejects.toThrow(/must not be loaded on the main thread/);
@@ -443,6 +451,7 @@ describe("webhook worker thread", { timeout: 15_000 }, () => {
     let resolveDispatched!: () => void;
     const gotDispatch = new Promise<void>((r) => (resolveDispatched = r));
     const host = new WebhookWorkerHost({
+      entryUrl: workerEntry,
       headers: { "x-static": "h" },
       dispatch: async (_m, path, headers, body) => {
         dispatched.push({ path, headers, body: JSON.parse(body) });
@@ -468,7 +477,7 @@ describe("webhook worker thread", { timeout: 15_000 }, () => {
 
   it("WebhookWorkerHost starts its worker only when a shard port first carries a webhook, losing none queued behind it", async () => {
     const rx = await new Receiver().start();
-    const host = new WebhookWorkerHost({ headers: {} }).unref();
+    const host = new WebhookWorkerHost({ entryUrl: workerEntry, headers: {} }).unref();
     try {
       const a = host.connectPort();
       const b = host.connectPort();

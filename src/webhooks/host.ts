@@ -6,18 +6,13 @@ import { serializeError } from "../errors.ts";
 import type { WebhookPayload } from "./payload.ts";
 import type { FromWebhookWorker, ToWebhookWorker, WebhookDispatchResultMessage, WebhookWorkerData } from "./protocol.ts";
 import type { InProcessDispatch } from "./sender.ts";
-import { TSX_REGISTER } from "../util/tsx.ts";
 
 export interface WebhookWorkerHostOptions extends Omit<WebhookWorkerData, "inProcessDispatch"> {
-  /** compiled worker entry (src/loader/runtime-modules.ts); default: the .ts entry run through tsx */
-  entryUrl?: string;
+  /** URL of the compiled worker entry, workers/webhook.ts (src/loader/runtime-modules.ts) */
+  entryUrl: string;
   /** Router entry for relative URLs; without it the worker logs them as undeliverable. */
   dispatch?: InProcessDispatch;
 }
-
-const ENTRY = new URL("../../workers/webhook.ts", import.meta.url);
-
-export { TSX_REGISTER };
 
 /*
  * The worker thread starts on `start()`, on the first `send()`, or when a shard first posts on a
@@ -47,9 +42,7 @@ export class WebhookWorkerHost {
     if (this.terminated) throw new Error("webhook worker host was terminated");
     const { dispatch, entryUrl, ...rest } = this.opts;
     const workerData: WebhookWorkerData = { ...rest, headers: { ...rest.headers }, inProcessDispatch: !!dispatch };
-    const worker = entryUrl !== undefined
-      ? new Worker(new URL(entryUrl), { execArgv: ["--enable-source-maps"], workerData })
-      : new Worker(ENTRY, { execArgv: ["--import", TSX_REGISTER], workerData });
+    const worker = new Worker(new URL(entryUrl), { execArgv: ["--enable-source-maps"], workerData });
     this.worker = worker;
     worker.on("error", (err) => console.error(`[troupe webhook] worker failed: ${err.message}`));
     if (dispatch) {
