@@ -378,6 +378,15 @@ describe("runs", () => {
     await fx.client.runs.join(t.thread_id, byCreation.at(-1)!.run_id);
     const runs = await fx.client.runs.list(t.thread_id, { limit: 100 });
     expect(runs.map((r) => r.status)).toEqual(runs.map(() => "success"));
+    // pages (with and without a status filter) concatenate to the whole list, in its order
+    const pages = async (status?: "success") => {
+      const out: string[] = [];
+      for (let offset = 0; offset < 30; offset += 7) out.push(...(await fx.client.runs.list(t.thread_id, { limit: 7, offset, status })).map((r) => r.run_id));
+      return out;
+    };
+    expect(await pages()).toEqual(runs.map((r) => r.run_id));
+    expect(await pages("success")).toEqual(runs.map((r) => r.run_id));
+    expect(await fx.client.runs.list(t.thread_id, { limit: 5, offset: 24 })).toEqual([]);
     const values = (await fx.client.threads.getState(t.thread_id)).values as { messages: { content: string; type: string }[] };
     const inputs = values.messages.filter((m) => m.type === "human").map((m) => m.content);
     expect(inputs).toHaveLength(24);

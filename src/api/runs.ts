@@ -177,9 +177,15 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
         const filter = await authorize(auth, "threads:search", { thread_id: params.thread_id, status: q.status, limit: q.limit, offset: q.offset });
         const out: ReturnType<typeof wireRun>[] = [];
         if (!matchesAuthFilter(filter, mustThread(params.thread_id).metadata)) return json(out);
+        const range = { start: [params.thread_id], end: [params.thread_id, "\uffff"] };
+        if (!q.status) {
+          // paging a long thread's runs: LMDB skips the offset without decoding those records
+          for (const { value } of storage.runs.getRange({ ...range, offset: q.offset, limit: q.limit })) out.push(wireRun(value));
+          return json(select(out, q.select));
+        }
         let skipped = 0;
-        for (const { value } of storage.runs.getRange({ start: [params.thread_id], end: [params.thread_id, "\uffff"] })) {
-          if (q.status && value.status !== q.status) continue;
+        for (const { value } of storage.runs.getRange(range)) {
+          if (value.status !== q.status) continue;
           if (skipped < q.offset) {
             skipped++;
             continue;
