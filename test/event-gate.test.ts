@@ -130,21 +130,22 @@ describe("RunEventGates", () => {
 });
 
 describe("deferredJsonText", () => {
-  it("renders what toJsonText renders for the state as it was when the event was emitted", () => {
-    const messages = [new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "hello", id: "a1" })];
+  it("renders what toJsonText renders for a long state as it was when the event was emitted", () => {
+    const messages = Array.from({ length: 300 }, (_, i) => (i % 2 ? new AIMessage({ content: `a${i}`, id: `a${i}` }) : new HumanMessage({ content: `h${i}`, id: `h${i}` })));
     const state: Record<string, unknown> = { messages, step: 1 };
     const expected = toJsonText(state);
     const deferred = deferredJsonText(state);
     if (typeof deferred === "string") throw new Error("a plain object's JSON should be deferred");
-    expect(deferred.estimate).toBeGreaterThan(200);
+    expect(deferred.estimate).toBeGreaterThan(300 * 100);
     messages.push(new HumanMessage({ content: "later", id: "h2" })); // a list the state shares, appended to later
     messages[0] = new HumanMessage({ content: "replaced", id: "h1" });
     state.step = 2;
     expect(deferred.render()).toBe(expected);
   });
 
-  it("serializes anything but a plain object at once", () => {
+  it("serializes short states and anything but a plain object at once", () => {
     const list = [new HumanMessage({ content: "hi", id: "h1" })];
+    expect(deferredJsonText({ messages: list })).toBe(toJsonText({ messages: list }));
     expect(deferredJsonText(list)).toBe(toJsonText(list));
     expect(deferredJsonText(null)).toBe("null");
   });

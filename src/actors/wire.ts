@@ -46,21 +46,31 @@ export function toJsonSegments(value: unknown): JsonSegments {
 
 /** Bytes a deferred array is counted as per item before it is serialized (a short message's JSON). */
 const ESTIMATED_ITEM_BYTES = 128;
+/**
+ * Smaller states are serialized at once: it is cheap, and a snapshot would keep the run's objects
+ * alive in the gate (5 s after the run) where the JSON is a few hundred bytes. A long thread's
+ * objects are alive in its state anyway.
+ */
+const DEFER_MIN_BYTES = 32 * 1024;
 
 /**
- * toJsonText of `value`, computed when it is read (event-gate.ts). A plain object is snapshot now
- * (copied, its arrays sliced), so appending to, replacing or removing from its lists later does
- * not show; an object edited in place later does, as it would to an in-process stream reader.
- * Anything else is serialized now.
+ * toJsonText of `value`, computed when it is read (event-gate.ts) if it is a large plain object.
+ * That is snapshot now (copied, its arrays sliced), so appending to, replacing or removing from
+ * its lists later does not show; an object edited in place later does, as it would to an
+ * in-process stream reader. Anything else is serialized now.
  */
 export function deferredJsonText(value: unknown): string | DeferredEventData {
   if (!isPlainObject(value)) return toJsonText(value);
-  const snapshot: Record<string, unknown> = {};
   let estimate = 2;
   for (const key of Object.keys(value)) {
     const v = value[key];
-    snapshot[key] = Array.isArray(v) ? v.slice() : v;
     estimate += key.length + 4 + (Array.isArray(v) ? v.length * ESTIMATED_ITEM_BYTES : typeof v === "string" ? v.length : 16);
+  }
+  if (estimate < DEFER_MIN_BYTES) return toJsonText(value);
+  const snapshot: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    const v = value[key];
+    snapshot[key] = Array.isArray(v) ? v.slice() : v;
   }
   return { estimate, render: () => toJsonText(snapshot) };
 }
