@@ -127,6 +127,14 @@ describe("RunEventGates", () => {
     gates.done("never-read", false);
     expect(renders).toBe(2);
   });
+
+  it("forwards an error in place of deferred data that does not serialize", () => {
+    const { gates, sent } = setup();
+    gates.open("r", false);
+    gates.accept("r", { id: 0, event: "values", data: { estimate: 10, render: () => { throw new TypeError("Converting circular structure to JSON"); } } });
+    gates.observe("r", true);
+    expect(sent).toEqual([{ id: 0, event: "error", data: JSON.stringify({ error: "TypeError", message: "Converting circular structure to JSON" }) }]);
+  });
 });
 
 describe("deferredJsonText", () => {

@@ -23,7 +23,15 @@ export interface ProducedRunEvent {
 }
 
 export function renderEvent(e: ProducedRunEvent): RunEvent {
-  return typeof e.data === "string" ? { id: e.id, event: e.event, data: e.data } : { id: e.id, event: e.event, data: e.data.render() };
+  if (typeof e.data === "string") return { id: e.id, event: e.event, data: e.data };
+  try {
+    return { id: e.id, event: e.event, data: e.data.render() };
+  } catch (err) {
+    // e.g. a state that does not serialize to JSON (the run itself fails on its final values):
+    // the reader gets the error where the event was, as it would have when it was emitted
+    const error = err instanceof Error ? { error: err.name, message: err.message } : { error: "Error", message: String(err) };
+    return { id: e.id, event: "error", data: JSON.stringify(error) };
+  }
 }
 
 interface Gate {
