@@ -23,7 +23,7 @@ export interface ProducedRunEvent {
 }
 
 export function renderEvent(e: ProducedRunEvent): RunEvent {
-  if (typeof e.data === "string") return { id: e.id, event: e.event, data: e.data };
+  if (typeof e.data === "string") return e as RunEvent; // already serialized: passed on as it is
   try {
     return { id: e.id, event: e.event, data: e.data.render() };
   } catch (err) {

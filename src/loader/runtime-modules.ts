@@ -18,13 +18,22 @@ export interface WorkerModules {
   user: CompiledModules;
 }
 
+/**
+ * Compiles entry files of Troupe's own code into `<compile cache>/<name>` (the install's cache that
+ * bin/troupe.js names in TROUPE_COMPILE_CACHE), else into `fallbackDir`; returns each entry's URL.
+ * Our code that does not compile is an error.
+ */
+export async function compileTroupeEntries(entries: readonly string[], name: string, fallbackDir: string): Promise<Record<string, string>> {
+  const cache = process.env.TROUPE_COMPILE_CACHE;
+  const built = await compileModules(entries, cache ? join(cache, name) : fallbackDir, { keepBuilds: cache ? 3 : 1 });
+  const failed = Object.entries(built.errors);
+  if (failed.length > 0) throw new Error(`troupe's own code does not compile: ${failed.map(([f, m]) => `${f}: ${m}`).join("; ")}`);
+  return built.urls;
+}
+
 /** Compiles the worker entries and `userFiles`; a runtime that does not compile is a startup error. */
 export async function compileWorkerModules(dataDir: string, userFiles: readonly string[]): Promise<WorkerModules> {
-  const cache = process.env.TROUPE_COMPILE_CACHE;
-  const runtimeDir = cache ? join(cache, "runtime") : join(dataDir, "modules", "runtime");
-  const runtime = await compileModules([ACTOR_SHARD_ENTRY, WEBHOOK_ENTRY], runtimeDir, { keepBuilds: cache ? 3 : 1 });
-  const failed = Object.entries(runtime.errors);
-  if (failed.length > 0) throw new Error(`troupe's worker code does not compile: ${failed.map(([f, m]) => `${f}: ${m}`).join("; ")}`);
+  const runtime = await compileTroupeEntries([ACTOR_SHARD_ENTRY, WEBHOOK_ENTRY], "runtime", join(dataDir, "modules", "runtime"));
   const user = await compileModules(userFiles, join(dataDir, "modules", "user"));
-  return { actorShard: runtime.urls[ACTOR_SHARD_ENTRY]!, webhook: runtime.urls[WEBHOOK_ENTRY]!, user };
+  return { actorShard: runtime[ACTOR_SHARD_ENTRY]!, webhook: runtime[WEBHOOK_ENTRY]!, user };
 }

@@ -104,22 +104,18 @@ export class MessageCachingSerde implements SerializerProtocol {
       if (this.cache.lookup(message) !== undefined) break;
       if (!(await this.cacheJson(message))) return undefined;
     }
-    const keptNow = this.chunker.keptPrefix(value as MessageFields[]);
-    const appended = this.chunker.split(value as MessageFields[], (m) => this.cache.lookup(m), keptNow);
-    if (appended !== undefined) return appended;
-    // Some message before those has no JSON either (edited, or a list new to the chunker).
-    // Messages the chunker kept from the conversation's previous list were checked and cached then.
     const kept = this.chunker.keptPrefix(value as MessageFields[]);
-    let awaited = false;
+    const appended = this.chunker.split(value as MessageFields[], (m) => this.cache.lookup(m), kept);
+    if (appended !== undefined) return appended;
+    // A message before those has no JSON either (edited, or a list new to the chunker): make the
+    // JSON of every one after what the chunker kept (those were checked and cached when kept),
+    // then let split measure again, as there were awaits since.
     for (let i = kept; i < value.length; i++) {
       const message: unknown = value[i];
       if (!isLangChainMessage(message)) return undefined;
-      if (this.cache.lookup(message) !== undefined) continue;
-      awaited = true;
-      if (!(await this.cacheJson(message))) return undefined;
+      if (this.cache.lookup(message) === undefined && !(await this.cacheJson(message))) return undefined;
     }
-    // without an await in between, the chunker's state is still the one `kept` was measured on
-    return this.chunker.split(value as MessageFields[], (m) => this.cache.lookup(m), awaited ? undefined : kept);
+    return this.chunker.split(value as MessageFields[], (m) => this.cache.lookup(m));
   }
 
   /** Caches the JSON of every message of `list` that has none yet; false if one does not serialize to JSON. */

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ConfigError, loadConfig } from "../../config/index.ts";
-import { compileModules } from "../../loader/compile-modules.ts";
+import { compileTroupeEntries } from "../../loader/runtime-modules.ts";
 import { OutputTail } from "../output-tail.ts";
 import { CHILD_FLAG, RESULT_MARKER, type BuildCheckResult } from "./build-protocol.ts";
 
@@ -22,13 +22,8 @@ let checkEntry: Promise<string> | undefined;
 
 /** build-check.ts compiled like the rest of Troupe (no thread or child runs tsx), once per process. */
 function compiledCheckEntry(): Promise<string> {
-  checkEntry ??= (async () => {
-    const cache = process.env.TROUPE_COMPILE_CACHE ?? join(tmpdir(), "troupe-compile-cache");
-    const built = await compileModules([CHECK_SOURCE], join(cache, "build-check"), { keepBuilds: 3 });
-    const url = built.urls[CHECK_SOURCE];
-    if (url === undefined) throw new Error(`troupe's build check does not compile: ${Object.values(built.errors).join("; ")}`);
-    return fileURLToPath(url);
-  })();
+  checkEntry ??= compileTroupeEntries([CHECK_SOURCE], "build-check", join(tmpdir(), "troupe-build-check-entry"))
+    .then((urls) => fileURLToPath(urls[CHECK_SOURCE]!));
   checkEntry.catch(() => (checkEntry = undefined)); // a later build tries again
   return checkEntry;
 }
