@@ -312,6 +312,25 @@ describe("wire JSON cache", () => {
     check({ other: [1, 2], plain: "no lists" });
   });
 
+  it("checks lists that start with a message as it caches them: one that holds something else after all takes the general path", () => {
+    let messages: BaseMessage[] = [];
+    for (let i = 0; i < SEGMENT_ITEMS * 2 + 3; i++) messages = messagesStateReducer(messages, [new HumanMessage(`m${i}`)]);
+    const cases: unknown[] = [
+      [messages[0], { plain: 1 }, messages[1]],
+      [messages[0], messages[1], null, 2n],
+      { messages, mixed: [messages[0], "text"] },
+    ];
+    for (const value of cases) expect(toJsonText(value)).toBe(reference(value));
+    expect(toJsonSegments({ messages }).join("")).toBe(reference({ messages })); // cached now
+    // a list that extends the cached one with a non-message: its prefix is known, its tail is checked
+    for (const extended of [[...messages, { role: "human", content: "raw" }], [...messages, null]]) {
+      expect(toJsonText({ messages: extended })).toBe(reference({ messages: extended }));
+      expect(toJsonSegments({ messages: extended }).join("")).toBe(reference({ messages: extended }));
+      expect(toJsonText(extended)).toBe(reference(extended));
+    }
+    expect(toJsonSegments({ messages }).join("")).toBe(reference({ messages }));
+  });
+
   it("encodes segments to the UTF-8 of their text, in an ArrayBuffer of their own", () => {
     const segments = ["{", '"a":"é \u2028 ✓"', ',"b":[1,2]', "}"];
     const text = segments.join("");

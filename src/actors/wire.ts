@@ -25,7 +25,7 @@ function wireReplacer(this: Record<string, unknown>, key: string, value: unknown
 }
 
 export function toJsonText(value: unknown): string {
-  const pieces = fastJsonPieces(value, (list) => [messageListJson(list)]);
+  const pieces = fastJsonPieces(value, messageListJson);
   if (pieces === undefined) return generalJson(value);
   // Concatenated with +, not joined: join() copies a long list's JSON into one flat string (a
   // large-object allocation per step on a long thread); + keeps V8's string tree, which is only
@@ -41,7 +41,7 @@ export function toJsonText(value: unknown): string {
  * never exists as one string in the worker (see MessageListJson.arraySegments).
  */
 export function toJsonSegments(value: unknown): JsonSegments {
-  return fastJsonPieces(value, (list) => wireCache.arraySegments(list, messageWireJson)) ?? [generalJson(value)];
+  return fastJsonPieces(value, (list) => wireCache.arraySegments(list, isMessage, messageWireJson)) ?? [generalJson(value)];
 }
 
 /** Bytes a deferred array is counted as per item before it is serialized (a short message's JSON). */
@@ -90,12 +90,18 @@ const MIN_CACHED_MESSAGES = 2;
 const wireCache = new MessageListJson();
 const messageWireJson = (m: MessageFields): string => JSON.stringify(m, wireReplacer);
 
-function isMessageList(v: unknown): v is (MessageLike & MessageFields)[] {
-  return Array.isArray(v) && v.length >= MIN_CACHED_MESSAGES && v.every(isMessage);
+/**
+ * Whether `v` may be a message list worth the cache: long enough, and its first item a message.
+ * The cache checks every item as it goes (see MessageListJson.arrayJson), which costs no extra
+ * walk of a long list; this guess only keeps other arrays away from it.
+ */
+function mayBeMessageList(v: unknown): v is unknown[] {
+  return Array.isArray(v) && v.length >= MIN_CACHED_MESSAGES && isMessage(v[0]);
 }
 
-function messageListJson(list: (MessageLike & MessageFields)[]): string {
-  return wireCache.arrayJson(list, messageWireJson);
+function messageListJson(list: unknown[]): string[] | undefined {
+  const json = wireCache.arrayJson(list, isMessage, messageWireJson);
+  return json === undefined ? undefined : [json];
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -104,14 +110,14 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return (proto === Object.prototype || proto === null) && typeof (v as { toJSON?: unknown }).toJSON !== "function";
 }
 
-/** The keys of a plain object whose values are message lists; undefined if none, or if the fast path does not apply. */
+/** The keys of a plain object whose values may be message lists; undefined if none, or if the fast path does not apply. */
 function messageListKeys(value: unknown): Set<string> | undefined {
   if (!isPlainObject(value)) return undefined;
   let lists: Set<string> | undefined;
   for (const key in value) {
     if (!Object.hasOwn(value, key)) continue;
     const v = value[key];
-    if (isMessageList(v)) (lists ??= new Set()).add(key);
+    if (mayBeMessageList(v)) (lists ??= new Set()).add(key);
     else if (typeof v === "object" && v !== null && typeof (v as { toJSON?: unknown }).toJSON === "function") return undefined;
   }
   return lists;
@@ -119,10 +125,13 @@ function messageListKeys(value: unknown): Set<string> | undefined {
 
 /**
  * The wire JSON of a message list or of a plain object holding one, as pieces to concatenate (each
- * list as `listPieces` renders it); undefined = use the general path.
+ * list as `listPieces` renders it, undefined when it is not all messages after all); undefined =
+ * use the general path. A value's JSON written on its own is what JSON.stringify writes for it
+ * inside its object: wireReplacer reads the value from its holder either way, and values with a
+ * toJSON of their own (which is told its key) send the object to the general path.
  */
-function fastJsonPieces(value: unknown, listPieces: (list: (MessageLike & MessageFields)[]) => string[]): string[] | undefined {
-  if (isMessageList(value)) return listPieces(value);
+function fastJsonPieces(value: unknown, listPieces: (list: unknown[]) => string[] | undefined): string[] | undefined {
+  if (Array.isArray(value)) return mayBeMessageList(value) ? listPieces(value) : undefined;
   const lists = messageListKeys(value);
   if (lists === undefined) return undefined;
   const object = value as Record<string, unknown>;
@@ -130,8 +139,9 @@ function fastJsonPieces(value: unknown, listPieces: (list: (MessageLike & Messag
   for (const key of Object.keys(object)) {
     const v = object[key];
     const separator = out.length > 1 ? "," : "";
-    if (lists.has(key)) {
-      out.push(`${separator}${JSON.stringify(key)}:`, ...listPieces(v as (MessageLike & MessageFields)[]));
+    const pieces = lists.has(key) ? listPieces(v as unknown[]) : undefined;
+    if (pieces !== undefined) {
+      out.push(`${separator}${JSON.stringify(key)}:`, ...pieces);
     } else {
       const json = JSON.stringify(v, wireReplacer) as string | undefined;
       if (json !== undefined) out.push(`${separator}${JSON.stringify(key)}:${json}`);

@@ -109,18 +109,30 @@ export class BlobCache {
     if (!this.entries.has(slotOf(key))) this.set(key, threadId, stamp, storedBytes, value);
   }
 
-  /** Whether set() would keep this value (stored in `storedBytes` bytes). */
-  wouldKeep(storedBytes: number, value: unknown): value is unknown[] {
-    return this.accepts(storedBytes) && BlobCache.cacheable(value) && entryCost(storedBytes, value.length) <= this.maxBytes / 4;
+  /**
+   * Whether set() would keep this value (stored in `storedBytes` bytes). `allMessages`: the caller
+   * knows every item is a LangChain message, which spares a walk of a long list.
+   */
+  wouldKeep(storedBytes: number, value: unknown, allMessages = false): value is unknown[] {
+    if (!this.accepts(storedBytes) || !Array.isArray(value)) return false;
+    if (!(allMessages ? value.length > 0 : BlobCache.cacheable(value))) return false;
+    return entryCost(storedBytes, value.length) <= this.maxBytes / 4;
   }
 
   /** Caches `value`, the blob of `storedBytes` bytes written with `stamp`; holds no copy of the bytes. */
   set(key: string, threadId: string, stamp: number, storedBytes: number, value: unknown): void {
-    if (!this.wouldKeep(storedBytes, value)) return;
-    const cost = entryCost(storedBytes, value.length);
+    if (this.wouldKeep(storedBytes, value)) this.setOwned(key, threadId, stamp, storedBytes, value.slice());
+  }
+
+  /**
+   * set() for a list wouldKeep accepted, already copied by the caller: the cache keeps `list` itself,
+   * so nobody may modify it (the cache and pending checkpoints only hand out copies).
+   */
+  setOwned(key: string, threadId: string, stamp: number, storedBytes: number, list: unknown[]): void {
+    const cost = entryCost(storedBytes, list.length);
     const slot = slotOf(key);
     this.evict(slot); // this key's older value, or the slot's older version
-    this.entries.set(slot, { threadId, key, stamp, value: value.slice(), cost });
+    this.entries.set(slot, { threadId, key, stamp, value: list, cost });
     this.bytes += cost;
     for (const oldest of this.entries.keys()) {
       if (this.bytes <= this.maxBytes) break;

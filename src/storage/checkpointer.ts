@@ -54,6 +54,8 @@ interface EncodedBlob {
   chunks: MessageChunk[];
   /** bytes of the whole value (chunks + tail), for the cache's cost estimate */
   byteLength: number;
+  /** every item is a LangChain message (true of a chunked list: see MessageCachingSerde.dumpsChunked) */
+  allMessages: boolean;
 }
 
 interface WriteQueue {
@@ -201,14 +203,18 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const readFree = parentTags !== null && fitsInKey(threadId, ns, checkpoint.id) &&
       changed.every((ch) => fitsInKey(threadId, ns, ch) && this.isUnusedVersion(threadId, ns, ch, newVersions[ch], queuedWrites));
     const tags = readFree ? inheritedTags(parentTags, checkpoint, newVersions) : undefined;
-    const pending = ns === "" ? this.pendingAfterPut(threadId, parentId, parentTags, checkpoint, newVersions, changed, blobs, [type, bytes], [metadataType, metadataBytes], queued) : undefined;
+    // One private copy of each list value the blob cache keeps, shared by the cache and the pending
+    // view (both only hand out copies of it): a long thread's list is copied once per put, not twice.
+    const lists = changed.map((ch, i) => (this.blobCache.wouldKeep(blobs[i].byteLength, values[ch], blobs[i].allMessages) ? values[ch].slice() : undefined));
+    const pending = ns === "" ? this.pendingAfterPut(threadId, parentId, parentTags, checkpoint, newVersions, changed, blobs, lists, [type, bytes], [metadataType, metadataBytes], queued) : undefined;
     queuedWrites.noteCheckpoint(ns, checkpoint.id, tags);
     for (const ch of changed) queuedWrites.noteBlob(ns, ch, newVersions[ch]);
     if (tags !== undefined) {
       // every changed channel gets a new plain blob: nothing to read, so lmdb-js' write thread runs it alone
       const stamps = changed.map((ch, i) => {
         const stamp = newStamp();
-        this.blobCache.set(BlobCache.key(threadId, ns, ch, newVersions[ch], ""), threadId, stamp, blobs[i].byteLength, values[ch]);
+        const list = lists[i];
+        if (list !== undefined) this.blobCache.setOwned(BlobCache.key(threadId, ns, ch, newVersions[ch], ""), threadId, stamp, blobs[i].byteLength, list);
         return stamp;
       });
       const record: StoredCheckpoint = {
@@ -540,10 +546,10 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   private async encodeBlob(value: unknown): Promise<EncodedBlob> {
     const chunked = await this.messageSerde.dumpsChunked(value);
     if (chunked !== undefined) {
-      return { blob: { type: "json", value: chunked.tail, chunks: chunked.chunks.map((c) => c.id) }, chunks: chunked.chunks, byteLength: chunked.byteLength };
+      return { blob: { type: "json", value: chunked.tail, chunks: chunked.chunks.map((c) => c.id) }, chunks: chunked.chunks, byteLength: chunked.byteLength, allMessages: true };
     }
     const [type, bytes] = await this.serde.dumpsTyped(value);
-    return { blob: { type, value: bytes }, chunks: [], byteLength: bytes.byteLength };
+    return { blob: { type, value: bytes }, chunks: [], byteLength: bytes.byteLength, allMessages: false };
   }
 
   /** The serde bytes of a stored blob: chunked ones are reassembled from their chunks. */
@@ -631,7 +637,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
    */
   private pendingAfterPut(
     threadId: string, parentId: string | null, parentTags: TagMap | undefined | null, checkpoint: Checkpoint, newVersions: ChannelVersions,
-    changed: string[], blobs: EncodedBlob[], [bodyType, body]: [string, Uint8Array], [metadataType, metadata]: [string, Uint8Array],
+    changed: string[], blobs: EncodedBlob[], lists: (unknown[] | undefined)[], [bodyType, body]: [string, Uint8Array], [metadataType, metadata]: [string, Uint8Array],
     queued: boolean,
   ): PendingCheckpoint | undefined {
     if (checkpoint.v < 4) return undefined; // older formats need migratePendingSends on read
@@ -647,7 +653,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       const version = checkpoint.channel_versions[channel];
       const i = changedAt.get(channel);
       if (i !== undefined) {
-        channels.set(channel, this.pendingChannelOf(version, checkpoint.channel_values[channel], blobs[i]));
+        channels.set(channel, pendingChannelOf(version, lists[i], blobs[i]));
         continue;
       }
       if (Object.hasOwn(newVersions, channel)) {
@@ -725,12 +731,6 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
    * blob cache would serve it (so a read hands out what a read after the commit would), else the
    * serde's bytes, revived on each read.
    */
-  private pendingChannelOf(version: StoredChannelVersion, value: unknown, encoded: EncodedBlob): PendingChannel {
-    if (this.blobCache.wouldKeep(encoded.byteLength, value)) return { version, list: value.slice() };
-    if (encoded.blob.chunks === undefined) return { version, type: encoded.blob.type, bytes: encoded.blob.value };
-    return { version, type: encoded.blob.type, bytes: joinChunks(encoded.chunks.map((c) => c.bytes), encoded.blob.value) };
-  }
-
   /** The tuple getTuple would return for a pending checkpoint once its writes commit. */
   private async pendingTuple(threadId: string, pending: PendingCheckpoint): Promise<CheckpointTuple> {
     const body = (await this.serde.loadsTyped(pending.bodyType, pending.body)) as StoredCheckpointBody;
@@ -948,4 +948,11 @@ function deepEqual(a: unknown, b: unknown): boolean {
   const aKeys = Object.keys(aRecord);
   if (aKeys.length !== Object.keys(bRecord).length) return false;
   return aKeys.every((key) => Object.hasOwn(bRecord, key) && deepEqual(aRecord[key], bRecord[key]));
+}
+
+/** A changed channel's pending view: the put's private copy of a cached list, else the serde's bytes. */
+function pendingChannelOf(version: StoredChannelVersion, list: unknown[] | undefined, encoded: EncodedBlob): PendingChannel {
+  if (list !== undefined) return { version, list };
+  if (encoded.blob.chunks === undefined) return { version, type: encoded.blob.type, bytes: encoded.blob.value };
+  return { version, type: encoded.blob.type, bytes: joinChunks(encoded.chunks.map((c) => c.bytes), encoded.blob.value) };
 }

@@ -24,12 +24,23 @@ interface ListEntry {
   body: string;
   /** `body` UTF-8 encoded, once arrayBytes made it */
   bytes?: Uint8Array;
-  /** the JSON of each full group of SEGMENT_ITEMS leading items, joined by ","; filled by arraySegments */
+  /**
+   * The JSON of each full group of SEGMENT_ITEMS leading items, joined by ","; every group but the
+   * first starts with its "," separator. Filled by arraySegments. Kept with the separator so the
+   * segments handed out are the same strings on every call: a "," + group made per call would be
+   * a fresh rope, flattened (copied) again by whoever encodes it.
+   */
   sealed: string[];
 }
 
 /** Items per sealed segment: ~64 messages keep a segment well below V8's large-object size. */
 export const SEGMENT_ITEMS = 64;
+
+/** A list's reusable prefix: its conversation's last entry, if the list extends it, and that entry's length. */
+interface Reusable {
+  last: ListEntry | undefined;
+  from: number;
+}
 
 const OPEN = 0x5b; // [
 const CLOSE = 0x5d; // ]
@@ -57,9 +68,15 @@ export class MessageListJson {
     return out;
   }
 
-  /** "[" + every item's JSON joined by "," + "]"; `compute` makes the JSON of a message not cached yet. */
-  arrayJson(list: MessageFields[], compute: (m: MessageFields) => string): string {
-    return `[${this.update(list, compute).entry.body}]`;
+  /**
+   * "[" + every item's JSON joined by "," + "]", or undefined (and nothing recorded) when an item
+   * fails `isItem`. `compute` makes the JSON of a message not cached yet. Only the items after
+   * the prefix this cache already holds are asked `isItem` (those passed when they were recorded),
+   * so a long list is walked once, not once more to check it.
+   */
+  arrayJson(list: unknown[], isItem: (v: unknown) => v is MessageFields, compute: (m: MessageFields) => string): string | undefined {
+    const found = this.reusableIf(list, isItem);
+    return found && `[${this.update(list as MessageFields[], compute, found).entry.body}]`;
   }
 
   /**
@@ -67,11 +84,15 @@ export class MessageListJson {
    * SEGMENT_ITEMS items, the rest, "]". A long list's JSON then never has to exist as one string
    * (V8 allocates strings over 128 KiB one by one in fresh pages, which costs ~1 ms here per copy).
    */
-  arraySegments(list: MessageFields[], compute: (m: MessageFields) => string): string[] {
-    const { entry } = this.update(list, compute);
+  arraySegments(list: unknown[], isItem: (v: unknown) => v is MessageFields, compute: (m: MessageFields) => string): string[] | undefined {
+    const found = this.reusableIf(list, isItem);
+    return found && this.segmentsOf(this.update(list as MessageFields[], compute, found).entry, compute);
+  }
+
+  private segmentsOf(entry: ListEntry, compute: (m: MessageFields) => string): string[] {
     this.seal(entry, compute); // only here: callers that never ask for segments keep no sealed copies
     const out = ["["];
-    entry.sealed.forEach((segment, i) => out.push(i === 0 ? segment : `,${segment}`));
+    for (const segment of entry.sealed) out.push(segment);
     const from = entry.sealed.length * SEGMENT_ITEMS;
     const { messages } = entry.list;
     if (from < messages.length) {
@@ -102,9 +123,15 @@ export class MessageListJson {
     return out;
   }
 
-  private update(list: MessageFields[], compute: (m: MessageFields) => string): { entry: ListEntry; previous: { bytes?: Uint8Array } | undefined; rest: string } {
+  /**
+   * `reused`: reusable(list), measured by the caller with nothing in between (no await, no call
+   * that could edit the list).
+   */
+  private update(
+    list: MessageFields[], compute: (m: MessageFields) => string, reused?: Reusable,
+  ): { entry: ListEntry; previous: { bytes?: Uint8Array } | undefined; rest: string } {
     if (list.length === 0) return { entry: { list: new MessageListSnapshot(), body: "", sealed: [] }, previous: undefined, rest: "" };
-    const { last, from } = this.reusable(list);
+    const { last, from } = reused ?? this.reusable(list);
     const parts = new Array<string>(list.length - from);
     for (let i = from; i < list.length; i++) parts[i - from] = this.jsonOf(list[i], compute);
     const rest = parts.join(",");
@@ -132,7 +159,8 @@ export class MessageListJson {
       const start = entry.sealed.length * SEGMENT_ITEMS;
       const jsons = new Array<string>(SEGMENT_ITEMS);
       for (let j = 0; j < SEGMENT_ITEMS; j++) jsons[j] = this.jsonOf(messages[start + j], compute);
-      entry.sealed.push(jsons.join(","));
+      const group = jsons.join(",");
+      entry.sealed.push(entry.sealed.length === 0 ? group : `,${group}`);
     }
   }
 
@@ -145,8 +173,16 @@ export class MessageListJson {
     return json;
   }
 
+  /** reusable(list) if every item after the reused prefix passes `isItem`; undefined otherwise. */
+  private reusableIf(list: unknown[], isItem: (v: unknown) => v is MessageFields): Reusable | undefined {
+    const items = list as MessageFields[]; // checked below, but for the prefix that reusable() matched to recorded items
+    const found = this.reusable(items);
+    for (let i = found.from; i < items.length; i++) if (!isItem(items[i])) return undefined;
+    return found;
+  }
+
   /** The last list of this conversation, when `list` starts with all of it (unchanged); `from` = its length. */
-  private reusable(list: MessageFields[]): { last: ListEntry | undefined; from: number } {
+  private reusable(list: MessageFields[]): Reusable {
     const last = list.length === 0 ? undefined : this.lists.get(list[0]);
     if (last === undefined || last.list.sharedPrefix(list) < last.list.length) return { last: undefined, from: 0 };
     return { last, from: last.list.length };
