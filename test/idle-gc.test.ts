@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startIdleGc } from "../src/util/idle-gc.ts";
+import { createIdleBoard, startIdleGc } from "../src/util/idle-gc.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const busyFor = (ms: number) => {
@@ -30,6 +30,33 @@ describe("idle GC", () => {
     } finally {
       stop();
     }
+  });
+});
+
+describe("idle board (one server's threads)", () => {
+  it("publishes this thread's utilisation, and collects only once every other thread is idle too", async () => {
+    const buffer = createIdleBoard(2);
+    const board = new Int32Array(buffer);
+    Atomics.store(board, 1, 500); // the other thread (slot 1): 50% busy
+    const collected: number[] = [];
+    const stop = startIdleGc({ intervalMs: 50, idleSamples: 2, idleBelow: 0.05, minBusyMs: 100, board: { buffer, slot: 0 } }, (busy) => collected.push(busy));
+    try {
+      for (let i = 0; i < 4; i++) {
+        busyFor(60);
+        await sleep(1);
+      }
+      expect(Atomics.load(board, 0)).toBeGreaterThanOrEqual(50); // its busy sample, in permille
+      await sleep(600); // idle here for many samples, but the other thread works: no collection
+      expect(collected).toEqual([]);
+      expect(Atomics.load(board, 0)).toBeLessThan(50);
+      Atomics.store(board, 1, 10); // the other thread goes idle (1%)
+      await sleep(800); // two idle samples, then the trim delay before onCollect
+      expect(collected).toHaveLength(1);
+      expect(Atomics.load(board, 0)).toBeLessThan(50); // idle again after its collection
+    } finally {
+      stop();
+    }
+    expect(Atomics.load(board, 0)).toBe(0);
   });
 });
 

@@ -140,10 +140,13 @@ export interface ShardTask {
   storeIndex?: StoreIndexOptions;
   /** the user's modules compiled by the main thread (graphs, embed function): workers run no tsx */
   modules: CompiledModules;
+  /** this shard's slot on the server's idle board (src/util/idle-gc.ts) */
+  idleBoard: IdleBoardSlot;
 }
 
 export type { StoreIndexOptions } from "../storage/store-index.ts";
 import type { CompiledModules } from "../loader/compile-modules.ts";
+import type { IdleBoardSlot } from "../util/idle-gc.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 
 export interface StoreTtlOptions {

@@ -26,7 +26,7 @@ export interface ShardHostOptions {
 
 export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {}): Promise<string> {
   const profiler = startCpuProfile(process.env.TROUPE_CPU_PROFILE_DIR, `shard${task.shardIndex}`);
-  const stopIdleGc = startIdleGc();
+  const stopIdleGc = startIdleGc({ board: task.idleBoard });
   for (const [k, v] of Object.entries(task.env)) process.env[k] ??= v;
   useFastEnv();
   useCompiledModules(task.modules);

@@ -11,6 +11,7 @@ import type { ActorCommand, ActorReplies, CreateRunCommand, FromShard, GraphSpec
 import type { RunRecord } from "../storage/records.ts";
 import { RunHub } from "./run-hub.ts";
 import { shardOf } from "./sharding.ts";
+import { createIdleBoard } from "../util/idle-gc.ts";
 
 export interface ShardPoolOptions {
   /** URL of the compiled actor worker entry (src/loader/runtime-modules.ts) */
@@ -51,6 +52,8 @@ interface Shard {
 export class ShardPool {
   readonly hub = new RunHub();
   readonly size: number;
+  /** idle board of the server's threads: slot 0 is the thread that owns the pool, shard i has slot i + 1 */
+  readonly idleBoard: SharedArrayBuffer;
   private readonly pool: Piscina;
   private readonly shards: Shard[] = [];
   private nextReqId = 1;
@@ -58,6 +61,7 @@ export class ShardPool {
 
   constructor(private readonly opts: ShardPoolOptions) {
     this.size = Math.max(1, opts.workers ?? availableParallelism());
+    this.idleBoard = createIdleBoard(this.size + 1);
     this.pool = new Piscina({
       filename: opts.workerEntry,
       // compiled code: stack traces point into the .ts sources through the linked source maps
@@ -92,6 +96,7 @@ export class ShardPool {
       storeTtl: this.opts.storeTtl,
       storeIndex: this.opts.storeIndex,
       modules: this.opts.modules,
+      idleBoard: { buffer: this.idleBoard, slot: index + 1 },
     };
     const transferList = webhookPort ? [port2, webhookPort] : [port2];
     const shard: Shard = {

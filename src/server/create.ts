@@ -193,7 +193,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   // Once a load burst is over: give the JS and C heaps back to the OS, and unmap the data file's
   // pages (the read-only LMDB map keeps every page a burst touched resident; the page cache keeps them)
   const dataFile = dataFilePath(opts.dataDir);
-  const stopIdleGc = startIdleGc({}, () => releaseFileMapping(dataFile));
+  const stopIdleGc = startIdleGc({ board: { buffer: pool.idleBoard, slot: 0 } }, () => releaseFileMapping(dataFile));
   let closed = false;
   return {
     url,

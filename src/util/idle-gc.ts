@@ -16,9 +16,36 @@ export interface IdleGcOptions {
   idleBelow: number;
   /** busy time (ms) since the last collection that makes another one worth it */
   minBusyMs: number;
+  /** shared with the server's other threads: a sample counts as idle only if theirs do too */
+  board?: IdleBoardSlot;
 }
 
 const IDLE_GC_DEFAULTS: IdleGcOptions = { intervalMs: 1_000, idleSamples: 2, idleBelow: 0.02, minBusyMs: 2_000 };
+
+/**
+ * One server's threads (HTTP thread, actor workers) each publish their latest utilisation sample
+ * in their slot of a shared board (permille, an Int32 per thread, Atomics only), so a thread
+ * collects only once the whole server is at rest. A thread idle while another still works (an
+ * actor worker whose threads are quiet while the other runs a long queue) would otherwise run its
+ * full, compacting GC and helper threads on the cores that work needs, mid-burst: seen in the
+ * bench as an actor worker's idle GC 2 s into enqueue-1000.
+ */
+export interface IdleBoardSlot {
+  /** from createIdleBoard */
+  buffer: SharedArrayBuffer;
+  /** this thread's slot */
+  slot: number;
+}
+
+export function createIdleBoard(threads: number): SharedArrayBuffer {
+  return new SharedArrayBuffer(threads * Int32Array.BYTES_PER_ELEMENT);
+}
+
+/** Whether every slot but `own` holds a sample under `limit` permille. */
+function othersIdle(board: Int32Array, own: number, limit: number): boolean {
+  for (let i = 0; i < board.length; i++) if (i !== own && Atomics.load(board, i) >= limit) return false;
+  return true;
+}
 
 /** time for V8's array-buffer sweeper to free what the GC found dead before the C heap is trimmed */
 const TRIM_DELAY_MS = 300;
@@ -40,6 +67,9 @@ function collector(): () => void {
  */
 export function startIdleGc(opts: Partial<IdleGcOptions> = {}, onCollect?: (busyMs: number) => void): () => void {
   const o = { ...IDLE_GC_DEFAULTS, ...opts };
+  const board = o.board === undefined ? undefined : new Int32Array(o.board.buffer);
+  const slot = o.board?.slot ?? 0;
+  const idlePermille = Math.round(o.idleBelow * 1000);
   const trims = new IdleTrims();
   let last = performance.eventLoopUtilization();
   let busySinceGc = 0;
@@ -50,8 +80,11 @@ export function startIdleGc(opts: Partial<IdleGcOptions> = {}, onCollect?: (busy
     const delta = performance.eventLoopUtilization(now, last);
     last = now;
     busySinceGc += delta.active;
-    idleRun = delta.utilization < o.idleBelow ? idleRun + 1 : 0;
-    if (idleRun === 0 && !justCollected) trims.stop(); // our own GC's pause is not "busy again"
+    const idleHere = delta.utilization < o.idleBelow;
+    // our own GC's pause is not "busy again", here or for the other threads
+    if (board !== undefined) Atomics.store(board, slot, justCollected ? 0 : Math.round(delta.utilization * 1000));
+    idleRun = idleHere && (board === undefined || othersIdle(board, slot, idlePermille)) ? idleRun + 1 : 0;
+    if (!idleHere && !justCollected) trims.stop();
     justCollected = false;
     if (idleRun >= o.idleSamples && busySinceGc >= o.minBusyMs) {
       const busy = busySinceGc;
@@ -70,6 +103,7 @@ export function startIdleGc(opts: Partial<IdleGcOptions> = {}, onCollect?: (busy
   return () => {
     clearInterval(timer);
     trims.stop();
+    if (board !== undefined) Atomics.store(board, slot, 0); // a stopped thread holds nobody back
   };
 }
 
