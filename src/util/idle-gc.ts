@@ -16,19 +16,24 @@ export interface IdleGcOptions {
   idleBelow: number;
   /** busy time (ms) since the last collection that makes another one worth it */
   minBusyMs: number;
-  /** shared with the server's other threads: a sample counts as idle only if theirs do too */
+  /** shared with the server's other threads: a sample counts as idle only if none of them is busy */
   board?: IdleBoardSlot;
+  /** another thread's utilisation (0–1) from which it counts as busy */
+  othersBusyFrom: number;
 }
 
-const IDLE_GC_DEFAULTS: IdleGcOptions = { intervalMs: 1_000, idleSamples: 2, idleBelow: 0.02, minBusyMs: 2_000 };
+const IDLE_GC_DEFAULTS: IdleGcOptions = { intervalMs: 1_000, idleSamples: 2, idleBelow: 0.02, minBusyMs: 2_000, othersBusyFrom: 0.1 };
 
 /**
  * One server's threads (HTTP thread, actor workers) each publish their latest utilisation sample
  * in their slot of a shared board (permille, an Int32 per thread, Atomics only), so a thread
- * collects only once the whole server is at rest. A thread idle while another still works (an
- * actor worker whose threads are quiet while the other runs a long queue) would otherwise run its
- * full, compacting GC and helper threads on the cores that work needs, mid-burst: seen in the
- * bench as an actor worker's idle GC 2 s into enqueue-1000.
+ * collects only once the burst is over for the whole server: not while another thread is busy
+ * (light traffic, under `othersBusyFrom`, holds nobody back). An actor worker idle while the other
+ * runs a long queue would otherwise run its full, compacting GC and helper threads on the cores
+ * that work needs (seen in the bench: an actor worker's idle GC 2 s into enqueue-1000), and the
+ * threads' GCs would not line up at the end of a burst (after the full bench, a worker that had
+ * collected mid-bench was not busy long enough since to collect again: idle RSS 217-222 MB,
+ * 187-192 MB with the board).
  */
 export interface IdleBoardSlot {
   /** from createIdleBoard */
@@ -42,7 +47,7 @@ export function createIdleBoard(threads: number): SharedArrayBuffer {
 }
 
 /** Whether every slot but `own` holds a sample under `limit` permille. */
-function othersIdle(board: Int32Array, own: number, limit: number): boolean {
+function othersQuiet(board: Int32Array, own: number, limit: number): boolean {
   for (let i = 0; i < board.length; i++) if (i !== own && Atomics.load(board, i) >= limit) return false;
   return true;
 }
@@ -69,7 +74,7 @@ export function startIdleGc(opts: Partial<IdleGcOptions> = {}, onCollect?: (busy
   const o = { ...IDLE_GC_DEFAULTS, ...opts };
   const board = o.board === undefined ? undefined : new Int32Array(o.board.buffer);
   const slot = o.board?.slot ?? 0;
-  const idlePermille = Math.round(o.idleBelow * 1000);
+  const busyPermille = Math.round(o.othersBusyFrom * 1000);
   const trims = new IdleTrims();
   let last = performance.eventLoopUtilization();
   let busySinceGc = 0;
@@ -83,7 +88,7 @@ export function startIdleGc(opts: Partial<IdleGcOptions> = {}, onCollect?: (busy
     const idleHere = delta.utilization < o.idleBelow;
     // our own GC's pause is not "busy again", here or for the other threads
     if (board !== undefined) Atomics.store(board, slot, justCollected ? 0 : Math.round(delta.utilization * 1000));
-    idleRun = idleHere && (board === undefined || othersIdle(board, slot, idlePermille)) ? idleRun + 1 : 0;
+    idleRun = idleHere && (board === undefined || othersQuiet(board, slot, busyPermille)) ? idleRun + 1 : 0;
     if (!idleHere && !justCollected) trims.stop();
     justCollected = false;
     if (idleRun >= o.idleSamples && busySinceGc >= o.minBusyMs) {
