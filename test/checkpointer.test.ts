@@ -101,6 +101,15 @@ describe("putWrites", () => {
     await saver.putWrites(cfg("t", id), [[ERROR, "first"]], "task");
     await saver.putWrites(cfg("t", id), [[ERROR, "second"]], "task");
     expect((await saver.getTuple(cfg("t", id)))?.pendingWrites).toEqual([["task", ERROR, "second"], ["task", "a", 1]]);
+    // what LMDB holds (the writes above were decided against the pending checkpoint), then writes
+    // to the committed checkpoint (no pending view: conditional puts)
+    await saver.flush("t");
+    const stored = async () => (await new LmdbCheckpointSaver(storage).getTuple(cfg("t", id)))?.pendingWrites;
+    expect(await stored()).toEqual([["task", ERROR, "second"], ["task", "a", 1]]);
+    await saver.putWrites(cfg("t", id), [["a", 3], ["b", 4]], "task");
+    await saver.putWrites(cfg("t", id), [[ERROR, "third"]], "task");
+    await saver.flush("t");
+    expect(await stored()).toEqual([["task", ERROR, "third"], ["task", "a", 1], ["task", "b", 4]]);
   });
 });
 

@@ -12,7 +12,7 @@ import { MessageCachingSerde } from "./message-serde.ts";
 import { joinChunks, type MessageChunk } from "./message-chunks.ts";
 import { QueuedThreadWrites, type TagMap } from "./queued-writes.ts";
 import { StoredChunks } from "./stored-chunks.ts";
-import { addPendingWrites, type PendingChannel, type PendingCheckpoint, type PendingWriteRecord } from "./pending-checkpoints.ts";
+import { addPendingWrites, pendingWriteKey, type PendingChannel, type PendingCheckpoint, type PendingWriteRecord } from "./pending-checkpoints.ts";
 import type { Storage, StoredBlob, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, StoredWrite } from "./env.ts";
 
 /*
@@ -290,7 +290,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const db = this.storage.writes;
     this.throwFailedWrite(threadId);
     const pending = ns === "" ? this.queue.pending.get(threadId) : undefined;
+    // While its checkpoint is pending, the pending view holds every write put on it (the id is new
+    // with the put, and whatever removes writes drops the view): first-wins is decided here, and
+    // the writes go to LMDB as plain puts instead of conditional ones (two write instructions each).
+    let known: boolean[] | undefined;
     if (pending !== undefined && pending.id === checkpointId) {
+      known = writes.map(([channel], i) => pending.writes.has(pendingWriteKey(taskId, WRITES_IDX_MAP[channel] ?? i)));
       addPendingWrites(pending, writes.map(([channel], i): PendingWriteRecord => ({
         taskId, idx: WRITES_IDX_MAP[channel] ?? i, channel, type: serialized[i][0], value: serialized[i][1], taskPath: taskPath ?? "",
       })));
@@ -305,8 +310,8 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         const [type, value] = serialized[i];
         const record: StoredWrite = { channel, type, value, taskPath: taskPath ?? "", runId };
         // Regular writes are first-wins (a retried task must not replace them); special ones (errors, interrupts) overwrite.
-        if (idx >= 0) void db.ifNoExists(key, () => void db.put(key, record));
-        else void db.put(key, record);
+        if (idx < 0 || known?.[i] === false) void db.put(key, record);
+        else if (known === undefined) void db.ifNoExists(key, () => void db.put(key, record));
       });
     });
   }

@@ -47,10 +47,15 @@ export interface PendingCheckpoint {
   writes: Map<string, PendingWriteRecord>;
 }
 
+/** The key of a write in PendingCheckpoint.writes. */
+export function pendingWriteKey(taskId: string, idx: number): string {
+  return `${taskId}\u0000${idx}`;
+}
+
 /** Records writes on a pending checkpoint by the same rules as the writes DB (first wins for regular writes). */
 export function addPendingWrites(target: PendingCheckpoint, records: PendingWriteRecord[]): void {
   for (const record of records) {
-    const key = `${record.taskId}\u0000${record.idx}`;
+    const key = pendingWriteKey(record.taskId, record.idx);
     if (record.idx >= 0 && target.writes.has(key)) continue;
     target.writes.set(key, record);
   }
