@@ -112,6 +112,7 @@ export class ShardPool {
       (err: unknown) => {
         if (this.closing) return;
         shard.dead = true;
+        Atomics.store(new Int32Array(this.idleBoard), index + 1, 0); // its last sample must not hold the others back
         console.error(`[troupe] actor shard ${index} died: ${(err as Error)?.stack ?? String(err)}; restarting`);
         this.failPending(shard, new TroupeError("UNAVAILABLE", "The worker handling this thread restarted; retry the request"));
         port1.close();

@@ -731,11 +731,6 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     }
   }
 
-  /**
-   * How a pending checkpoint holds a channel value it was put with: the list itself where the
-   * blob cache would serve it (so a read hands out what a read after the commit would), else the
-   * serde's bytes, revived on each read.
-   */
   /** The tuple getTuple would return for a pending checkpoint once its writes commit. */
   private async pendingTuple(threadId: string, pending: PendingCheckpoint): Promise<CheckpointTuple> {
     const body = (await this.serde.loadsTyped(pending.bodyType, pending.body)) as StoredCheckpointBody;
@@ -955,7 +950,11 @@ function deepEqual(a: unknown, b: unknown): boolean {
   return aKeys.every((key) => Object.hasOwn(bRecord, key) && deepEqual(aRecord[key], bRecord[key]));
 }
 
-/** A changed channel's pending view: the put's private copy of a cached list, else the serde's bytes. */
+/**
+ * How a pending checkpoint holds a channel value it was put with: the put's private copy of the
+ * list where the blob cache keeps it too (so a read hands out what a read after the commit would),
+ * else the serde's bytes, revived on each read.
+ */
 function pendingChannelOf(version: StoredChannelVersion, list: unknown[] | undefined, encoded: EncodedBlob): PendingChannel {
   if (list !== undefined) return { version, list };
   if (encoded.blob.chunks === undefined) return { version, type: encoded.blob.type, bytes: encoded.blob.value };

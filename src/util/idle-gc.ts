@@ -33,7 +33,7 @@ const IDLE_GC_DEFAULTS: IdleGcOptions = { intervalMs: 1_000, idleSamples: 2, idl
  * that work needs (seen in the bench: an actor worker's idle GC 2 s into enqueue-1000), and the
  * threads' GCs would not line up at the end of a burst (after the full bench, a worker that had
  * collected mid-bench was not busy long enough since to collect again: idle RSS 217-222 MB,
- * 187-192 MB with the board).
+ * ~190 MB with the board).
  */
 export interface IdleBoardSlot {
   /** from createIdleBoard */
