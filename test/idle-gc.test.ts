@@ -33,6 +33,39 @@ describe("idle GC", () => {
   });
 });
 
+describe("idle GC and the C heap", () => {
+  it("trims the C heap after its collection: freed malloc'd memory goes back to the OS", async () => {
+    const anonMb = () => Number(/RssAnon:\s+(\d+)/.exec(readFileSync("/proc/self/status", "utf8"))?.[1]) / 1024;
+    // ~200 MB of 2 kB ArrayBuffers (malloc'd by Node), every 50th kept so the arena cannot shrink from its top
+    let dropped: Buffer[] = [];
+    const kept: Buffer[] = [];
+    for (let i = 0; i < 100_000; i++) {
+      const b = Buffer.allocUnsafeSlow(2_000).fill(1);
+      (i % 50 === 0 ? kept : dropped).push(b);
+    }
+    let collected = false;
+    const stop = startIdleGc({ intervalMs: 50, idleSamples: 2, idleBelow: 0.05, minBusyMs: 100 }, () => (collected = true));
+    try {
+      dropped = []; // garbage now; only a GC frees the buffers, only a trim gives their pages back
+      for (let i = 0; i < 4; i++) {
+        busyFor(60);
+        await sleep(1);
+      }
+      const before = anonMb();
+      let freed = 0;
+      for (let waited = 0; waited < 4_000 && freed <= 100; waited += 100) {
+        await sleep(100);
+        freed = before - anonMb();
+      }
+      expect(collected).toBe(true);
+      expect(freed).toBeGreaterThan(100);
+      expect(kept.every((b) => b[1_999] === 1)).toBe(true);
+    } finally {
+      stop();
+    }
+  });
+});
+
 describe("idle board (one server's threads)", () => {
   it("publishes this thread's utilisation, and collects only once no other thread is busy", async () => {
     const buffer = createIdleBoard(2);
