@@ -190,6 +190,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       Promise.all(changed.map((ch) => this.encodeBlob(values[ch]))),
     ]);
     const runId = runIdOf(metadata, config);
+    // the stored record, whichever path below writes it (they differ in how blob refs and tags are known)
+    const checkpointRecord = (blobRefs: StoredBlobRef[], tags: TagMap): StoredCheckpoint => {
+      const record: StoredCheckpoint = { type, checkpoint: bytes, metadataType, metadata: metadataBytes, parentId, runId, blobs: blobRefs };
+      if (Object.keys(tags).length > 0) record.tags = tags;
+      return record;
+    };
     const { checkpoints, blobs: blobDb, blobChunks, blobStamps } = this.storage;
     const key: CheckpointKey = [threadId, ns, checkpoint.id];
     this.throwFailedWrite(threadId);
@@ -217,10 +223,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         if (list !== undefined) this.blobCache.setOwned(BlobCache.key(threadId, ns, ch, newVersions[ch], ""), threadId, stamp, blobs[i].byteLength, list);
         return stamp;
       });
-      const record: StoredCheckpoint = {
-        type, checkpoint: bytes, metadataType, metadata: metadataBytes, parentId, runId, blobs: changed.map((ch) => [ch, newVersions[ch], ""]),
-      };
-      if (Object.keys(tags).length > 0) record.tags = tags;
+      const record = checkpointRecord(changed.map((ch): StoredBlobRef => [ch, newVersions[ch], ""]), tags);
       const storedChunks = this.queue.storedChunks;
       const knownChunks = blobs.some((b) => b.chunks.length > 0) ? storedChunks.of(threadId) : undefined;
       const written = this.queueWrite(threadId, "batch", () => {
@@ -268,8 +271,7 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
           this.blobCache.set(BlobCache.key(threadId, ns, ch, version, tag), threadId, stamp, blobs[i].byteLength, values[ch]);
           created.push([ch, version, tag]);
         });
-        const record: StoredCheckpoint = { type, checkpoint: bytes, metadataType, metadata: metadataBytes, parentId, runId, blobs: created };
-        if (Object.keys(tags).length > 0) record.tags = tags;
+        const record = checkpointRecord(created, tags);
         checkpoints.putSync(key, record);
         queuedWrites.settleTags(ns, checkpoint.id, tags); // a child put from now on needs no read
       });
