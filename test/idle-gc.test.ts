@@ -11,6 +11,18 @@ const busyFor = (ms: number) => {
   while (performance.now() < end) { /* spin: event-loop utilisation near 1 */ }
 };
 
+const anonMb = () => Number(/RssAnon:\s+(\d+)/.exec(readFileSync("/proc/self/status", "utf8"))?.[1]) / 1024;
+
+/** ~200 MB of 2 kB ArrayBuffers (malloc'd by Node), every 50th kept so the arena cannot shrink from its top. */
+function fragmentedCHeap(): { dropped: Buffer[]; kept: Buffer[] } {
+  const heap = { dropped: [] as Buffer[], kept: [] as Buffer[] };
+  for (let i = 0; i < 100_000; i++) {
+    const b = Buffer.allocUnsafeSlow(2_000).fill(1);
+    (i % 50 === 0 ? heap.kept : heap.dropped).push(b);
+  }
+  return heap;
+}
+
 describe("idle GC", () => {
   it("collects once after a busy period followed by idle samples, and not while idle only", async () => {
     const collected: number[] = [];
@@ -35,18 +47,11 @@ describe("idle GC", () => {
 
 describe("idle GC and the C heap", () => {
   it("trims the C heap after its collection: freed malloc'd memory goes back to the OS", async () => {
-    const anonMb = () => Number(/RssAnon:\s+(\d+)/.exec(readFileSync("/proc/self/status", "utf8"))?.[1]) / 1024;
-    // ~200 MB of 2 kB ArrayBuffers (malloc'd by Node), every 50th kept so the arena cannot shrink from its top
-    let dropped: Buffer[] = [];
-    const kept: Buffer[] = [];
-    for (let i = 0; i < 100_000; i++) {
-      const b = Buffer.allocUnsafeSlow(2_000).fill(1);
-      (i % 50 === 0 ? kept : dropped).push(b);
-    }
+    const heap = fragmentedCHeap();
     let collected = false;
     const stop = startIdleGc({ intervalMs: 50, idleSamples: 2, idleBelow: 0.05, minBusyMs: 100 }, () => (collected = true));
     try {
-      dropped = []; // garbage now; only a GC frees the buffers, only a trim gives their pages back
+      heap.dropped = []; // garbage now; only a GC frees the buffers, only a trim gives their pages back
       for (let i = 0; i < 4; i++) {
         busyFor(60);
         await sleep(1);
@@ -59,7 +64,7 @@ describe("idle GC and the C heap", () => {
       }
       expect(collected).toBe(true);
       expect(freed).toBeGreaterThan(100);
-      expect(kept.every((b) => b[1_999] === 1)).toBe(true);
+      expect(heap.kept.every((b) => b[1_999] === 1)).toBe(true);
     } finally {
       stop();
     }
@@ -100,15 +105,8 @@ describe("C-heap trim (native/memory.cc)", () => {
     expect(nativeMemory()?.supported()).toBe(true); // glibc: CI and these machines
     (await import("node:v8")).setFlagsFromString("--expose-gc");
     const gc = (await import("node:vm")).runInNewContext("gc") as () => void;
-    const anonMb = () => Number(/RssAnon:\s+(\d+)/.exec(readFileSync("/proc/self/status", "utf8"))?.[1]) / 1024;
-    // ~200 MB of 2 kB ArrayBuffers (malloc'd by Node), every 50th kept so the arena cannot shrink from its top
-    let dropped: Buffer[] = [];
-    const kept: Buffer[] = [];
-    for (let i = 0; i < 100_000; i++) {
-      const b = Buffer.allocUnsafeSlow(2_000).fill(1);
-      (i % 50 === 0 ? kept : dropped).push(b);
-    }
-    dropped = [];
+    const heap = fragmentedCHeap();
+    heap.dropped = [];
     gc();
     await sleep(200); // backing stores are freed by V8's array-buffer sweeper, off the main thread
     gc();
@@ -116,7 +114,7 @@ describe("C-heap trim (native/memory.cc)", () => {
     expect(trimCHeap()).toBe(true);
     const afterTrim = anonMb();
     expect(beforeTrim - afterTrim).toBeGreaterThan(100);
-    expect(kept.every((b) => b[1_999] === 1)).toBe(true); // live buffers untouched
+    expect(heap.kept.every((b) => b[1_999] === 1)).toBe(true); // live buffers untouched
   });
 });
 
