@@ -4,8 +4,7 @@
 // With name=regex arguments it also splits the samples into those categories: a sample belongs to
 // the first category (in the order given) matching any frame of its stack ("file.ts:line" names
 // after source maps), else to "other"; (idle) and (garbage collector) samples are their own.
-// With --within=regex only the samples
-// with a frame matching it count, and percentages are of those samples.
+// With --within=regex only the samples with a frame matching it count, and percentages are of those.
 import { existsSync, readFileSync } from "node:fs";
 import { SourceMap } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";

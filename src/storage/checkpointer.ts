@@ -54,8 +54,6 @@ interface EncodedBlob {
   chunks: MessageChunk[];
   /** bytes of the whole value (chunks + tail), for the cache's cost estimate */
   byteLength: number;
-  /** every item is a LangChain message (true of a chunked list: see MessageCachingSerde.dumpsChunked) */
-  allMessages: boolean;
 }
 
 interface WriteQueue {
@@ -209,9 +207,11 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const readFree = parentTags !== null && fitsInKey(threadId, ns, checkpoint.id) &&
       changed.every((ch) => fitsInKey(threadId, ns, ch) && this.isUnusedVersion(threadId, ns, ch, newVersions[ch], queuedWrites));
     const tags = readFree ? inheritedTags(parentTags, checkpoint, newVersions) : undefined;
-    // One private copy of each list value the blob cache keeps, shared by the cache and the pending
-    // view (both only hand out copies of it): a long thread's list is copied once per put, not twice.
-    const lists = changed.map((ch, i) => (this.blobCache.wouldKeep(blobs[i].byteLength, values[ch], blobs[i].allMessages) ? values[ch].slice() : undefined));
+    // One private copy of each list value the blob cache keeps, taken now and shared by the cache and
+    // the pending view on either write path (both only hand out copies of it): a long thread's list
+    // is copied once per put, not twice.
+    // (A chunked list holds only LangChain messages: MessageCachingSerde.dumpsChunked chunks nothing else.)
+    const lists = changed.map((ch, i) => (this.blobCache.wouldKeep(blobs[i].byteLength, values[ch], blobs[i].blob.chunks !== undefined) ? values[ch].slice() : undefined));
     const pending = ns === "" ? this.pendingAfterPut(threadId, parentId, parentTags, checkpoint, newVersions, changed, blobs, lists, [type, bytes], [metadataType, metadataBytes], queued) : undefined;
     queuedWrites.noteCheckpoint(ns, checkpoint.id, tags);
     for (const ch of changed) queuedWrites.noteBlob(ns, ch, newVersions[ch]);
@@ -242,7 +242,8 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       if (knownChunks !== undefined) {
         void written.then(() => {
           changed.forEach((ch, i) => {
-            if (blobs[i].chunks.length > 0) storedChunks.noteCommitted(threadId, knownChunks, ns, ch, blobs[i].chunks.map((c) => c.id));
+            const ids = blobs[i].blob.chunks;
+            if (ids !== undefined) storedChunks.noteCommitted(threadId, knownChunks, ns, ch, ids);
           });
         }, () => undefined); // a failed write is reported through the queue
       }
@@ -268,7 +269,8 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
             if (!blobChunks.doesExist(chunkKey)) blobChunks.putSync(chunkKey, chunk.bytes);
           }
           const stamp = this.putBlobSync([threadId, ns, ch, version, tag], blobs[i].blob);
-          this.blobCache.set(BlobCache.key(threadId, ns, ch, version, tag), threadId, stamp, blobs[i].byteLength, values[ch]);
+          const list = lists[i];
+          if (list !== undefined) this.blobCache.setOwned(BlobCache.key(threadId, ns, ch, version, tag), threadId, stamp, blobs[i].byteLength, list);
           created.push([ch, version, tag]);
         });
         const record = checkpointRecord(created, tags);
@@ -553,10 +555,10 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   private async encodeBlob(value: unknown): Promise<EncodedBlob> {
     const chunked = await this.messageSerde.dumpsChunked(value);
     if (chunked !== undefined) {
-      return { blob: { type: "json", value: chunked.tail, chunks: chunked.chunks.map((c) => c.id) }, chunks: chunked.chunks, byteLength: chunked.byteLength, allMessages: true };
+      return { blob: { type: "json", value: chunked.tail, chunks: chunked.chunks.map((c) => c.id) }, chunks: chunked.chunks, byteLength: chunked.byteLength };
     }
     const [type, bytes] = await this.serde.dumpsTyped(value);
-    return { blob: { type, value: bytes }, chunks: [], byteLength: bytes.byteLength, allMessages: false };
+    return { blob: { type, value: bytes }, chunks: [], byteLength: bytes.byteLength };
   }
 
   /** The serde bytes of a stored blob: chunked ones are reassembled from their chunks. */
