@@ -118,6 +118,27 @@ describe("threads", () => {
     expect((await fx.client.threads.getState(t.thread_id)).values).toEqual(joined);
   });
 
+  it("answers a join with that run's own output, also a large one its worker kept after later runs changed the thread", async () => {
+    const t = await fx.client.threads.create();
+    type Messages = { messages: { content: string }[] };
+    const big = "é✓".repeat(40_000); // each run's output > 64 KB: not posted with run.done, kept in the worker
+    const runs = [];
+    for (let i = 0; i < 3; i++) runs.push(await fx.client.runs.create(t.thread_id, "echo", { input: human(`${big}${i}`) }));
+    const third = (await fx.client.runs.join(t.thread_id, runs[2].run_id)) as Messages;
+    expect(third.messages).toHaveLength(6);
+    // earlier runs: their own final values, not the thread's current ones
+    const first = (await fx.client.runs.join(t.thread_id, runs[0].run_id)) as Messages;
+    // (compared by suffix: a failure should not print 80 KB strings)
+    expect(first.messages.map((m) => [m.content.length, m.content.slice(-3)])).toEqual([[big.length + 1, "é✓0"], [big.length + 1, "é✓0"]]);
+    const second = (await fx.client.runs.join(t.thread_id, runs[1].run_id)) as Messages;
+    expect(second.messages).toHaveLength(4);
+    expect(second.messages[3].content === `${big}1`).toBe(true);
+    // awaited outputs come with the run's end
+    const waited = (await fx.client.runs.wait(t.thread_id, "echo", { input: human("w") })) as Messages;
+    expect(waited.messages).toHaveLength(8);
+    expect(JSON.stringify(await fx.client.runs.join(t.thread_id, runs[0].run_id)) === JSON.stringify(first)).toBe(true);
+  });
+
   it("leaves no run behind when a thread is deleted while its runs run or wait: a thread re-created with that id starts empty", async () => {
     const t = await fx.client.threads.create();
     const slow = { config: { configurable: { sleep_ms: 2_000 } } };

@@ -126,7 +126,7 @@ describe("run hub", () => {
     const hub = new RunHub({ retentionMs: 1000 });
     const p = hub.waitFor("r3");
     hub.finished({ runId: "r3", threadId: "t", status: "success", output: jsonBytes(['{"a":1}']), threadStatus: "idle" });
-    expect(jsonText((await p).output)).toBe('{"a":1}');
+    expect(jsonText((await p).output!)).toBe('{"a":1}');
     expect(hub.doneOf("r3")?.status).toBe("success");
   });
 });
@@ -142,7 +142,7 @@ describe("run hub retention", () => {
     expect(hub.retainedSize).toBe(800);
     finish("c", 400); // 1200 > 1000: "a" goes
     expect(hub.doneOf("a")).toBeUndefined();
-    expect(jsonText(hub.doneOf("b")!.output)).toHaveLength(400);
+    expect(jsonText(hub.doneOf("b")!.output!)).toHaveLength(400);
     expect(hub.retainedSize).toBe(800);
     finish("huge", 5000); // the newest stays even alone over budget
     expect(hub.doneOf("huge")).toBeDefined();
@@ -172,7 +172,7 @@ describe("run hub accounting", () => {
       expect(hub.retainedSize).toBe(1610);
       vi.advanceTimersByTime(5_000); // a non-resumable run's events go after 5 s, its output stays
       expect(hub.retainedSize).toBe(610);
-      expect(jsonText(hub.doneOf("plain")!.output)).toHaveLength(10);
+      expect(jsonText(hub.doneOf("plain")!.output!)).toHaveLength(10);
       const replayed: number[] = [];
       hub.subscribe("res", "start", { onEvent: (e) => replayed.push(e.id), onDone: () => undefined });
       expect(replayed).toEqual([0, 1]); // resumable: the whole log stays for the retention

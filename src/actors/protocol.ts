@@ -32,6 +32,11 @@ export interface CreateRunCommand {
    */
   observed: boolean;
   /**
+   * A request waits for the run's output (/wait, an MCP tool call): run.done carries it whatever
+   * its size. Other runs' large outputs stay in the worker until run.output asks (run-outputs.ts).
+   */
+  outputAwaited: boolean;
+  /**
    * The thread-centric protocol's run.start: a thread is bound to the assistant of its first run,
    * checked by the actor (in its mailbox order) so two concurrent first runs cannot both bind it.
    */
@@ -43,6 +48,8 @@ export type ActorCommand =
   | { type: "run.cancel"; threadId: string; runId: string; action: "interrupt" | "rollback"; wait: boolean }
   /** a reader joined an unobserved run: send its buffered events (when replay) and then live ones */
   | { type: "run.observe"; threadId: string; runId: string; replay: boolean }
+  /** the output of a finished run whose run.done came without it (ShardPool.runOutput) */
+  | { type: "run.output"; threadId: string; runId: string }
   | { type: "run.delete"; threadId: string; runId: string }
   | {
       type: "thread.create";
@@ -94,9 +101,10 @@ export interface RunDone {
   status: RunRecord["status"];
   /**
    * JSON of the /wait body, UTF-8: last values, {"__interrupt__": [...]} or {"__error__": {...}}.
-   * Bytes, not a string: see json-segments.ts; jsonText() reads it as text.
+   * Bytes, not a string: see json-segments.ts; jsonText() reads it as text. Absent when the worker
+   * kept it (a large output nobody awaited, run-outputs.ts): ShardPool.runOutput fetches it.
    */
-  output: Uint8Array;
+  output?: Uint8Array;
   threadStatus: ThreadStatus | "deleted";
 }
 
@@ -112,6 +120,8 @@ export interface ActorReplies {
   "run.create": RunRecord;
   "run.cancel": { found: boolean };
   "run.observe": { gated: boolean };
+  /** null: the worker no longer has it (expired, or the server restarted since) */
+  "run.output": { output: Uint8Array | null };
   "run.delete": { deleted: boolean };
   "thread.create": ThreadRecord;
   "thread.patch": ThreadRecord;

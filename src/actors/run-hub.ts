@@ -191,7 +191,7 @@ export class RunHub {
     }
     l.expireTimer = setTimeout(() => this.forget(done.runId), this.opts.retentionMs);
     l.expireTimer.unref();
-    this.retain(done.runId, done.output.byteLength + l.events.bytes);
+    this.retain(done.runId, (done.output?.byteLength ?? 0) + l.events.bytes);
     const publishEnd = () => {
       if (!this.threads.has(done.threadId)) return;
       const end = { run_id: done.runId, thread_id: done.threadId, status: done.status, thread_status: done.threadStatus };

@@ -3,7 +3,8 @@ import type { RunRecord } from "../storage/records.ts";
 import type { Storage } from "../storage/env.ts";
 import type { GraphRegistry } from "./graph-registry.ts";
 import type { ProducedRunEvent } from "./event-gate.ts";
-import type { FromShard } from "./protocol.ts";
+import type { FromShard, RunDone } from "./protocol.ts";
+import type { RunOutput } from "./run-outputs.ts";
 import type { ThreadActor } from "./thread-actor.ts";
 
 /** Checkpoint operations on whole threads/runs, beyond BaseCheckpointSaver. */
@@ -25,6 +26,8 @@ export interface ShardContext {
   registry: GraphRegistry;
   saver: ThreadCheckpointOps;
   post(msg: FromShard): void;
+  /** a run ended: its run.done to the HTTP thread, with the output or (large, not awaited) keeping it here */
+  runDone(done: Omit<RunDone, "output">, output: RunOutput): void;
   /** a run's event, to the HTTP thread or (nobody reads the run yet) its gate */
   emit(runId: string, event: ProducedRunEvent): void;
   webhook(run: RunRecord, values: unknown, stateless: boolean): void;

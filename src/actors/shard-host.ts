@@ -11,6 +11,7 @@ import { GraphRegistry } from "./graph-registry.ts";
 import { describeGraph } from "./graph-describe.ts";
 import type { ActorCommand, FromShard, RunEvent, ShardTask, ToShard } from "./protocol.ts";
 import type { ShardContext, ThreadCheckpointOps } from "./shard-context.ts";
+import { RunOutputs } from "./run-outputs.ts";
 import { RunEventGates, type ProducedRunEvent } from "./event-gate.ts";
 import { shardOf } from "./sharding.ts";
 import { startCpuProfile } from "../util/cpu-profile.ts";
@@ -59,6 +60,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     }
   };
   const gates = new RunEventGates((runId, events) => post({ type: "run.events", runId, events }));
+  const outputs = new RunOutputs();
   // consecutive events of one run coalesce into a single message
   const emit = (runId: string, produced: ProducedRunEvent) => {
     const event = gates.accept(runId, produced);
@@ -84,9 +86,10 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     storage,
     registry,
     saver: checkpointOps,
-    post: (msg: FromShard) => {
-      if (msg.type === "run.done") gates.done(msg.done.runId, msg.done.threadStatus !== "deleted");
-      post(msg);
+    post,
+    runDone: (done, output) => {
+      gates.done(done.runId, done.threadStatus !== "deleted");
+      post({ type: "run.done", done: { ...done, output: outputs.ended(done.runId, output) } });
     },
     emit,
     webhook: (run: RunRecord, values: unknown, stateless: boolean) => {
@@ -119,10 +122,20 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   const handle = (cmd: ActorCommand): Promise<unknown> => {
     if (cmd.type === "graph.describe") return describeGraph(registry, cmd);
     if (cmd.type === "run.observe") return Promise.resolve({ gated: gates.observe(cmd.runId, cmd.replay) });
-    if (cmd.type === "run.create") gates.open(cmd.runId, cmd.observed);
+    if (cmd.type === "run.output") return Promise.resolve({ output: outputs.bytesOf(cmd.runId) ?? null });
+    if (cmd.type === "run.create") {
+      gates.open(cmd.runId, cmd.observed);
+      if (cmd.outputAwaited) outputs.await(cmd.runId);
+    }
     const actor = actorFor(cmd.threadId);
     const p = actor.handle(cmd);
-    if (cmd.type === "run.create") p.catch(() => gates.done(cmd.runId, false)); // refused: no run, no events
+    if (cmd.type === "run.create") {
+      // refused: no run, no events, no output
+      p.catch(() => {
+        gates.done(cmd.runId, false);
+        outputs.refused(cmd.runId);
+      });
+    }
     void p.finally(() => ctx.maybeRelease(actor)).catch(() => undefined);
     return p;
   };

@@ -7,7 +7,7 @@ import { availableParallelism } from "node:os";
 import { Piscina } from "piscina";
 import { deserializeError, TroupeError } from "../errors.ts";
 import type { CompiledModules } from "../loader/compile-modules.ts";
-import type { ActorCommand, ActorReplies, CreateRunCommand, FromShard, GraphSpecLite, ShardTask, StoreIndexOptions, StoreTtlOptions } from "./protocol.ts";
+import type { ActorCommand, ActorReplies, CreateRunCommand, FromShard, GraphSpecLite, RunDone, ShardTask, StoreIndexOptions, StoreTtlOptions } from "./protocol.ts";
 import type { RunRecord } from "../storage/records.ts";
 import { RunHub } from "./run-hub.ts";
 import { shardOf } from "./sharding.ts";
@@ -190,7 +190,17 @@ export class ShardPool {
     return run;
   }
 
-  /** Deletes a thread with all its data, and ends the thread streams listening to it. */
+  /**
+   * A finished run's output: from its run.done, or fetched from its worker, which keeps a large
+   * output nobody awaited (run-outputs.ts). Undefined when neither has it any more.
+   */
+  async runOutput(done: RunDone): Promise<Uint8Array | undefined> {
+    if (done.output !== undefined) return done.output;
+    const reply = await this.request({ type: "run.output", threadId: done.threadId, runId: done.runId }).catch(() => undefined);
+    return reply?.output ?? undefined;
+  }
+
+    /** Deletes a thread with all its data, and ends the thread streams listening to it. */
   async deleteThread(threadId: string): Promise<void> {
     await this.request({ type: "thread.delete", threadId });
     this.hub.threads.close(threadId);

@@ -566,10 +566,11 @@ export class ThreadActor {
     valuesBytes: Uint8Array | undefined, threadStatus: ThreadStatus | "deleted", stateless: boolean,
   ): void {
     const outputJson = outcome.error ? [toJsonText({ __error__: outcome.error })] : outcome.lastValues ?? valuesJson ?? ["null"];
-    // Posted as a copy, not transferred: memory malloc'd here and freed on the HTTP thread defeated
-    // glibc's reuse of freed chunks (every run mapped fresh pages: +25% worker CPU on enqueue-1000).
-    const output = outputJson === valuesJson && valuesBytes !== undefined ? valuesBytes : jsonBytes(outputJson);
-    this.ctx.post({ type: "run.done", done: { runId: run.run_id, threadId: this.threadId, status: final.status, output, threadStatus } });
+    // Posted (when it is) as a copy, not transferred: memory malloc'd here and freed on the HTTP
+    // thread defeated glibc's reuse of freed chunks (every run mapped fresh pages: +25% worker CPU
+    // on enqueue-1000).
+    const output = { json: outputJson, bytes: outputJson === valuesJson ? valuesBytes : undefined };
+    this.ctx.runDone({ runId: run.run_id, threadId: this.threadId, status: final.status, threadStatus }, output);
     if (run.kwargs.webhook) this.ctx.webhook(final, valuesJson === undefined ? undefined : JSON.parse(valuesJson.join("")), stateless);
   }
 
@@ -590,8 +591,7 @@ export class ThreadActor {
       }
       if (thread) s.threads.put(this.threadId, { ...thread, status: threadStatus, updated_at: now });
     });
-    const done = { type: "run.done", done: { runId: run.run_id, threadId: this.threadId, status: "interrupted", output: jsonBytes(["null"]), threadStatus } } as const;
-    this.send(() => this.ctx.post(done));
+    this.send(() => this.ctx.runDone({ runId: run.run_id, threadId: this.threadId, status: "interrupted", threadStatus }, { json: ["null"] }));
     if (run.kwargs.webhook && action !== "rollback") this.send(() => this.ctx.webhook({ ...run, status: "interrupted", updated_at: now, ended_at: now }, undefined, false));
     this.pump(); // it may have been the delayed head the timer waited for
   }

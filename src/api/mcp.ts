@@ -60,10 +60,10 @@ export function mcpRoutes(app: AppContext): RouteDef<any, any>[] {
     }
     const body: RunCreateBody = { assistant_id: matches[0].assistant_id, input: args as JsonObject };
     if (params.context !== undefined) body.context = params.context as JsonObject;
-    const cmd = buildCreateRun(app, body, headers, { threadId: uuid7(), runId: uuid7(), stateless: true, observed: false });
+    const cmd = buildCreateRun(app, body, headers, { threadId: uuid7(), runId: uuid7(), stateless: true, observed: false, outputAwaited: true });
     const run = await app.pool.createRun(cmd);
-    const done = await app.pool.hub.waitFor(run.run_id);
-    const text = jsonText(done.output);
+    const output = await app.pool.runOutput(await app.pool.hub.waitFor(run.run_id));
+    const text = output === undefined ? "null" : jsonText(output);
     const out = JSON.parse(text) as unknown;
     if (isRecord(out) && isRecord(out.__error__)) {
       const e = out.__error__;

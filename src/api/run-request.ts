@@ -96,6 +96,8 @@ export function buildCreateRun(
     auth?: AuthInfo;
     /** false: nobody streams the run from its start (background, /wait): its events stay in the worker until a join */
     observed?: boolean;
+    /** a request waits for the run's output (/wait, MCP): run.done carries it whatever its size */
+    outputAwaited?: boolean;
   },
 ): CreateRunCommand {
   const assistant = app.resolveAssistant(b.assistant_id);
@@ -150,5 +152,6 @@ export function buildCreateRun(
     onCompletion: b.on_completion ?? "delete",
     // a resumable run's log must be complete, and a thread stream listener reads every run live
     observed: (opts.observed ?? true) || resumable || app.pool.hub.threads.has(opts.threadId),
+    outputAwaited: opts.outputAwaited ?? false,
   };
 }

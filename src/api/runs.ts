@@ -2,7 +2,6 @@
 // join-stream, cancel, list, get, delete, batch. Execution happens in actor workers; this file
 // only turns HTTP into actor commands and run-hub subscriptions.
 import { notFound, TroupeError } from "../errors.ts";
-import { jsonText } from "../actors/json-segments.ts";
 import { uuid7 } from "../util/ids.ts";
 import type { RunDone, RunEvent } from "../actors/protocol.ts";
 import { isFinal } from "../actors/lifecycle.ts";
@@ -37,24 +36,33 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     return r;
   };
 
-  /** `streamed`: this request streams the run from its start (else its events wait in the worker for a join) */
-  const create = async (b: RunCreateBody, headers: Record<string, string>, threadId: string | null, auth: AuthInfo | undefined, streamed: boolean): Promise<RunRecord> => {
+  /**
+   * `reader`: "stream", this request streams the run from its start (else its events wait in the
+   * worker for a join); "wait", it answers with the run's output (else a large one stays in the worker).
+   */
+  const create = async (b: RunCreateBody, headers: Record<string, string>, threadId: string | null, auth: AuthInfo | undefined, reader?: "stream" | "wait"): Promise<RunRecord> => {
     const stateless = threadId === null;
-    const cmd = buildCreateRun(app, b, headers, { threadId: threadId ?? uuid7(), runId: uuid7(), stateless, auth, observed: streamed });
+    const ids = { threadId: threadId ?? uuid7(), runId: uuid7(), stateless, auth };
+    const cmd = buildCreateRun(app, b, headers, { ...ids, observed: reader === "stream", outputAwaited: reader === "wait" });
     await app.auth?.authorizeRun(auth, cmd, (id) => storage.threads.get(id));
     return pool.createRun(cmd);
   };
   const location = (run: RunRecord, stateless: boolean) =>
     stateless ? `/runs/${run.run_id}` : `/threads/${run.thread_id}/runs/${run.run_id}`;
 
-  /** Final /wait or /join body of a run that may have finished long ago. */
-  const outputOf = async (run: RunRecord): Promise<string> => {
-    if (!isFinal(run.status)) return jsonText((await hub.waitFor(run.run_id)).output);
-    const done = hub.doneOf(run.run_id);
-    if (done) return jsonText(done.output);
-    if (run.status === "error" && run.error) return JSON.stringify({ __error__: run.error });
+  /**
+   * Final /wait or /join body of a run, once it has ended: its output (from the hub, or fetched
+   * from its worker), else — forgotten since (retention, restart) — its error or the thread's values.
+   */
+  const outputOf = async (run: RunRecord, done: RunDone | undefined): Promise<string | Uint8Array> => {
+    const output = done && (await pool.runOutput(done));
+    if (output) return output;
+    const ended = storage.runs.get([run.thread_id, run.run_id]) ?? run;
+    if (ended.status === "error" && ended.error) return JSON.stringify({ __error__: ended.error });
     return threadValuesJson(storage, run.thread_id) ?? "null";
   };
+  const joinOutput = async (run: RunRecord): Promise<string | Uint8Array> =>
+    outputOf(run, isFinal(run.status) ? hub.doneOf(run.run_id) : await hub.waitFor(run.run_id));
 
   const streamReply = (run: RunRecord, from: "start" | "live" | number, opts: { withIds: boolean; cancelOnDisconnect: boolean; headers?: Record<string, string> }): SseReply => ({
     kind: "sse",
@@ -82,7 +90,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     contentType: "application/json",
     heartbeatMs: 1_000,
     headers,
-    body: hub.waitFor(run.run_id).then((d) => d.output),
+    body: hub.waitFor(run.run_id).then((d) => outputOf(run, d)),
   });
 
   const joinStream = async (threadId: string | null, runId: string, headers: Record<string, string>, query: Record<string, unknown>, filter: AuthFilter | undefined): Promise<Reply> => {
@@ -112,7 +120,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/threads/:thread_id/runs", operationId: "create_run", summary: "Create a background run", tag: TAG,
       params: threadParams, body: runCreateSchema,
       handler: async ({ params, body: b, headers, auth }) => {
-        const run = await create(b as RunCreateBody, headers, params.thread_id, auth, false);
+        const run = await create(b as RunCreateBody, headers, params.thread_id, auth);
         return json(wireRun(run), 200, { "content-location": location(run, false) });
       },
     },
@@ -122,7 +130,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ params, body: b, headers, auth }) => {
         const rb = b as RunCreateBody;
-        const run = await create(rb, headers, params.thread_id, auth, true);
+        const run = await create(rb, headers, params.thread_id, auth, "stream");
         return streamReply(run, "start", { withIds: true, cancelOnDisconnect: rb.on_disconnect === "cancel", headers: { "content-location": location(run, false) } });
       },
     },
@@ -130,7 +138,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/threads/:thread_id/runs/wait", operationId: "wait_run", summary: "Create a run and wait for its final state", tag: TAG,
       params: threadParams, body: runCreateSchema,
       handler: async ({ params, body: b, headers, auth }) => {
-        const run = await create(b as RunCreateBody, headers, params.thread_id, auth, false);
+        const run = await create(b as RunCreateBody, headers, params.thread_id, auth, "wait");
         return waitReply(run, { "content-location": location(run, false) });
       },
     },
@@ -138,7 +146,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/runs", operationId: "create_stateless_run", summary: "Create a stateless background run", tag: TAG,
       body: runCreateSchema,
       handler: async ({ body: b, headers, auth }) => {
-        const run = await create(b as RunCreateBody, headers, null, auth, false);
+        const run = await create(b as RunCreateBody, headers, null, auth);
         return json(wireRun(run), 200, { "content-location": location(run, true) });
       },
     },
@@ -148,7 +156,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ body: b, headers, auth }) => {
         const rb = b as RunCreateBody;
-        const run = await create(rb, headers, null, auth, true);
+        const run = await create(rb, headers, null, auth, "stream");
         return streamReply(run, "start", { withIds: false, cancelOnDisconnect: rb.on_disconnect === "cancel", headers: { "content-location": location(run, true) } });
       },
     },
@@ -156,7 +164,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/runs/wait", operationId: "wait_stateless_run", summary: "Create a stateless run and wait for its output", tag: TAG,
       body: runCreateSchema,
       handler: async ({ body: b, headers, auth }) => {
-        const run = await create(b as RunCreateBody, headers, null, auth, false);
+        const run = await create(b as RunCreateBody, headers, null, auth, "wait");
         return waitReply(run, { "content-location": location(run, true) });
       },
     },
@@ -164,7 +172,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/runs/batch", operationId: "create_stateless_runs_batch", summary: "Create several stateless background runs", tag: TAG,
       body: { type: "array", items: runCreateSchema, minItems: 1 },
       handler: async ({ body: b, headers, auth }) => {
-        const runs = await Promise.all((b as RunCreateBody[]).map((rb) => create(rb, headers, null, auth, false)));
+        const runs = await Promise.all((b as RunCreateBody[]).map((rb) => create(rb, headers, null, auth)));
         return json(runs.map(wireRun));
       },
     },
@@ -264,7 +272,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       handler: async ({ params, auth }) => {
         mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const run = mustRun(params.thread_id, params.run_id);
-        return { kind: "text", status: 200, contentType: "application/json", body: await outputOf(run) };
+        return { kind: "text", status: 200, contentType: "application/json", body: await joinOutput(run) };
       },
     },
     {
