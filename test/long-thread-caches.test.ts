@@ -320,6 +320,13 @@ describe("wire JSON cache", () => {
       [messages[0], messages[1], null, 2n],
       { messages, mixed: [messages[0], "text"] },
     ];
+    // messages whose fields the replacer changes (bigint, Date, a nested message) or leaves (undefined, NaN)
+    const odd = [
+      new AIMessage({ content: "odd", additional_kwargs: { n: 5n, when: new Date(0), inner: new HumanMessage("h"), gone: undefined, nan: Number.NaN } }),
+      new AIMessage({ content: [{ type: "text", text: "parts" }], response_metadata: { list: [1, { deep: [null, "x"] }] } }),
+      ...messages.slice(0, 3),
+    ];
+    cases.push(odd, { messages: odd });
     for (const value of cases) expect(toJsonText(value)).toBe(reference(value));
     expect(toJsonSegments({ messages }).join("")).toBe(reference({ messages })); // cached now
     // a list that extends the cached one with a non-message: its prefix is known, its tail is checked

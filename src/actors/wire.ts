@@ -88,7 +88,33 @@ function generalJson(value: unknown): string {
  */
 const MIN_CACHED_MESSAGES = 2;
 const wireCache = new MessageListJson();
-const messageWireJson = (m: MessageFields): string => JSON.stringify(m, wireReplacer);
+/** How deep stringifiesAsIs looks before leaving a value to the replacer. */
+const MAX_PLAIN_DEPTH = 16;
+
+/**
+ * Whether JSON.stringify writes `value` exactly as it does with wireReplacer: nothing in it is a
+ * bigint or an object with a prototype or toJSON of its own (a message, a Date). Then the message
+ * is stringified without the replacer, which V8 runs several times faster (no call per key).
+ */
+function stringifiesAsIs(value: unknown, depth: number): boolean {
+  if (typeof value === "bigint") return false;
+  if (typeof value !== "object" || value === null) return true;
+  if (depth >= MAX_PLAIN_DEPTH) return false;
+  if (Array.isArray(value)) {
+    for (const item of value) if (!stringifiesAsIs(item, depth + 1)) return false;
+    return true;
+  }
+  const proto: unknown = Object.getPrototypeOf(value);
+  if ((proto !== Object.prototype && proto !== null) || "toJSON" in value) return false;
+  for (const key in value) if (!stringifiesAsIs((value as Record<string, unknown>)[key], depth + 1)) return false;
+  return true;
+}
+
+const messageWireJson = (m: MessageFields): string => {
+  const d = (m as unknown as MessageLike).toDict();
+  const flat = { ...d.data, type: d.type };
+  return stringifiesAsIs(flat, 0) ? JSON.stringify(flat) : JSON.stringify(m, wireReplacer);
+};
 
 /**
  * Whether `v` may be a message list worth the cache: long enough, and its first item a message.
