@@ -250,7 +250,10 @@ export class LmdbStore extends BaseStore {
 }
 
 function firstKey(s: Storage, start: StoreKey | [string] | undefined, end: [string] | undefined): StoreKey | undefined {
-  for (const k of s.store.getKeys({ start, end, limit: 1 })) return k;
+  // bounds left out rather than undefined: an explicit `start: undefined` also yields the DB's
+  // shared-structures key (see storage/env.ts)
+  const range = { ...(start === undefined ? {} : { start }), ...(end === undefined ? {} : { end }), limit: 1 };
+  for (const k of s.store.getKeys(range)) return k;
   return undefined;
 }
 
