@@ -7,6 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { dataFilePath, openStorage } from "../src/storage/env.ts";
+import type { RunRecord } from "../src/storage/records.ts";
 
 let dir: string;
 
@@ -18,18 +19,31 @@ afterEach(() => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-const run = (n: number) => ({
+const run = (n: number): RunRecord => ({
   run_id: `run-${n}`,
   thread_id: "t",
+  assistant_id: "a",
+  graph_id: "echo",
   status: n % 2 === 0 ? "success" : "pending",
   metadata: { n, tags: ["a", "b"] },
-  kwargs: { input: { messages: [{ role: "user", content: `hi ${n}` }] }, multitask_strategy: "enqueue" },
+  kwargs: {
+    input: { messages: [{ role: "user", content: `hi ${n}` }] },
+    config: { configurable: {} },
+    stream_mode: ["values"],
+    temporary: false,
+    subgraphs: false,
+    resumable: false,
+  },
+  multitask_strategy: "enqueue",
+  created_at: "2026-11-25T00:00:00.000Z",
+  updated_at: "2026-11-25T00:00:00.000Z",
+  attempt: 1,
 });
 
 it("reads records written without shared structures, next to new ones, and ranges yield only records", async () => {
   // an env as written before shared structures: plain msgpack DBs
   const legacy = open({ path: dataFilePath(dir), maxDbs: 32, compression: false });
-  const legacyRuns = legacy.openDB<ReturnType<typeof run>, [string, string]>({ name: "runs", encoding: "msgpack" });
+  const legacyRuns = legacy.openDB<RunRecord, [string, string]>({ name: "runs", encoding: "msgpack" });
   for (let n = 0; n < 5; n++) await legacyRuns.put(["t", `run-${n}`], run(n));
   await legacy.close();
 
