@@ -1,6 +1,6 @@
 // `http.app` end to end: a real Hono app (test/fixtures/custom-app/app.ts) mounted before the
-// built-in routes of a spawned server — its routes, its middleware on them, a route that overrides
-// a built-in, a relative webhook delivered to it in-process, and fall-through to the built-ins.
+// built-in routes of a spawned server — its routes, a route that overrides a built-in, a relative
+// webhook delivered to it in-process, and fall-through to the built-ins wrapped in its middleware.
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { REPO } from "./helpers/server.ts";
@@ -20,13 +20,54 @@ describe("http.app (custom routes)", () => {
     expect((await rawRequest(fx.server.url, "/info")).body).toEqual({ custom: true });
   });
 
-  it("leaves every other path to the built-in routes", async () => {
-    expect((await rawRequest(fx.server.url, "/ok")).body).toEqual({ ok: true });
+  it("leaves every other path to the built-in routes, wrapped in its middleware", async () => {
+    const ok = await rawRequest(fx.server.url, "/ok");
+    expect(ok.body).toEqual({ ok: true });
+    // headers its middleware sets before and after next()
+    expect(ok.headers.get("x-custom-app")).toBe("yes");
+    expect(ok.headers.get("x-before")).toBe("set before next");
+    expect(ok.headers.get("x-troupe-bridge")).toBeNull();
     const t = await fx.client.threads.create();
     expect((await fx.client.threads.get(t.thread_id)).thread_id).toBe(t.thread_id);
+    // built-in errors keep their status and JSON body
     const missing = await rawRequest(fx.server.url, "/custom/nope");
-    expect(missing.status).toBe(404);
-    expect(missing.headers.get("x-custom-app")).toBeNull();
+    expect(missing).toMatchObject({ status: 404, body: { detail: expect.stringContaining("Not Found") } });
+    expect(missing.headers.get("x-custom-app")).toBe("yes");
+    const invalid = await rawRequest(fx.server.url, "/threads", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ metadata: 5 }) });
+    expect(invalid.status).toBe(422);
+    expect(invalid.headers.get("x-custom-app")).toBe("yes");
+  });
+
+  it("lets path-scoped middleware answer for a built-in route or change its status", async () => {
+    const t = await fx.client.threads.create();
+    const denied = await rawRequest(fx.server.url, `/threads/${t.thread_id}`, { headers: { "x-deny": "yes" } });
+    expect(denied).toMatchObject({ status: 403, body: { detail: "denied by middleware" } });
+    expect(denied.headers.get("x-custom-app")).toBe("yes");
+    const teapot = await rawRequest(fx.server.url, `/threads/${t.thread_id}`, { headers: { "x-teapot": "yes" } });
+    expect(teapot).toMatchObject({ status: 418, body: { thread_id: t.thread_id } });
+    // outside its path the built-in answers untouched by it
+    expect((await rawRequest(fx.server.url, "/assistants/search", { method: "POST", headers: { "x-deny": "yes", "content-type": "application/json" }, body: "{}" })).status).toBe(200);
+  });
+
+  it("streams and waits through the middleware: SSE and runs/wait replies keep their shape", async () => {
+    const t = await fx.client.threads.create();
+    const input = { messages: [{ role: "human", content: "through middleware" }] };
+    const res = await fetch(`${fx.server.url}/threads/${t.thread_id}/runs/stream`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ assistant_id: "echo", input, stream_mode: ["values"] }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    expect(res.headers.get("x-custom-app")).toBe("yes");
+    const text = await res.text();
+    expect(text).toMatch(/^event: metadata/m);
+    expect(text).toContain("through middleware");
+    const waited = await fx.client.runs.wait(t.thread_id, "echo", { input });
+    expect(JSON.stringify(waited)).toContain("through middleware");
+    const chunks = [];
+    for await (const chunk of fx.client.runs.stream(t.thread_id, "echo", { input, streamMode: "values" })) chunks.push(chunk.event);
+    expect(chunks).toEqual(expect.arrayContaining(["metadata", "values"]));
   });
 
   it("receives a run's relative webhook in-process (reference §10)", async () => {

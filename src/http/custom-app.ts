@@ -1,22 +1,38 @@
 // `http.app` (reference §12.1): the user's Hono app (or any object with `fetch(Request)` and a
-// Hono-style `routes` list) mounted before the built-in routes: a request matching one of its
-// routes is answered by it, after CORS, rate limits, API keys and custom auth (reference §11.3),
-// everything else falls through to the built-ins. Differences from upstream (docs in README): the
-// app's global middleware (`app.use("*")`) wraps only its own routes, and its responses are
-// buffered (a streaming response arrives whole).
+// Hono-style `routes` list) mounted before the built-in routes, after CORS, rate limits, API keys
+// and custom auth (reference §11.3). A request matching one of its routes is answered by it; as
+// upstream, its middleware (`app.use(...)`) also wraps the built-in routes under its paths: the
+// request goes through the app, whose last route hands it on to the built-ins, and the app's
+// response to that (middleware headers, a short-circuit, a status change) becomes the reply.
+// Everything else goes straight to the built-ins. Differences from upstream (docs in README): the
+// app's own responses are buffered (a streaming response arrives whole); a built-in route reads
+// the request as it arrived (middleware cannot rewrite it); middleware sees a built-in reply's
+// body only for JSON/text replies (streams stay streams, and pass through untouched).
+import { randomUUID } from "node:crypto";
 import { ConfigError, type ImportRef } from "../config/index.ts";
 import type { Guard, RawRequest } from "./dispatch.ts";
 import type { Reply } from "./types.ts";
 import { importUserModule } from "../loader/user-modules.ts";
 
 interface FetchApp {
-  fetch(request: Request): Response | Promise<Response>;
-  routes?: { method: string; path: string }[];
+  fetch(request: Request, env?: unknown): Response | Promise<Response>;
+  routes?: { method: string; path: string; handler?: (...args: never[]) => unknown }[];
+  /** Hono's catch-all registration: present, the built-ins can be mounted as the app's last route */
+  all?: (path: string, handler: (c: BridgeContext) => Response | Promise<Response>) => unknown;
+}
+
+/** What the bridge route uses of Hono's Context. */
+interface BridgeContext {
+  env: unknown;
+  body(data: Uint8Array | string | null, status?: number, headers?: Record<string, string>): Response;
+  notFound(): Response | Promise<Response>;
 }
 
 interface RouteMatcher {
   method: string;
   pattern: RegExp;
+  /** Hono's own test (hono/dev inspectRoutes): a handler taking `next` is middleware */
+  middleware: boolean;
 }
 
 /** Hono path syntax → RegExp: `:name` (optionally `:name{regex}`) is one segment, `*` anything. */
@@ -61,15 +77,93 @@ export async function loadCustomApp(ref: ImportRef, configPath: string): Promise
   return app as FetchApp;
 }
 
-/** The guard answering requests that match one of the app's routes. */
+/** Where the bridge route finds the request it is handing on (the `env` of app.fetch). */
+const BRIDGE = Symbol("troupe.bridge");
+/** Marks the bridge route's response, so it is recognised when it comes back out of the middleware. */
+const BRIDGE_HEADER = "x-troupe-bridge";
+
+/** One request handed through the app to the built-ins. */
+class BridgeCall {
+  readonly id = randomUUID();
+  /** the built-in reply, once the bridge route ran */
+  reply?: Reply;
+  /** the bridge route's response as it left the route */
+  response?: Response;
+
+  constructor(readonly proceed: () => Promise<Reply>) {}
+}
+
+/**
+ * Adds the route that hands requests on to the built-ins as the app's last one, so middleware
+ * registered before it wraps them. False when the app cannot take it (not a Hono app, or its
+ * router is already built); then its middleware wraps only its own routes.
+ */
+function mountBuiltIns(app: FetchApp): boolean {
+  if (typeof app.all !== "function") return false;
+  try {
+    app.all("*", async (c) => {
+      const call = (c.env as { [BRIDGE]?: BridgeCall } | undefined)?.[BRIDGE];
+      if (call === undefined) return c.notFound();
+      const reply = await call.proceed();
+      call.reply = reply;
+      const headers: Record<string, string> = { ...reply.headers, [BRIDGE_HEADER]: call.id };
+      let body: Uint8Array | null = null;
+      let status = 200;
+      if (reply.kind === "json" || reply.kind === "text") {
+        // the body too, for middleware that reads it (the reply sent is still the built-in's own)
+        const text = reply.kind === "json" ? (reply.body === undefined ? "null" : JSON.stringify(reply.body)) : reply.body;
+        body = typeof text === "string" ? encoder.encode(text) : text;
+        headers["content-type"] = reply.kind === "json" ? "application/json" : reply.contentType;
+        status = reply.status;
+      } else if (reply.kind === "empty") {
+        status = reply.status;
+      }
+      call.response = c.body(body, status, headers);
+      return call.response;
+    });
+    return true;
+  } catch (err) {
+    console.warn(`[troupe] http.app: its middleware will wrap only its own routes (${err instanceof Error ? err.message : String(err)})`);
+    return false;
+  }
+}
+
+const encoder = new TextEncoder();
+
+/** The guard answering requests that match one of the app's routes or middleware paths. */
 export function customAppGuard(app: FetchApp): Guard {
-  const routes: RouteMatcher[] = (app.routes ?? [])
-    .filter((r) => r.path !== "*" && r.path !== "/*") // global middleware, not a route
-    .map((r) => ({ method: r.method.toUpperCase(), pattern: pathPattern(r.path) }));
-  return async (req) => {
-    if (!routes.some((r) => (r.method === "ALL" || r.method === req.method || (req.method === "HEAD" && r.method === "GET")) && r.pattern.test(req.path))) return undefined;
-    return toReply(await app.fetch(toRequest(req)));
+  const routes: RouteMatcher[] = (app.routes ?? []).map((r) => ({
+    method: r.method.toUpperCase(),
+    pattern: pathPattern(r.path),
+    middleware: typeof r.handler === "function" ? r.handler.length > 1 : r.path === "*" || r.path === "/*",
+  }));
+  const bridged = routes.some((r) => r.middleware) && mountBuiltIns(app);
+  // without the bridge, middleware is not a route: a request matching only middleware is not the app's
+  const matchers = bridged ? routes : routes.filter((r) => !r.middleware);
+  return async (req, ctx) => {
+    if (!matchers.some((r) => (r.method === "ALL" || r.method === req.method || (req.method === "HEAD" && r.method === "GET")) && r.pattern.test(req.path))) return undefined;
+    if (!bridged) return toReply(await app.fetch(toRequest(req)));
+    const call = new BridgeCall(() => ctx.proceed());
+    const res = await app.fetch(toRequest(req), { [BRIDGE]: call });
+    if (call.reply === undefined) return toReply(res); // the middleware answered without the built-ins
+    if (res.headers.get(BRIDGE_HEADER) === call.id && res.body === call.response?.body) return builtInReply(call.reply, res);
+    // the middleware replaced the built-in's response: that reply is not sent
+    if (call.reply.kind === "deferred") call.reply.body.catch(() => undefined);
+    return toReply(res);
   };
+}
+
+/**
+ * The built-in reply as the app's middleware left it: its headers and (JSON, text) status; the body
+ * is the built-in's own (the middleware did not replace it: the response still carries it).
+ */
+function builtInReply(reply: Reply, res: Response): Reply {
+  const headers: Record<string, string> = {};
+  res.headers.forEach((value, name) => {
+    if (name !== BRIDGE_HEADER && name !== "content-type" && name !== "content-length") headers[name] = value;
+  });
+  if (reply.kind === "json" || reply.kind === "text") return { ...reply, status: res.status, headers };
+  return { ...reply, headers };
 }
 
 function toRequest(req: RawRequest): Request {
@@ -81,7 +175,7 @@ function toRequest(req: RawRequest): Request {
 async function toReply(res: Response): Promise<Reply> {
   const headers: Record<string, string> = {};
   res.headers.forEach((value, name) => {
-    if (name !== "content-type" && name !== "content-length") headers[name] = value;
+    if (name !== "content-type" && name !== "content-length" && name !== BRIDGE_HEADER) headers[name] = value;
   });
   const body = new Uint8Array(await res.arrayBuffer());
   if (body.byteLength === 0 && (res.status === 204 || res.status === 202)) return { kind: "empty", status: res.status, headers };

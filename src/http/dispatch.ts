@@ -19,7 +19,37 @@ export interface RawRequest {
 
 /** A guard may answer the request itself (429, 401 …) and may add headers to whatever reply goes out. */
 export type Guard = (req: RawRequest, ctx: GuardContext) => Reply | undefined | Promise<Reply | undefined>;
-export interface GuardContext { responseHeaders: Headers; auth?: RequestContext["auth"] }
+export interface GuardContext {
+  responseHeaders: Headers;
+  auth?: RequestContext["auth"];
+  /**
+   * The reply the rest of the pipeline (later guards, then the route) gives this request, errors
+   * mapped to their replies: for a guard that wraps the built-in routes (http.app middleware).
+   */
+  proceed(): Promise<Reply>;
+}
+
+/** One request's guard state; a class so proceed() costs no closure per request. */
+class GuardCall implements GuardContext {
+  readonly responseHeaders: Headers = {};
+  auth?: RequestContext["auth"];
+  /** index of the guard running now */
+  guard = 0;
+
+  constructor(
+    private readonly dispatcher: Dispatcher,
+    private readonly req: RawRequest,
+  ) {}
+
+  proceed(): Promise<Reply> {
+    return this.dispatcher.runFrom(this.req, this, this.guard + 1).catch((err: unknown) => failureReply(this.req, err));
+  }
+}
+
+function failureReply(req: RawRequest, err: unknown): Reply {
+  if (!(err instanceof TroupeError)) console.error(`[troupe] ${req.method} ${req.path} failed:`, err);
+  return errorReply(err);
+}
 
 interface CompiledRoute {
   def: RouteDef<any, any>;
@@ -63,13 +93,12 @@ export class Dispatcher {
   }
 
   async dispatch(req: RawRequest): Promise<Reply> {
-    const gctx: GuardContext = { responseHeaders: {} };
+    const gctx = new GuardCall(this, req);
     let reply: Reply;
     try {
-      reply = await this.run(req, gctx);
+      reply = await this.runFrom(req, gctx, 0);
     } catch (err) {
-      if (!(err instanceof TroupeError)) console.error(`[troupe] ${req.method} ${req.path} failed:`, err);
-      reply = errorReply(err);
+      reply = failureReply(req, err);
     }
     // Merge without spreading (this runs on every request): the reply's own headers win, then
     // the guards' (rate-limit budget), then the common ones (CORS).
@@ -79,9 +108,11 @@ export class Dispatcher {
     return reply;
   }
 
-  private async run(req: RawRequest, gctx: GuardContext): Promise<Reply> {
-    for (const guard of this.guards) {
-      const early = await guard(req, gctx);
+  /** Guards from index `first` on, then the route (GuardCall.proceed continues from a guard). */
+  async runFrom(req: RawRequest, gctx: GuardCall, first: number): Promise<Reply> {
+    for (let i = first; i < this.guards.length; i++) {
+      gctx.guard = i;
+      const early = await this.guards[i](req, gctx);
       if (early) return early;
     }
     const m = this.router.match(req.method, req.path);

@@ -1,0 +1,50 @@
+// Dispatcher guards that wrap the rest of the pipeline (GuardContext.proceed, used by http.app
+// middleware): later guards run once, inside the wrapper; errors come back as replies.
+import { describe, expect, it } from "vitest";
+import { Dispatcher, type Guard, type RawRequest } from "../src/http/dispatch.ts";
+import { json, type Reply, type RouteDef } from "../src/http/types.ts";
+
+const raw = (path: string): RawRequest => ({
+  method: "GET", path, query: "", headers: {}, body: null, clientIp: "127.0.0.1", signal: new AbortController().signal,
+});
+
+function setup(): { d: Dispatcher; order: string[] } {
+  const order: string[] = [];
+  const d = new Dispatcher({ maxBodyBytes: 1024 });
+  const hello: RouteDef = { method: "GET", path: "/hello", operationId: "hello", summary: "", tag: "t", handler: () => (order.push("route"), json({ hi: 1 })) };
+  const boom: RouteDef = { method: "GET", path: "/boom", operationId: "boom", summary: "", tag: "t", handler: () => { throw new Error("boom"); } };
+  d.add(hello, boom);
+  const first: Guard = (_req, ctx) => { order.push("first"); ctx.responseHeaders["x-first"] = "1"; return undefined; };
+  const wrapper: Guard = async (_req, ctx) => {
+    order.push("wrapper:before");
+    const inner = await ctx.proceed();
+    order.push("wrapper:after");
+    return { ...inner, headers: { ...inner.headers, "x-wrapped": "yes" } } as Reply;
+  };
+  const last: Guard = () => { order.push("last"); return undefined; };
+  d.addGuard(first);
+  d.addGuard(wrapper);
+  d.addGuard(last);
+  return { d, order };
+}
+
+describe("guards wrapping the pipeline", () => {
+  it("run the later guards and the route once, inside the wrapper", async () => {
+    const { d, order } = setup();
+    const reply = await d.dispatch(raw("/hello"));
+    expect(reply).toMatchObject({ kind: "json", status: 200, body: { hi: 1 }, headers: { "x-wrapped": "yes", "x-first": "1" } });
+    expect(order).toEqual(["first", "wrapper:before", "last", "route", "wrapper:after"]);
+  });
+
+  it("get errors of the rest of the pipeline as replies", async () => {
+    const { d } = setup();
+    expect(await d.dispatch(raw("/nope"))).toMatchObject({ status: 404, body: { detail: "Not Found: GET /nope" }, headers: { "x-wrapped": "yes" } });
+    const original = console.error;
+    console.error = () => undefined; // the 500 is logged
+    try {
+      expect(await d.dispatch(raw("/boom"))).toMatchObject({ status: 500, headers: { "x-wrapped": "yes" } });
+    } finally {
+      console.error = original;
+    }
+  });
+});
