@@ -70,6 +70,18 @@ describe("http.app (custom routes)", () => {
     expect(chunks).toEqual(expect.arrayContaining(["metadata", "values"]));
   });
 
+  it("upgrades a WebSocket on a built-in route through the middleware", async () => {
+    const t = await fx.client.threads.create();
+    const ws = new WebSocket(`${fx.server.url.replace("http", "ws")}/threads/${t.thread_id}/stream/events`);
+    const messages: { id?: number; type?: string }[] = [];
+    ws.addEventListener("message", (e) => messages.push(JSON.parse(String(e.data))));
+    await new Promise((resolve, reject) => (ws.addEventListener("open", resolve), ws.addEventListener("error", reject)));
+    ws.send(JSON.stringify({ id: 1, method: "subscription.subscribe", params: { channels: ["values"] } }));
+    for (let i = 0; i < 100 && !messages.some((m) => m.id === 1); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(messages.find((m) => m.id === 1)).toMatchObject({ type: "success" });
+    ws.close();
+  });
+
   it("receives a run's relative webhook in-process (reference §10)", async () => {
     const t = await fx.client.threads.create();
     await fx.client.runs.wait(t.thread_id, "echo", { input: { messages: [{ role: "human", content: "hook" }] }, webhook: "/custom/webhook" });
