@@ -2,6 +2,7 @@
 // every request field, and an abort signal that is created on demand and fires when the client
 // goes away (also when the handler asks for it only after the disconnect).
 import { request } from "node:http";
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Dispatcher } from "../src/http/dispatch.ts";
 import { json, type RequestContext, type RouteDef } from "../src/http/types.ts";
@@ -45,7 +46,8 @@ beforeAll(async () => {
         };
       }),
   };
-  d.add(echo, hang, late);
+  const hello: RouteDef = { method: "GET", path: "/hello", operationId: "hello", summary: "hello", tag: "t", handler: () => json({ hello: "world" }, 200, { "x-hello": "1" }) };
+  d.add(echo, hang, late, hello);
   server = await listen(d, "127.0.0.1", 0);
   base = `http://127.0.0.1:${server.port}`;
 });
@@ -88,5 +90,22 @@ describe("request context", () => {
     await new Promise((r) => setTimeout(r, 100));
     releaseLateSignal();
     expect(aborted.late).toBe(true);
+  });
+});
+
+describe("HEAD", () => {
+  it("answers with the GET reply's status and headers and no body, so the next response on the connection is intact", async () => {
+    const socket = connect(server.port, "127.0.0.1");
+    let received = "";
+    socket.on("data", (chunk) => (received += chunk.toString()));
+    socket.write("HEAD /hello HTTP/1.1\r\nHost: x\r\n\r\nGET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+    await until(() => received.includes('{"hello":"world"}'));
+    socket.destroy();
+    const [head, rest] = received.split(/(?=HTTP\/1\.1 )/g).filter((part) => part.length > 0) as [string, string];
+    expect(head).toMatch(/^HTTP\/1\.1 200/);
+    expect(head.toLowerCase()).toContain("content-length: 17");
+    expect(head.toLowerCase()).toContain("x-hello: 1");
+    expect(head.endsWith("\r\n\r\n")).toBe(true); // no body after the head
+    expect(rest).toMatch(/^HTTP\/1\.1 200[\s\S]*\r\n\r\n\{"hello":"world"\}$/);
   });
 });

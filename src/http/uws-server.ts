@@ -220,7 +220,52 @@ async function handle(dispatcher: Dispatcher, raw: RawRequest, res: HttpResponse
     if (reply.kind === "deferred") reply.onAbort?.();
     return;
   }
-  writeReply(res, state, reply, false);
+  if (raw.method === "HEAD") writeHeadReply(res, state, reply);
+  else writeReply(res, state, reply, false);
+}
+
+/**
+ * A HEAD request (routed to the GET handler) gets that reply's status and headers and no body: a
+ * body would be read by a keep-alive client as the start of its next response. A stream is not
+ * started; a deferred body is left to settle unread.
+ */
+function writeHeadReply(res: HttpResponse, state: ResState, reply: Reply): void {
+  state.done = true;
+  let status = 200;
+  let contentType: string | null = null;
+  let length: number | undefined;
+  switch (reply.kind) {
+    case "json":
+      status = reply.status;
+      contentType = "application/json";
+      length = Buffer.byteLength(reply.body === undefined ? "null" : JSON.stringify(reply.body));
+      break;
+    case "text":
+      status = reply.status;
+      contentType = reply.contentType;
+      length = typeof reply.body === "string" ? Buffer.byteLength(reply.body) : reply.body.byteLength;
+      break;
+    case "empty":
+      status = reply.status;
+      break;
+    case "sse":
+      contentType = "text/event-stream";
+      break;
+    case "deferred":
+      contentType = reply.contentType;
+      reply.body.catch(() => undefined);
+      break;
+    case "websocket":
+      status = 426;
+      break;
+  }
+  res.cork(() => {
+    writeHead(res, status, contentType, reply.headers);
+    // the length as a plain header: endWithoutBody(length) leaves uWS waiting for that many bytes
+    // (the connection's next response never comes)
+    if (length !== undefined) res.writeHeader("content-length", String(length));
+    res.endWithoutBody();
+  });
 }
 
 function writeHead(res: HttpResponse, status: number, contentType: string | null, headers: Headers | undefined): void {
