@@ -3,7 +3,7 @@
 import type { MessagePort } from "node:worker_threads";
 import type { BaseStore } from "@langchain/langgraph-checkpoint";
 import { serializeError, TroupeError } from "../errors.ts";
-import { LmdbCheckpointSaver } from "../storage/checkpointer.ts";
+import { RunCheckpointSaver } from "./run-checkpoint-saver.ts";
 import { useFastEnv } from "../util/fast-env.ts";
 import { openStorage } from "../storage/env.ts";
 import type { RunRecord } from "../storage/records.ts";
@@ -32,10 +32,10 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   useFastEnv();
   useCompiledModules(task.modules);
   const storage = openStorage(task.dataDir);
-  const saver = new LmdbCheckpointSaver(storage);
+  const saver = new RunCheckpointSaver(storage);
   const store = opts.createStore?.(storage);
   const registry = new GraphRegistry(task.graphs, {
-    checkpointer: (serde) => (serde ? new LmdbCheckpointSaver(storage, serde) : saver),
+    checkpointer: (serde) => (serde ? new RunCheckpointSaver(storage, serde) : saver),
     store,
   });
   const port = task.port as unknown as MessagePort;
