@@ -194,6 +194,29 @@ describe("threads", () => {
     expect((await raw("/ok")).status).toBe(200);
   });
 
+  it("answers bad state updates with 4xx, and reads the state of a thread whose last run failed on its input", async () => {
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, "echo", { input: human("fine") });
+    const post = (path: string, body: unknown) => raw(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const unknownNode = await post(`/threads/${t.thread_id}/state`, { values: { messages: [] }, as_node: "nope" });
+    expect(unknownNode).toMatchObject({ status: 400, body: { detail: expect.stringContaining("nope") } });
+    expect((await post(`/threads/${t.thread_id}/state`, { values: 5 })).status).toBe(422);
+    const badSuperstep = await post("/threads", { metadata: { graph_id: "echo" }, supersteps: [{ updates: [{ values: { messages: [] }, as_node: "zzz" }] }] });
+    expect(badSuperstep.status).toBe(400);
+
+    // a message LangChain cannot coerce fails the run; the state reads as checkpointed before it
+    const failed = await fx.client.runs.wait(t.thread_id, "echo", { input: { messages: [{ role: "bogus_role", content: "x" }] }, raiseError: false });
+    expect(failed).toMatchObject({ __error__: { message: expect.stringContaining("Unable to coerce message") } });
+    const state = await raw(`/threads/${t.thread_id}/state`);
+    expect(state.status).toBe(200);
+    expect((state.body as { values: { messages: { content: string }[] } }).values.messages.map((m) => m.content)).toEqual(["fine", "fine"]);
+    expect((await fx.client.threads.get(t.thread_id)).status).toBe("error");
+    // and the next run goes on from there
+    await fx.client.runs.wait(t.thread_id, "echo", { input: human("again") });
+    const after = await fx.client.threads.getState(t.thread_id);
+    expect((after.values as { messages: { content: string }[] }).messages.map((m) => m.content)).toEqual(["fine", "fine", "again", "again"]);
+  });
+
   it("pre-populates a thread with supersteps and reports history", async () => {
     const t = await fx.client.threads.create({
       graphId: "echo",
@@ -274,6 +297,26 @@ describe("runs", () => {
     const runs = await fx.client.runs.list(t.thread_id);
     expect(runs).toHaveLength(1);
     expect(runs[0].status).toBe("success");
+  });
+
+  it("stores each run's metadata and configurable in its checkpoints' metadata, so history filters find them", async () => {
+    const t = await fx.client.threads.create({ metadata: { owner: "ann" } });
+    const first = await fx.client.runs.create(t.thread_id, "echo", { input: human("one"), metadata: { mine: "yes" }, config: { configurable: { user_setting: 3 } } });
+    await fx.client.runs.join(t.thread_id, first.run_id);
+    const second = await fx.client.runs.create(t.thread_id, "echo", { input: human("two") });
+    await fx.client.runs.join(t.thread_id, second.run_id);
+    const state = await fx.client.threads.getState(t.thread_id);
+    expect(state.metadata).toMatchObject({
+      source: "loop", step: expect.any(Number), run_id: second.run_id, thread_id: t.thread_id, graph_id: "echo",
+      assistant_id: second.assistant_id, owner: "ann",
+    });
+    expect(state.metadata).not.toHaveProperty("checkpoint_ns");
+    expect(state.metadata).not.toHaveProperty("mine"); // the first run's metadata stays with its checkpoints
+    const firstRuns = await fx.client.threads.getHistory(t.thread_id, { metadata: { run_id: first.run_id } });
+    expect(firstRuns.length).toBeGreaterThan(0);
+    for (const h of firstRuns) expect(h.metadata).toMatchObject({ run_id: first.run_id, mine: "yes", user_setting: 3 });
+    expect(await fx.client.threads.getHistory(t.thread_id, { metadata: { mine: "yes" } })).toHaveLength(firstRuns.length);
+    expect((await fx.client.threads.getHistory(t.thread_id, { metadata: { graph_id: "echo" }, limit: 100 })).length).toBeGreaterThan(firstRuns.length);
   });
 
   it("deletes an older run without losing what the later runs' checkpoints still hold", async () => {

@@ -9,7 +9,8 @@ import { executeProtocolRun, ProtocolEventShaper, protocolEmitter } from "./prot
 import { MAX_ATTEMPTS, mergeConfigs, multitaskDecision, threadStatusAfterRun } from "./lifecycle.ts";
 import type { ActorCommand, ActorReplies, CreateRunCommand } from "./protocol.ts";
 import type { ShardContext } from "./shard-context.ts";
-import { EMPTY_STATE, readHistory, readState, stateConfig } from "./thread-state.ts";
+import { EMPTY_STATE, currentState, readHistory, readState, stateConfig } from "./thread-state.ts";
+import { asBadRequest } from "./graph-input-errors.ts";
 import { jsonBytes, type JsonSegments } from "./json-segments.ts";
 import { toJsonSegments, toJsonText, toPlain } from "./wire.ts";
 import { putThreadValues } from "../storage/thread-values.ts";
@@ -132,7 +133,7 @@ export class ThreadActor {
         })),
       }));
       if (!graph.bulkUpdateState) throw new TroupeError("BAD_REQUEST", "This graph's LangGraph version does not support supersteps");
-      await graph.bulkUpdateState(stateConfig(thread), steps);
+      await asBadRequest(() => graph.bulkUpdateState!(stateConfig(thread), steps));
       const snap = await graph.getState(stateConfig(thread));
       await this.saveThread(this.threadId, thread, toJsonText(snap.values));
       return thread;
@@ -232,7 +233,7 @@ export class ThreadActor {
     const graphId = this.graphIdOf(t, cmd.assistant);
     if (!graphId) throw new TroupeError("BAD_REQUEST", `Thread ${this.threadId} has no graph ID`);
     const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.update" });
-    const cfg = await graph.updateState(stateConfig(t, cmd.checkpoint), cmd.values, cmd.asNode);
+    const cfg = await asBadRequest(() => graph.updateState(stateConfig(t, cmd.checkpoint), cmd.values, cmd.asNode));
     const snap = await graph.getState(stateConfig(t));
     await this.saveThread(this.threadId, { ...t, updated_at: nowIso() }, toJsonText(snap.values));
     const c = (cfg as { configurable?: Record<string, unknown> }).configurable ?? {};
@@ -510,7 +511,7 @@ export class ThreadActor {
       } else if (this.ctx.registry.has(run.graph_id)) {
         try {
           const graph = await this.ctx.registry.get(run.graph_id, run.kwargs.config as Record<string, unknown>, { accessContext: "threads.read" });
-          const snap = await graph.getState(stateConfig(thread));
+          const snap = await currentState(graph, stateConfig(thread));
           if (snap.config?.configurable?.checkpoint_id) {
             valuesJson = toJsonSegments(snap.values);
             hasNext = snap.next.length > 0;

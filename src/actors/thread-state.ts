@@ -4,6 +4,7 @@ import { TroupeError } from "../errors.ts";
 import type { Json, JsonObject, ThreadRecord } from "../storage/records.ts";
 import type { CompiledGraphLike, StateSnapshotLike } from "./graph-registry.ts";
 import type { CheckpointSelector } from "./protocol.ts";
+import { isGraphInputError } from "./graph-input-errors.ts";
 import { toPlain } from "./wire.ts";
 
 export const EMPTY_STATE: JsonObject = { values: {}, next: [], tasks: [], created_at: null, checkpoint: null, parent_checkpoint: null };
@@ -60,8 +61,25 @@ export function stateConfig(thread: ThreadRecord, sel?: CheckpointSelector): Rec
   return { configurable };
 }
 
+/**
+ * graph.getState, except when the latest checkpoint holds writes the graph cannot apply (a run
+ * failed on its input, e.g. a message of an unknown role: LangGraph applies pending writes when it
+ * reads the latest state, and would fail on every read until the next run). Then the state as
+ * checkpointed, without those writes, which is where the next run starts.
+ */
+export async function currentState(graph: CompiledGraphLike, config: Record<string, unknown>, opts?: { subgraphs?: boolean }): Promise<StateSnapshotLike> {
+  try {
+    return await graph.getState(config, opts);
+  } catch (err) {
+    const addressed = (config.configurable as Record<string, unknown> | undefined)?.checkpoint_id !== undefined;
+    if (addressed || !isGraphInputError(err)) throw err;
+    for await (const snap of graph.getStateHistory(config, { limit: 1 })) return snap;
+    throw err;
+  }
+}
+
 export async function readState(graph: CompiledGraphLike, thread: ThreadRecord, sel: CheckpointSelector | undefined, subgraphs: boolean): Promise<JsonObject> {
-  const snap = await graph.getState(stateConfig(thread, sel), { subgraphs });
+  const snap = await currentState(graph, stateConfig(thread, sel), { subgraphs });
   if (sel?.checkpoint_id && !snap.config?.configurable?.checkpoint_id) {
     throw new TroupeError("NOT_FOUND", `Checkpoint ${sel.checkpoint_id} not found on thread ${thread.thread_id}`);
   }

@@ -7,7 +7,10 @@ import { matchesFilter } from "../actors/lifecycle.ts";
 import { deepEqual } from "../util/deep-equal.ts";
 import type { CheckpointSelector } from "../actors/protocol.ts";
 import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
-import { anyValue, body, checkpointSelector, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
+import { body, checkpointSelector, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
+
+/** A state update's values (reference: ThreadStateUpdate): an object, a list of them, or null. */
+const stateValues = { type: ["object", "array", "null"], items: object };
 import { page, select, sortBy } from "../http/paging.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
@@ -46,7 +49,7 @@ const threadCreate = body({
       properties: {
         updates: {
           type: "array",
-          items: { type: "object", required: ["as_node"], properties: { values: anyValue, command: nullable(object), as_node: str } },
+          items: { type: "object", required: ["as_node"], properties: { values: stateValues, command: nullable(object), as_node: str } },
         },
       },
     },
@@ -268,7 +271,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "POST", path: "/threads/:thread_id/state", operationId: "update_thread_state", summary: "Update a thread's state as if a node wrote it", tag: TAG,
       params: threadParams,
-      body: body({ values: anyValue, as_node: nullable(str), checkpoint_id: nullable(uuid), checkpoint: nullable(checkpointSelector) }),
+      body: body({ values: stateValues, as_node: nullable(str), checkpoint_id: nullable(uuid), checkpoint: nullable(checkpointSelector) }),
       handler: async ({ params, body: b, auth }) => {
         const filter = await authorize(auth, "threads:update", { thread_id: params.thread_id });
         const t = mustThread(params.thread_id);
