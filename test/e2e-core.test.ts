@@ -285,6 +285,20 @@ describe("threads", () => {
   });
 });
 
+describe("error messages", () => {
+  it("keep the JS server's text where it has one (reference section 0)", async () => {
+    const missing = "00000000-0000-4000-8000-000000000000";
+    const post = (path: string, body: unknown) => raw(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    expect(await raw(`/assistants/${missing}`)).toMatchObject({ status: 404, body: { detail: "Assistant not found" } });
+    expect(await raw(`/threads/${missing}`)).toMatchObject({ status: 404, body: { detail: `Thread with ID ${missing} not found` } });
+    const t = await fx.client.threads.create();
+    expect(await raw(`/threads/${t.thread_id}/runs/${missing}`)).toMatchObject({ status: 404, body: { detail: "Run not found" } });
+    expect(await post("/threads", { thread_id: t.thread_id })).toMatchObject({ status: 409, body: { detail: "Thread already exists" } });
+    const a = await fx.client.assistants.create({ graphId: "echo" });
+    expect(await post("/assistants", { graph_id: "echo", assistant_id: a.assistant_id })).toMatchObject({ status: 409, body: { detail: "Assistant already exists" } });
+  });
+});
+
 describe("runs", () => {
   it("waits for a run on a thread and updates thread status and values", async () => {
     const t = await fx.client.threads.create();

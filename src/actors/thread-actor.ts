@@ -114,7 +114,7 @@ export class ThreadActor {
     const existing = this.ctx.storage.threads.get(this.threadId);
     if (existing) {
       if (cmd.ifExists === "do_nothing") return existing;
-      throw new TroupeError("CONFLICT", `Thread ${this.threadId} already exists`);
+      throw new TroupeError("CONFLICT", "Thread already exists");
     }
     const now = nowIso();
     const thread: ThreadRecord = { thread_id: this.threadId, created_at: now, updated_at: now, metadata: cmd.metadata, status: "idle", config: {} };
@@ -229,7 +229,7 @@ export class ThreadActor {
 
   private async updateState(cmd: Extract<ActorCommand, { type: "thread.update_state" }>): Promise<{ checkpoint: JsonObject; configurable: JsonObject }> {
     const t = this.getThread();
-    if (this.current || this.queue.length) throw new TroupeError("THREAD_BUSY", `Thread ${this.threadId} is busy: a run is pending or running`);
+    if (this.current || this.queue.length) throw new TroupeError("THREAD_BUSY", "Thread is busy");
     const graphId = this.graphIdOf(t, cmd.assistant);
     if (!graphId) throw new TroupeError("BAD_REQUEST", `Thread ${this.threadId} has no graph ID`);
     const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.update" });

@@ -57,7 +57,7 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
     const id = app.graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : idOrGraph;
     const filter = await app.auth?.authorize(auth, event, Object.assign(value, { assistant_id: id }));
     const a = app.resolveAssistant(idOrGraph);
-    if (!matchesAuthFilter(filter, a.metadata)) throw notFound(`No assistant found for "${idOrGraph}". Make sure the assistant ID is for a valid assistant or a valid graph ID.`);
+    if (!matchesAuthFilter(filter, a.metadata)) throw notFound("Assistant not found");
     return a;
   };
   const searchFilter = (auth: AuthInfo | undefined, q: AssistantQuery & { limit?: number; offset?: number }) =>
@@ -79,7 +79,7 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
         const created = { assistant_id: c.assistant_id, graph_id: c.graph_id, config: c.config, context: c.context, metadata: c.metadata ?? {}, if_exists: c.if_exists, name: c.name, description: c.description };
         const filter = await app.auth?.authorize(auth, "assistants:create", created);
         const existing = store.get(c.assistant_id);
-        if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict(`Assistant ${c.assistant_id} already exists`);
+        if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict("Assistant already exists");
         return json(await store.create({ ...c, metadata: asMetadata(created.metadata) }));
       },
     },

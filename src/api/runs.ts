@@ -32,7 +32,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
   const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
   const mustRun = (threadId: string, runId: string): RunRecord => {
     const r = storage.runs.get([threadId, runId]);
-    if (!r) throw notFound(`Run ${runId} not found on thread ${threadId}`);
+    if (!r) throw notFound("Run not found");
     return r;
   };
 
@@ -99,7 +99,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     }
     const tid = threadId ?? storage.runThread.get(runId);
     const run = tid ? storage.runs.get([tid, runId]) : undefined;
-    if (!run || (!threadId && !matchesAuthFilter(filter, storage.threads.get(run.thread_id)?.metadata))) throw notFound(`Run ${runId} not found`);
+    if (!run || (!threadId && !matchesAuthFilter(filter, storage.threads.get(run.thread_id)?.metadata))) throw notFound("Run not found");
     const from = lastEventId(headers) ?? "live";
     const extra = threadId ? undefined : { "content-location": `/runs/${runId}` };
     // Finished and no longer in the hub (before a restart, or forgotten by its retention, which can

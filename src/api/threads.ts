@@ -157,7 +157,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
         const created = { thread_id: threadId, metadata, if_exists: c.if_exists ?? "raise" };
         const filter = await authorize(auth, "threads:create", created);
         const existing = storage.threads.get(threadId);
-        if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict(`Thread ${threadId} already exists`);
+        if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict("Thread already exists");
         const thread = await pool.request({ type: "thread.create", threadId, metadata: asMetadata(created.metadata), ifExists: c.if_exists ?? "raise", supersteps: c.supersteps ?? undefined });
         // a new thread takes the request's ttl (none: the config default, if any); an existing one keeps its own
         if (!existing) await setTtl(threadId, (b as { ttl?: TtlParam }).ttl ?? null);

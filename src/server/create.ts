@@ -145,7 +145,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     resolveAssistant: (idOrGraph) => {
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : idOrGraph;
       const a = storage.assistants.get(id);
-      if (!a) throw notFound(`No assistant found for "${idOrGraph}". Make sure the assistant ID is for a valid assistant or a valid graph ID.`);
+      if (!a) throw notFound("Assistant not found");
       return a;
     },
   };

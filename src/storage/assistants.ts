@@ -72,7 +72,7 @@ export class AssistantStore {
     const existing = this.get(id);
     if (existing) {
       if (c.if_exists === "do_nothing") return existing;
-      throw new TroupeError("CONFLICT", `Assistant ${id} already exists`);
+      throw new TroupeError("CONFLICT", "Assistant already exists");
     }
     const now = nowIso();
     const a: AssistantRecord = {
@@ -95,7 +95,7 @@ export class AssistantStore {
     });
     if (!ok) {
       if (c.if_exists === "do_nothing") return this.mustGet(id);
-      throw new TroupeError("CONFLICT", `Assistant ${id} already exists`);
+      throw new TroupeError("CONFLICT", "Assistant already exists");
     }
     return a;
   }
