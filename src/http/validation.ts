@@ -34,64 +34,115 @@ export function validationError(issues: ValidationIssue[]): TroupeError {
 export function toIssues(errors: ErrorObject[], where: string): ValidationIssue[] {
   const out: ValidationIssue[] = [];
   const seen = new Set<string>();
-  // anyOf/oneOf produce one error per branch plus a summary; keep the summary only
+  // anyOf/oneOf produce one error per branch plus a summary; keep the summary only (worded from
+  // its branches where one of them says it better, see unionIssue)
   const branchPaths = new Set(errors.filter((e) => e.keyword === "anyOf" || e.keyword === "oneOf").map((e) => e.instancePath));
   for (const e of errors) {
     if (e.keyword !== "anyOf" && e.keyword !== "oneOf" && [...branchPaths].some((p) => e.instancePath.startsWith(p) && e.schemaPath.includes("Of/"))) continue;
-    const loc: (string | number)[] = [where, ...pointerToPath(e.instancePath)];
-    let msg = e.message ?? "invalid";
-    let type = e.keyword;
-    switch (e.keyword) {
-      case "required":
-        loc.push((e.params as { missingProperty: string }).missingProperty);
-        msg = "Field required";
-        type = "missing";
-        break;
-      case "type": {
-        const t = String((e.params as { type: string | string[] }).type);
-        msg = `Input should be a valid ${TYPE_WORD[t] ?? t}`;
-        type = `${TYPE_TAG[t] ?? t}_type`;
-        break;
-      }
-      case "enum": {
-        const allowed = (e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v).replace(/"/g, "'"));
-        msg = `Input should be ${allowed.length > 1 ? `${allowed.slice(0, -1).join(", ")} or ${allowed.at(-1)}` : allowed[0]}`;
-        type = "enum";
-        break;
-      }
-      case "const":
-        msg = `Input should be ${JSON.stringify((e.params as { allowedValue: unknown }).allowedValue)}`;
-        type = "literal_error";
-        break;
-      case "format": {
-        const f = (e.params as { format: string }).format;
-        msg = f === "uuid" ? "Input should be a valid UUID" : `Input should be a valid ${f}`;
-        type = f === "uuid" ? "uuid_parsing" : `${f}_parsing`;
-        break;
-      }
-      case "minimum": case "exclusiveMinimum":
-        msg = `Input should be greater than or equal to ${(e.params as { limit: number }).limit}`;
-        type = "greater_than_equal";
-        break;
-      case "maximum": case "exclusiveMaximum":
-        msg = `Input should be less than or equal to ${(e.params as { limit: number }).limit}`;
-        type = "less_than_equal";
-        break;
-      case "minItems":
-        msg = `List should have at least ${(e.params as { limit: number }).limit} item(s)`;
-        type = "too_short";
-        break;
-      case "anyOf": case "oneOf":
-        msg = "Input does not match any allowed form";
-        type = "union_error";
-        break;
+    const isUnion = e.keyword === "anyOf" || e.keyword === "oneOf";
+    const branches = isUnion ? failedBranches(e, errors) : [];
+    // one branch failed for a reason other than the value being non-null (a nullable field):
+    // its own errors, where they are, say what is wrong
+    const issues = branches.length === 1 ? toIssues(branches[0]!, where) : [issueAt(e, where, isUnion ? unionIssue(branches) : issueOf(e))];
+    for (const issue of issues) {
+      const key = `${issue.loc.join("\u0000")}|${issue.type}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      out.push(issue);
     }
-    const key = `${loc.join("\u0000")}|${type}`;
-    if (seen.has(key)) continue;
-    seen.add(key);
-    out.push({ loc, msg, type });
   }
   return out;
+}
+
+function issueAt(e: ErrorObject, where: string, { msg, type, extraLoc }: IssueText): ValidationIssue {
+  const loc: (string | number)[] = [where, ...pointerToPath(e.instancePath)];
+  if (extraLoc !== undefined) loc.push(extraLoc);
+  return { loc, msg, type };
+}
+
+interface IssueText {
+  msg: string;
+  type: string;
+  /** a property name to add to loc (a missing field) */
+  extraLoc?: string;
+}
+
+/**
+ * The errors of each failed branch of a union, grouped by branch; the branch a nullable adds
+ * (`{type: "null"}`) is left out, as "not null" says nothing about what the value should be.
+ */
+function failedBranches(summary: ErrorObject, errors: ErrorObject[]): ErrorObject[][] {
+  const prefix = `${summary.schemaPath}/`;
+  const branches = new Map<string, ErrorObject[]>();
+  for (const b of errors) {
+    if (!b.schemaPath.startsWith(prefix) || !b.instancePath.startsWith(summary.instancePath)) continue;
+    if (b.keyword === "type" && b.instancePath === summary.instancePath && String((b.params as { type: unknown }).type) === "null") continue;
+    const branch = b.schemaPath.slice(prefix.length).split("/")[0]!;
+    branches.set(branch, [...(branches.get(branch) ?? []), b]);
+  }
+  return [...branches.values()];
+}
+
+/** Several branches failed: a union of types fails as one type error naming them all. */
+function unionIssue(branches: ErrorObject[][]): IssueText {
+  const typeOnly = branches.length > 1 && branches.every((g) => g.length === 1 && g[0]!.keyword === "type");
+  if (typeOnly) return typeIssue(branches.flatMap((g) => String((g[0]!.params as { type: unknown }).type).split(",")));
+  return { msg: "Input does not match any allowed form", type: "union_error" };
+}
+
+function typeIssue(types: string[]): IssueText {
+  const named = types.filter((t) => t !== "null");
+  if (named.length === 0) return { msg: "Input should be null", type: "none_required" };
+  return { msg: `Input should be a valid ${named.map((t) => TYPE_WORD[t] ?? t).join(" or ")}`, type: `${TYPE_TAG[named[0]!] ?? named[0]}_type` };
+}
+
+function issueOf(e: ErrorObject): IssueText {
+  let msg = e.message ?? "invalid";
+  let type: string = e.keyword;
+  let extraLoc: string | undefined;
+  switch (e.keyword) {
+    case "required":
+      extraLoc = (e.params as { missingProperty: string }).missingProperty;
+      msg = "Field required";
+      type = "missing";
+      break;
+    case "type":
+      // ajv joins a list of types with "," (a field typed ["number", "null"])
+      return typeIssue(String((e.params as { type: string | string[] }).type).split(","));
+    case "enum": {
+      const allowed = (e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v).replace(/"/g, "'"));
+      msg = `Input should be ${allowed.length > 1 ? `${allowed.slice(0, -1).join(", ")} or ${allowed.at(-1)}` : allowed[0]}`;
+      type = "enum";
+      break;
+    }
+    case "const":
+      msg = `Input should be ${JSON.stringify((e.params as { allowedValue: unknown }).allowedValue)}`;
+      type = "literal_error";
+      break;
+    case "format": {
+      const f = (e.params as { format: string }).format;
+      msg = f === "uuid" ? "Input should be a valid UUID" : `Input should be a valid ${f}`;
+      type = f === "uuid" ? "uuid_parsing" : `${f}_parsing`;
+      break;
+    }
+    case "minimum": case "exclusiveMinimum":
+      msg = `Input should be greater than or equal to ${(e.params as { limit: number }).limit}`;
+      type = "greater_than_equal";
+      break;
+    case "maximum": case "exclusiveMaximum":
+      msg = `Input should be less than or equal to ${(e.params as { limit: number }).limit}`;
+      type = "less_than_equal";
+      break;
+    case "minItems":
+      msg = `List should have at least ${(e.params as { limit: number }).limit} item(s)`;
+      type = "too_short";
+      break;
+    case "anyOf": case "oneOf":
+      msg = "Input does not match any allowed form";
+      type = "union_error";
+      break;
+  }
+  return { msg, type, extraLoc };
 }
 
 const TYPE_WORD: Record<string, string> = { integer: "integer", number: "number", string: "string", boolean: "boolean", object: "dictionary", array: "list", null: "null" };
