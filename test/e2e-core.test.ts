@@ -51,6 +51,26 @@ describe("assistants", () => {
     await expect(fx.client.assistants.get(a.assistant_id)).rejects.toThrow(/HTTP 404/);
   });
 
+  it("deletes an assistant's runs with it, cancelling its running and queued ones; threads keep their state", async () => {
+    const a = await fx.client.assistants.create({ graphId: "slow", config: { configurable: { sleep_ms: 0 } } });
+    const other = await fx.client.assistants.create({ graphId: "echo" });
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, a.assistant_id, { input: human("done") });
+    const kept = await fx.client.runs.create(t.thread_id, other.assistant_id, { input: human("other") });
+    await fx.client.runs.join(t.thread_id, kept.run_id);
+    const slow = { input: human("slow"), config: { configurable: { sleep_ms: 5_000 } } };
+    const running = await fx.client.runs.create(t.thread_id, a.assistant_id, slow);
+    const queued = await fx.client.runs.create(t.thread_id, a.assistant_id, slow);
+    await fx.client.assistants.delete(a.assistant_id);
+    expect((await fx.client.runs.list(t.thread_id)).map((r) => r.run_id)).toEqual([kept.run_id]);
+    await expect(fx.client.runs.get(t.thread_id, running.run_id)).rejects.toThrow(/HTTP 404/);
+    await expect(fx.client.runs.get(t.thread_id, queued.run_id)).rejects.toThrow(/HTTP 404/);
+    const thread = await fx.client.threads.get(t.thread_id);
+    expect(thread.status).not.toBe("busy");
+    const contents = ((await fx.client.threads.getState(t.thread_id)).values as { messages: { content: string }[] }).messages.map((m) => m.content);
+    expect(contents.slice(0, 4)).toEqual(["done", "done", "other", "other"]);
+  });
+
   it("refuses unknown graphs and validates bodies with 422", async () => {
     const r = await raw("/assistants", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ graph_id: "nope" }) });
     expect(r.status).toBe(404);

@@ -50,7 +50,8 @@ export type ActorCommand =
   | { type: "run.observe"; threadId: string; runId: string; replay: boolean }
   /** the output of a finished run whose run.done came without it (ShardPool.runOutput) */
   | { type: "run.output"; threadId: string; runId: string }
-  | { type: "run.delete"; threadId: string; runId: string }
+  /** `keepCheckpoints`: remove the run record only (an assistant's delete cascading to its runs) */
+  | { type: "run.delete"; threadId: string; runId: string; keepCheckpoints?: boolean }
   | {
       type: "thread.create";
       threadId: string;

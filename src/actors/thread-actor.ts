@@ -84,7 +84,7 @@ export class ThreadActor {
       switch (cmd.type) {
         case "run.create": return this.serial(() => this.createRun(cmd), false).then((created) => created.committed);
         case "run.cancel": return this.cancel(cmd.runId, cmd.action, cmd.wait);
-        case "run.delete": return this.serial(() => this.deleteRun(cmd.runId));
+        case "run.delete": return this.serial(() => this.deleteRun(cmd.runId, cmd.keepCheckpoints === true));
         case "thread.create": return this.serial(() => this.createThread(cmd));
         case "thread.patch": return this.serial(() => this.patchThread(cmd.metadata));
         case "thread.patch_state": return this.serial(() => this.patchState(cmd.metadata, cmd.checkpointId));
@@ -620,7 +620,7 @@ export class ThreadActor {
     return { found: true };
   }
 
-  private async deleteRun(runId: string): Promise<{ deleted: boolean }> {
+  private async deleteRun(runId: string, keepCheckpoints: boolean): Promise<{ deleted: boolean }> {
     const s = this.ctx.storage;
     const run = s.runs.get([this.threadId, runId]);
     if (!run) throw notFound("Run not found");
@@ -631,7 +631,7 @@ export class ThreadActor {
       s.runs.remove([this.threadId, runId]);
       s.runThread.remove(runId);
     });
-    await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, runId);
+    if (!keepCheckpoints) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, runId);
     return { deleted: true };
   }
 }

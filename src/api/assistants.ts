@@ -124,6 +124,7 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
       handler: async ({ params, query, auth }) => {
         const a = await resolve(auth, "assistants:delete", params.assistant_id);
         await store.delete(a.assistant_id);
+        await deleteRunsOf(app, a.assistant_id);
         if (truthy((query as { delete_threads?: string }).delete_threads)) {
           const ids: string[] = [];
           for (const { key, value } of app.storage.threads.getRange({})) if (value.metadata.assistant_id === a.assistant_id) ids.push(key);
@@ -176,4 +177,32 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
         json(await describe("subgraphs")(await resolve(auth, "assistants:read", params.assistant_id), false, params.namespace, truthy((query as { recurse?: string }).recurse))),
     },
   ];
+}
+
+/** Runs read per event-loop turn while looking for an assistant's runs (a large DB must not stall the HTTP thread). */
+const RUN_SCAN_CHUNK = 2_000;
+
+/**
+ * An assistant's delete cascades to its runs (reference §4): queued and running ones are
+ * cancelled first, then every run record goes. Their threads keep their checkpoints (the state
+ * those runs produced stays the threads' state, as upstream).
+ */
+async function deleteRunsOf(app: AppContext, assistantId: string): Promise<void> {
+  const runs: { threadId: string; runId: string; active: boolean }[] = [];
+  let after: [string, string] | undefined;
+  for (;;) {
+    const range = { ...(after === undefined ? {} : { start: after, exclusiveStart: true }), limit: RUN_SCAN_CHUNK };
+    let seen = 0;
+    for (const { key, value } of app.storage.runs.getRange(range)) {
+      seen++;
+      after = key;
+      if (value.assistant_id === assistantId) runs.push({ threadId: value.thread_id, runId: value.run_id, active: value.status === "pending" || value.status === "running" });
+    }
+    if (seen < RUN_SCAN_CHUNK) break;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  await Promise.all(runs.map(async ({ threadId, runId, active }) => {
+    if (active) await app.pool.request({ type: "run.cancel", threadId, runId, action: "interrupt", wait: true }).catch(() => undefined);
+    await app.pool.request({ type: "run.delete", threadId, runId, keepCheckpoints: true }).catch(() => undefined);
+  }));
 }
