@@ -71,6 +71,11 @@ describe("run options", () => {
     const out = (await fx.client.runs.wait(t.thread_id, "echo", { input: human("fork"), checkpointId: afterFirst.checkpoint.checkpoint_id! })) as { messages: { content: string }[] };
     expect(out.messages.map((m) => m.content).filter((c) => c !== "first")).not.toContain("second");
     expect(out.messages.at(-1)!.content).toContain("fork");
+    // a checkpoint the thread does not have: refused, and the thread is untouched
+    const unknown = "1ef00000-0000-6000-8000-000000000000";
+    await expect(fx.client.runs.wait(t.thread_id, "echo", { input: human("lost"), checkpointId: unknown })).rejects.toThrow(/HTTP 404/);
+    const latest = await fx.client.threads.getState(t.thread_id);
+    expect((latest.values as { messages: { content: string }[] }).messages.at(-1)!.content).toContain("fork");
   });
 
   it("keeps the temporary thread of a stateless run with on_completion=keep, and bulk-cancels", async () => {

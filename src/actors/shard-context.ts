@@ -13,6 +13,7 @@ export interface ThreadCheckpointOps {
   copyThread(fromThreadId: string, toThreadId: string): Promise<void>;
   deleteCheckpointsOfRun(threadId: string, runId: string): Promise<void>;
   hasCheckpointOfRun(threadId: string, runId: string): Promise<boolean>;
+  hasCheckpoint(threadId: string, ns: string, checkpointId: string): Promise<boolean>;
   pruneToLatest(threadId: string): Promise<number>;
   patchMetadata(threadId: string, patch: Record<string, unknown>, checkpointId?: string): Promise<boolean>;
   /** the thread's checkpoint writes from now on reach lmdb-js only after `until` settles */

@@ -75,6 +75,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     copyThread: (a, b) => saver.copyThread(a, b),
     deleteCheckpointsOfRun: async (t, r) => void (await saver.deleteCheckpointsOfRun(t, r)),
     hasCheckpointOfRun: async (t, r) => saver.hasCheckpointOfRun(t, r),
+    hasCheckpoint: (t, ns, id) => saver.hasCheckpoint(t, ns, id),
     patchMetadata: (t, patch, id) => saver.patchMetadata(t, patch, id),
     pruneToLatest: (t) => saver.pruneToLatest(t),
     holdWritesUntil: (t, until) => saver.holdWritesUntil(t, until),

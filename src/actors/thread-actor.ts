@@ -252,6 +252,15 @@ export class ThreadActor {
   /** Resolves once the serial part is done; `committed` once the run is stored (the reply). */
   private async createRun(cmd: CreateRunCommand): Promise<{ committed: Promise<RunRecord> }> {
     const s = this.ctx.storage;
+    // a run from a checkpoint the thread does not have would start from an empty state (and
+    // become the thread's latest): refuse it instead
+    const from = cmd.kwargs.config.configurable ?? {};
+    if (typeof from.checkpoint_id === "string") {
+      const ns = typeof from.checkpoint_ns === "string" ? from.checkpoint_ns : "";
+      if (!(await this.ctx.saver.hasCheckpoint(this.threadId, ns, from.checkpoint_id))) {
+        throw notFound(`Checkpoint ${from.checkpoint_id} not found on thread ${this.threadId}`);
+      }
+    }
     const inflight = !!this.current || this.queue.length > 0;
     const action = multitaskDecision(cmd.multitaskStrategy, inflight);
     if (action !== "none" && this.uncommittedRuns.size > 0) {

@@ -409,6 +409,14 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     }));
   }
 
+  /** Whether the thread has that checkpoint (its queued writes included), without reading its values. */
+  async hasCheckpoint(threadId: string, ns: string, checkpointId: string): Promise<boolean> {
+    const pending = ns === "" ? this.queue.pending.get(threadId) : undefined;
+    if (pending !== undefined && pending.id === checkpointId && this.queue.byThread.has(threadId)) return true;
+    await this.flush(threadId);
+    return this.storage.checkpoints.doesExist([threadId, ns, checkpointId]);
+  }
+
   /** Whether any checkpoint of the thread was written by the run (crash recovery: resume vs replay). */
   async hasCheckpointOfRun(threadId: string, runId: string): Promise<boolean> {
     await this.flush(threadId);
