@@ -278,6 +278,26 @@ describe("A2A", () => {
     const missing = await a2a("no-such-assistant", "message/send", textMsg("x"));
     expect(missing.status).toBe(404);
     expect(missing.json.error.code).toBe(-32602);
+    // a text part must carry its text
+    for (const part of [{ kind: "text", text: 5 }, { kind: "text" }]) {
+      const bad = await a2a("echo", "message/send", { message: { role: "user", messageId: randomUUID(), parts: [part] } });
+      expect(bad.json.error).toMatchObject({ code: -32602, message: expect.stringContaining("text part") });
+    }
+  });
+
+  it("answers a notification (no id) with 202 and no body, and still starts its task", async () => {
+    const contextId = randomUUID();
+    const { id: _, ...notification } = rpc("message/send", textMsg("fire and forget", { contextId }));
+    const r = await post("/a2a/echo", notification);
+    expect(r).toMatchObject({ status: 202, text: "" });
+    let runs: Obj[] = [];
+    for (let i = 0; i < 100 && runs[0]?.status !== "success"; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const res = await fetch(`${server.url}/threads/${contextId}/runs`);
+      runs = res.status === 200 ? ((await res.json()) as Obj[]) : [];
+    }
+    expect(runs.map((run) => run.status)).toEqual(["success"]);
+    expect((await post("/a2a/echo", { jsonrpc: "2.0", method: "no/such/method" })).status).toBe(202);
   });
 });
 

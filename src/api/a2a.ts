@@ -1,7 +1,7 @@
 // A2A endpoint (reference §4.1): JSON-RPC 2.0 at POST /a2a/{assistant_id} with the v1.0 and
 // v0.3 method names, plus the agent cards. Context id = thread_id, task id = run_id; the
 // protocol work lives in ./protocols/a2a-*.ts, this file routes methods to it.
-import { json, type Reply, type RouteDef } from "../http/types.ts";
+import { empty, json, type Reply, type RouteDef } from "../http/types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { AssistantRecord } from "../storage/records.ts";
 import { isUuid } from "../util/ids.ts";
@@ -99,6 +99,20 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
     return { tasks: found.slice(offset, offset + size).map((s) => buildTask(d, sources.withValues(s), hist)), nextPageToken: next, pageSize: size, totalSize: found.length };
   };
 
+  /**
+   * A JSON-RPC notification (no `id`) gets no response (JSON-RPC 2.0 §4.1), only 202, as on /mcp:
+   * a message starts its task without waiting, a cancel cancels; reads have nothing to do.
+   */
+  const notify = async (a: AssistantRecord, op: string, params: RpcParams, headers: Record<string, string>): Promise<Reply> => {
+    try {
+      if (op === "send" || op === "stream") await createTaskRun(app, schemas, a, params, headers, false);
+      else if (op === "cancel") await cancel(a, "v1", params, headers);
+    } catch {
+      // nobody to tell: a notification's errors are not reported either
+    }
+    return empty(202);
+  };
+
   const post = async (assistantId: string, body: unknown, headers: Record<string, string>): Promise<Reply> => {
     if (Array.isArray(body)) return json(rpcError(null, { code: RPC.INVALID_REQUEST, message: "Invalid Request: batch requests are not supported" }), 400);
     const env = classify(body);
@@ -111,7 +125,7 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
     } else if (headers.accept !== undefined && !accepts(headers.accept, "application/json", "application/*", "*/*")) {
       return json({ error: "Not Acceptable: Client must accept application/json" }, 400);
     }
-    if (!spec) return json(rpcError(id, { code: RPC.METHOD_NOT_FOUND, message: `Method not found: ${env.method}` }));
+    if (!spec) return env.kind === "notification" ? empty(202) : json(rpcError(id, { code: RPC.METHOD_NOT_FOUND, message: `Method not found: ${env.method}` }));
     let a: AssistantRecord;
     try {
       a = app.resolveAssistant(assistantId);
@@ -120,6 +134,7 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
     }
     const p = env.params;
     const d = spec.dialect;
+    if (env.kind === "notification") return notify(a, spec.op, p, headers);
     try {
       switch (spec.op) {
         case "send":

@@ -61,7 +61,8 @@ export function readMessage(raw: unknown): InboundMessage {
     if (!isRecord(p)) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: every part must be an object");
     const k = str(p.kind);
     if (k === "text" || (k === undefined && typeof p.text === "string")) {
-      const text = str(p.text) ?? "";
+      const text = str(p.text);
+      if (text === undefined) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: a text part must carry its text as a string");
       m.texts.push(text);
       m.blocks.push({ type: "text", text });
     } else if (k === "data" || (k === undefined && p.data !== undefined)) {
