@@ -56,6 +56,34 @@ describe("stream modes", () => {
     expect(s.tasks.some((task) => task.state !== null && task.state !== undefined)).toBe(true);
   });
 
+  it("shapes debug and tasks payloads as upstream: checkpoint objects, parent_config, no internal keys, a subgraph task's checkpoint", async () => {
+    const t = await fx.client.threads.create();
+    const events = await collect(fx.client.runs.stream(t.thread_id, "subgraph", { input: human("x"), streamMode: ["debug", "tasks"] }));
+    type Debug = { type: string; payload: Record<string, any> };
+    const checkpoints = events.filter((e) => e.event === "debug" && (e.data as Debug).type === "checkpoint").map((e) => (e.data as Debug).payload);
+    expect(checkpoints.length).toBeGreaterThan(1);
+    for (const [i, p] of checkpoints.entries()) {
+      // the first checkpoint has no parent: parent_config is undefined, so absent from the JSON (as upstream)
+      const keys = ["checkpoint", "config", "metadata", "next", "parent_checkpoint", ...(i === 0 ? [] : ["parent_config"]), "tasks", "values"];
+      expect(Object.keys(p).sort()).toEqual(keys);
+      expect(p.checkpoint).toMatchObject({ thread_id: t.thread_id, checkpoint_ns: "", checkpoint_id: p.config.configurable.checkpoint_id });
+      expect(Object.keys(p.config.configurable).filter((k) => k.startsWith("__"))).toEqual([]);
+    }
+    expect(checkpoints.at(-1)!.parent_checkpoint).toMatchObject({ thread_id: t.thread_id, checkpoint_id: expect.any(String) });
+    // the step that runs the subgraph names its checkpoint, not its raw config
+    const subgraphTasks = checkpoints.flatMap((p) => p.tasks as Record<string, unknown>[]).filter((task) => task.name === "child");
+    expect(subgraphTasks.length).toBeGreaterThan(0);
+    for (const task of subgraphTasks) {
+      expect(task).not.toHaveProperty("state");
+      expect(task.checkpoint).toMatchObject({ thread_id: t.thread_id, checkpoint_ns: expect.stringMatching(/^child:/) });
+    }
+    // events mode leaves out LangGraph's hidden plumbing, as upstream
+    const all = await collect(fx.client.runs.stream(null, "subgraph", { input: human("e"), streamMode: "events" }));
+    const tags = all.filter((e) => e.event === "events").map((e) => ((e.data as { tags?: string[] }).tags ?? []));
+    expect(tags.length).toBeGreaterThan(0);
+    expect(tags.filter((t) => t.includes("langsmith:hidden"))).toEqual([]);
+  });
+
   it("names subgraph events with their namespace", async () => {
     const events = await collect(fx.client.runs.stream(null, "subgraph", { input: human("x"), streamMode: ["updates"], streamSubgraphs: true }));
     expect(events.some((e) => /^updates\|child:[0-9a-f-]+$/.test(e.event))).toBe(true);

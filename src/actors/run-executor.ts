@@ -1,5 +1,6 @@
 // Executes one run of a LangGraph graph and turns its stream into wire events
 // (names and payloads per reference §7.3). Pure w.r.t. storage: the actor persists the outcome.
+import { debugChunk, taskPayload } from "./debug-payloads.ts";
 import type { RunRecord, StreamMode } from "../storage/records.ts";
 import type { CompiledGraphLike, LangGraphLib } from "./graph-registry.ts";
 import type { DeferredEventData } from "./event-gate.ts";
@@ -157,6 +158,12 @@ export async function executeRun(o: ExecuteOptions): Promise<RunOutcome> {
         emit(`checkpoints${suffix}`, toJsonText({ values: p.values, metadata: p.metadata, next: p.next }));
         return;
       }
+      case "debug":
+        if (requested.has("debug")) emit(`debug${suffix}`, toJsonText(debugChunk(payload)));
+        return;
+      case "tasks":
+        if (requested.has("tasks")) emit(`tasks${suffix}`, toJsonText(taskPayload(payload)));
+        return;
       default:
         if (requested.has(mode as StreamMode)) emit(`${mode}${suffix}`, toJsonText(payload));
     }
@@ -172,7 +179,8 @@ export async function executeRun(o: ExecuteOptions): Promise<RunOutcome> {
           const chunk = ev.data.chunk as unknown[];
           const [ns, mode, payload] = subgraphs ? (chunk as [string[], string, unknown]) : ([[], ...chunk] as unknown as [string[], string, unknown]);
           handleChunk(ns, mode, payload);
-        } else {
+        } else if (!ev.tags?.includes("langsmith:hidden")) {
+          // LangGraph's own plumbing (e.g. the __start__ node), which upstream does not send either
           emit("events", toJsonText(ev));
         }
       }
