@@ -3,6 +3,8 @@
 import { describe, expect, it } from "vitest";
 import { Dispatcher, type Guard, type RawRequest } from "../src/http/dispatch.ts";
 import { json, type Reply, type RouteDef } from "../src/http/types.ts";
+import { TroupeError } from "../src/errors.ts";
+import { errorReply } from "../src/http/errors.ts";
 
 const raw = (path: string): RawRequest => ({
   method: "GET", path, query: "", headers: {}, body: null, clientIp: "127.0.0.1", signal: new AbortController().signal,
@@ -46,5 +48,20 @@ describe("guards wrapping the pipeline", () => {
     } finally {
       console.error = original;
     }
+  });
+});
+
+describe("error replies with headers", () => {
+  it("carry each request's guard headers, also when the error's headers are a shared constant", async () => {
+    const SHARED = { "www-authenticate": "ApiKey" };
+    const d = new Dispatcher({ maxBodyBytes: 1024 });
+    let n = 0;
+    d.addGuard((_req, ctx) => { ctx.responseHeaders["x-ratelimit-remaining"] = String(10 - ++n); return undefined; });
+    d.addGuard(() => errorReply(new TroupeError("UNAUTHORIZED", "Missing API key", { headers: SHARED })));
+    const first = await d.dispatch(raw("/x"));
+    const second = await d.dispatch(raw("/x"));
+    expect(first.headers).toEqual({ "www-authenticate": "ApiKey", "x-ratelimit-remaining": "9" });
+    expect(second.headers).toEqual({ "www-authenticate": "ApiKey", "x-ratelimit-remaining": "8" });
+    expect(SHARED).toEqual({ "www-authenticate": "ApiKey" });
   });
 });

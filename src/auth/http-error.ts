@@ -26,7 +26,7 @@ export class AuthHttpError extends TroupeError {
   }
 
   reply(): JsonReply {
-    return { kind: "json", status: this.status, body: { detail: this.message }, headers: this.headers };
+    return { kind: "json", status: this.status, body: { detail: this.message }, headers: this.headers === undefined ? undefined : { ...this.headers } };
   }
 }
 

@@ -27,7 +27,9 @@ export function errorReply(err: unknown): JsonReply {
   if (err instanceof TroupeError) {
     const status = STATUS_OF[err.code];
     const body = err.code === "VALIDATION" && err.issues ? { detail: err.issues } : { detail: err.message };
-    return { kind: "json", status, body, headers: err.headers };
+    // a copy: the dispatcher adds each request's rate-limit and CORS headers to the reply's own
+    // headers, and an error's headers may be a shared constant (WWW-Authenticate)
+    return { kind: "json", status, body, headers: err.headers === undefined ? undefined : { ...err.headers } };
   }
   return { kind: "json", status: 500, body: { detail: "Internal Server Error" } };
 }
