@@ -1,7 +1,7 @@
 // Dispatcher guards that wrap the rest of the pipeline (GuardContext.proceed, used by http.app
 // middleware): later guards run once, inside the wrapper; errors come back as replies.
 import { describe, expect, it } from "vitest";
-import { Dispatcher, type Guard, type RawRequest } from "../src/http/dispatch.ts";
+import { Dispatcher, MAX_BODY_DEPTH, parseBody, type Guard, type RawRequest } from "../src/http/dispatch.ts";
 import { json, type Reply, type RouteDef } from "../src/http/types.ts";
 import { TroupeError } from "../src/errors.ts";
 import { errorReply } from "../src/http/errors.ts";
@@ -63,5 +63,25 @@ describe("error replies with headers", () => {
     expect(first.headers).toEqual({ "www-authenticate": "ApiKey", "x-ratelimit-remaining": "9" });
     expect(second.headers).toEqual({ "www-authenticate": "ApiKey", "x-ratelimit-remaining": "8" });
     expect(SHARED).toEqual({ "www-authenticate": "ApiKey" });
+  });
+});
+
+describe("request bodies", () => {
+  const nested = (levels: number, open = "[", close = "]") => `{"a": ${open.repeat(levels - 1)}"x ]}[ \\" {"${close.repeat(levels - 1)}}`;
+  const post = (text: string): RawRequest => ({ ...raw("/x"), method: "POST", headers: { "content-type": "application/json" }, body: Buffer.from(text) });
+
+  it("refuses nesting deeper than MAX_BODY_DEPTH with a 422, before anything recursive sees it", () => {
+    expect(parseBody(post(nested(MAX_BODY_DEPTH)))).toBeDefined();
+    expect(parseBody(post(nested(MAX_BODY_DEPTH, '{"k":', "}")))).toBeDefined();
+    let error: unknown;
+    try {
+      parseBody(post(nested(MAX_BODY_DEPTH + 1)));
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(TroupeError);
+    expect(error).toMatchObject({ code: "VALIDATION", issues: [{ loc: ["body"], type: "too_deep" }] });
+    // brackets inside strings do not count
+    expect(parseBody(post(JSON.stringify({ s: "[".repeat(5_000) })))).toEqual({ s: "[".repeat(5_000) });
   });
 });

@@ -214,9 +214,44 @@ export function parseBody(req: RawRequest): unknown {
   }
   const text = buf.toString("utf8");
   if (text.trim() === "") return undefined;
+  let parsed: unknown;
   try {
-    return JSON.parse(text);
+    parsed = JSON.parse(text);
   } catch {
     throw new TroupeError("MALFORMED_JSON", "Malformed JSON in request body");
   }
+  if (buf.length > 2 * MAX_BODY_DEPTH && nestingDepth(buf) > MAX_BODY_DEPTH) {
+    throw validationError([{ loc: ["body"], msg: `Input should nest at most ${MAX_BODY_DEPTH} levels of objects and arrays`, type: "too_deep" }]);
+  }
+  return parsed;
+}
+
+/**
+ * Deepest nesting a body may have. Recursive code downstream (msgpackr packing records, LangGraph,
+ * JSON walks) overflows its stack somewhere past ~1,000 levels, which would be a 500 after part of
+ * the work was done; no real payload comes close.
+ */
+export const MAX_BODY_DEPTH = 512;
+
+const OPEN_BRACE = 0x7b, OPEN_BRACKET = 0x5b, CLOSE_BRACE = 0x7d, CLOSE_BRACKET = 0x5d, QUOTE = 0x22, BACKSLASH = 0x5c;
+
+/** Deepest object/array nesting of valid JSON text, from its bytes (strings skipped). */
+function nestingDepth(json: Uint8Array): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < json.length; i++) {
+    const c = json[i];
+    if (inString) {
+      if (c === BACKSLASH) i++;
+      else if (c === QUOTE) inString = false;
+    } else if (c === QUOTE) {
+      inString = true;
+    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      if (++depth > deepest) deepest = depth;
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      depth--;
+    }
+  }
+  return deepest;
 }
