@@ -168,6 +168,13 @@ describe("control plane: deployments", () => {
     expect((await api("GET", "/v2/deployments/not-a-uuid")).status).toBe(422);
     expect((await api("GET", "/v2/deployments?limit=101")).status).toBe(422);
     expect((await api("GET", "/v2/deployments?status=NOPE")).status).toBe(422);
+    // a NUL byte cannot go into an environment variable or a path: refused now, not at build time
+    const nul = await api<{ detail: { loc: (string | number)[] }[] }>("POST", "/v2/deployments", {
+      name: "nul-agent", source: "internal_source", source_config: {}, source_revision_config: { langgraph_config_path: `${EXAMPLES_CONFIG}\u0000x` },
+      secrets: [{ name: "A", value: "a\u0000b" }],
+    });
+    expect(nul.status).toBe(422);
+    expect(nul.body.detail.map((i) => i.loc.join("."))).toEqual(expect.arrayContaining(["body.secrets.0.value", "body.source_revision_config.langgraph_config_path"]));
 
     const doc = await api<{ openapi: string; info: { title: string; version: string }; paths: Record<string, unknown> }>("GET", "/openapi.json");
     expect(doc.body.openapi).toBe("3.1.0");

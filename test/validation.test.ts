@@ -37,4 +37,11 @@ describe("validation issues", () => {
     expect(check({ x: { type: "string" } }, { x: 1 })).toEqual([{ loc: ["body", "x"], msg: "Input should be a valid string", type: "string_type" }]);
     expect(compileBody({ type: "object", required: ["a"] })({})).toEqual([{ loc: ["body", "a"], msg: "Field required", type: "missing" }]);
   });
+
+  it("word length, pattern and extra-key errors like pydantic", () => {
+    expect(check({ name: { type: "string", maxLength: 3 } }, { name: "long" })).toEqual([{ loc: ["body", "name"], msg: "String should have at most 3 character(s)", type: "string_too_long" }]);
+    expect(check({ name: { type: "string", minLength: 1 } }, { name: "" })).toEqual([{ loc: ["body", "name"], msg: "String should have at least 1 character(s)", type: "string_too_short" }]);
+    expect(check({ name: { type: "string", pattern: "^[a-z]+$" } }, { name: "A" })).toEqual([{ loc: ["body", "name"], msg: "String should match pattern '^[a-z]+$'", type: "string_pattern_mismatch" }]);
+    expect(compileBody({ type: "object", properties: {}, additionalProperties: false })({ x: 1 })).toEqual([{ loc: ["body", "x"], msg: "Extra inputs are not permitted", type: "extra_forbidden" }]);
+  });
 });

@@ -8,7 +8,10 @@ const nullable = (s: JsonSchema): JsonSchema => ({ anyOf: [s, { type: "null" }] 
 const dateTime: JsonSchema = { type: "string", format: "date-time" };
 const uuid: JsonSchema = { type: "string", format: "uuid" };
 
-const secret: JsonSchema = { type: "object", required: ["name", "value"], properties: { name: str, value: str } };
+/** Text that becomes an environment variable or a path: no NUL byte (the OS refuses it at start, long after the request). */
+const osText: JsonSchema = { type: "string", pattern: "^[^\\u0000]*$" };
+// (a secret's name is checked as an environment variable name in deployments/validate.ts)
+const secret: JsonSchema = { type: "object", required: ["name", "value"], properties: { name: str, value: osText } };
 const secretReference: JsonSchema = {
   type: "object",
   required: ["name", "secret_name", "secret_key"],
@@ -18,7 +21,7 @@ const sourceRevisionConfigRequest: JsonSchema = {
   type: "object",
   description: "For internal_source: `langgraph_config_path` names the service.json / langgraph.json of a local project directory (or the directory)",
   properties: {
-    langgraph_config_path: nullable(str),
+    langgraph_config_path: nullable(osText),
     repo_ref: nullable(str),
     image_uri: nullable(str),
     source_tarball_path: nullable(str),

@@ -137,6 +137,31 @@ function issueOf(e: ErrorObject): IssueText {
       msg = `List should have at least ${(e.params as { limit: number }).limit} item(s)`;
       type = "too_short";
       break;
+    case "maxItems":
+      msg = `List should have at most ${(e.params as { limit: number }).limit} item(s)`;
+      type = "too_long";
+      break;
+    case "minLength":
+      msg = `String should have at least ${(e.params as { limit: number }).limit} character(s)`;
+      type = "string_too_short";
+      break;
+    case "maxLength":
+      msg = `String should have at most ${(e.params as { limit: number }).limit} character(s)`;
+      type = "string_too_long";
+      break;
+    case "pattern":
+      msg = `String should match pattern '${(e.params as { pattern: string }).pattern}'`;
+      type = "string_pattern_mismatch";
+      break;
+    case "additionalProperties":
+      extraLoc = (e.params as { additionalProperty: string }).additionalProperty;
+      msg = "Extra inputs are not permitted";
+      type = "extra_forbidden";
+      break;
+    case "minProperties":
+      msg = `Dictionary should have at least ${(e.params as { limit: number }).limit} item(s)`;
+      type = "too_short";
+      break;
     case "anyOf": case "oneOf":
       msg = "Input does not match any allowed form";
       type = "union_error";
