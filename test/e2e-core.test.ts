@@ -15,6 +15,10 @@ describe("system", () => {
     const doc = (await raw("/openapi.json")).body as { openapi: string; paths: Record<string, unknown> };
     expect(doc.openapi).toBe("3.1.0");
     expect(doc.paths["/threads/{thread_id}/runs/wait"]).toBeDefined();
+    // each operation lists the error statuses it can answer
+    const codes = (path: string, method: string) => Object.keys((doc.paths[path] as Record<string, { responses: object }>)[method].responses).sort();
+    expect(codes("/threads/{thread_id}/runs/wait", "post")).toEqual(["200", "400", "404", "413", "415", "422", "429"]);
+    expect(codes("/ok", "get")).toEqual(["200", "429"]);
     const html = await raw("/docs");
     expect(html.status).toBe(200);
     expect(String(html.body)).toContain("/threads/{thread_id}/runs/stream");

@@ -38,6 +38,26 @@ export const CONTROL_PLANE_SECURITY: OpenApiSecurity = {
   publicPaths: ["/ok", "/openapi.json", "/docs"],
 };
 
+const errorResponse = (description: string): Record<string, unknown> => ({ description, content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } });
+
+/** The error statuses a route can answer, from what it takes (every reply documented in docs/ERRORS.md). */
+function errorResponses(r: RouteDef<any, any>, secured: boolean): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (r.body) {
+    out["400"] = errorResponse("Malformed JSON, or a request the server cannot carry out");
+    out["413"] = errorResponse("Request body too large");
+    out["415"] = errorResponse("Unsupported content type");
+  }
+  if (secured) {
+    out["401"] = errorResponse("Missing or invalid credentials");
+    out["403"] = errorResponse("Not allowed");
+  }
+  if (r.path.includes(":")) out["404"] = errorResponse("Not found");
+  if (r.body || r.query || r.params) out["422"] = { description: "Validation Error", content: { "application/json": { schema: { $ref: "#/components/schemas/HTTPValidationError" } } } };
+  out["429"] = errorResponse("Rate limited (when rate limits are on): see Retry-After");
+  return out;
+}
+
 export function buildOpenApi(
   routes: readonly RouteDef<any, any>[],
   info: { title: string; version: string; description?: string },
@@ -65,8 +85,7 @@ export function buildOpenApi(
           description: r.response?.description ?? "Success",
           ...(r.response?.contentType || r.response?.schema ? { content: { [r.response?.contentType ?? "application/json"]: { schema: r.response?.schema ?? {} } } } : {}),
         },
-        "404": { description: "Not found", content: { "application/json": { schema: ERROR } } },
-        "422": { description: "Validation Error", content: { "application/json": { schema: { $ref: "#/components/schemas/HTTPValidationError" } } } },
+        ...errorResponses(r, security !== undefined && !security.publicPaths?.includes(r.path)),
       },
     };
     if (r.body) op.requestBody = { required: !r.bodyOptional, content: { "application/json": { schema: r.body } } };
