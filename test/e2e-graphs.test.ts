@@ -30,6 +30,21 @@ describe("graph exports", () => {
 });
 
 describe("stream modes", () => {
+  it("hands the graph its assistant's context merged with the run's, and stores the run's metadata in its config", async () => {
+    const a = await fx.client.assistants.create({ graphId: "context", context: { model: "from-assistant", temperature: 0 } });
+    const t = await fx.client.threads.create();
+    const answer = async (extra: Record<string, unknown>) => {
+      const out = (await fx.client.runs.wait(t.thread_id, a.assistant_id, { input: human("?"), ...extra })) as { messages: { content: string }[] };
+      return JSON.parse(out.messages.at(-1)!.content) as unknown;
+    };
+    expect(await answer({})).toEqual({ model: "from-assistant", temperature: 0 });
+    expect(await answer({ context: { model: "from-run" } })).toEqual({ model: "from-run", temperature: 0 });
+    const run = await fx.client.runs.create(t.thread_id, a.assistant_id, { input: human("m"), metadata: { mine: 1 } });
+    await fx.client.runs.join(t.thread_id, run.run_id);
+    const stored = await fx.client.runs.get(t.thread_id, run.run_id);
+    expect((stored as unknown as { kwargs: { config: { metadata: unknown } } }).kwargs.config.metadata).toMatchObject({ mine: 1, graph_id: "context", assistant_id: a.assistant_id });
+  });
+
   it("emits exactly the requested event names", async () => {
     const t = await fx.client.threads.create();
     const msgs = await collect(fx.client.runs.stream(t.thread_id, "agent", { input: human("hello there"), streamMode: "messages" }));

@@ -239,7 +239,7 @@ describe("service.json files", () => {
   const configs = {
     "examples/service.json": ["agent", "echo", "slow"],
     "test/fixtures/graphs/service.json": [
-      "agent", "echo", "slow", "error", "subgraph", "interrupt_steps", "factory", "uncompiled", "custom_stream", "store_graph",
+      "agent", "echo", "slow", "error", "subgraph", "interrupt_steps", "factory", "uncompiled", "custom_stream", "store_graph", "context",
     ],
   };
   for (const [file, ids] of Object.entries(configs)) {

@@ -1,6 +1,6 @@
 // Domain rules of the runtime, tested directly (they are also exercised end to end).
 import { describe, expect, it, vi } from "vitest";
-import { matchesFilter, mergeConfigs, multitaskDecision, threadStatusAfterRun, REJECT_MESSAGE, isFinal } from "../src/actors/lifecycle.ts";
+import { matchesFilter, mergeConfigs, mergeContexts, multitaskDecision, threadStatusAfterRun, REJECT_MESSAGE, isFinal } from "../src/actors/lifecycle.ts";
 import { TroupeError } from "../src/errors.ts";
 import { RunHub } from "../src/actors/run-hub.ts";
 import { EventBuffer } from "../src/actors/event-buffer.ts";
@@ -42,6 +42,15 @@ describe("multitask strategies", () => {
 describe("config merge and metadata filters", () => {
   it("merges configurable key by key, later wins", () => {
     expect(mergeConfigs({ tags: ["a"], configurable: { x: 1, y: 1 } }, undefined, { recursion_limit: 5, configurable: { y: 2 } })).toEqual({ tags: ["a"], recursion_limit: 5, configurable: { x: 1, y: 2 } });
+  });
+  it("merges a run's context over its assistant's", () => {
+    expect(mergeContexts({ model: "a", temperature: 0 }, { model: "b" })).toEqual({ model: "b", temperature: 0 });
+    expect(mergeContexts({ model: "a" }, undefined)).toEqual({ model: "a" });
+    expect(mergeContexts(undefined, { model: "b" })).toEqual({ model: "b" });
+    expect(mergeContexts(undefined, undefined)).toBeUndefined();
+    expect(mergeContexts(null, null)).toBeNull();
+    expect(mergeContexts("fixed", { model: "b" })).toBe("fixed");
+    expect(mergeContexts({ model: "a" }, "run text")).toBe("run text");
   });
   it("matches nested objects and arrays by value, never null", () => {
     expect(matchesFilter({ a: 1, b: { c: "x" } }, { a: 1, b: { c: "x", d: 2 }, e: 3 })).toBe(true);

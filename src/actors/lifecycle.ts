@@ -4,7 +4,7 @@ import { TroupeError } from "../errors.ts";
 import { deepEqual } from "../util/deep-equal.ts";
 
 export { deepEqual };
-import type { JsonObject, MultitaskStrategy, RunStatus, RunnableConfigJson, ThreadStatus } from "../storage/records.ts";
+import type { Json, JsonObject, MultitaskStrategy, RunStatus, RunnableConfigJson, ThreadStatus } from "../storage/records.ts";
 
 export interface FinishedRunFacts {
   outcome: "success" | "error" | "interrupted";
@@ -60,6 +60,19 @@ export function mergeConfigs(...configs: (RunnableConfigJson | undefined)[]): Ru
   if (configurable) out.configurable = configurable;
   return out;
 }
+
+/**
+ * A run's context (the graph's `context`): the assistant's context with the run's keys over it,
+ * as upstream merges them. A non-object assistant context (a string, a number) is taken as it is.
+ */
+export function mergeContexts(assistantContext: Json | undefined, runContext: Json | undefined): Json | undefined {
+  if (assistantContext === undefined || assistantContext === null) return runContext;
+  if (typeof assistantContext !== "object") return assistantContext;
+  if (!isPlainRecord(assistantContext)) return runContext ?? assistantContext;
+  return isPlainRecord(runContext) ? { ...assistantContext, ...runContext } : runContext ?? assistantContext;
+}
+
+const isPlainRecord = (v: Json | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /**
  * Metadata containment filter (reference §4.1): every key of the filter must be present and

@@ -6,7 +6,7 @@ import type { JsonObject, RunRecord, ThreadRecord, ThreadStatus } from "../stora
 import { nowIso } from "../storage/records.ts";
 import { executeRun, type EmitFn, type RunOutcome } from "./run-executor.ts";
 import { executeProtocolRun, ProtocolEventShaper, protocolEmitter } from "./protocol-run.ts";
-import { MAX_ATTEMPTS, mergeConfigs, multitaskDecision, threadStatusAfterRun } from "./lifecycle.ts";
+import { MAX_ATTEMPTS, mergeConfigs, mergeContexts, multitaskDecision, threadStatusAfterRun } from "./lifecycle.ts";
 import type { ActorCommand, ActorReplies, CreateRunCommand } from "./protocol.ts";
 import type { ShardContext } from "./shard-context.ts";
 import { EMPTY_STATE, currentState, readHistory, readState, stateConfig } from "./thread-state.ts";
@@ -294,15 +294,18 @@ export class ThreadActor {
       graph_id: assistant.graph_id,
       assistant_id: assistant.assistant_id,
     };
-    const config = { ...mergeConfigs(assistant.config, runConfig), configurable };
+    const metadata = { ...assistant.metadata, ...thread.metadata, ...cmd.metadata };
+    // as upstream, the stored config carries the run's metadata too (the graph's config.metadata is built from it)
+    const config = { ...mergeConfigs(assistant.config, runConfig), configurable, metadata };
+    const context = mergeContexts(assistant.context, cmd.kwargs.context);
     const created = new Date(Date.now() + Math.max(0, cmd.afterSeconds) * 1000).toISOString();
     const run: RunRecord = {
       run_id: cmd.runId,
       thread_id: this.threadId,
       assistant_id: assistant.assistant_id,
-      metadata: { ...assistant.metadata, ...thread.metadata, ...cmd.metadata },
+      metadata,
       status: "pending",
-      kwargs: { ...cmd.kwargs, config },
+      kwargs: { ...cmd.kwargs, config, ...(context === undefined ? {} : { context }) },
       multitask_strategy: cmd.multitaskStrategy,
       created_at: created,
       updated_at: now,
