@@ -2,6 +2,7 @@
 // the readable reason), then import-check the graphs in a child process (build-check.ts). Nothing
 // is installed: the project must resolve its dependencies (its own node_modules or Troupe's).
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,10 +20,16 @@ export interface BuildOptions {
 
 const CHECK_SOURCE = fileURLToPath(new URL("./build-check.ts", import.meta.url));
 let checkEntry: Promise<string> | undefined;
+/**
+ * Without the install's compile cache (tests import this module directly): a temp dir of this
+ * checkout's own. One shared by every checkout on the machine kept only the newest build, so two
+ * checkouts building at once removed each other's entry before its child process started.
+ */
+const FALLBACK_DIR = join(tmpdir(), `troupe-build-check-entry-${createHash("sha256").update(CHECK_SOURCE).digest("hex").slice(0, 12)}`);
 
 /** build-check.ts compiled like the rest of Troupe (no thread or child runs tsx), once per process. */
 function compiledCheckEntry(): Promise<string> {
-  checkEntry ??= compileTroupeEntries([CHECK_SOURCE], "build-check", join(tmpdir(), "troupe-build-check-entry"))
+  checkEntry ??= compileTroupeEntries([CHECK_SOURCE], "build-check", FALLBACK_DIR)
     .then((urls) => fileURLToPath(urls[CHECK_SOURCE]!));
   checkEntry.catch(() => (checkEntry = undefined)); // a later build tries again
   return checkEntry;
