@@ -241,6 +241,19 @@ describe("threads", () => {
     expect((after.values as { messages: { content: string }[] }).messages.map((m) => m.content)).toEqual(["fine", "fine", "again", "again"]);
   });
 
+  it("takes UUIDs in upper case or without dashes as the same id (stored lower case, dashed)", async () => {
+    const id = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+    const post = (path: string, body: unknown) => raw(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    expect((await post("/threads", { thread_id: id.toUpperCase() })).body).toMatchObject({ thread_id: id });
+    expect((await raw(`/threads/${id.toUpperCase()}`)).body).toMatchObject({ thread_id: id });
+    expect((await raw(`/threads/${id.replace(/-/g, "")}`)).body).toMatchObject({ thread_id: id });
+    expect(((await post("/threads/search", { ids: [id.toUpperCase()] })).body as { thread_id: string }[]).map((t) => t.thread_id)).toEqual([id]);
+    const run = (await post(`/threads/${id.toUpperCase()}/runs/wait`, { assistant_id: "echo", input: human("upper") })).body as { messages: unknown[] };
+    expect(run.messages).toHaveLength(2);
+    const a = await fx.client.assistants.create({ graphId: "echo" });
+    expect((await raw(`/assistants/${a.assistant_id.toUpperCase()}`)).body).toMatchObject({ assistant_id: a.assistant_id });
+  });
+
   it("pre-populates a thread with supersteps and reports history", async () => {
     const t = await fx.client.threads.create({
       graphId: "echo",

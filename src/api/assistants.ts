@@ -3,7 +3,7 @@
 import { conflict, notFound, TroupeError } from "../errors.ts";
 import { json, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent } from "../auth/index.ts";
-import { defaultAssistantId, uuid7 } from "../util/ids.ts";
+import { canonicalUuid, defaultAssistantId, uuid7 } from "../util/ids.ts";
 import { body, configSchema, int, limit, nullable, object, offset, sortOrder, str, strings, uuid, anyValue } from "../http/schemas/common.ts";
 import { page, select, sortBy } from "../http/paging.ts";
 import type { AppContext } from "../server/context.ts";
@@ -75,7 +75,7 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
       handler: async ({ body: b, auth }) => {
         const c = { ...(b as AssistantCreate) };
         if (!app.graphIds.has(c.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${c.graph_id}" not found. Registered graphs: ${[...app.graphIds].join(", ")}`);
-        c.assistant_id ??= uuid7();
+        c.assistant_id = c.assistant_id ? canonicalUuid(c.assistant_id) : uuid7();
         const created = { assistant_id: c.assistant_id, graph_id: c.graph_id, config: c.config, context: c.context, metadata: c.metadata ?? {}, if_exists: c.if_exists, name: c.name, description: c.description };
         const filter = await app.auth?.authorize(auth, "assistants:create", created);
         const existing = store.get(c.assistant_id);

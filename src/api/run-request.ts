@@ -1,5 +1,6 @@
 // Turns a RunCreate body plus request headers into the actor's CreateRunCommand: defaults
 // (enqueue, values), checkpoint and header fields folded into config, webhook policy checks.
+import { canonicalUuid } from "../util/ids.ts";
 import { TroupeError } from "../errors.ts";
 import type { CreateRunCommand } from "../actors/protocol.ts";
 import { validationError } from "../http/validation.ts";
@@ -109,7 +110,7 @@ export function buildCreateRun(
   }
   const config: RunnableConfigJson = { ...(b.config ?? {}) };
   const configurable: JsonObject = { ...(config.configurable ?? {}) };
-  if (b.checkpoint_id) configurable.checkpoint_id = b.checkpoint_id;
+  if (b.checkpoint_id) configurable.checkpoint_id = canonicalUuid(b.checkpoint_id);
   if (b.checkpoint) Object.assign(configurable, b.checkpoint);
   if (b.langsmith_tracer?.project_name) configurable.langsmith_project = b.langsmith_tracer.project_name;
   if (b.langsmith_tracer?.example_id) configurable.langsmith_example_id = b.langsmith_tracer.example_id;

@@ -2,7 +2,7 @@
 // state/history read goes to the thread's actor, which owns the thread and has the graph loaded.
 import { conflict, notFound, TroupeError } from "../errors.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
-import { uuid7 } from "../util/ids.ts";
+import { canonicalUuid, uuid7 } from "../util/ids.ts";
 import { matchesFilter } from "../actors/lifecycle.ts";
 import { deepEqual } from "../util/deep-equal.ts";
 import type { CheckpointSelector } from "../actors/protocol.ts";
@@ -124,7 +124,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     };
     if (q.ids?.length) {
       for (const id of q.ids) {
-        const t = storage.threads.get(id);
+        const t = storage.threads.get(canonicalUuid(id));
         if (t) consider(t);
       }
     } else {
@@ -153,7 +153,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
         const c = b as { thread_id?: string; metadata?: JsonObject | null; if_exists?: "raise" | "do_nothing" | null; graph_id?: string | null; supersteps?: { updates: { values?: Json; command?: JsonObject | null; as_node: string }[] }[] | null };
         const metadata: JsonObject = { ...(c.metadata ?? {}) };
         if (c.graph_id) metadata.graph_id = c.graph_id;
-        const threadId = c.thread_id ?? uuid7();
+        const threadId = c.thread_id ? canonicalUuid(c.thread_id) : uuid7();
         const created = { thread_id: threadId, metadata, if_exists: c.if_exists ?? "raise" };
         const filter = await authorize(auth, "threads:create", created);
         const existing = storage.threads.get(threadId);

@@ -1,7 +1,7 @@
 // Request pipeline independent of the socket library: guards (rate limit, auth) → route match →
 // param/query/body validation → handler → error mapping. Validators are compiled at registration.
 import { TroupeError } from "../errors.ts";
-import { isUuid } from "../util/ids.ts";
+import { canonicalUuid, isUuid } from "../util/ids.ts";
 import { errorReply } from "./errors.ts";
 import { Router } from "./router.ts";
 import type { Headers, Reply, RequestContext, RouteDef } from "./types.ts";
@@ -126,9 +126,10 @@ export class Dispatcher {
 
     if (def.params) {
       for (const [name, kind] of Object.entries(def.params)) {
-        if (kind === "uuid" && !isUuid(m.params[name] ?? "")) {
-          throw validationError([{ loc: ["path", name], msg: "Input should be a valid UUID", type: "uuid_parsing" }]);
-        }
+        if (kind !== "uuid") continue;
+        const value = m.params[name] ?? "";
+        if (!isUuid(value)) throw validationError([{ loc: ["path", name], msg: "Input should be a valid UUID", type: "uuid_parsing" }]);
+        m.params[name] = canonicalUuid(value);
       }
     }
 

@@ -49,6 +49,16 @@ function format(b: Uint8Array): string {
 const UUID_RE = /^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$/i;
 export const isUuid = (s: string): boolean => UUID_RE.test(s);
 
+/**
+ * The form ids are stored under: lower case, with dashes. Clients may send upper case (Swift's
+ * UUID().uuidString) or bare hex, which FastAPI-based servers parse as the same UUID.
+ */
+export function canonicalUuid(s: string): string {
+  const hex = s.toLowerCase();
+  if (hex.length !== 32) return hex;
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
 /** Namespace of default assistant ids (not the RFC OID namespace: digits 7-8 swapped, as upstream). */
 export const ASSISTANT_NAMESPACE = "6ba7b821-9dad-11d1-80b4-00c04fd430c8";
 export const defaultAssistantId = (graphId: string): string => uuid5(graphId, ASSISTANT_NAMESPACE);

@@ -2,7 +2,7 @@
 // context's thread (created if missing). A message naming a task waiting for input resumes it.
 import type { AppContext } from "../../server/context.ts";
 import type { AssistantRecord, JsonObject, RunRecord } from "../../storage/records.ts";
-import { isUuid, uuid7 } from "../../util/ids.ts";
+import { canonicalUuid, isUuid, uuid7 } from "../../util/ids.ts";
 import { buildCreateRun, type RunCreateBody } from "../run-request.ts";
 import { A2A_ERRORS, TERMINAL_STATES } from "./a2a-wire.ts";
 import { hasMessageContent, readMessage, resumeValue, toGraphInput } from "./a2a-messages.ts";
@@ -21,7 +21,8 @@ export async function createTaskRun(
   stream: boolean,
 ): Promise<RunRecord> {
   const msg = readMessage(params.message);
-  const contextId = msg.contextId ?? params.contextId;
+  const givenContext = msg.contextId ?? params.contextId;
+  const contextId = typeof givenContext === "string" && isUuid(givenContext) ? canonicalUuid(givenContext) : givenContext;
   if (contextId !== undefined && contextId !== null && (typeof contextId !== "string" || !isUuid(contextId))) {
     throw new RpcError(RPC.INVALID_PARAMS, "Failed to create run: Invalid thread ID");
   }
