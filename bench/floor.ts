@@ -91,7 +91,21 @@ async function drain(stream: Promise<AsyncIterable<unknown>>): Promise<void> {
   for await (const _ of await stream) void _;
 }
 
+const USAGE = `troupe-bench floor: what LangGraph.js itself costs for a graph, in-process (no server)
+
+Usage: npm run bench:floor -- [--graph FILE:EXPORT] [--runs N] [--long N] [--input JSON]
+
+  --graph FILE:EXPORT  the graph to measure (default examples/echo.ts:graph)
+  --runs N             runs on fresh threads per measurement, after up to 500 warm-up runs (default 2000)
+  --long N             runs on one thread for the long-thread rows (default 1000)
+  --input JSON         each run's input (default {"messages":[{"role":"human","content":"hi"}]})
+`;
+
 async function main(): Promise<void> {
+  if (process.argv.includes("--help") || process.argv.includes("-h")) {
+    process.stdout.write(USAGE);
+    return;
+  }
   const { values } = parseArgs({
     options: {
       graph: { type: "string", default: "examples/echo.ts:graph" },

@@ -60,12 +60,13 @@ Scenarios (all by default, in this order; pick with --only a,b,c):
   enqueue-1000    --enqueue-runs background runs on ONE thread (POST /threads/{id}/runs,
                   multitask_strategy "enqueue", concurrency 16), join the last one, then
                   page GET /threads/{id}/runs until all are "success": total seconds
-  ratelimit       rate limiter CPU ns per check as a share of /ok req/s, and a 2-thread race on one bucket
   slow-200        --slow-runs threads created first, then that many POST .../runs/wait on
                   the slow graph all at once: total wall seconds (ideal ≈ --slow-sleep-ms)
+  ratelimit       Troupe's own rate limiter, in the bench process (not the server's): CPU ns
+                  per check as a share of /ok req/s, and a 2-thread race on one bucket
   rss             VmRSS of --pid (plus descendants with --pid-tree) at the end, again
                   after --rss-settle s of idle (rss_idle: a server at rest after the load),
-                  and the peak sampled every 250 ms during the whole bench; "n/a" without --pid
+                  and the peak sampled every 500 ms during the whole bench; "n/a" without --pid
 
 Options:
   --url URL                 server base URL, http only (required)

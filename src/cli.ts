@@ -3,6 +3,7 @@ import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { existsSync } from "node:fs";
 import { ConfigError } from "./config/index.ts";
+import { isParseArgsError, UsageError, wantsHelp } from "./cli-usage.ts";
 import { startServer } from "./server/create.ts";
 import { apiKeyAuthFromFlags, SERVE_AUTH_USAGE } from "./control-plane/auth/serve-flags.ts"; // api keys
 
@@ -29,6 +30,10 @@ ${SERVE_AUTH_USAGE}`;
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   if (!command || command === "--help" || command === "-h" || command === "help") {
+    process.stdout.write(USAGE);
+    return;
+  }
+  if (wantsHelp(rest) && command !== "keys") {
     process.stdout.write(USAGE);
     return;
   }
@@ -67,13 +72,16 @@ async function main(argv: string[]): Promise<void> {
     strict: true,
   });
   const configPath = resolve(values.config ?? (existsSync("service.json") ? "service.json" : "langgraph.json"));
+  if (values.config === undefined && !existsSync(configPath)) {
+    throw new UsageError(`no config file: looked for ${resolve("service.json")} and ${configPath} (pass --config FILE)`);
+  }
   const port = values.port === undefined ? 8123 : Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be an integer 0-65535, got "${values.port}"`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer 0-65535, got "${values.port}"`);
   const workers = values.workers === undefined ? undefined : Number(values.workers);
-  if (workers !== undefined && (!Number.isInteger(workers) || workers < 1)) throw new Error(`--workers must be a positive integer, got "${values.workers}"`);
+  if (workers !== undefined && (!Number.isInteger(workers) || workers < 1)) throw new UsageError(`--workers must be a positive integer, got "${values.workers}"`);
   const host = command === "dev" ? "127.0.0.1" : values.host ?? "0.0.0.0";
   const rl = command === "dev" ? "off" : values["rate-limit"] ?? process.env.TROUPE_RATE_LIMIT ?? "us";
-  if (rl !== "us" && rl !== "eu" && rl !== "off") throw new Error(`--rate-limit must be us, eu or off, got "${rl}"`);
+  if (rl !== "us" && rl !== "eu" && rl !== "off") throw new UsageError(`--rate-limit must be us, eu or off, got "${rl}"`);
   const server = await startServer({
     configPath,
     host,
@@ -94,6 +102,10 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof UsageError || isParseArgsError(err)) {
+    process.stderr.write(`troupe: ${err.message}\nRun "troupe --help" for usage.\n`);
+    process.exit(2);
+  }
   if (err instanceof ConfigError) process.stderr.write(`troupe: invalid configuration\n${err.message}\n`);
   else process.stderr.write(`troupe: ${(err as Error)?.stack ?? String(err)}\n`);
   process.exit(1);
@@ -102,6 +114,6 @@ main(process.argv.slice(2)).catch((err: unknown) => {
 function rateLimitScale(raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
   const f = Number(raw);
-  if (!(f > 0) || !Number.isFinite(f)) throw new Error(`--rate-limit-scale must be a positive number, got "${raw}"`);
+  if (!(f > 0) || !Number.isFinite(f)) throw new UsageError(`--rate-limit-scale must be a positive number, got "${raw}"`);
   return f;
 }

@@ -5,6 +5,7 @@ import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { startControlPlane } from "./server.ts";
 import { controlPlaneAuth } from "./auth/wiring.ts"; // auth
+import { UsageError } from "../cli-usage.ts";
 
 export async function runControlPlaneCommand(args: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -18,9 +19,9 @@ export async function runControlPlaneCommand(args: string[]): Promise<void> {
     strict: true,
   });
   const port = values.port === undefined ? 8124 : Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be an integer 0-65535, got "${values.port}"`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer 0-65535, got "${values.port}"`);
   const region = values.region ?? "us";
-  if (region !== "us" && region !== "eu") throw new Error(`--region must be us or eu, got "${region}"`);
+  if (region !== "us" && region !== "eu") throw new UsageError(`--region must be us or eu, got "${region}"`);
   const off = process.env.TROUPE_RATE_LIMIT === "off";
   const dataDir = resolve(values["data-dir"] ?? ".troupe-control-plane");
   const auth = controlPlaneAuth(dataDir);

@@ -5,6 +5,7 @@ import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { openControlPlaneStorage } from "../storage.ts";
 import { AuthStore, DEFAULT_USER } from "./store.ts";
+import { isParseArgsError, wantsHelp } from "../../cli-usage.ts";
 
 export const KEYS_USAGE = `troupe keys — API keys of the control plane
 
@@ -28,15 +29,15 @@ export async function runKeysCommand(argv: string[], out: (s: string) => void = 
     return await keys(argv, out);
   } catch (err) {
     process.stderr.write(`troupe keys: ${err instanceof Error ? err.message : String(err)}\n`);
-    return 1;
+    return isParseArgsError(err) ? 2 : 1;
   }
 }
 
 async function keys(argv: string[], out: (s: string) => void): Promise<number> {
   const [sub, ...rest] = argv;
-  if (!sub || sub === "--help" || sub === "-h" || !["create", "list", "revoke"].includes(sub)) {
+  if (!sub || sub === "--help" || sub === "-h" || !["create", "list", "revoke"].includes(sub) || wantsHelp(rest)) {
     out(KEYS_USAGE);
-    return sub && sub !== "--help" && sub !== "-h" ? 2 : 0;
+    return sub && sub !== "--help" && sub !== "-h" && !wantsHelp(rest) ? 2 : 0;
   }
   const { values, positionals } = parseArgs({
     args: rest,

@@ -1,0 +1,44 @@
+// The `troupe` command line as a user meets it: help for every command, and one-line errors with
+// exit code 2 for bad flags (no stack traces).
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { REPO } from "./helpers/server.ts";
+
+const troupe = (args: string[], cwd = REPO) => spawnSync(process.execPath, [join(REPO, "bin/troupe.js"), ...args], { cwd, encoding: "utf8", timeout: 60_000 });
+
+describe("troupe CLI", () => {
+  it("prints help for every command", () => {
+    for (const args of [["--help"], ["dev", "--help"], ["serve", "-h"], ["control-plane", "--help"]]) {
+      const r = troupe(args);
+      expect(r.status, args.join(" ")).toBe(0);
+      expect(r.stdout).toContain("Usage:");
+    }
+    const keys = troupe(["keys", "create", "--help"]);
+    expect(keys.status).toBe(0);
+    expect(keys.stdout).toContain("troupe keys create");
+  });
+
+  it("reports a bad flag in one line with exit code 2", () => {
+    for (const args of [["dev", "--port", "abc"], ["serve", "--workers", "0"], ["dev", "--bogus"], ["serve", "--rate-limit", "xx"], ["control-plane", "--region", "xx"]]) {
+      const r = troupe(args);
+      expect(r.status, args.join(" ")).toBe(2);
+      expect(r.stderr.split("\n")[0]).toMatch(/^troupe: /);
+      expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    }
+  });
+
+  it("names both config files it looked for when there is none", () => {
+    const empty = mkdtempSync(join(tmpdir(), "troupe-cli-"));
+    try {
+      const r = troupe(["dev", "--port", "0"], empty);
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain(join(empty, "service.json"));
+      expect(r.stderr).toContain(join(empty, "langgraph.json"));
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
+  });
+});
