@@ -4,6 +4,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { openStorage } from "../src/storage/env.ts";
 
 const servers: TestServer[] = [];
 afterAll(async () => {
@@ -50,6 +51,8 @@ describe("crash recovery", () => {
     await Promise.all(runs.map((r) => c2.runs.join(r.threadId, r.runId)));
     const after = await Promise.all(runs.map((r) => c2.runs.get(r.threadId, r.runId)));
     for (const r of after) expect(["success", "error"]).toContain(r.status);
+    // each run's record still shows the input it was accepted with (a resumed run runs with none)
+    for (const [k, r] of after.entries()) expect((r as unknown as { kwargs: { input: unknown } }).kwargs.input).toEqual(before[k] && (before[k] as unknown as { kwargs: { input: unknown } }).kwargs.input);
     expect(after.filter((r) => r.status === "success").length).toBeGreaterThanOrEqual(runs.length - 2);
 
     for (const threadId of threads) {
@@ -67,6 +70,33 @@ describe("crash recovery", () => {
     for await (const e of c2.runs.joinStream(runs[0].threadId, runs[0].runId)) events.push(e);
     expect(Array.isArray(events)).toBe(true);
     expect(await c2.threads.count({ status: "busy" })).toBe(0);
+  });
+
+  it("deletes the temporary thread of a stateless run that recovery gives up on (max attempts)", async () => {
+    const first = await startTestServer();
+    servers.push(first);
+    const c1 = new Client({ apiUrl: first.url, apiKey: null });
+    const run = await c1.runs.create(null, "slow", { input: { messages: [{ role: "human", content: "doomed" }] }, config: { configurable: { sleep_ms: 60_000 } } });
+    for (let polls = 0; polls < 100 && (await c1.runs.get(run.thread_id, run.run_id)).status !== "running"; polls++) await new Promise((r) => setTimeout(r, 50));
+    await first.kill();
+    // as if this run had already crashed the server twice more: its next recovery is past the limit
+    const storage = openStorage(first.dataDir);
+    const record = storage.runs.get([run.thread_id, run.run_id])!;
+    expect(record.status).toBe("running");
+    await storage.runs.put([run.thread_id, run.run_id], { ...record, attempt: 3 });
+    await storage.close();
+
+    const second = await startTestServer({ dataDir: first.dataDir });
+    servers.push(second);
+    let status = 0;
+    for (let polls = 0; polls < 100 && status !== 404; polls++) {
+      status = (await fetch(`${second.url}/threads/${run.thread_id}`)).status;
+      if (status !== 404) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(status).toBe(404);
+    expect((await fetch(`${second.url}/threads/${run.thread_id}/runs/${run.run_id}`)).status).toBe(404);
+    await second.stop();
+    second.cleanup();
   });
 
   it("re-executes a thread-centric protocol run after kill -9: its stream answers again on the new server", async () => {

@@ -29,6 +29,8 @@ export class ThreadActor {
   private timer: NodeJS.Timeout | undefined;
   /** the queued run the timer waits for (its after_seconds) */
   private timerFor: RunRecord | undefined;
+  /** runs found running after a restart: they resume from their last checkpoint if they reached one */
+  private readonly resumeAfterRestart = new Set<string>();
   /*
    * Enqueued run creates release the mailbox once their transaction is queued, not committed, so
    * a burst of creates on one thread commits in one lmdb-js batch instead of one commit each (and a
@@ -375,12 +377,14 @@ export class ThreadActor {
     for (const run of runs) {
       if (run.status === "running") {
         if (run.attempt >= MAX_ATTEMPTS) {
-          void this.serial(() => this.finish({ ...run }, { status: "error", rolledBack: false, error: { error: "RunRecoveryError", message: `Run ${run.run_id} exceeded max attempts (${MAX_ATTEMPTS}) after server restarts` } }, false));
+          const error = { error: "RunRecoveryError", message: `Run ${run.run_id} exceeded max attempts (${MAX_ATTEMPTS}) after server restarts` };
+          void this.serial(() => this.finish({ ...run }, { status: "error", rolledBack: false, error }, isTemporary(run)));
           continue;
         }
-        // a run that already checkpointed resumes from its last checkpoint instead of replaying its input
+        // a run that already checkpointed resumes from its last checkpoint instead of replaying its
+        // input (decided when it starts; its record keeps the input it was accepted with)
         run.status = "pending";
-        run.kwargs = { ...run.kwargs, input: null, command: undefined, __resume_from_checkpoint: true } as RunRecord["kwargs"];
+        this.resumeAfterRestart.add(run.run_id);
       }
       this.insertQueued(run);
     }
@@ -438,14 +442,9 @@ export class ThreadActor {
 
   private async execute(run: RunRecord, abort: AbortController, outcomeQueued: () => void): Promise<void> {
     const s = this.ctx.storage;
-    const resumeFromCheckpoint = (run.kwargs as { __resume_from_checkpoint?: boolean }).__resume_from_checkpoint === true;
-    if (resumeFromCheckpoint) {
-      // only resume when the crashed attempt reached a checkpoint; otherwise replay the original input
-      const original = s.runs.get([run.thread_id, run.run_id]);
-      const reached = await this.ctx.saver.hasCheckpointOfRun(run.thread_id, run.run_id);
-      if (!reached && original) run.kwargs = original.kwargs;
-      delete (run.kwargs as { __resume_from_checkpoint?: boolean }).__resume_from_checkpoint;
-    }
+    // a run recovered after a restart resumes from its last checkpoint if the crashed attempt
+    // reached one (input null, no command); otherwise it replays its input
+    const resume = this.resumeAfterRestart.delete(run.run_id) && (await this.ctx.saver.hasCheckpointOfRun(run.thread_id, run.run_id));
     const startedAt = nowIso();
     const running: RunRecord = { ...run, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
     this.send(() => void s.runs.put([run.thread_id, run.run_id], running));
@@ -460,12 +459,13 @@ export class ThreadActor {
     };
     if (!protocol) emit("metadata", JSON.stringify({ run_id: run.run_id, attempt: running.attempt }));
 
-    const stateless = run.kwargs.temporary && run.on_completion !== "keep";
+    const stateless = isTemporary(run);
+    const executed = resume ? { ...running, kwargs: { ...running.kwargs, input: null, command: undefined } } : running;
     let outcome: RunOutcome;
     try {
       const graph = await this.ctx.registry.get(run.graph_id, run.kwargs.config as Record<string, unknown>, { checkpointer: !stateless, accessContext: "threads.create_run" });
       const lib = await this.ctx.registry.lib(run.graph_id);
-      outcome = await (protocol ? executeProtocolRun : executeRun)({ run: running, graph, lib, signal: abort.signal, emit });
+      outcome = await (protocol ? executeProtocolRun : executeRun)({ run: executed, graph, lib, signal: abort.signal, emit });
     } catch (err) {
       const error = { error: (err as Error).name ?? "Error", message: (err as Error).message ?? String(err) };
       if (protocol) new ProtocolEventShaper(protocolEmitter(emit), run.graph_id).fail(error.message);
@@ -646,4 +646,9 @@ export class ThreadActor {
     if (!keepCheckpoints) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, runId);
     return { deleted: true };
   }
+}
+
+/** A stateless run whose temporary thread goes with it (on_completion "delete", the default). */
+function isTemporary(run: RunRecord): boolean {
+  return run.kwargs.temporary && run.on_completion !== "keep";
 }

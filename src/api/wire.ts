@@ -7,7 +7,7 @@ export type WireRun = Omit<RunRecord, (typeof INTERNAL_RUN_FIELDS)[number]>;
 export function wireRun(run: RunRecord): WireRun {
   const { graph_id: _g, attempt: _a, on_completion: _o, started_at: _s, ended_at: _e, error: _err, ...rest } = run;
   const kwargs = { ...rest.kwargs } as Record<string, unknown>;
-  delete kwargs.__resume_from_checkpoint;
+  delete kwargs.__resume_from_checkpoint; // a flag older versions stored in recovered runs' records
   return { ...rest, kwargs: kwargs as unknown as WireRun["kwargs"] };
 }
 
