@@ -96,7 +96,22 @@ function typeIssue(types: string[]): IssueText {
   return { msg: `Input should be a valid ${named.map((t) => TYPE_WORD[t] ?? t).join(" or ")}`, type: `${TYPE_TAG[named[0]!] ?? named[0]}_type` };
 }
 
+/** Keywords whose error names one limit: pydantic's wording for it, and its error type. */
+const LIMIT_ISSUES: Record<string, [(limit: number) => string, string]> = {
+  minimum: [(n) => `Input should be greater than or equal to ${n}`, "greater_than_equal"],
+  exclusiveMinimum: [(n) => `Input should be greater than ${n}`, "greater_than"],
+  maximum: [(n) => `Input should be less than or equal to ${n}`, "less_than_equal"],
+  exclusiveMaximum: [(n) => `Input should be less than ${n}`, "less_than"],
+  minItems: [(n) => `List should have at least ${n} item(s)`, "too_short"],
+  maxItems: [(n) => `List should have at most ${n} item(s)`, "too_long"],
+  minLength: [(n) => `String should have at least ${n} character(s)`, "string_too_short"],
+  maxLength: [(n) => `String should have at most ${n} character(s)`, "string_too_long"],
+  minProperties: [(n) => `Dictionary should have at least ${n} item(s)`, "too_short"],
+};
+
 function issueOf(e: ErrorObject): IssueText {
+  const limited = LIMIT_ISSUES[e.keyword];
+  if (limited !== undefined) return { msg: limited[0]((e.params as { limit: number }).limit), type: limited[1] };
   let msg = e.message ?? "invalid";
   let type: string = e.keyword;
   let extraLoc: string | undefined;
@@ -125,30 +140,6 @@ function issueOf(e: ErrorObject): IssueText {
       type = f === "uuid" ? "uuid_parsing" : `${f}_parsing`;
       break;
     }
-    case "minimum": case "exclusiveMinimum":
-      msg = `Input should be greater than or equal to ${(e.params as { limit: number }).limit}`;
-      type = "greater_than_equal";
-      break;
-    case "maximum": case "exclusiveMaximum":
-      msg = `Input should be less than or equal to ${(e.params as { limit: number }).limit}`;
-      type = "less_than_equal";
-      break;
-    case "minItems":
-      msg = `List should have at least ${(e.params as { limit: number }).limit} item(s)`;
-      type = "too_short";
-      break;
-    case "maxItems":
-      msg = `List should have at most ${(e.params as { limit: number }).limit} item(s)`;
-      type = "too_long";
-      break;
-    case "minLength":
-      msg = `String should have at least ${(e.params as { limit: number }).limit} character(s)`;
-      type = "string_too_short";
-      break;
-    case "maxLength":
-      msg = `String should have at most ${(e.params as { limit: number }).limit} character(s)`;
-      type = "string_too_long";
-      break;
     case "pattern":
       msg = `String should match pattern '${(e.params as { pattern: string }).pattern}'`;
       type = "string_pattern_mismatch";
@@ -157,10 +148,6 @@ function issueOf(e: ErrorObject): IssueText {
       extraLoc = (e.params as { additionalProperty: string }).additionalProperty;
       msg = "Extra inputs are not permitted";
       type = "extra_forbidden";
-      break;
-    case "minProperties":
-      msg = `Dictionary should have at least ${(e.params as { limit: number }).limit} item(s)`;
-      type = "too_short";
       break;
     case "anyOf": case "oneOf":
       msg = "Input does not match any allowed form";
