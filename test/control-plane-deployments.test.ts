@@ -168,6 +168,8 @@ describe("control plane: deployments", () => {
     expect((await api("GET", "/v2/deployments/not-a-uuid")).status).toBe(422);
     expect((await api("GET", "/v2/deployments?limit=101")).status).toBe(422);
     expect((await api("GET", "/v2/deployments?status=NOPE")).status).toBe(422);
+    expect((await api("GET", "/v2/deployments?deployment_ids=abc")).status).toBe(422);
+    expect((await api("GET", `/v2/deployments?deployment_ids=${unknown}`)).status).toBe(200);
     // a NUL byte cannot go into an environment variable or a path: refused now, not at build time
     const nul = await api<{ detail: { loc: (string | number)[] }[] }>("POST", "/v2/deployments", {
       name: "nul-agent", source: "internal_source", source_config: {}, source_revision_config: { langgraph_config_path: `${EXAMPLES_CONFIG}\u0000x` },

@@ -2,6 +2,7 @@
 // the caller's tenant, call the DeploymentService, shape the wire. Operation ids follow the
 // platform's FastAPI naming.
 import { TroupeError } from "../errors.ts";
+import { canonicalUuid, isUuid } from "../util/ids.ts";
 import { empty, json, type RequestContext, type RouteDef } from "../http/types.ts";
 import type { DeploymentService } from "./deployments/service.ts";
 import { DEPLOYMENT_STATUSES, REVISION_STATUSES, deploymentToWire, revisionToWire, type DeploymentRecord } from "./deployments/types.ts";
@@ -48,6 +49,17 @@ function commaList(v: string | undefined, allowed: readonly string[] | null, fie
   return items;
 }
 
+/** A comma-separated list of UUIDs (canonical form), 422 naming the field for anything else. */
+function uuidList(v: string | undefined, field: string): string[] | undefined {
+  const items = commaList(v, null, field);
+  if (items === undefined) return undefined;
+  if (!items.every(isUuid)) {
+    const msg = "Input should be a comma-separated list of UUIDs";
+    throw new TroupeError("VALIDATION", `query.${field}: ${msg}`, { issues: [{ loc: ["query", field], msg, type: "uuid_parsing" }] });
+  }
+  return items.map(canonicalUuid);
+}
+
 function paged<T>(items: T[], q: { limit: number; offset: number }): { resources: T[]; offset: number } {
   const resources = items.slice(q.offset, q.offset + q.limit);
   return { resources, offset: q.offset + resources.length };
@@ -76,7 +88,7 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef<any,
           tenantId: tenantOf(c),
           nameContains: q.name_contains,
           statuses: commaList(q.status, DEPLOYMENT_STATUSES, "status"),
-          ids: commaList(q.deployment_ids, null, "deployment_ids"),
+          ids: uuidList(q.deployment_ids, "deployment_ids"),
         });
         const p = paged(found, q);
         return json({ resources: p.resources.map(wire), offset: p.offset });
