@@ -71,11 +71,15 @@ describe("run options", () => {
     const out = (await fx.client.runs.wait(t.thread_id, "echo", { input: human("fork"), checkpointId: afterFirst.checkpoint.checkpoint_id! })) as { messages: { content: string }[] };
     expect(out.messages.map((m) => m.content).filter((c) => c !== "first")).not.toContain("second");
     expect(out.messages.at(-1)!.content).toContain("fork");
+    // the next run goes on from the fork: the fork's checkpoint_id is that run's, not the thread's
+    const next = (await fx.client.runs.wait(t.thread_id, "echo", { input: human("next") })) as { messages: { content: string }[] };
+    expect(next.messages.map((m) => m.content).slice(-4)).toEqual([...out.messages.slice(-2).map((m) => m.content), "next", "next"]);
+    expect((await fx.client.threads.get(t.thread_id)).config?.configurable).not.toHaveProperty("checkpoint_id");
     // a checkpoint the thread does not have: refused, and the thread is untouched
     const unknown = "1ef00000-0000-6000-8000-000000000000";
     await expect(fx.client.runs.wait(t.thread_id, "echo", { input: human("lost"), checkpointId: unknown })).rejects.toThrow(/HTTP 404/);
     const latest = await fx.client.threads.getState(t.thread_id);
-    expect((latest.values as { messages: { content: string }[] }).messages.at(-1)!.content).toContain("fork");
+    expect((latest.values as { messages: { content: string }[] }).messages.at(-1)!.content).toBe("next");
   });
 
   it("keeps the temporary thread of a stateless run with on_completion=keep, and bulk-cancels", async () => {

@@ -1,6 +1,6 @@
 // Domain rules of the runtime, tested directly (they are also exercised end to end).
 import { describe, expect, it, vi } from "vitest";
-import { matchesFilter, mergeConfigs, mergeContexts, multitaskDecision, threadStatusAfterRun, REJECT_MESSAGE, isFinal } from "../src/actors/lifecycle.ts";
+import { matchesFilter, mergeConfigs, mergeContexts, threadConfigAfter, multitaskDecision, threadStatusAfterRun, REJECT_MESSAGE, isFinal } from "../src/actors/lifecycle.ts";
 import { TroupeError } from "../src/errors.ts";
 import { RunHub } from "../src/actors/run-hub.ts";
 import { EventBuffer } from "../src/actors/event-buffer.ts";
@@ -42,6 +42,10 @@ describe("multitask strategies", () => {
 describe("config merge and metadata filters", () => {
   it("merges configurable key by key, later wins", () => {
     expect(mergeConfigs({ tags: ["a"], configurable: { x: 1, y: 1 } }, undefined, { recursion_limit: 5, configurable: { y: 2 } })).toEqual({ tags: ["a"], recursion_limit: 5, configurable: { x: 1, y: 2 } });
+  });
+  it("keeps no checkpoint address in a thread's config", () => {
+    expect(threadConfigAfter({ configurable: { x: 1, checkpoint_id: "old" } }, { tags: ["t"], configurable: { checkpoint_id: "c", checkpoint_ns: "", checkpoint_map: {}, y: 2 } }))
+      .toEqual({ tags: ["t"], configurable: { x: 1, y: 2 } });
   });
   it("merges a run's context over its assistant's", () => {
     expect(mergeContexts({ model: "a", temperature: 0 }, { model: "b" })).toEqual({ model: "b", temperature: 0 });

@@ -61,6 +61,20 @@ export function mergeConfigs(...configs: (RunnableConfigJson | undefined)[]): Ru
   return out;
 }
 
+/** configurable keys that address one checkpoint: a run's own choice, never the thread's */
+const CHECKPOINT_ADDRESS = ["checkpoint_id", "checkpoint_ns", "checkpoint_map"] as const;
+
+/**
+ * The config a thread keeps after a run (what later runs and state reads start from): the merged
+ * configs without the checkpoint address a run may have named. Kept, a fork's checkpoint_id made
+ * every later run fork from that same checkpoint again (upstream does, a bug we do not copy).
+ */
+export function threadConfigAfter(...configs: (RunnableConfigJson | undefined)[]): RunnableConfigJson {
+  const merged = mergeConfigs(...configs);
+  if (merged.configurable) for (const key of CHECKPOINT_ADDRESS) delete merged.configurable[key];
+  return merged;
+}
+
 /**
  * A run's context (the graph's `context`): the assistant's context with the run's keys over it,
  * as upstream merges them. A non-object assistant context (a string, a number) is taken as it is.

@@ -6,7 +6,7 @@ import type { JsonObject, RunRecord, ThreadRecord, ThreadStatus } from "../stora
 import { nowIso } from "../storage/records.ts";
 import { executeRun, type EmitFn, type RunOutcome } from "./run-executor.ts";
 import { executeProtocolRun, ProtocolEventShaper, protocolEmitter } from "./protocol-run.ts";
-import { MAX_ATTEMPTS, mergeConfigs, mergeContexts, multitaskDecision, threadStatusAfterRun } from "./lifecycle.ts";
+import { MAX_ATTEMPTS, mergeConfigs, mergeContexts, multitaskDecision, threadConfigAfter, threadStatusAfterRun } from "./lifecycle.ts";
 import type { ActorCommand, ActorReplies, CreateRunCommand } from "./protocol.ts";
 import type { ShardContext } from "./shard-context.ts";
 import { EMPTY_STATE, currentState, readHistory, readState, stateConfig } from "./thread-state.ts";
@@ -289,7 +289,8 @@ export class ThreadActor {
     }
     const configurable = {
       ...(assistant.config.configurable ?? {}),
-      ...(thread.config.configurable ?? {}),
+      // (threadConfigAfter: a thread stored by an older version may still carry a checkpoint address)
+      ...(threadConfigAfter(thread.config).configurable ?? {}),
       ...(runConfig.configurable ?? {}),
       run_id: cmd.runId,
       thread_id: this.threadId,
@@ -318,7 +319,7 @@ export class ThreadActor {
     const nextThread: ThreadRecord = {
       ...thread,
       metadata: { ...thread.metadata, graph_id: assistant.graph_id, assistant_id: assistant.assistant_id },
-      config: mergeConfigs(thread.config, assistant.config, runConfig),
+      config: threadConfigAfter(thread.config, assistant.config, runConfig),
       status: "busy",
       updated_at: now,
     };
