@@ -52,7 +52,8 @@ describe("crash recovery", () => {
     const after = await Promise.all(runs.map((r) => c2.runs.get(r.threadId, r.runId)));
     for (const r of after) expect(["success", "error"]).toContain(r.status);
     // each run's record still shows the input it was accepted with (a resumed run runs with none)
-    for (const [k, r] of after.entries()) expect((r as unknown as { kwargs: { input: unknown } }).kwargs.input).toEqual(before[k] && (before[k] as unknown as { kwargs: { input: unknown } }).kwargs.input);
+    const inputOf = (r: unknown) => (r as { kwargs: { input: unknown } }).kwargs.input;
+    for (const [k, r] of after.entries()) expect(inputOf(r)).toEqual(inputOf(before[k]));
     expect(after.filter((r) => r.status === "success").length).toBeGreaterThanOrEqual(runs.length - 2);
 
     for (const threadId of threads) {

@@ -8,6 +8,7 @@ import path from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { dataFilePath, openStorage } from "../src/storage/env.ts";
 import type { RunRecord } from "../src/storage/records.ts";
+import { entriesInChunks } from "../src/storage/scan.ts";
 
 let dir: string;
 
@@ -69,4 +70,13 @@ it("reads records written without shared structures, next to new ones, and range
   const newSize = (bytes.getBinary(["t", "run-6"]) as Uint8Array).byteLength;
   await raw.close();
   expect(newSize).toBeLessThan(oldSize);
+});
+
+it("scans a DB in chunks: every record once, in key order, across chunk boundaries", async () => {
+  const storage = openStorage(dir);
+  for (let n = 0; n < 7; n++) await storage.runs.put(["t", `run-${n}`], run(n));
+  const keys: unknown[] = [];
+  for await (const { key } of entriesInChunks(storage.runs, 2)) keys.push(key);
+  expect(keys).toEqual(Array.from({ length: 7 }, (_, n) => ["t", `run-${n}`]));
+  await storage.close();
 });

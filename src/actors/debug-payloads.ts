@@ -3,26 +3,14 @@
 // subgraph task's config as `state`; the server adds `checkpoint` / `parent_checkpoint` objects,
 // renames `parent_config`, drops internal keys and callbacks, and turns a task's config into its
 // `checkpoint`.
+import { checkpointOf } from "./thread-state.ts";
+
 type Obj = Record<string, unknown>;
 
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function configurableOf(config: unknown): Obj | undefined {
   return isObj(config) && isObj(config.configurable) ? config.configurable : undefined;
-}
-
-/** The checkpoint a config addresses; null without thread_id (or, for a checkpoint, without checkpoint_id). */
-function checkpointOf(config: unknown, needsId: boolean): Obj | null {
-  const c = configurableOf(config);
-  if (c === undefined || typeof c.thread_id !== "string") return null;
-  const id = typeof c.checkpoint_id === "string" ? c.checkpoint_id : null;
-  if (needsId && id === null) return null;
-  return {
-    thread_id: c.thread_id,
-    checkpoint_id: id,
-    checkpoint_ns: typeof c.checkpoint_ns === "string" ? c.checkpoint_ns : "",
-    checkpoint_map: isObj(c.checkpoint_map) ? c.checkpoint_map : null,
-  };
 }
 
 function withoutInternals(config: unknown): unknown {
@@ -48,8 +36,8 @@ export function debugCheckpointPayload(payload: Obj): Obj {
     config: withoutInternals(payload.config),
     parent_config: withoutInternals(parentConfig),
     tasks: Array.isArray(payload.tasks) ? payload.tasks.map(taskPayload) : payload.tasks,
-    checkpoint: checkpointOf(payload.config, true),
-    parent_checkpoint: checkpointOf(parentConfig, true),
+    checkpoint: checkpointOf(payload.config),
+    parent_checkpoint: checkpointOf(parentConfig),
   };
 }
 

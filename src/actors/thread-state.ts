@@ -9,13 +9,19 @@ import { toPlain } from "./wire.ts";
 
 export const EMPTY_STATE: JsonObject = { values: {}, next: [], tasks: [], created_at: null, checkpoint: null, parent_checkpoint: null };
 
-function checkpointOf(cfg: StateSnapshotLike["config"] | undefined): JsonObject | null {
-  const c = cfg?.configurable;
-  if (!c || !c.checkpoint_id) return null;
+/**
+ * The Checkpoint object (reference §2.4) a config addresses; null without a thread id, or without a
+ * checkpoint id unless `requireId` is false (a subgraph task's config names only its namespace).
+ */
+export function checkpointOf(cfg: unknown, requireId = true): JsonObject | null {
+  const c = typeof cfg === "object" && cfg !== null ? (cfg as { configurable?: Record<string, unknown> }).configurable : undefined;
+  if (!c || typeof c.thread_id !== "string") return null;
+  const id = typeof c.checkpoint_id === "string" && c.checkpoint_id !== "" ? c.checkpoint_id : null;
+  if (id === null && requireId) return null;
   return {
-    thread_id: c.thread_id as string,
-    checkpoint_ns: (c.checkpoint_ns as string) ?? "",
-    checkpoint_id: c.checkpoint_id as string,
+    thread_id: c.thread_id,
+    checkpoint_ns: typeof c.checkpoint_ns === "string" ? c.checkpoint_ns : "",
+    checkpoint_id: id,
     checkpoint_map: (c.checkpoint_map as Json) ?? null,
   };
 }

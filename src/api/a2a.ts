@@ -4,7 +4,7 @@
 import { empty, json, type Reply, type RouteDef } from "../http/types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { AssistantRecord } from "../storage/records.ts";
-import { canonicalUuid, isUuid } from "../util/ids.ts";
+import { canonicalUuidOf } from "../util/ids.ts";
 import { agentCard, baseUrlOf } from "./protocols/a2a-card.ts";
 import { createTaskRun, taskNotFound } from "./protocols/a2a-send.ts";
 import { taskStream } from "./protocols/a2a-stream.ts";
@@ -81,8 +81,8 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
     if (!Number.isInteger(pageSize) || (pageSize as number) < 1 || (pageSize as number) > 100) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: pageSize must be between 1 and 100");
     const offset = params.pageToken === undefined || params.pageToken === "" ? 0 : Number(params.pageToken);
     if (!Number.isInteger(offset) || offset < 0) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: invalid pageToken");
-    const ctx = typeof params.contextId === "string" && isUuid(params.contextId) ? canonicalUuid(params.contextId) : params.contextId;
-    if (ctx !== undefined && (typeof ctx !== "string" || !isUuid(ctx))) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: contextId must be a UUID");
+    const ctx = canonicalUuidOf(params.contextId);
+    if (params.contextId !== undefined && ctx === undefined) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: contextId must be a UUID");
     const wanted = typeof params.status === "string" ? parseState(params.status) : undefined;
     if (params.status !== undefined && !wanted) throw new RpcError(RPC.INVALID_PARAMS, `Invalid params: unknown task state ${String(params.status)}`);
     const sources = new TaskSourceReader(storage);

@@ -7,6 +7,7 @@ import { canonicalUuid, defaultAssistantId, uuid7 } from "../util/ids.ts";
 import { body, configSchema, int, limit, nullable, object, offset, sortOrder, str, strings, uuid, anyValue } from "../http/schemas/common.ts";
 import { page, select, sortBy } from "../http/paging.ts";
 import type { AppContext } from "../server/context.ts";
+import { entriesInChunks } from "../storage/scan.ts";
 import { AssistantStore, type AssistantCreate, type AssistantPatch, type AssistantQuery } from "../storage/assistants.ts";
 import type { AssistantRecord, JsonObject } from "../storage/records.ts";
 import { assistantSelectSchema } from "./field-select.ts";
@@ -127,7 +128,7 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
         await deleteRunsOf(app, a.assistant_id);
         if (truthy((query as { delete_threads?: string }).delete_threads)) {
           const ids: string[] = [];
-          for (const { key, value } of app.storage.threads.getRange({})) if (value.metadata.assistant_id === a.assistant_id) ids.push(key);
+          for await (const { key, value } of entriesInChunks(app.storage.threads)) if (value.metadata.assistant_id === a.assistant_id) ids.push(key);
           await Promise.all(ids.map((threadId) => app.pool.deleteThread(threadId).catch(() => undefined)));
         }
         return json([a.assistant_id]);
@@ -179,9 +180,6 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
   ];
 }
 
-/** Runs read per event-loop turn while looking for an assistant's runs (a large DB must not stall the HTTP thread). */
-const RUN_SCAN_CHUNK = 2_000;
-
 /**
  * An assistant's delete cascades to its runs (reference §4): queued and running ones are
  * cancelled first, then every run record goes. Their threads keep their checkpoints (the state
@@ -189,17 +187,8 @@ const RUN_SCAN_CHUNK = 2_000;
  */
 async function deleteRunsOf(app: AppContext, assistantId: string): Promise<void> {
   const runs: { threadId: string; runId: string; active: boolean }[] = [];
-  let after: [string, string] | undefined;
-  for (;;) {
-    const range = { ...(after === undefined ? {} : { start: after, exclusiveStart: true }), limit: RUN_SCAN_CHUNK };
-    let seen = 0;
-    for (const { key, value } of app.storage.runs.getRange(range)) {
-      seen++;
-      after = key;
-      if (value.assistant_id === assistantId) runs.push({ threadId: value.thread_id, runId: value.run_id, active: value.status === "pending" || value.status === "running" });
-    }
-    if (seen < RUN_SCAN_CHUNK) break;
-    await new Promise<void>((resolve) => setImmediate(resolve));
+  for await (const { value } of entriesInChunks(app.storage.runs)) {
+    if (value.assistant_id === assistantId) runs.push({ threadId: value.thread_id, runId: value.run_id, active: value.status === "pending" || value.status === "running" });
   }
   await Promise.all(runs.map(async ({ threadId, runId, active }) => {
     if (active) await app.pool.request({ type: "run.cancel", threadId, runId, action: "interrupt", wait: true }).catch(() => undefined);

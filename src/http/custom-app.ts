@@ -11,7 +11,7 @@
 import { randomUUID } from "node:crypto";
 import { ConfigError, type ImportRef } from "../config/index.ts";
 import type { Guard, RawRequest } from "./dispatch.ts";
-import type { Reply } from "./types.ts";
+import { jsonReplyText, type Reply } from "./types.ts";
 import { importUserModule } from "../loader/user-modules.ts";
 
 interface FetchApp {
@@ -111,7 +111,7 @@ function mountBuiltIns(app: FetchApp): boolean {
       let status = 200;
       if (reply.kind === "json" || reply.kind === "text") {
         // the body too, for middleware that reads it (the reply sent is still the built-in's own)
-        const text = reply.kind === "json" ? (reply.body === undefined ? "null" : JSON.stringify(reply.body)) : reply.body;
+        const text = reply.kind === "json" ? jsonReplyText(reply) : reply.body;
         body = typeof text === "string" ? encoder.encode(text) : text;
         headers["content-type"] = reply.kind === "json" ? "application/json" : reply.contentType;
         status = reply.status;

@@ -104,4 +104,6 @@ export interface RouteDef<B = unknown, Q = Record<string, unknown>> {
 }
 
 export const json = (body: unknown, status = 200, headers?: Headers): JsonReply => ({ kind: "json", status, body, headers });
+/** The text a JSON reply is sent as (an undefined body as `null`). */
+export const jsonReplyText = (reply: JsonReply): string => (reply.body === undefined ? "null" : JSON.stringify(reply.body));
 export const empty = (status: 202 | 204 = 204, headers?: Headers): EmptyReply => ({ kind: "empty", status, headers });

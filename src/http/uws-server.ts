@@ -4,7 +4,7 @@ import { createRequire } from "node:module";
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket, us_socket_context_t, WebSocket } from "uWebSockets.js";
 import type { Dispatcher, RawRequest } from "./dispatch.ts";
 import { statusLine } from "./errors.ts";
-import type { Headers, Reply, WebSocketReply, WsSession } from "./types.ts";
+import { jsonReplyText, type Headers, type Reply, type WebSocketReply, type WsSession } from "./types.ts";
 
 type Uws = typeof import("uWebSockets.js");
 
@@ -238,7 +238,7 @@ function writeHeadReply(res: HttpResponse, state: ResState, reply: Reply): void 
     case "json":
       status = reply.status;
       contentType = "application/json";
-      length = Buffer.byteLength(reply.body === undefined ? "null" : JSON.stringify(reply.body));
+      length = Buffer.byteLength(jsonReplyText(reply));
       break;
     case "text":
       status = reply.status;
@@ -278,7 +278,7 @@ function writeReply(res: HttpResponse, state: ResState, reply: Reply, closeConne
   if (state.done || state.aborted) return;
   switch (reply.kind) {
     case "json": {
-      const text = reply.body === undefined ? "null" : JSON.stringify(reply.body);
+      const text = jsonReplyText(reply);
       state.done = true;
       res.cork(() => {
         writeHead(res, reply.status, "application/json", reply.headers);

@@ -27,7 +27,7 @@ import { listen, loadNativeUws } from "../http/uws-server.ts";
 import type { RouteDef } from "../http/types.ts";
 import { AssistantStore } from "../storage/assistants.ts";
 import { dataFilePath, openStorage } from "../storage/env.ts";
-import { canonicalUuid, defaultAssistantId, isUuid } from "../util/ids.ts";
+import { canonicalUuidOf, defaultAssistantId } from "../util/ids.ts";
 import { notFound } from "../errors.ts";
 import type { AppContext } from "./context.ts";
 import type { JsonObject } from "../storage/records.ts";
@@ -143,7 +143,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     storeIndex,
     storeTtl,
     resolveAssistant: (idOrGraph) => {
-      const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : isUuid(idOrGraph) ? canonicalUuid(idOrGraph) : idOrGraph;
+      const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : canonicalUuidOf(idOrGraph) ?? idOrGraph;
       const a = storage.assistants.get(id);
       if (!a) throw notFound("Assistant not found");
       return a;

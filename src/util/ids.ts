@@ -53,6 +53,11 @@ export const isUuid = (s: string): boolean => UUID_RE.test(s);
  * The form ids are stored under: lower case, with dashes. Clients may send upper case (Swift's
  * UUID().uuidString) or bare hex, which FastAPI-based servers parse as the same UUID.
  */
+/** `v` in canonical form when it is a UUID string; undefined for anything else. */
+export function canonicalUuidOf(v: unknown): string | undefined {
+  return typeof v === "string" && isUuid(v) ? canonicalUuid(v) : undefined;
+}
+
 export function canonicalUuid(s: string): string {
   const hex = s.toLowerCase();
   if (hex.length !== 32) return hex;

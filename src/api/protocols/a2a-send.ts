@@ -2,7 +2,7 @@
 // context's thread (created if missing). A message naming a task waiting for input resumes it.
 import type { AppContext } from "../../server/context.ts";
 import type { AssistantRecord, JsonObject, RunRecord } from "../../storage/records.ts";
-import { canonicalUuid, isUuid, uuid7 } from "../../util/ids.ts";
+import { canonicalUuidOf, uuid7 } from "../../util/ids.ts";
 import { buildCreateRun, type RunCreateBody } from "../run-request.ts";
 import { A2A_ERRORS, TERMINAL_STATES } from "./a2a-wire.ts";
 import { hasMessageContent, readMessage, resumeValue, toGraphInput } from "./a2a-messages.ts";
@@ -22,16 +22,16 @@ export async function createTaskRun(
 ): Promise<RunRecord> {
   const msg = readMessage(params.message);
   const givenContext = msg.contextId ?? params.contextId;
-  const contextId = typeof givenContext === "string" && isUuid(givenContext) ? canonicalUuid(givenContext) : givenContext;
-  if (contextId !== undefined && contextId !== null && (typeof contextId !== "string" || !isUuid(contextId))) {
+  const contextId = canonicalUuidOf(givenContext);
+  if (givenContext !== undefined && givenContext !== null && contextId === undefined) {
     throw new RpcError(RPC.INVALID_PARAMS, "Failed to create run: Invalid thread ID");
   }
-  let threadId = typeof contextId === "string" ? contextId : uuid7();
+  let threadId = contextId ?? uuid7();
   let resume = false;
   if (msg.taskId !== undefined && msg.taskId !== null) {
     const taskId = String(msg.taskId);
     const prev = loadTask(app.storage, taskId);
-    if (!prev || prev.run.assistant_id !== assistant.assistant_id || (typeof contextId === "string" && prev.run.thread_id !== contextId)) throw taskNotFound(taskId);
+    if (!prev || prev.run.assistant_id !== assistant.assistant_id || (contextId !== undefined && prev.run.thread_id !== contextId)) throw taskNotFound(taskId);
     const state = taskState(prev);
     if (TERMINAL_STATES.has(state)) {
       throw new RpcError(A2A_ERRORS.UNSUPPORTED_OPERATION, `Task ${taskId} is already ${state}: send the next message without taskId to start a new task in the same context`);
