@@ -7,8 +7,8 @@ import { Client } from "@langchain/langgraph-sdk";
 import { Command } from "@langchain/langgraph";
 import { RemoteGraph } from "@langchain/langgraph/remote";
 import { matchesSubscription } from "@langchain/langgraph-sdk/client";
-import { ProtocolHub, matchesFilter, type ProtocolFilter, type ProtocolFrame } from "../src/actors/protocol-hub.ts";
-import { ProtocolEventShaper, protocolEventName, type ProtocolEventLike } from "../src/actors/protocol-run.ts";
+import { ProtocolHub, matchesFilter, type ProtocolFilter, type ProtocolFrame } from "../src/hub/thread-protocol-hub.ts";
+import { ProtocolEventShaper, protocolEventName, type ProtocolEventLike } from "../src/actors/thread-protocol-run.ts";
 import { rawRequest, useServer } from "./helpers/suite.ts";
 
 const fx = useServer();

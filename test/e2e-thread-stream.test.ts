@@ -3,7 +3,7 @@
 // aborts and thread deletion; plus the ThreadStreamHub's buffer bounds and unsubscribe on its own.
 import { describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
-import { ThreadStreamHub, type ThreadStreamEvent, type ThreadStreamMode } from "../src/actors/thread-stream-hub.ts";
+import { ThreadStreamHub, type ThreadStreamEvent, type ThreadStreamMode } from "../src/hub/thread-stream-hub.ts";
 import { human, rawRequest, useServer } from "./helpers/suite.ts";
 
 const fx = useServer();

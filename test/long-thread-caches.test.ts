@@ -13,8 +13,8 @@ import { openStorage, type Storage } from "../src/storage/env.ts";
 import { useTempStorage } from "./helpers/storage.ts";
 import { MessageCachingSerde } from "../src/storage/message-serde.ts";
 import { BlobCache, entryCost } from "../src/storage/blob-cache.ts";
-import { toJsonSegments, toJsonText } from "../src/actors/wire.ts";
-import { jsonBytes, jsonText } from "../src/actors/json-segments.ts";
+import { toJsonSegments, toJsonText } from "../src/actors/value-json.ts";
+import { jsonBytes, jsonText } from "../src/bridge/json-segments.ts";
 import { putThreadValues, threadValuesJson } from "../src/storage/thread-values.ts";
 import { SEGMENT_ITEMS } from "../src/storage/message-list-json.ts";
 

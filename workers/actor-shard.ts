@@ -2,7 +2,7 @@
 // everything it imports from src/; user graph files are compiled too): one long-lived task per worker hosts one shard.
 import { isMainThread } from "node:worker_threads";
 import { runShardHost } from "../src/actors/shard-host.ts";
-import type { ShardTask } from "../src/actors/protocol.ts";
+import type { ShardTask } from "../src/bridge/messages.ts";
 import { LmdbStore } from "../src/storage/store.ts";
 import { installBufferedRandomValues } from "../src/util/buffered-random.ts";
 

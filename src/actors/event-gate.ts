@@ -5,8 +5,8 @@
 // Events may come with deferred data (a values event: serializing a long thread's whole state is
 // most of what emitting it costs), rendered only when forwarded, so an unobserved run's values
 // are never serialized at all.
-import { EventBuffer } from "./event-buffer.ts";
-import type { RunEvent } from "./protocol.ts";
+import { EventBuffer } from "../bridge/event-buffer.ts";
+import type { RunEvent } from "../bridge/messages.ts";
 
 /** Event data serialized only when someone reads it. */
 export interface DeferredEventData {

@@ -9,7 +9,7 @@ import * as ourJsonSchema from "@langchain/core/utils/json_schema";
 import { TroupeError } from "../errors.ts";
 import type { Json, JsonObject } from "../storage/records.ts";
 import type { CompiledGraphLike, DrawableGraphLike, GraphRegistry } from "./graph-registry.ts";
-import type { ActorCommand, GraphSpecLite } from "./protocol.ts";
+import type { ActorCommand, GraphSpecLite } from "../bridge/messages.ts";
 
 type DescribeCommand = Extract<ActorCommand, { type: "graph.describe" }>;
 

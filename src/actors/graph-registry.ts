@@ -9,7 +9,7 @@ import * as ourLangGraph from "@langchain/langgraph";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { TroupeError } from "../errors.ts";
 import { importUserModule } from "../loader/user-modules.ts";
-import type { GraphSpecLite } from "./protocol.ts";
+import type { GraphSpecLite } from "../bridge/messages.ts";
 
 /** The subset of a compiled LangGraph graph the runtime uses (structural, works across copies). */
 export interface CompiledGraphLike {

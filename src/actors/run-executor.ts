@@ -4,8 +4,8 @@ import { debugChunk, taskPayload } from "./debug-payloads.ts";
 import type { RunRecord, StreamMode } from "../storage/records.ts";
 import type { CompiledGraphLike, LangGraphLib } from "./graph-registry.ts";
 import type { DeferredEventData } from "./event-gate.ts";
-import type { JsonSegments } from "./json-segments.ts";
-import { deferredJsonText, errorInfo, toJsonSegments, toJsonText } from "./wire.ts";
+import type { JsonSegments } from "../bridge/json-segments.ts";
+import { deferredJsonText, errorInfo, toJsonSegments, toJsonText } from "./value-json.ts";
 
 export type EmitFn = (event: string, dataJson: string | DeferredEventData) => void;
 

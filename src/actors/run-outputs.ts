@@ -7,7 +7,7 @@
 // message-list-json.ts), and is encoded only when a join asks for it (run.output). Small outputs
 // and awaited ones (/wait, MCP tool calls) still go with run.done: a copy costs less there than a
 // later round trip.
-import { jsonBytes, type JsonSegments } from "./json-segments.ts";
+import { jsonBytes, type JsonSegments } from "../bridge/json-segments.ts";
 
 /** An output as the actor has it: JSON segments, and their UTF-8 bytes when it encoded them already. */
 export interface RunOutput {

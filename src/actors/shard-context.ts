@@ -3,7 +3,7 @@ import type { RunRecord } from "../storage/records.ts";
 import type { Storage } from "../storage/env.ts";
 import type { GraphRegistry } from "./graph-registry.ts";
 import type { ProducedRunEvent } from "./event-gate.ts";
-import type { FromShard, RunDone } from "./protocol.ts";
+import type { FromShard, RunDone } from "../bridge/messages.ts";
 import type { RunOutput } from "./run-outputs.ts";
 import type { ThreadActor } from "./thread-actor.ts";
 

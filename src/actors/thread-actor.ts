@@ -5,14 +5,14 @@ import { TroupeError, notFound } from "../errors.ts";
 import type { JsonObject, RunRecord, ThreadRecord, ThreadStatus } from "../storage/records.ts";
 import { nowIso } from "../storage/records.ts";
 import { executeRun, type EmitFn, type RunOutcome } from "./run-executor.ts";
-import { executeProtocolRun, ProtocolEventShaper, protocolEmitter } from "./protocol-run.ts";
-import { MAX_ATTEMPTS, mergeConfigs, mergeContexts, multitaskDecision, threadConfigAfter, threadStatusAfterRun } from "./lifecycle.ts";
-import type { ActorCommand, ActorReplies, CreateRunCommand } from "./protocol.ts";
+import { executeProtocolRun, ProtocolEventShaper, protocolEmitter } from "./thread-protocol-run.ts";
+import { MAX_ATTEMPTS, mergeConfigs, mergeContexts, multitaskDecision, threadConfigAfter, threadStatusAfterRun } from "../domain/lifecycle.ts";
+import type { ActorCommand, ActorReplies, CreateRunCommand } from "../bridge/messages.ts";
 import type { ShardContext } from "./shard-context.ts";
 import { EMPTY_STATE, currentState, readHistory, readState, stateConfig } from "./thread-state.ts";
 import { asBadRequest } from "./graph-input-errors.ts";
-import { jsonBytes, type JsonSegments } from "./json-segments.ts";
-import { toJsonSegments, toJsonText, toPlain } from "./wire.ts";
+import { jsonBytes, type JsonSegments } from "../bridge/json-segments.ts";
+import { toJsonSegments, toJsonText, toPlain } from "./value-json.ts";
 import { putThreadValues } from "../storage/thread-values.ts";
 
 interface InFlight {

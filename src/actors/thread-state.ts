@@ -3,9 +3,9 @@
 import { TroupeError } from "../errors.ts";
 import type { Json, JsonObject, ThreadRecord } from "../storage/records.ts";
 import type { CompiledGraphLike, StateSnapshotLike } from "./graph-registry.ts";
-import type { CheckpointSelector } from "./protocol.ts";
+import type { CheckpointSelector } from "../bridge/messages.ts";
 import { isGraphInputError } from "./graph-input-errors.ts";
-import { toPlain } from "./wire.ts";
+import { toPlain } from "./value-json.ts";
 
 export const EMPTY_STATE: JsonObject = { values: {}, next: [], tasks: [], created_at: null, checkpoint: null, parent_checkpoint: null };
 

@@ -3,10 +3,10 @@
 import { json, type Reply, type RouteDef } from "../http/types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { AssistantRecord, JsonObject } from "../storage/records.ts";
-import { jsonText } from "../actors/json-segments.ts";
+import { jsonText } from "../bridge/json-segments.ts";
 import { uuid7 } from "../util/ids.ts";
-import { inputSchemas } from "./protocols/input-schema.ts";
-import { accepts, classify, isRecord, RPC, RpcError, rpcError, rpcResult, toRpcError, type RpcParams, type RpcResponse } from "./protocols/jsonrpc.ts";
+import { inputSchemas } from "./graph-input-schema.ts";
+import { accepts, classify, isRecord, RPC, RpcError, rpcError, rpcResult, toRpcError, type RpcParams, type RpcResponse } from "./jsonrpc.ts";
 import { buildCreateRun, type RunCreateBody } from "./run-request.ts";
 
 const TAG = "mcp";

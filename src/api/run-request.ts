@@ -2,7 +2,7 @@
 // (enqueue, values), checkpoint and header fields folded into config, webhook policy checks.
 import { canonicalUuid } from "../util/ids.ts";
 import { TroupeError } from "../errors.ts";
-import type { CreateRunCommand } from "../actors/protocol.ts";
+import type { CreateRunCommand } from "../bridge/messages.ts";
 import { validationError } from "../http/validation.ts";
 import { anyValue, body, bool, checkpointSelector, configSchema, nullable, object, str, strings, uuid } from "../http/schemas/common.ts";
 import type { JsonSchema } from "../http/schema-types.ts";

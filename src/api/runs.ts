@@ -3,8 +3,8 @@
 // only turns HTTP into actor commands and run-hub subscriptions.
 import { notFound, TroupeError } from "../errors.ts";
 import { uuid7 } from "../util/ids.ts";
-import type { RunDone, RunEvent } from "../actors/protocol.ts";
-import { isFinal } from "../actors/lifecycle.ts";
+import type { RunDone, RunEvent } from "../bridge/messages.ts";
+import { isFinal } from "../domain/lifecycle.ts";
 import { empty, json, type AuthInfo, type Reply, type RouteDef, type SseReply } from "../http/types.ts";
 import { matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
 import { body, str, uuid } from "../http/schemas/common.ts";

@@ -5,11 +5,11 @@
 //   GET  /threads/{t}/stream/events  WebSocket: commands and subscription.* in, responses and events out
 import { notFound } from "../errors.ts";
 import { matchesAuthFilter } from "../auth/index.ts";
-import type { ProtocolFilter, ProtocolFrame } from "../actors/protocol-hub.ts";
+import type { ProtocolFilter, ProtocolFrame } from "../hub/thread-protocol-hub.ts";
 import { json, type AuthInfo, type RouteDef, type SseReply, type WebSocketReply, type WsConnection } from "../http/types.ts";
 import type { AppContext } from "../server/context.ts";
-import { checkParams, ProtocolCommandError, ThreadCommands, type ProtocolCommand, type ProtocolResponse } from "./protocols/thread-commands.ts";
-import { commandSchema, eventStreamRequestSchema } from "./protocols/thread-schemas.ts";
+import { checkParams, ProtocolCommandError, ThreadCommands, type ProtocolCommand, type ProtocolResponse } from "./thread-protocol/commands.ts";
+import { commandSchema, eventStreamRequestSchema } from "./thread-protocol/schemas.ts";
 import { compileBody } from "../http/validation.ts";
 import { sseFrame } from "./wire.ts";
 

@@ -3,7 +3,7 @@
 // Semantics and event shapes: docs/THREAD_STREAM.md.
 import { notFound } from "../errors.ts";
 import { matchesAuthFilter } from "../auth/index.ts";
-import { THREAD_STREAM_MODES, type ThreadStreamMode } from "../actors/thread-stream-hub.ts";
+import { THREAD_STREAM_MODES, type ThreadStreamMode } from "../hub/thread-stream-hub.ts";
 import type { RouteDef, SseReply } from "../http/types.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";

@@ -3,9 +3,9 @@
 import { conflict, notFound, TroupeError } from "../errors.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
 import { canonicalUuid, uuid7 } from "../util/ids.ts";
-import { matchesFilter } from "../actors/lifecycle.ts";
+import { matchesFilter } from "../domain/lifecycle.ts";
 import { deepEqual } from "../util/deep-equal.ts";
-import type { CheckpointSelector } from "../actors/protocol.ts";
+import type { CheckpointSelector } from "../bridge/messages.ts";
 import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { body, checkpointSelector, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
 

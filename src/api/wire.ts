@@ -1,6 +1,6 @@
 // Wire projections of stored records (internal fields removed) and SSE framing.
 import { INTERNAL_RUN_FIELDS, type RunRecord } from "../storage/records.ts";
-import type { RunEvent } from "../actors/protocol.ts";
+import type { RunEvent } from "../bridge/messages.ts";
 
 export type WireRun = Omit<RunRecord, (typeof INTERNAL_RUN_FIELDS)[number]>;
 

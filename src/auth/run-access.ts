@@ -1,7 +1,7 @@
 // Run creation under custom auth (reference §11.2 `threads:create_run`, §6.3): the handler sees
 // the run about to be created and may change its metadata; an existing thread the filter does
 // not allow answers 404. Also the auth user fields every authenticated run gets in `configurable`.
-import type { CreateRunCommand } from "../actors/protocol.ts";
+import type { CreateRunCommand } from "../bridge/messages.ts";
 import { notFound } from "../errors.ts";
 import type { AuthInfo } from "../http/types.ts";
 import type { Json, JsonObject, ThreadRecord } from "../storage/records.ts";

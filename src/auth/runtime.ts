@@ -2,7 +2,7 @@
 // operation fires (lookup `resource:action`, `resource`, `*:action`, `*`) to allow, deny or filter.
 import type { RawRequest } from "../http/dispatch.ts";
 import type { AuthInfo, Reply, RouteDef } from "../http/types.ts";
-import type { CreateRunCommand } from "../actors/protocol.ts";
+import type { CreateRunCommand } from "../bridge/messages.ts";
 import type { ThreadRecord } from "../storage/records.ts";
 import { AuthHttpError, fromThrown } from "./http-error.ts";
 import { authorizeRunCreate } from "./run-access.ts";

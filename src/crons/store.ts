@@ -1,7 +1,7 @@
 // Cron records in the `crons` LMDB database. Only the HTTP thread writes them (API handlers and
 // the scheduler); every read-modify-write runs inside one write transaction so a tick persisting
 // next_run_date can never undo a concurrent PATCH or DELETE.
-import { matchesFilter } from "../actors/lifecycle.ts";
+import { matchesFilter } from "../domain/lifecycle.ts";
 import type { Storage } from "../storage/env.ts";
 import type { CronRecord, JsonObject } from "../storage/records.ts";
 

@@ -1,12 +1,12 @@
 // What endpoint groups share: the main thread's storage handle, the actor runtime and the
 // resolved config. Built once at startup by src/server/create.ts.
-import type { ShardPool } from "../actors/shard-pool.ts";
+import type { ShardPool } from "../hub/shard-pool.ts";
 import type { AuthRuntime } from "../auth/runtime.ts";
 import type { ResolvedConfig } from "../config/index.ts";
 import type { Storage } from "../storage/env.ts";
 import type { AssistantRecord } from "../storage/records.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
-import type { StoreTtlOptions } from "../actors/protocol.ts";
+import type { StoreTtlOptions } from "../bridge/messages.ts";
 
 export interface AppContext {
   storage: Storage;

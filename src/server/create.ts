@@ -8,7 +8,7 @@ import { nativeMemoryError, releaseFileMapping } from "../util/native-memory.ts"
 import { compileWorkerModules } from "../loader/runtime-modules.ts";
 import { useCompiledModules } from "../loader/user-modules.ts";
 import { loadConfig, type ResolvedConfig } from "../config/index.ts";
-import { ShardPool } from "../actors/shard-pool.ts";
+import { ShardPool } from "../hub/shard-pool.ts";
 import { assistantRoutes } from "../api/assistants.ts";
 import { runRoutes } from "../api/runs.ts";
 import { systemRoutes } from "../api/system.ts";

@@ -1,7 +1,7 @@
 // Assistant records: written only by the HTTP thread (no actor owns them), read everywhere.
 import { TroupeError, notFound } from "../errors.ts";
 import { defaultAssistantId, uuid7 } from "../util/ids.ts";
-import { matchesFilter } from "../actors/lifecycle.ts";
+import { matchesFilter } from "../domain/lifecycle.ts";
 import type { Storage } from "./env.ts";
 import type { AssistantRecord, AssistantVersionRecord, Json, JsonObject, RunnableConfigJson } from "./records.ts";
 import { nowIso } from "./records.ts";

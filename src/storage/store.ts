@@ -7,7 +7,7 @@ import {
 } from "@langchain/langgraph-checkpoint";
 import { TroupeError } from "../errors.ts";
 import type { Storage } from "./env.ts";
-import type { StoreTtlOptions } from "../actors/protocol.ts";
+import type { StoreTtlOptions } from "../bridge/messages.ts";
 import { itemExpired, refreshItemTtls } from "./store-ttl.ts";
 import { cosine, StoreIndex, textsOf, type StoreIndexOptions } from "./store-index.ts";
 import type { JsonObject, StoreItemRecord } from "./records.ts";

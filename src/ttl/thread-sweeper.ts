@@ -4,7 +4,7 @@
 // checkpoint. Runs on the HTTP thread every `sweep_interval_minutes`, at most `sweep_limit`
 // threads per sweep; busy threads wait for a later sweep. Deletion and pruning go through the
 // threads' actors like the API's own.
-import type { ShardPool } from "../actors/shard-pool.ts";
+import type { ShardPool } from "../hub/shard-pool.ts";
 import type { Storage } from "../storage/env.ts";
 
 export interface ThreadTtlOptions {

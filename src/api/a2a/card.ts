@@ -2,7 +2,7 @@
 // one skill describing the graph's input. Cards carry both the 0.3 fields and the 1.0
 // `supportedInterfaces` declaration.
 import type { AssistantRecord, JsonObject } from "../../storage/records.ts";
-import { isRecord } from "./jsonrpc.ts";
+import { isRecord } from "../jsonrpc.ts";
 
 const DEFAULT_MODES = ["application/json", "text/plain"];
 

@@ -1,6 +1,6 @@
 // JSON-RPC 2.0 envelopes shared by the A2A and MCP endpoints: envelope classification that
 // reports protocol errors as values, response builders, and domain-error → RPC-error mapping.
-import { TroupeError } from "../../errors.ts";
+import { TroupeError } from "../errors.ts";
 
 export const RPC = {
   PARSE_ERROR: -32700,

@@ -4,11 +4,11 @@ import type { AppContext } from "../../server/context.ts";
 import type { AssistantRecord, JsonObject, RunRecord } from "../../storage/records.ts";
 import { canonicalUuidOf, uuid7 } from "../../util/ids.ts";
 import { buildCreateRun, type RunCreateBody } from "../run-request.ts";
-import { A2A_ERRORS, TERMINAL_STATES } from "./a2a-wire.ts";
-import { hasMessageContent, readMessage, resumeValue, toGraphInput } from "./a2a-messages.ts";
-import { loadTask, taskState } from "./a2a-task.ts";
-import { acceptsMessages, type InputSchemas } from "./input-schema.ts";
-import { isRecord, RPC, RpcError, toRpcError, type RpcParams } from "./jsonrpc.ts";
+import { A2A_ERRORS, TERMINAL_STATES } from "./dialects.ts";
+import { hasMessageContent, readMessage, resumeValue, toGraphInput } from "./messages.ts";
+import { loadTask, taskState } from "./task.ts";
+import { acceptsMessages, type InputSchemas } from "../graph-input-schema.ts";
+import { isRecord, RPC, RpcError, toRpcError, type RpcParams } from "../jsonrpc.ts";
 
 export const taskNotFound = (id: string) => new RpcError(A2A_ERRORS.TASK_NOT_FOUND, `Task not found: ${id}`);
 

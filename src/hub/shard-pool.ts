@@ -7,10 +7,10 @@ import { availableParallelism } from "node:os";
 import { Piscina } from "piscina";
 import { deserializeError, TroupeError } from "../errors.ts";
 import type { CompiledModules } from "../loader/compile-modules.ts";
-import type { ActorCommand, ActorReplies, CreateRunCommand, FromShard, GraphSpecLite, RunDone, ShardTask, StoreIndexOptions, StoreTtlOptions } from "./protocol.ts";
+import type { ActorCommand, ActorReplies, CreateRunCommand, FromShard, GraphSpecLite, RunDone, ShardTask, StoreIndexOptions, StoreTtlOptions } from "../bridge/messages.ts";
 import type { RunRecord } from "../storage/records.ts";
 import { RunHub } from "./run-hub.ts";
-import { shardOf } from "./sharding.ts";
+import { shardOf } from "../bridge/sharding.ts";
 import { createIdleBoard } from "../util/idle-gc.ts";
 
 export interface ShardPoolOptions {

@@ -11,7 +11,7 @@ import type { Json, JsonObject, MultitaskStrategy, RunnableConfigJson, ThreadRec
 import { uuid7 } from "../../util/ids.ts";
 import { buildCreateRun, type RunCreateBody } from "../run-request.ts";
 import { compileBody, type Validator } from "../../http/validation.ts";
-import { COMMAND_PARAMS } from "./thread-schemas.ts";
+import { COMMAND_PARAMS } from "./schemas.ts";
 
 export type ProtocolErrorCode =
   | "invalid_argument" | "unknown_command" | "unknown_error" | "no_such_run" | "no_such_subscription"

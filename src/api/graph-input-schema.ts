@@ -1,7 +1,7 @@
 // Input JSON schema of an assistant's graph, asked of an actor worker (graphs load there) and
 // cached per assistant version: MCP tool listings and A2A message checks need it per request.
-import type { AppContext } from "../../server/context.ts";
-import type { AssistantRecord, JsonObject } from "../../storage/records.ts";
+import type { AppContext } from "../server/context.ts";
+import type { AssistantRecord, JsonObject } from "../storage/records.ts";
 import { isRecord } from "./jsonrpc.ts";
 
 const MAX_ENTRIES = 1_000;

@@ -2,7 +2,7 @@
 // strings: LangChain messages become flat {...fields, type} objects, as upstream emits them.
 import { MessageListJson, type MessageFields } from "../storage/message-list-json.ts";
 import type { DeferredEventData } from "./event-gate.ts";
-import type { JsonSegments } from "./json-segments.ts";
+import type { JsonSegments } from "../bridge/json-segments.ts";
 
 interface MessageLike {
   lc_kwargs: unknown;

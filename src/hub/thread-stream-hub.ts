@@ -2,7 +2,7 @@
 // starts/ends and state updates of a thread to its listeners, numbering them so Last-Event-ID can
 // resume from a bounded per-thread buffer. Threads nobody listens to cost one map lookup.
 
-import { EventBuffer } from "./event-buffer.ts";
+import { EventBuffer } from "../bridge/event-buffer.ts";
 
 export type ThreadStreamMode = "run_modes" | "lifecycle" | "state_update";
 export const THREAD_STREAM_MODES: readonly ThreadStreamMode[] = ["run_modes", "lifecycle", "state_update"];

@@ -3,8 +3,8 @@
 // counter so every event has a unique, increasing `seq`/`event_id` — and the listeners (SSE
 // streams, WebSocket subscriptions) that receive the events their filter matches. A new
 // protocol run on the thread starts a new session: late connections replay only that run.
-import { EventBuffer } from "./event-buffer.ts";
-import type { RunEvent } from "./protocol.ts";
+import { EventBuffer } from "../bridge/event-buffer.ts";
+import type { RunEvent } from "../bridge/messages.ts";
 
 /** What a stream or subscription asks for (the EventStreamRequest / SubscribeParams filter). */
 export interface ProtocolFilter {

@@ -5,9 +5,9 @@ import type { Storage } from "../../storage/env.ts";
 import type { RunRecord, ThreadRecord, ThreadView } from "../../storage/records.ts";
 import { threadView } from "../../storage/thread-values.ts";
 import { uuid5 } from "../../util/ids.ts";
-import { encodeMessage, dataPart, kind, stateName, textPart, type A2AMessage, type Dialect, type Part, type TaskState } from "./a2a-wire.ts";
-import { a2aMessageId, messagesOf, messageType, partsOf, roleOf, type PlainMessage } from "./a2a-messages.ts";
-import { isRecord } from "./jsonrpc.ts";
+import { encodeMessage, dataPart, kind, stateName, textPart, type A2AMessage, type Dialect, type Part, type TaskState } from "./dialects.ts";
+import { a2aMessageId, messagesOf, messageType, partsOf, roleOf, type PlainMessage } from "./messages.ts";
+import { isRecord } from "../jsonrpc.ts";
 
 const A2A_NAMESPACE = "9a6f1f4e-6a0c-5d7e-8a57-2f6c0a3b7a11";
 export const ARTIFACT_NAME = "Assistant Response";

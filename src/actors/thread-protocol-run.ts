@@ -5,9 +5,9 @@
 // what belongs to the server: interrupts become `input.requested` events and the root lifecycle
 // ends `interrupted`, and events go out with their method, channel and namespace in the event name
 // so the HTTP thread can filter and number them without parsing them.
-import type { JsonSegments } from "./json-segments.ts";
+import type { JsonSegments } from "../bridge/json-segments.ts";
 import { buildInput, buildRunConfig, type ExecuteOptions, type RunOutcome } from "./run-executor.ts";
-import { errorInfo, toJsonSegments, toJsonText } from "./wire.ts";
+import { errorInfo, toJsonSegments, toJsonText } from "./value-json.ts";
 import type { EmitFn } from "./run-executor.ts";
 
 /** One event as LangGraph's GraphRunStream yields it (its `seq` is replaced by the thread's). */

@@ -2,10 +2,10 @@
 // subscribers (SSE), and waiters for completion (/wait, /join). Logs of finished runs are kept
 // for a while so a late join still sees the events and the final output. Every run's start,
 // events and end are also forwarded to its thread's stream (thread-stream-hub.ts).
-import { EventBuffer } from "./event-buffer.ts";
-import type { RunDone, RunEvent } from "./protocol.ts";
+import { EventBuffer } from "../bridge/event-buffer.ts";
+import type { RunDone, RunEvent } from "../bridge/messages.ts";
 import { ThreadStreamHub } from "./thread-stream-hub.ts";
-import { ProtocolHub } from "./protocol-hub.ts";
+import { ProtocolHub } from "./thread-protocol-hub.ts";
 
 export interface RunSubscriber {
   onEvent(e: RunEvent): void;

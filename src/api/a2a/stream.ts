@@ -1,15 +1,15 @@
 // SendStreamingMessage / message/stream: turns a run's event stream into A2A SSE events —
 // the Task (submitted), status updates while it works (with streamed AI text), then the
 // "Assistant Response" artifact and a final status update built from the stored outcome.
-import type { RunEvent, RunDone } from "../../actors/protocol.ts";
-import type { RunHub } from "../../actors/run-hub.ts";
+import type { RunEvent, RunDone } from "../../bridge/messages.ts";
+import type { RunHub } from "../../hub/run-hub.ts";
 import type { SseReply } from "../../http/types.ts";
 import type { Storage } from "../../storage/env.ts";
 import type { RunRecord } from "../../storage/records.ts";
-import { encodeMessage, kind, stateName, streamResult, textPart, type Dialect } from "./a2a-wire.ts";
-import { textOf } from "./a2a-messages.ts";
-import { artifactOf, buildTask, encodeStatus, loadTask, taskState, viewOf, type HistoryOptions, type TaskSource } from "./a2a-task.ts";
-import { isRecord, rpcResult, type RpcId } from "./jsonrpc.ts";
+import { encodeMessage, kind, stateName, streamResult, textPart, type Dialect } from "./dialects.ts";
+import { textOf } from "./messages.ts";
+import { artifactOf, buildTask, encodeStatus, loadTask, taskState, viewOf, type HistoryOptions, type TaskSource } from "./task.ts";
+import { isRecord, rpcResult, type RpcId } from "../jsonrpc.ts";
 
 export interface TaskStreamInput {
   storage: Storage;

@@ -3,8 +3,8 @@
 // LangChain messages from thread values become A2A messages for task history and artifacts.
 import type { Json, JsonObject } from "../../storage/records.ts";
 import { uuid7 } from "../../util/ids.ts";
-import { A2A_ERRORS, dataPart, filePart, textPart, type Dialect, type FileRef, type Part, type Role } from "./a2a-wire.ts";
-import { isRecord, RPC, RpcError } from "./jsonrpc.ts";
+import { A2A_ERRORS, dataPart, filePart, textPart, type Dialect, type FileRef, type Part, type Role } from "./dialects.ts";
+import { isRecord, RPC, RpcError } from "../jsonrpc.ts";
 
 type Block = JsonObject;
 
