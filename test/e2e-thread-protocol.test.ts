@@ -1,13 +1,13 @@
 // The thread-centric protocol (reference §13) through the real SDK (`client.threads.stream`, SSE
 // and WebSocket transports) against a spawned server, plus raw HTTP for the wire details
-// (filters, since, ids, errors); and the ProtocolHub / ProtocolEventShaper on their own.
+// (filters, since, ids, errors); and the ThreadProtocolHub / ProtocolEventShaper on their own.
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
 import { Command } from "@langchain/langgraph";
 import { RemoteGraph } from "@langchain/langgraph/remote";
 import { matchesSubscription } from "@langchain/langgraph-sdk/client";
-import { ProtocolHub, matchesFilter, type ProtocolFilter, type ProtocolFrame } from "../src/hub/thread-protocol-hub.ts";
+import { ThreadProtocolHub, matchesFilter, type ProtocolFilter, type ProtocolFrame } from "../src/hub/thread-protocol-hub.ts";
 import { ProtocolEventShaper, protocolEventName, type ProtocolEventLike } from "../src/actors/thread-protocol-run.ts";
 import { rawRequest, useServer } from "./helpers/suite.ts";
 
@@ -340,13 +340,13 @@ describe("thread-centric protocol over a WebSocket (raw)", () => {
   });
 });
 
-describe("ProtocolHub", () => {
+describe("ThreadProtocolHub", () => {
   const ev = (method: string, namespace: string[], data: unknown, channel = method): { id: number; event: string; data: string } => ({
     id: 0,
     event: protocolEventName(method, channel, namespace),
     data: JSON.stringify({ type: "event", method, params: { namespace, timestamp: 1, data } }),
   });
-  const collect = (hub: ProtocolHub, threadId: string, filter: ProtocolFilter, since?: number) => {
+  const collect = (hub: ThreadProtocolHub, threadId: string, filter: ProtocolFilter, since?: number) => {
     const got: ProtocolFrame[] = [];
     const { unsubscribe, replayed } = hub.subscribe(threadId, since, { filter, onEvent: (f) => got.push(f), onClose: () => undefined });
     return { got, unsubscribe, replayed };
@@ -374,7 +374,7 @@ describe("ProtocolHub", () => {
   });
 
   it("holds the root's input.requested and terminal lifecycle until the run's end is committed", () => {
-    const hub = new ProtocolHub();
+    const hub = new ThreadProtocolHub();
     hub.adopt("t", "run-1");
     const { got } = collect(hub, "t", { channels: ["lifecycle", "input", "values"] });
     hub.publish("t", "run-1", [ev("lifecycle", [], { event: "running" }), ev("values", [], { x: 1 }), ev("input.requested", [], { interrupt_id: "i", payload: 1 }, "input"), ev("lifecycle", [], { event: "interrupted" })]);
@@ -385,7 +385,7 @@ describe("ProtocolHub", () => {
   });
 
   it("opens a resume run's session with input.answered, also when the run starts before its create reply", () => {
-    const hub = new ProtocolHub();
+    const hub = new ThreadProtocolHub();
     hub.adopt("t", "run-1");
     const { got } = collect(hub, "t", { channels: ["lifecycle", "input"] });
     const opener = hub.announceWhenAdopted("run-2", "input.answered", "input", { interrupt_ids: ["i"] });
@@ -401,7 +401,7 @@ describe("ProtocolHub", () => {
   });
 
   it("ends a run whose root never ended with a failed lifecycle; a newer run's session is not replaced by an older one", () => {
-    const hub = new ProtocolHub();
+    const hub = new ThreadProtocolHub();
     hub.adopt("t", "run-2");
     hub.started("t", "run-1", 1); // an older run (recovered, or queued before) does not take over
     hub.publish("t", "run-1", [ev("values", [], { old: true })]);
@@ -416,7 +416,7 @@ describe("ProtocolHub", () => {
   });
 
   it("keeps an ended session nobody read for a late reader, and drops it when its last reader leaves", () => {
-    const hub = new ProtocolHub({ retentionMs: 60_000 });
+    const hub = new ThreadProtocolHub({ retentionMs: 60_000 });
     hub.adopt("t", "run-1");
     hub.publish("t", "run-1", [ev("values", [], { x: 1 }), ev("lifecycle", [], { event: "completed" })]);
     hub.ended("t", "run-1", "success");
@@ -429,7 +429,7 @@ describe("ProtocolHub", () => {
   });
 
   it("drops a finished session when its last reader leaves", () => {
-    const hub = new ProtocolHub();
+    const hub = new ThreadProtocolHub();
     hub.adopt("t", "run-1");
     const reader = collect(hub, "t", { channels: ["values"] });
     hub.publish("t", "run-1", [ev("values", [], { x: 1 })]);

@@ -1,5 +1,5 @@
 // Caches that keep runs on long threads cheap: per-message checkpoint JSON (MessageCachingSerde),
-// decoded message-list blobs (BlobCache in LmdbCheckpointSaver) and per-message wire JSON (wire.ts).
+// decoded message-list blobs (BlobCache in LmdbCheckpointSaver) and per-message wire JSON (actors/value-json.ts).
 import { AIMessage, AIMessageChunk, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { MessagesAnnotation, START, END, StateGraph, messagesStateReducer } from "@langchain/langgraph";
 import { JsonPlusSerializer, emptyCheckpoint, uuid6, type Checkpoint } from "@langchain/langgraph-checkpoint";
@@ -256,7 +256,7 @@ describe("LmdbCheckpointSaver blob cache", () => {
 });
 
 describe("wire JSON cache", () => {
-  /** The replacer wire.ts used before the fast path (the reference output). */
+  /** The replacer value-json.ts used before the fast path (the reference output). */
   function reference(value: unknown): string {
     return JSON.stringify(value, function (this: Record<string, unknown>, key: string, v: unknown) {
       const original = this[key] as { lc_kwargs?: unknown; toDict?: () => { type: string; data: Record<string, unknown> } } | undefined;

@@ -12,7 +12,7 @@ import { validateWebhookUrl, type WebhookUrlPolicy } from "../src/webhooks/url-p
 import { parseRetryAfter, WebhookSender } from "../src/webhooks/sender.ts";
 import { WebhookWorkerHost } from "../src/webhooks/host.ts";
 import { compileModules } from "../src/loader/compile-modules.ts";
-import type { WebhookWorkerData } from "../src/webhooks/protocol.ts";
+import type { WebhookWorkerData } from "../src/webhooks/messages.ts";
 import { BoundedRunner } from "../src/webhooks/limiter.ts";
 import type { RunRecord } from "../src/storage/records.ts";
 

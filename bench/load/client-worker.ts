@@ -4,7 +4,7 @@ import { isMainThread, parentPort, workerData } from "node:worker_threads";
 import { createClient } from "../http/create-client.ts";
 import { buildIteration } from "./loops.ts";
 import { runClosedLoop } from "./closed-loop.ts";
-import type { StartMessage, WorkerInput, WorkerMessage } from "./worker-protocol.ts";
+import type { StartMessage, WorkerInput, WorkerMessage } from "./worker-messages.ts";
 
 if (isMainThread || parentPort === null) throw new Error("bench/load/client-worker.ts must run in a worker thread");
 const port = parentPort;

@@ -5,7 +5,7 @@ import { ErrorTally } from "../error-tally.ts";
 import type { ClientKind } from "../http/types.ts";
 import type { LoopPlan, LoopResult } from "./closed-loop.ts";
 import type { LoopSpec } from "./loops.ts";
-import type { WorkerInput, WorkerMessage } from "./worker-protocol.ts";
+import type { WorkerInput, WorkerMessage } from "./worker-messages.ts";
 
 export interface ShardOptions {
   workers: number;

@@ -9,9 +9,9 @@ import * as ourJsonSchema from "@langchain/core/utils/json_schema";
 import { TroupeError } from "../errors.ts";
 import type { Json, JsonObject } from "../storage/records.ts";
 import type { CompiledGraphLike, DrawableGraphLike, GraphRegistry } from "./graph-registry.ts";
-import type { ActorCommand, GraphSpecLite } from "../bridge/messages.ts";
+import type { GraphSpecLite, ShardCommand } from "../bridge/messages.ts";
 
-type DescribeCommand = Extract<ActorCommand, { type: "graph.describe" }>;
+type DescribeCommand = Extract<ShardCommand, { type: "graph.describe" }>;
 
 const JSON_SCHEMA_DRAFT_07 = "http://json-schema.org/draft-07/schema#";
 

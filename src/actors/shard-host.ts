@@ -1,5 +1,5 @@
 // The body of one actor worker: hosts the thread actors whose ids hash to this shard, the graph
-// registry and the checkpointer; speaks the protocol of protocol.ts over a MessagePort.
+// registry and the checkpointer; speaks the messages of bridge/messages.ts over a MessagePort.
 import type { MessagePort } from "node:worker_threads";
 import type { BaseStore } from "@langchain/langgraph-checkpoint";
 import { serializeError, TroupeError } from "../errors.ts";
@@ -9,7 +9,7 @@ import { openStorage } from "../storage/env.ts";
 import type { RunRecord } from "../storage/records.ts";
 import { GraphRegistry } from "./graph-registry.ts";
 import { describeGraph } from "./graph-describe.ts";
-import type { ActorCommand, FromShard, RunEvent, ShardTask, ToShard } from "../bridge/messages.ts";
+import type { FromShard, RunEvent, ShardRequest, ShardTask, ToShard } from "../bridge/messages.ts";
 import type { ShardContext, ThreadCheckpointOps } from "./shard-context.ts";
 import { RunOutputs } from "./run-outputs.ts";
 import { RunEventGates, type ProducedRunEvent } from "./event-gate.ts";
@@ -120,7 +120,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
       },
     );
 
-  const handle = (cmd: ActorCommand): Promise<unknown> => {
+  const handle = (cmd: ShardRequest): Promise<unknown> => {
     if (cmd.type === "graph.describe") return describeGraph(registry, cmd);
     if (cmd.type === "run.observe") return Promise.resolve({ gated: gates.observe(cmd.runId, cmd.replay) });
     if (cmd.type === "run.output") return Promise.resolve({ output: outputs.bytesOf(cmd.runId) ?? null });
@@ -145,7 +145,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
 
   return new Promise<string>((resolve) => {
     port.on("message", (msg: ToShard) => {
-      if ("type" in msg && msg.type === "shutdown") {
+      if (msg.type === "shutdown") {
         ctx.draining = true;
         const deadline = Date.now() + msg.graceMs;
         const finish = async () => {
@@ -163,8 +163,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
         void finish();
         return;
       }
-      const m = msg as { reqId: number; cmd: ActorCommand };
-      void reply(m.reqId, Promise.resolve().then(() => handle(m.cmd)));
+      void reply(msg.reqId, Promise.resolve().then(() => handle(msg.cmd)));
     });
   });
 }

@@ -7,7 +7,7 @@ import { nowIso } from "../storage/records.ts";
 import { executeRun, type EmitFn, type RunOutcome } from "./run-executor.ts";
 import { executeProtocolRun, ProtocolEventShaper, protocolEmitter } from "./thread-protocol-run.ts";
 import { MAX_ATTEMPTS, mergeConfigs, mergeContexts, multitaskDecision, threadConfigAfter, threadStatusAfterRun } from "../domain/lifecycle.ts";
-import type { ActorCommand, ActorReplies, CreateRunCommand } from "../bridge/messages.ts";
+import type { ActorCommand, CreateRunCommand, ShardReplies } from "../bridge/messages.ts";
 import type { ShardContext } from "./shard-context.ts";
 import { EMPTY_STATE, currentState, readHistory, readState, stateConfig } from "./thread-state.ts";
 import { asBadRequest } from "./graph-input-errors.ts";
@@ -81,7 +81,7 @@ export class ThreadActor {
     return p;
   }
 
-  handle<C extends ActorCommand>(cmd: C): Promise<ActorReplies[C["type"]]> {
+  handle<C extends ActorCommand>(cmd: C): Promise<ShardReplies[C["type"]]> {
     const r = (() => {
       switch (cmd.type) {
         case "run.create": return this.serial(() => this.createRun(cmd), false).then((created) => created.committed);
@@ -96,12 +96,9 @@ export class ThreadActor {
         case "thread.state": return this.serial(() => this.state(cmd));
         case "thread.update_state": return this.serial(() => this.updateState(cmd));
         case "thread.history": return this.serial(() => this.history(cmd));
-        case "graph.describe":
-        case "run.observe":
-          throw new Error(`${cmd.type} is handled by the shard host, not a thread actor`);
       }
     })();
-    return r as Promise<ActorReplies[C["type"]]>;
+    return r as Promise<ShardReplies[C["type"]]>;
   }
 
   // ---- threads -------------------------------------------------------------------------

@@ -60,7 +60,7 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
     };
     const cfg = isRecord(params.configuration) ? params.configuration : {};
     if (cfg.blocking === false || cfg.returnImmediately === true) return { kind: "text", status: 200, contentType: "application/json", body: answer() };
-    const body = pool.hub.waitFor(run.run_id).then(answer, (err: unknown) => JSON.stringify(rpcError(id, toRpcError(err))));
+    const body = pool.runs.waitFor(run.run_id).then(answer, (err: unknown) => JSON.stringify(rpcError(id, toRpcError(err))));
     return { kind: "deferred", contentType: "application/json", heartbeatMs: 1_000, body };
   };
 
@@ -142,7 +142,7 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
         case "stream": {
           const history = historyOptions(p, headers, { includeArtifacts: true });
           const run = await createTaskRun(app, schemas, a, p, headers, true);
-          return taskStream({ storage, hub: pool.hub, run, dialect: d, rpcId: id, history });
+          return taskStream({ storage, runs: pool.runs, run, dialect: d, rpcId: id, history });
         }
         case "get": {
           const hist = historyOptions(p, headers, { includeArtifacts: true });

@@ -62,7 +62,7 @@ export function mcpRoutes(app: AppContext): RouteDef<any, any>[] {
     if (params.context !== undefined) body.context = params.context as JsonObject;
     const cmd = buildCreateRun(app, body, headers, { threadId: uuid7(), runId: uuid7(), stateless: true, observed: false, outputAwaited: true });
     const run = await app.pool.createRun(cmd);
-    const output = await app.pool.runOutput(await app.pool.hub.waitFor(run.run_id));
+    const output = await app.pool.runOutput(await app.pool.runs.waitFor(run.run_id));
     const text = output === undefined ? "null" : jsonText(output);
     const out = JSON.parse(text) as unknown;
     if (isRecord(out) && isRecord(out.__error__)) {

@@ -152,7 +152,7 @@ export function buildCreateRun(
     stateless: opts.stateless,
     onCompletion: b.on_completion ?? "delete",
     // a resumable run's log must be complete, and a thread stream listener reads every run live
-    observed: (opts.observed ?? true) || resumable || app.pool.hub.threads.has(opts.threadId),
+    observed: (opts.observed ?? true) || resumable || app.pool.threadStreams.has(opts.threadId),
     outputAwaited: opts.outputAwaited ?? false,
   };
 }

@@ -12,7 +12,8 @@ import type { AppContext } from "../server/context.ts";
 import type { RunRecord, RunStatus } from "../storage/records.ts";
 import { threadValuesJson } from "../storage/thread-values.ts";
 import { buildCreateRun, runCreateSchema, type RunCreateBody } from "./run-request.ts";
-import { lastEventId, sseFrame, sseSynthetic, wireRun } from "./wire.ts";
+import { lastEventId, sseFrame, sseSynthetic } from "../http/sse-frames.ts";
+import { wireRun } from "./run-view.ts";
 import { runSelectSchema } from "./field-select.ts";
 import { select } from "../http/paging.ts";
 
@@ -21,7 +22,7 @@ const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "
 
 export function runRoutes(app: AppContext): RouteDef<any, any>[] {
   const { pool, storage } = app;
-  const hub = pool.hub;
+  const hub = pool.runs;
 
   /** The thread, or 404 when it is missing or the auth filter hides it. */
   const mustThread = (threadId: string, filter?: AuthFilter) => {

@@ -11,7 +11,7 @@ import type { AppContext } from "../server/context.ts";
 import { checkParams, ProtocolCommandError, ThreadCommands, type ProtocolCommand, type ProtocolResponse } from "./thread-protocol/commands.ts";
 import { commandSchema, eventStreamRequestSchema } from "./thread-protocol/schemas.ts";
 import { compileBody } from "../http/validation.ts";
-import { sseFrame } from "./wire.ts";
+import { sseFrame } from "../http/sse-frames.ts";
 
 const TAG = "threads";
 /** `: heartbeat` comment interval: the SDK's idle watchdog arms itself on heartbeats */
@@ -22,7 +22,7 @@ function toFilter(body: { channels: string[]; namespaces?: string[][]; depth?: n
 }
 
 export function threadProtocolRoutes(app: AppContext): RouteDef<any, any>[] {
-  const hub = app.pool.hub.protocol;
+  const hub = app.pool.sessions;
   const commands = new ThreadCommands(app);
 
   /**
@@ -157,7 +157,7 @@ class ProtocolSocket {
     const p = cmd.params ?? {};
     const id = `sub-${this.nextSubscription++}`;
     const filter = toFilter(p as { channels: string[]; namespaces?: string[][]; depth?: number });
-    const hub = this.app.pool.hub.protocol;
+    const hub = this.app.pool.sessions;
     // replayed events go out before the reply: the SDK routes them to the subscription it registered
     // under a placeholder id while the command was in flight
     const replay: ProtocolFrame[] = [];

@@ -7,7 +7,7 @@ import { THREAD_STREAM_MODES, type ThreadStreamMode } from "../hub/thread-stream
 import type { RouteDef, SseReply } from "../http/types.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
-import { lastEventId, sseFrame } from "./wire.ts";
+import { lastEventId, sseFrame } from "../http/sse-frames.ts";
 
 /** `: heartbeat` comment interval: keeps proxies from closing an idle stream; the SDK arms its idle watchdog on it */
 const HEARTBEAT_MS = 5_000;
@@ -22,7 +22,7 @@ const streamModeQuery: JsonSchema = {
 
 export function threadStreamRoutes(app: AppContext): RouteDef<any, any>[] {
   const { storage } = app;
-  const streams = app.pool.hub.threads;
+  const streams = app.pool.threadStreams;
 
   const reply = (threadId: string, modes: ReadonlySet<ThreadStreamMode>, after: number | undefined, query: string): SseReply => ({
     kind: "sse",
@@ -36,7 +36,7 @@ export function threadStreamRoutes(app: AppContext): RouteDef<any, any>[] {
         unsubscribe();
       };
       // runs in flight whose events wait in their worker (background, /wait): go live from now on
-      for (const runId of app.pool.hub.gatedRunsOf(threadId)) void app.pool.observeRun(threadId, runId, false).catch(() => undefined);
+      for (const runId of app.pool.runs.gatedRunsOf(threadId)) void app.pool.observeRun(threadId, runId, false).catch(() => undefined);
       const unsubscribe = streams.subscribe(threadId, after, {
         modes,
         onEvent: (e) => void sink.write(sseFrame(e, true)),

@@ -97,7 +97,7 @@ function beforeId(before: unknown): string | undefined {
 
 export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
   const { pool, storage } = app;
-  const streams = pool.hub.threads; // GET /threads/{t}/stream listeners
+  const streams = pool.threadStreams; // GET /threads/{t}/stream listeners
   /** The thread, or 404 when it is missing or the auth filter hides it. */
   const mustThread = (id: string, filter?: AuthFilter): ThreadRecord => {
     const t = storage.threads.get(id);

@@ -1,6 +1,6 @@
-// The typed message protocol between the HTTP thread and actor shards (worker threads).
-// Every request carries a reqId and gets exactly one Reply; run events and completions flow
-// back unsolicited. Errors cross as SerializedError (code + message + stack).
+// The typed messages between the HTTP thread and actor shards (worker threads). Every message
+// has a literal `type`; every request carries a reqId and gets exactly one reply; run events and
+// completions flow back unsolicited. Errors cross as SerializedError (code + message + stack).
 import type { SerializedError } from "../errors.ts";
 import type {
   AssistantRecord, Json, JsonObject, MultitaskStrategy, RunKwargs, RunRecord, ThreadRecord, ThreadStatus,
@@ -43,13 +43,10 @@ export interface CreateRunCommand {
   requireBoundAssistant?: boolean;
 }
 
+/** Commands of one thread's actor, run in its mailbox order (src/actors/thread-actor.ts). */
 export type ActorCommand =
   | CreateRunCommand
   | { type: "run.cancel"; threadId: string; runId: string; action: "interrupt" | "rollback"; wait: boolean }
-  /** a reader joined an unobserved run: send its buffered events (when replay) and then live ones */
-  | { type: "run.observe"; threadId: string; runId: string; replay: boolean }
-  /** the output of a finished run whose run.done came without it (ShardPool.runOutput) */
-  | { type: "run.output"; threadId: string; runId: string }
   /** `keepCheckpoints`: remove the run record only (an assistant's delete cascading to its runs) */
   | { type: "run.delete"; threadId: string; runId: string; keepCheckpoints?: boolean }
   | {
@@ -83,11 +80,25 @@ export type ActorCommand =
       metadata?: JsonObject;
       checkpoint?: CheckpointSelector;
       assistant?: AssistantRecord;
-    }
+    };
+
+/**
+ * Commands the shard answers itself, outside every actor's mailbox: run event gates and kept
+ * outputs live in the shard, and describing a graph needs no thread. `threadId` (or the
+ * assistant id) only picks the shard.
+ */
+export type ShardCommand =
+  /** a reader joined an unobserved run: send its buffered events (when replay) and then live ones */
+  | { type: "run.observe"; threadId: string; runId: string; replay: boolean }
+  /** the output of a finished run whose run.done came without it (ShardPool.runOutput) */
+  | { type: "run.output"; threadId: string; runId: string }
   | { type: "graph.describe"; assistant: AssistantRecord; what: "graph" | "schemas" | "subgraphs"; xray: boolean | number; namespace?: string; recurse: boolean };
 
+/** Either kind of command: what ShardPool.request sends. */
+export type ShardRequest = ActorCommand | ShardCommand;
+
 /** shutdown: start no new runs, let running ones finish for up to graceMs, then stop */
-export type ToShard = { reqId: number; cmd: ActorCommand } | { type: "shutdown"; graceMs: number };
+export type ToShard = { type: "request"; reqId: number; cmd: ShardRequest } | { type: "shutdown"; graceMs: number };
 
 /** Wire event of a run stream; data is already serialized JSON text. */
 export interface RunEvent {
@@ -117,7 +128,7 @@ export type FromShard =
   | { type: "run.done"; done: RunDone };
 
 /** Replies of the commands, keyed by command type. */
-export interface ActorReplies {
+export interface ShardReplies {
   "run.create": RunRecord;
   "run.cancel": { found: boolean };
   "run.observe": { gated: boolean };

@@ -5,7 +5,7 @@
 import { EventBuffer } from "../bridge/event-buffer.ts";
 import type { RunDone, RunEvent } from "../bridge/messages.ts";
 import { ThreadStreamHub } from "./thread-stream-hub.ts";
-import { ProtocolHub } from "./thread-protocol-hub.ts";
+import { ThreadProtocolHub } from "./thread-protocol-hub.ts";
 
 export interface RunSubscriber {
   onEvent(e: RunEvent): void;
@@ -59,6 +59,12 @@ export interface RunHubOptions {
   maxRetainedBytes?: number;
 }
 
+/**
+ * What request handlers may do with run streams (ShardPool.runs): wait for, read and forget runs.
+ * Feeding the hub (expect/started/events/finished) is the pool's job alone.
+ */
+export type RunStreams = Pick<RunHub, "doneOf" | "waitFor" | "subscribe" | "drop" | "gatedRunsOf">;
+
 export class RunHub {
   private readonly logs = new Map<string, RunLog>();
 
@@ -73,7 +79,7 @@ export class RunHub {
   /** thread-level streams: every run of a thread, plus state updates published by the HTTP layer */
   readonly threads: ThreadStreamHub;
   /** thread-centric protocol sessions (runs started by run.start / input.respond / state.fork) */
-  readonly protocol = new ProtocolHub();
+  readonly protocol = new ThreadProtocolHub();
 
   constructor(private readonly opts: RunHubOptions = { retentionMs: 60_000 }) {
     this.maxBytes = opts.maxBufferedBytes ?? 256 * 1024;

@@ -7,9 +7,11 @@ import { availableParallelism } from "node:os";
 import { Piscina } from "piscina";
 import { deserializeError, TroupeError } from "../errors.ts";
 import type { CompiledModules } from "../loader/compile-modules.ts";
-import type { ActorCommand, ActorReplies, CreateRunCommand, FromShard, GraphSpecLite, RunDone, ShardTask, StoreIndexOptions, StoreTtlOptions } from "../bridge/messages.ts";
+import type { CreateRunCommand, ShardReplies, ShardRequest, ToShard, FromShard, GraphSpecLite, RunDone, ShardTask, StoreIndexOptions, StoreTtlOptions } from "../bridge/messages.ts";
 import type { RunRecord } from "../storage/records.ts";
-import { RunHub } from "./run-hub.ts";
+import { RunHub, type RunStreams } from "./run-hub.ts";
+import type { ThreadStreams } from "./thread-stream-hub.ts";
+import type { ThreadProtocolSessions } from "./thread-protocol-hub.ts";
 import { shardOf } from "../bridge/sharding.ts";
 import { createIdleBoard } from "../util/idle-gc.ts";
 
@@ -50,7 +52,13 @@ interface Shard {
 
 
 export class ShardPool {
-  readonly hub = new RunHub();
+  private readonly hub = new RunHub();
+  /** run streams: waiting for runs, reading their events (/wait, /join, streams, A2A, MCP) */
+  readonly runs: RunStreams = this.hub;
+  /** GET /threads/{t}/stream listeners */
+  readonly threadStreams: ThreadStreams = this.hub.threads;
+  /** thread-centric protocol sessions (docs/THREAD_PROTOCOL.md) */
+  readonly sessions: ThreadProtocolSessions = this.hub.protocol;
   readonly size: number;
   /** idle board of the server's threads: slot 0 is the thread that owns the pool, shard i has slot i + 1 */
   readonly idleBoard: SharedArrayBuffer;
@@ -158,7 +166,7 @@ export class ShardPool {
   }
 
   /** Send a command to the actor of its thread (or, for graph.describe, to a shard by assistant id). */
-  request<C extends ActorCommand>(cmd: C): Promise<ActorReplies[C["type"]]> {
+  request<C extends ShardRequest>(cmd: C): Promise<ShardReplies[C["type"]]> {
     if (this.closing) return Promise.reject(new TroupeError("UNAVAILABLE", "Server is shutting down"));
     const key = cmd.type === "graph.describe" ? cmd.assistant.assistant_id : cmd.threadId;
     const shard = this.shards[shardOf(key, this.size)];
@@ -166,7 +174,7 @@ export class ShardPool {
     const reqId = this.nextReqId++;
     return new Promise((resolve, reject) => {
       shard.pending.set(reqId, { resolve: resolve as (v: unknown) => void, reject });
-      shard.port.postMessage({ reqId, cmd });
+      shard.port.postMessage({ type: "request", reqId, cmd } satisfies ToShard);
     });
   }
 
@@ -220,7 +228,7 @@ export class ShardPool {
   /** Drain: shards start no new runs and get graceMs to finish running ones (rollover, SIGTERM). */
   async close(graceMs = 10_000): Promise<void> {
     this.closing = true;
-    for (const s of this.shards) s.port.postMessage({ type: "shutdown", graceMs });
+    for (const s of this.shards) s.port.postMessage({ type: "shutdown", graceMs } satisfies ToShard);
     await Promise.race([Promise.allSettled(this.shards.map((s) => s.task)), new Promise((r) => setTimeout(r, graceMs + 2_000))]);
     for (const s of this.shards) this.failPending(s, new TroupeError("UNAVAILABLE", "Server is shutting down"));
     await this.pool.destroy();

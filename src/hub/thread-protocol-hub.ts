@@ -96,7 +96,13 @@ export function matchesFilter(filter: ProtocolFilter, channel: string, namespace
   return filter.namespaces.some((p) => isPrefixMatch(namespace, p) && (filter.depth === undefined || namespace.length - p.length <= filter.depth));
 }
 
-export class ProtocolHub {
+/** What request handlers may do with thread-protocol sessions (ShardPool.sessions); runs feed them through the run hub. */
+export type ThreadProtocolSessions = Pick<
+  ThreadProtocolHub,
+  "adopt" | "announceWhenAdopted" | "subscribe" | "sessionRun" | "announce" | "lastSeq" | "tree"
+>;
+
+export class ThreadProtocolHub {
   private readonly sessions = new Map<string, Session>();
   /** the announcement that opens a run's session, by run id (announceWhenAdopted) */
   private readonly openers = new Map<string, { method: string; channel: string; data: unknown }>();

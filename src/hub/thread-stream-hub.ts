@@ -40,6 +40,9 @@ interface Channel {
   expireTimer?: NodeJS.Timeout;
 }
 
+/** What request handlers may do with thread streams (ShardPool.threadStreams); run events reach them through the run hub. */
+export type ThreadStreams = Pick<ThreadStreamHub, "has" | "publish" | "subscribe">;
+
 export class ThreadStreamHub {
   private readonly channels = new Map<string, Channel>();
   private readonly opts: ThreadStreamHubOptions;

@@ -1,7 +1,7 @@
 // Incremental JSON for message lists: each message's JSON is cached per message object, and the
 // joined JSON of the last list seen (per first message) is reused when a list only appends to it.
 /*
- * Used for checkpoint blobs (message-serde.ts) and wire chunks (actors/wire.ts), where a long
+ * Used for checkpoint blobs (message-serde.ts) and wire chunks (actors/value-json.ts), where a long
  * thread's whole history is re-serialized on every step. Assumption: a message is not mutated in
  * place once serialized; a changed id, content or lc_kwargs object is detected (that covers
  * messagesStateReducer assigning a missing id), other in-place edits are not.

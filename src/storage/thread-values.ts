@@ -4,7 +4,7 @@ import type { Storage } from "./env.ts";
 import type { Json, ThreadRecord, ThreadView } from "./records.ts";
 
 /**
- * Stores the thread's values as UTF-8 JSON bytes (actors/json-segments.ts). The DB's "string"
+ * Stores the thread's values as UTF-8 JSON bytes (bridge/json-segments.ts). The DB's "string"
  * encoding keeps UTF-8 bytes, and lmdb-js writes a Uint8Array as it is: a long thread's values
  * never become one JS string on the way (reads still get a string).
  */

@@ -4,7 +4,7 @@
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import { serializeError } from "../errors.ts";
 import type { WebhookPayload } from "./payload.ts";
-import type { FromWebhookWorker, ToWebhookWorker, WebhookDispatchResultMessage, WebhookWorkerData } from "./protocol.ts";
+import type { FromWebhookWorker, ToWebhookWorker, WebhookDispatchResultMessage, WebhookWorkerData } from "./messages.ts";
 import type { InProcessDispatch } from "./sender.ts";
 
 export interface WebhookWorkerHostOptions extends Omit<WebhookWorkerData, "inProcessDispatch"> {

@@ -3,8 +3,8 @@
 import type { MessagePort } from "node:worker_threads";
 import { deserializeError } from "../errors.ts";
 import { BoundedRunner } from "./limiter.ts";
-import type { FromWebhookWorker, ToWebhookWorker, WebhookDispatchResultMessage, WebhookWorkerData } from "./protocol.ts";
-import { isToWebhookWorker } from "./protocol.ts";
+import type { FromWebhookWorker, ToWebhookWorker, WebhookDispatchResultMessage, WebhookWorkerData } from "./messages.ts";
+import { isToWebhookWorker } from "./messages.ts";
 import { WebhookSender, type DeliveryResult, type InProcessDispatch } from "./sender.ts";
 import { validateWebhookUrl } from "./url-policy.ts";
 

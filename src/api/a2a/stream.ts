@@ -2,7 +2,7 @@
 // the Task (submitted), status updates while it works (with streamed AI text), then the
 // "Assistant Response" artifact and a final status update built from the stored outcome.
 import type { RunEvent, RunDone } from "../../bridge/messages.ts";
-import type { RunHub } from "../../hub/run-hub.ts";
+import type { RunStreams } from "../../hub/run-hub.ts";
 import type { SseReply } from "../../http/types.ts";
 import type { Storage } from "../../storage/env.ts";
 import type { RunRecord } from "../../storage/records.ts";
@@ -13,7 +13,7 @@ import { isRecord, rpcResult, type RpcId } from "../jsonrpc.ts";
 
 export interface TaskStreamInput {
   storage: Storage;
-  hub: RunHub;
+  runs: RunStreams;
   run: RunRecord;
   dialect: Dialect;
   rpcId: RpcId;
@@ -37,7 +37,7 @@ export function taskStream(s: TaskStreamInput): SseReply {
         working = true;
         sink.write(statusUpdate({ state: stateName(d, "working"), timestamp: new Date().toISOString() }, false));
       };
-      return s.hub.subscribe(run.run_id, "start", {
+      return s.runs.subscribe(run.run_id, "start", {
         onEvent(e: RunEvent) {
           if (e.event === "metadata") return markWorking();
           if (e.event !== "messages") return;

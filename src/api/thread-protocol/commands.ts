@@ -107,7 +107,7 @@ export class ThreadCommands {
   }
 
   private meta(threadId: string): ProtocolMeta {
-    const seq = this.app.pool.hub.protocol.lastSeq(threadId);
+    const seq = this.app.pool.sessions.lastSeq(threadId);
     return seq === undefined ? { thread_id: threadId } : { thread_id: threadId, applied_through_seq: seq };
   }
 
@@ -152,7 +152,7 @@ export class ThreadCommands {
     cmd.requireBoundAssistant = opts.requireBoundAssistant;
     await this.app.auth?.authorizeRun(ctx.auth, cmd, (id) => this.app.storage.threads.get(id));
     const run = await this.app.pool.createRun(cmd);
-    this.app.pool.hub.protocol.adopt(ctx.threadId, run.run_id);
+    this.app.pool.sessions.adopt(ctx.threadId, run.run_id);
     return run.run_id;
   }
 
@@ -198,7 +198,7 @@ export class ThreadCommands {
     // every client of the thread can stop offering these interrupts: said first in the resume run's
     // session, before its events (its start can reach the hub before its create reply does)
     const runId = uuid7();
-    const answered = this.app.pool.hub.protocol.announceWhenAdopted(runId, "input.answered", "input", { interrupt_ids: Object.keys(resume) });
+    const answered = this.app.pool.sessions.announceWhenAdopted(runId, "input.answered", "input", { interrupt_ids: Object.keys(resume) });
     try {
       await this.createRun(ctx, { assistant_id: assistantId, command, ...rp }, { ifNotExists: false, runId });
     } finally {
@@ -256,7 +256,7 @@ export class ThreadCommands {
   private async agentTree(params: Record<string, unknown>, ctx: CommandContext): Promise<{ tree: unknown }> {
     const t = await this.readableThread(ctx);
     const runId = params.run_id;
-    const hub = this.app.pool.hub.protocol;
+    const hub = this.app.pool.sessions;
     if (runId !== undefined && runId !== hub.sessionRun(ctx.threadId)) throw new ProtocolCommandError("no_such_run", `Run ${String(runId)} is not the thread's current protocol run`);
     const tree = hub.tree(ctx.threadId);
     if (tree) return { tree };

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { loadConfig } from "../../config/index.ts";
 import { compileModules } from "../../loader/compile-modules.ts";
 import { importUserModule, useCompiledModules } from "../../loader/user-modules.ts";
-import { CHILD_FLAG, RESULT_MARKER, type BuildCheckResult } from "./build-protocol.ts";
+import { CHILD_FLAG, RESULT_MARKER, type BuildCheckResult } from "./build-check-messages.ts";
 
 function looksLikeGraph(v: unknown): boolean {
   if (typeof v === "function") return true; // a graph factory: checked when the server calls it

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { ConfigError, loadConfig } from "../../config/index.ts";
 import { compileTroupeEntries } from "../../loader/runtime-modules.ts";
 import { OutputTail } from "../output-tail.ts";
-import { CHILD_FLAG, RESULT_MARKER, type BuildCheckResult } from "./build-protocol.ts";
+import { CHILD_FLAG, RESULT_MARKER, type BuildCheckResult } from "./build-check-messages.ts";
 
 export interface BuildOptions {
   /** the revision's secrets, as env vars (config templates and graph modules may read them) */

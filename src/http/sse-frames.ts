@@ -1,15 +1,5 @@
-// Wire projections of stored records (internal fields removed) and SSE framing.
-import { INTERNAL_RUN_FIELDS, type RunRecord } from "../storage/records.ts";
+// SSE framing shared by the streaming routes (run streams, thread streams, the thread protocol).
 import type { RunEvent } from "../bridge/messages.ts";
-
-export type WireRun = Omit<RunRecord, (typeof INTERNAL_RUN_FIELDS)[number]>;
-
-export function wireRun(run: RunRecord): WireRun {
-  const { graph_id: _g, attempt: _a, on_completion: _o, started_at: _s, ended_at: _e, error: _err, ...rest } = run;
-  const kwargs = { ...rest.kwargs } as Record<string, unknown>;
-  delete kwargs.__resume_from_checkpoint; // a flag older versions stored in recovered runs' records
-  return { ...rest, kwargs: kwargs as unknown as WireRun["kwargs"] };
-}
 
 /** The numeric Last-Event-ID a reconnecting SSE client sent, if any (-1 = from the start). */
 export function lastEventId(headers: Record<string, string | undefined>): number | undefined {
