@@ -1,6 +1,6 @@
 // The pooled crypto.getRandomValues installed in actor workers: same contract as Node's, fresh bytes.
 import { describe, expect, it } from "vitest";
-import { installBufferedRandomValues } from "../src/util/buffered-random.ts";
+import { installBufferedRandomValues } from "../../src/util/buffered-random.ts";
 
 // Node's getRandomValues only accepts a real Crypto as `this`, so the tests patch the global one
 // (vitest isolates test files, so no other file sees it).

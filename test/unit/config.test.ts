@@ -5,7 +5,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ConfigError, loadConfig } from "../src/config/index.ts";
+import { ConfigError, loadConfig } from "../../src/config/index.ts";
 
 let dir: string;
 

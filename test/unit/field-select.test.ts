@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { selectState } from "../src/api/field-select.ts";
+import { selectState } from "../../src/api/field-select.ts";
 
 describe("selectState", () => {
   const state = { values: { messages: [1, 2], count: 3 }, next: ["a"], checkpoint: { checkpoint_id: "c" }, created_at: null };

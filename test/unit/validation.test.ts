@@ -1,9 +1,9 @@
 // 422 wording (src/http/validation.ts): ajv errors as pydantic-style {loc, msg, type}, with unions
 // reported by the branch that says what is wrong.
 import { describe, expect, it } from "vitest";
-import { compileBody } from "../src/http/validation.ts";
-import { nullable } from "../src/http/schemas/common.ts";
-import type { JsonSchema } from "../src/http/schema-types.ts";
+import { compileBody } from "../../src/http/validation.ts";
+import { nullable } from "../../src/http/schemas/common.ts";
+import type { JsonSchema } from "../../src/http/schema-types.ts";
 
 const check = (properties: Record<string, JsonSchema>, value: unknown) => compileBody({ type: "object", properties, required: [] })(value);
 

@@ -1,12 +1,12 @@
 // The error list, its HTTP mapping and docs/ERRORS.md stay in step.
 import { describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
-import { ERROR_CODES, TroupeError } from "../src/errors.ts";
-import { STATUS_OF, errorReply } from "../src/http/errors.ts";
+import { ERROR_CODES, TroupeError } from "../../src/errors.ts";
+import { STATUS_OF, errorReply } from "../../src/http/errors.ts";
 
 describe("error codes", () => {
   it("every code has a status and a documented row", () => {
-    const doc = readFileSync(new URL("../docs/ERRORS.md", import.meta.url), "utf8");
+    const doc = readFileSync(new URL("../../docs/ERRORS.md", import.meta.url), "utf8");
     const rows = new Map([...doc.matchAll(/^\| ([A-Z_]+) \| (\d{3}) \| (.+) \|$/gm)].map((m) => [m[1], { status: Number(m[2]), text: m[3] }]));
     expect([...rows.keys()].sort()).toEqual(Object.keys(ERROR_CODES).sort());
     for (const [code, text] of Object.entries(ERROR_CODES)) {

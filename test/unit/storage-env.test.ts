@@ -6,9 +6,9 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
-import { dataFilePath, openStorage } from "../src/storage/env.ts";
-import type { RunRecord } from "../src/storage/records.ts";
-import { entriesInChunks } from "../src/storage/scan.ts";
+import { dataFilePath, openStorage } from "../../src/storage/env.ts";
+import type { RunRecord } from "../../src/storage/records.ts";
+import { entriesInChunks } from "../../src/storage/scan.ts";
 
 let dir: string;
 

@@ -1,9 +1,9 @@
 // RunEventGates: the worker-side buffer of events of runs nobody reads yet.
 import { describe, expect, it } from "vitest";
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
-import { RunEventGates, type ProducedRunEvent } from "../src/actors/event-gate.ts";
-import type { RunEvent } from "../src/bridge/messages.ts";
-import { deferredJsonText, toJsonText } from "../src/actors/value-json.ts";
+import { RunEventGates, type ProducedRunEvent } from "../../src/actors/event-gate.ts";
+import type { RunEvent } from "../../src/bridge/messages.ts";
+import { deferredJsonText, toJsonText } from "../../src/actors/value-json.ts";
 
 const ev = (id: number, data = "x"): RunEvent => ({ id, event: "values", data });
 

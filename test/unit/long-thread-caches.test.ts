@@ -8,15 +8,15 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
-import { openStorage, type Storage } from "../src/storage/env.ts";
-import { useTempStorage } from "./helpers/storage.ts";
-import { MessageCachingSerde } from "../src/storage/message-serde.ts";
-import { BlobCache, entryCost } from "../src/storage/blob-cache.ts";
-import { toJsonSegments, toJsonText } from "../src/actors/value-json.ts";
-import { jsonBytes, jsonText } from "../src/bridge/json-segments.ts";
-import { putThreadValues, threadValuesJson } from "../src/storage/thread-values.ts";
-import { SEGMENT_ITEMS } from "../src/storage/message-list-json.ts";
+import { LmdbCheckpointSaver } from "../../src/storage/checkpointer.ts";
+import { openStorage, type Storage } from "../../src/storage/env.ts";
+import { useTempStorage } from "../helpers/storage.ts";
+import { MessageCachingSerde } from "../../src/storage/message-serde.ts";
+import { BlobCache, entryCost } from "../../src/storage/blob-cache.ts";
+import { toJsonSegments, toJsonText } from "../../src/actors/value-json.ts";
+import { jsonBytes, jsonText } from "../../src/bridge/json-segments.ts";
+import { putThreadValues, threadValuesJson } from "../../src/storage/thread-values.ts";
+import { SEGMENT_ITEMS } from "../../src/storage/message-list-json.ts";
 
 function conversation(): BaseMessage[] {
   return messagesStateReducer([], [

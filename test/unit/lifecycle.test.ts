@@ -1,12 +1,12 @@
 // Domain rules of the runtime, tested directly (they are also exercised end to end).
 import { describe, expect, it, vi } from "vitest";
-import { matchesFilter, mergeConfigs, mergeContexts, threadConfigAfter, multitaskDecision, threadStatusAfterRun, REJECT_MESSAGE, isFinal } from "../src/domain/lifecycle.ts";
-import { TroupeError } from "../src/errors.ts";
-import { RunHub } from "../src/hub/run-hub.ts";
-import { EventBuffer } from "../src/bridge/event-buffer.ts";
-import { jsonBytes, jsonText } from "../src/bridge/json-segments.ts";
-import { shardOf } from "../src/bridge/sharding.ts";
-import { defaultAssistantId, isUuid, uuid7 } from "../src/util/ids.ts";
+import { matchesFilter, mergeConfigs, mergeContexts, threadConfigAfter, multitaskDecision, threadStatusAfterRun, REJECT_MESSAGE, isFinal } from "../../src/domain/lifecycle.ts";
+import { TroupeError } from "../../src/errors.ts";
+import { RunHub } from "../../src/hub/run-hub.ts";
+import { EventBuffer } from "../../src/bridge/event-buffer.ts";
+import { jsonBytes, jsonText } from "../../src/bridge/json-segments.ts";
+import { shardOf } from "../../src/bridge/sharding.ts";
+import { defaultAssistantId, isUuid, uuid7 } from "../../src/util/ids.ts";
 
 describe("thread status after a run", () => {
   it("follows the reference rules", () => {

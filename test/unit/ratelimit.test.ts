@@ -1,13 +1,13 @@
 // Platform rate limiter: exact shared buckets across real worker threads, GCRA refill, the spec's
 // rule table in both regions, all-or-nothing multi-rule counting, and safe eviction.
 import { Worker } from "node:worker_threads";
-import { attachBucketTable, bucketSpec, createBucketTable, newTakeResult } from "../src/ratelimit/bucket-table.ts";
-import { keyOf } from "../src/ratelimit/key-hash.ts";
-import { RateLimiter, rateLimitError, rateLimitHeaders } from "../src/ratelimit/limiter.ts";
-import { RATE_RULES, matchRules, parseRegion, type RateRule, type Region } from "../src/ratelimit/rules.ts";
-import type { HammerJob } from "./fixtures/ratelimit-worker.ts";
+import { attachBucketTable, bucketSpec, createBucketTable, newTakeResult } from "../../src/ratelimit/bucket-table.ts";
+import { keyOf } from "../../src/ratelimit/key-hash.ts";
+import { RateLimiter, rateLimitError, rateLimitHeaders } from "../../src/ratelimit/limiter.ts";
+import { RATE_RULES, matchRules, parseRegion, type RateRule, type Region } from "../../src/ratelimit/rules.ts";
+import type { HammerJob } from "../fixtures/ratelimit-worker.ts";
 
-const WORKER = new URL("./fixtures/ratelimit-worker.boot.mjs", import.meta.url);
+const WORKER = new URL("../fixtures/ratelimit-worker.boot.mjs", import.meta.url);
 const T0 = Date.now() + 3_600_000; // one instant for the whole file; tables count time from their creation
 
 interface Done {

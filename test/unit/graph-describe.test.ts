@@ -5,11 +5,11 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { MemorySaver } from "@langchain/langgraph";
 import { describe, expect, it } from "vitest";
-import { describeGraph } from "../src/actors/graph-describe.ts";
-import { GraphRegistry } from "../src/actors/graph-registry.ts";
-import type { AssistantRecord, Json, JsonObject } from "../src/storage/records.ts";
+import { describeGraph } from "../../src/actors/graph-describe.ts";
+import { GraphRegistry } from "../../src/actors/graph-registry.ts";
+import type { AssistantRecord, Json, JsonObject } from "../../src/storage/records.ts";
 
-const DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures/describe");
+const DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/describe");
 const DRAFT_07 = "http://json-schema.org/draft-07/schema#";
 
 const registry = new GraphRegistry(

@@ -1,10 +1,10 @@
 // Dispatcher guards that wrap the rest of the pipeline (GuardContext.proceed, used by http.app
 // middleware): later guards run once, inside the wrapper; errors come back as replies.
 import { describe, expect, it } from "vitest";
-import { Dispatcher, MAX_BODY_DEPTH, parseBody, type Guard, type RawRequest } from "../src/http/dispatch.ts";
-import { json, type Reply, type RouteDef } from "../src/http/types.ts";
-import { TroupeError } from "../src/errors.ts";
-import { errorReply } from "../src/http/errors.ts";
+import { Dispatcher, MAX_BODY_DEPTH, parseBody, type Guard, type RawRequest } from "../../src/http/dispatch.ts";
+import { json, type Reply, type RouteDef } from "../../src/http/types.ts";
+import { TroupeError } from "../../src/errors.ts";
+import { errorReply } from "../../src/http/errors.ts";
 
 const raw = (path: string): RawRequest => ({
   method: "GET", path, query: "", headers: {}, body: null, clientIp: "127.0.0.1", signal: new AbortController().signal,

@@ -1,7 +1,7 @@
 // Which run outputs go with run.done and which stay in the worker until a join asks (run-outputs.ts).
 import { describe, expect, it } from "vitest";
-import { jsonBytes, jsonText } from "../src/bridge/json-segments.ts";
-import { RunOutputs } from "../src/actors/run-outputs.ts";
+import { jsonBytes, jsonText } from "../../src/bridge/json-segments.ts";
+import { RunOutputs } from "../../src/actors/run-outputs.ts";
 
 const segments = (chars: number, tag = "x") => ['{"v":"', tag.repeat(chars), '"}'];
 

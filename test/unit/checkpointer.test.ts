@@ -8,8 +8,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
-import { openStorage, type Storage } from "../src/storage/env.ts";
+import { LmdbCheckpointSaver } from "../../src/storage/checkpointer.ts";
+import { openStorage, type Storage } from "../../src/storage/env.ts";
 
 let dir: string;
 let storage: Storage;

@@ -4,9 +4,10 @@
 import { request } from "node:http";
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Dispatcher } from "../src/http/dispatch.ts";
-import { json, type RequestContext, type RouteDef } from "../src/http/types.ts";
-import { listen, type ListeningServer } from "../src/http/uws-server.ts";
+import { Dispatcher } from "../../src/http/dispatch.ts";
+import { json, type RequestContext, type RouteDef } from "../../src/http/types.ts";
+import { listen, type ListeningServer } from "../../src/http/uws-server.ts";
+import { waitUntil } from "../helpers/wait.ts";
 
 let server: ListeningServer;
 let base: string;
@@ -66,10 +67,6 @@ function sendAndDrop(path: string): Promise<void> {
   });
 }
 
-async function until(cond: () => boolean): Promise<void> {
-  for (let i = 0; i < 100 && !cond(); i++) await new Promise((r) => setTimeout(r, 20));
-}
-
 describe("request context", () => {
   it("carries method, path, params, query, headers, body, client address and a live signal", async () => {
     const res = await fetch(`${base}/echo/abc?n=7`, { method: "POST", headers: { "x-test": "yes", "content-type": "application/json" }, body: JSON.stringify({ a: 1 }) });
@@ -81,8 +78,7 @@ describe("request context", () => {
 
   it("aborts the signal when the client disconnects", async () => {
     await sendAndDrop("/hang/one");
-    await until(() => aborted.one === true);
-    expect(aborted.one).toBe(true);
+    await waitUntil(() => aborted.one === true, { what: "the request's signal to abort" });
   });
 
   it("hands out an already-aborted signal when asked after the disconnect", async () => {
@@ -99,7 +95,7 @@ describe("HEAD", () => {
     let received = "";
     socket.on("data", (chunk) => (received += chunk.toString()));
     socket.write("HEAD /hello HTTP/1.1\r\nHost: x\r\n\r\nGET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
-    await until(() => received.includes('{"hello":"world"}'));
+    await waitUntil(() => received.includes('{"hello":"world"}'), { what: "the GET reply after the HEAD reply" });
     socket.destroy();
     const [head, rest] = received.split(/(?=HTTP\/1\.1 )/g).filter((part) => part.length > 0) as [string, string];
     expect(head).toMatch(/^HTTP\/1\.1 200/);

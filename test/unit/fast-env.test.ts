@@ -1,7 +1,7 @@
 // useFastEnv: process.env becomes a plain copy that still reads, writes (as strings) and deletes
 // like process.env. (Vitest runs each file in its own process, so replacing it here is contained.)
 import { describe, expect, it } from "vitest";
-import { useFastEnv } from "../src/util/fast-env.ts";
+import { useFastEnv } from "../../src/util/fast-env.ts";
 
 describe("useFastEnv", () => {
   it("keeps every variable, stores assigned values as strings, and deletes", () => {
