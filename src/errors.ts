@@ -16,6 +16,8 @@ export const ERROR_CODES = {
   RATE_LIMITED: "identity exceeded its rate limit",
   GRAPH_NOT_FOUND: "no graph registered with that id",
   GRAPH_LOAD_FAILED: "the graph module could not be loaded",
+  METHOD_NOT_ALLOWED: "the path exists but not for this method",
+  UPGRADE_REQUIRED: "the route speaks WebSocket and the request is no upgrade",
   NOT_IMPLEMENTED: "feature not available in this build",
   UNAVAILABLE: "the service is shutting down or a worker is restarting",
   INTERNAL: "unexpected failure",
@@ -47,6 +49,11 @@ export class TroupeError extends Error {
 export const notFound = (message: string) => new TroupeError("NOT_FOUND", message);
 export const conflict = (message: string) => new TroupeError("CONFLICT", message);
 export const badRequest = (message: string) => new TroupeError("BAD_REQUEST", message);
+
+// The messages clients match on (the JS server's texts, docs/ERRORS.md), written once.
+export const threadNotFound = (threadId: string) => notFound(`Thread with ID ${threadId} not found`);
+export const assistantNotFound = () => notFound("Assistant not found");
+export const runNotFound = () => notFound("Run not found");
 
 /** Serializable form for crossing thread boundaries (Error objects lose their class). */
 export interface SerializedError {

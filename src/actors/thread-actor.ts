@@ -1,7 +1,7 @@
 // One actor per thread: it owns the thread's mailbox (commands run one at a time), its queue of
 // pending runs and the run in flight. It is the only writer of its thread's records, so status
 // changes never race. Runs execute here, inside an actor worker, never on the HTTP thread.
-import { TroupeError, notFound } from "../errors.ts";
+import { TroupeError, notFound, threadNotFound, runNotFound } from "../errors.ts";
 import type { JsonObject, RunRecord, ThreadRecord, ThreadStatus } from "../storage/records.ts";
 import { nowIso } from "../storage/records.ts";
 import { executeRun, type EmitFn, type RunOutcome } from "./run-executor.ts";
@@ -105,7 +105,7 @@ export class ThreadActor {
 
   private getThread(): ThreadRecord {
     const t = this.ctx.storage.threads.get(this.threadId);
-    if (!t) throw notFound(`Thread with ID ${this.threadId} not found`);
+    if (!t) throw threadNotFound(this.threadId);
     return t;
   }
 
@@ -276,7 +276,7 @@ export class ThreadActor {
     }
     const runConfig = cmd.kwargs.config;
     if (!thread) {
-      if (!cmd.stateless && cmd.ifNotExists !== "create") throw notFound(`Thread with ID ${this.threadId} not found`);
+      if (!cmd.stateless && cmd.ifNotExists !== "create") throw threadNotFound(this.threadId);
       thread = {
         thread_id: this.threadId, created_at: now, updated_at: now,
         metadata: { graph_id: assistant.graph_id, assistant_id: assistant.assistant_id, ...cmd.metadata },
@@ -626,14 +626,14 @@ export class ThreadActor {
       });
       return started ? this.cancel(runId, action, wait) : { found: true };
     }
-    if (!this.ctx.storage.runs.get([this.threadId, runId])) throw notFound("Run not found");
+    if (!this.ctx.storage.runs.get([this.threadId, runId])) throw runNotFound();
     return { found: true };
   }
 
   private async deleteRun(runId: string, keepCheckpoints: boolean): Promise<{ deleted: boolean }> {
     const s = this.ctx.storage;
     const run = s.runs.get([this.threadId, runId]);
-    if (!run) throw notFound("Run not found");
+    if (!run) throw runNotFound();
     if (this.current?.run.run_id === runId || this.queue.some((r) => r.run_id === runId)) {
       throw new TroupeError("CONFLICT", `Run ${runId} is ${run.status}: cancel it before deleting`);
     }

@@ -1,6 +1,6 @@
 // Assistants: configured instances of a graph (reference §4). Records live on the HTTP thread;
 // graph-introspection routes are answered by an actor worker, where graphs are loaded.
-import { conflict, notFound, TroupeError } from "../errors.ts";
+import { conflict, TroupeError, assistantNotFound } from "../errors.ts";
 import { json, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent } from "../auth/index.ts";
 import { canonicalUuid, defaultAssistantId, uuid7 } from "../util/ids.ts";
@@ -58,7 +58,7 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
     const id = app.graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : idOrGraph;
     const filter = await app.auth?.authorize(auth, event, Object.assign(value, { assistant_id: id }));
     const a = app.resolveAssistant(idOrGraph);
-    if (!matchesAuthFilter(filter, a.metadata)) throw notFound("Assistant not found");
+    if (!matchesAuthFilter(filter, a.metadata)) throw assistantNotFound();
     return a;
   };
   const searchFilter = (auth: AuthInfo | undefined, q: AssistantQuery & { limit?: number; offset?: number }) =>

@@ -1,6 +1,6 @@
 // Crons (reference §2.8, §8): periodic runs on a schedule. Records live on the HTTP thread;
 // the CronScheduler (src/crons/) fires them. Handlers validate, write, then (re)schedule.
-import { notFound } from "../errors.ts";
+import { notFound, threadNotFound } from "../errors.ts";
 import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
 import { body, bool, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
@@ -86,7 +86,7 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef<
     // a thread cron runs on the thread: the caller must be able to see it
     const threadFilter = threadId === null ? undefined : await authorize(auth, "threads:read", { thread_id: threadId });
     const thread = threadId === null ? undefined : app.storage.threads.get(threadId);
-    if (threadId !== null && (!thread || !matchesAuthFilter(threadFilter, thread.metadata))) throw notFound(`Thread with ID ${threadId} not found`);
+    if (threadId !== null && (!thread || !matchesAuthFilter(threadFilter, thread.metadata))) throw threadNotFound(threadId);
     if (b.timezone) checkTimezone(b.timezone);
     checkSchedule(b.schedule, b.timezone ?? null);
     const rec = newCronRecord(b, { cronId, assistantId: assistant.assistant_id, threadId, userId });

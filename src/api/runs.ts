@@ -1,7 +1,7 @@
 // Thread runs and stateless runs (reference §6, §7): create (background, stream, wait), join,
 // join-stream, cancel, list, get, delete, batch. Execution happens in actor workers; this file
 // only turns HTTP into actor commands and run-hub subscriptions.
-import { notFound, TroupeError } from "../errors.ts";
+import { TroupeError, threadNotFound, runNotFound } from "../errors.ts";
 import { uuid7 } from "../util/ids.ts";
 import type { RunDone, RunEvent } from "../bridge/messages.ts";
 import { isFinal } from "../domain/lifecycle.ts";
@@ -27,13 +27,13 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
   /** The thread, or 404 when it is missing or the auth filter hides it. */
   const mustThread = (threadId: string, filter?: AuthFilter) => {
     const t = storage.threads.get(threadId);
-    if (!t || !matchesAuthFilter(filter, t.metadata)) throw notFound(`Thread with ID ${threadId} not found`);
+    if (!t || !matchesAuthFilter(filter, t.metadata)) throw threadNotFound(threadId);
     return t;
   };
   const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
   const mustRun = (threadId: string, runId: string): RunRecord => {
     const r = storage.runs.get([threadId, runId]);
-    if (!r) throw notFound("Run not found");
+    if (!r) throw runNotFound();
     return r;
   };
 
@@ -100,7 +100,7 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     }
     const tid = threadId ?? storage.runThread.get(runId);
     const run = tid ? storage.runs.get([tid, runId]) : undefined;
-    if (!run || (!threadId && !matchesAuthFilter(filter, storage.threads.get(run.thread_id)?.metadata))) throw notFound("Run not found");
+    if (!run || (!threadId && !matchesAuthFilter(filter, storage.threads.get(run.thread_id)?.metadata))) throw runNotFound();
     const from = lastEventId(headers) ?? "live";
     const extra = threadId ? undefined : { "content-location": `/runs/${runId}` };
     // Finished and no longer in the hub (before a restart, or forgotten by its retention, which can

@@ -3,7 +3,7 @@
 //   POST /threads/{t}/commands       one command → one JSON envelope
 //   POST /threads/{t}/stream/events  one filtered SSE subscription (replays the session, then live)
 //   GET  /threads/{t}/stream/events  WebSocket: commands and subscription.* in, responses and events out
-import { notFound } from "../errors.ts";
+import { threadNotFound } from "../errors.ts";
 import { matchesAuthFilter } from "../auth/index.ts";
 import type { ProtocolFilter, ProtocolFrame } from "../hub/thread-protocol-hub.ts";
 import { json, type AuthInfo, type RouteDef, type SseReply, type WebSocketReply, type WsConnection } from "../http/types.ts";
@@ -32,7 +32,7 @@ export function threadProtocolRoutes(app: AppContext): RouteDef<any, any>[] {
   const mustReadThread = async (threadId: string, auth: AuthInfo | undefined, missingOk = false) => {
     const filter = await app.auth?.authorize(auth, "threads:read", { thread_id: threadId });
     const t = app.storage.threads.get(threadId);
-    if (t ? !matchesAuthFilter(filter, t.metadata) : !missingOk) throw notFound(`Thread with ID ${threadId} not found`);
+    if (t ? !matchesAuthFilter(filter, t.metadata) : !missingOk) throw threadNotFound(threadId);
   };
 
   const sseReply = (threadId: string, filter: ProtocolFilter, since: number | undefined): SseReply => ({

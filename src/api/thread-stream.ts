@@ -1,7 +1,7 @@
 // GET /threads/{t}/stream (SDK `threads.joinStream`): one long-lived SSE stream with every run of a
 // thread, run starts/ends and state updates, as published to the run hub's thread streams.
 // Semantics and event shapes: docs/THREAD_STREAM.md.
-import { notFound } from "../errors.ts";
+import { threadNotFound } from "../errors.ts";
 import { matchesAuthFilter } from "../auth/index.ts";
 import { THREAD_STREAM_MODES, type ThreadStreamMode } from "../hub/thread-stream-hub.ts";
 import type { RouteDef, SseReply } from "../http/types.ts";
@@ -62,7 +62,7 @@ export function threadStreamRoutes(app: AppContext): RouteDef<any, any>[] {
         const threadId = params.thread_id;
         const filter = await app.auth?.authorize(auth, "threads:read", { thread_id: threadId });
         const t = storage.threads.get(threadId);
-        if (!t || !matchesAuthFilter(filter, t.metadata)) throw notFound(`Thread with ID ${threadId} not found`);
+        if (!t || !matchesAuthFilter(filter, t.metadata)) throw threadNotFound(threadId);
         const modes = new Set((query as { stream_mode: ThreadStreamMode[] }).stream_mode);
         return reply(threadId, modes, lastEventId(headers), rawQuery.toString());
       },

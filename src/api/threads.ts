@@ -1,6 +1,6 @@
 // Threads (reference §5): records are read here on the HTTP thread; every mutation and every
 // state/history read goes to the thread's actor, which owns the thread and has the graph loaded.
-import { conflict, notFound, TroupeError } from "../errors.ts";
+import { conflict, TroupeError, threadNotFound } from "../errors.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
 import { canonicalUuid, uuid7 } from "../util/ids.ts";
 import { matchesFilter } from "../domain/lifecycle.ts";
@@ -101,7 +101,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
   /** The thread, or 404 when it is missing or the auth filter hides it. */
   const mustThread = (id: string, filter?: AuthFilter): ThreadRecord => {
     const t = storage.threads.get(id);
-    if (!t || !matchesAuthFilter(filter, t.metadata)) throw notFound(`Thread with ID ${id} not found`);
+    if (!t || !matchesAuthFilter(filter, t.metadata)) throw threadNotFound(id);
     return t;
   };
   const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);

@@ -2,7 +2,7 @@
 // the run about to be created and may change its metadata; an existing thread the filter does
 // not allow answers 404. Also the auth user fields every authenticated run gets in `configurable`.
 import type { CreateRunCommand } from "../bridge/messages.ts";
-import { notFound } from "../errors.ts";
+import { threadNotFound } from "../errors.ts";
 import type { AuthInfo } from "../http/types.ts";
 import type { Json, JsonObject, ThreadRecord } from "../storage/records.ts";
 import { asMetadata, matchesAuthFilter } from "./filter.ts";
@@ -32,7 +32,7 @@ export async function authorizeRunCreate(
   cmd.metadata = asMetadata(value.metadata);
   if (!filter || cmd.stateless) return;
   const thread = threadOf(cmd.threadId);
-  if (thread && !matchesAuthFilter(filter, thread.metadata)) throw notFound(`Thread with ID ${cmd.threadId} not found`);
+  if (thread && !matchesAuthFilter(filter, thread.metadata)) throw threadNotFound(cmd.threadId);
 }
 
 /**

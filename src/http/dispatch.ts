@@ -118,8 +118,7 @@ export class Dispatcher {
     const m = this.router.match(req.method, req.path);
     if ("notFound" in m) throw new TroupeError("NOT_FOUND", `Not Found: ${req.method} ${req.path}`);
     if ("methodNotAllowed" in m) {
-      const e = new TroupeError("BAD_REQUEST", `Method ${req.method} not allowed on ${req.path}`);
-      return { kind: "json", status: 405, body: { detail: e.message }, headers: { allow: m.methodNotAllowed.join(", ") } };
+      throw new TroupeError("METHOD_NOT_ALLOWED", `Method ${req.method} not allowed on ${req.path}`, { headers: { allow: m.methodNotAllowed.join(", ") } });
     }
     const route = this.compiled.get(m.route)!;
     const def = route.def;

@@ -18,6 +18,8 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   RATE_LIMITED: 429,
   GRAPH_NOT_FOUND: 404,
   GRAPH_LOAD_FAILED: 500,
+  METHOD_NOT_ALLOWED: 405,
+  UPGRADE_REQUIRED: 426,
   NOT_IMPLEMENTED: 501,
   UNAVAILABLE: 503,
   INTERNAL: 500,
@@ -34,11 +36,15 @@ export function errorReply(err: unknown): JsonReply {
   return { kind: "json", status: 500, body: { detail: "Internal Server Error" } };
 }
 
+/** What a plain (non-upgrade) request to a WebSocket route gets. */
+export const upgradeRequiredReply = (): JsonReply =>
+  errorReply(new TroupeError("UPGRADE_REQUIRED", "This endpoint needs a WebSocket upgrade request", { headers: { upgrade: "websocket" } }));
+
 export const STATUS_TEXT: Record<number, string> = {
   200: "200 OK", 201: "201 Created", 202: "202 Accepted", 204: "204 No Content", 207: "207 Multi-Status",
   400: "400 Bad Request", 401: "401 Unauthorized", 403: "403 Forbidden", 404: "404 Not Found",
   405: "405 Method Not Allowed", 409: "409 Conflict", 413: "413 Payload Too Large",
-  415: "415 Unsupported Media Type", 422: "422 Unprocessable Entity", 429: "429 Too Many Requests",
+  415: "415 Unsupported Media Type", 422: "422 Unprocessable Entity", 426: "426 Upgrade Required", 429: "429 Too Many Requests",
   500: "500 Internal Server Error", 501: "501 Not Implemented", 503: "503 Service Unavailable",
 };
 

@@ -3,7 +3,7 @@
 import { createRequire } from "node:module";
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket, us_socket_context_t, WebSocket } from "uWebSockets.js";
 import type { Dispatcher, RawRequest } from "./dispatch.ts";
-import { statusLine } from "./errors.ts";
+import { upgradeRequiredReply, statusLine } from "./errors.ts";
 import { jsonReplyText, type Headers, type Reply, type WebSocketReply, type WsSession } from "./types.ts";
 
 type Uws = typeof import("uWebSockets.js");
@@ -304,16 +304,9 @@ function writeReply(res: HttpResponse, state: ResState, reply: Reply, closeConne
       return writeSse(res, state, reply);
     case "deferred":
       return writeDeferred(res, state, reply);
-    case "websocket": {
+    case "websocket":
       // only an upgrade request (onUpgrade) can be answered with a WebSocket
-      state.done = true;
-      const body = JSON.stringify({ detail: "This endpoint needs a WebSocket upgrade request" });
-      res.cork(() => {
-        writeHead(res, 426, "application/json", { upgrade: "websocket" });
-        res.end(body, closeConnection);
-      });
-      return;
-    }
+      return writeReply(res, state, upgradeRequiredReply(), closeConnection);
   }
 }
 

@@ -28,7 +28,7 @@ import type { RouteDef } from "../http/types.ts";
 import { AssistantStore } from "../storage/assistants.ts";
 import { dataFilePath, openStorage } from "../storage/env.ts";
 import { canonicalUuidOf, defaultAssistantId } from "../util/ids.ts";
-import { notFound } from "../errors.ts";
+import { assistantNotFound } from "../errors.ts";
 import type { AppContext } from "./context.ts";
 import type { JsonObject } from "../storage/records.ts";
 import { uiRoutes } from "../api/ui.ts";
@@ -145,7 +145,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     resolveAssistant: (idOrGraph) => {
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : canonicalUuidOf(idOrGraph) ?? idOrGraph;
       const a = storage.assistants.get(id);
-      if (!a) throw notFound("Assistant not found");
+      if (!a) throw assistantNotFound();
       return a;
     },
   };

@@ -1,5 +1,5 @@
 // Assistant records: written only by the HTTP thread (no actor owns them), read everywhere.
-import { TroupeError, notFound } from "../errors.ts";
+import { TroupeError, notFound, assistantNotFound } from "../errors.ts";
 import { defaultAssistantId, uuid7 } from "../util/ids.ts";
 import { matchesFilter } from "../domain/lifecycle.ts";
 import type { Storage } from "./env.ts";
@@ -53,7 +53,7 @@ export class AssistantStore {
 
   mustGet(id: string): AssistantRecord {
     const a = this.get(id);
-    if (!a) throw notFound("Assistant not found");
+    if (!a) throw assistantNotFound();
     return a;
   }
 
