@@ -1,24 +1,25 @@
-// `troupe` command line: dev / serve a deployment server (control plane and keys come later).
+// `troupe` command line: dev / serve a deployment server; control-plane and keys are their own modules.
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { existsSync } from "node:fs";
 import { ConfigError } from "./config/index.ts";
 import { isParseArgsError, UsageError, wantsHelp } from "./cli-usage.ts";
 import { startServer } from "./server/create.ts";
+import { RUNTIME_DEFAULTS as D } from "./config/runtime-defaults.ts";
 import { apiKeyAuthFromFlags, SERVE_AUTH_USAGE } from "./control-plane/auth/serve-flags.ts"; // api keys
 
 const USAGE = `troupe — LangGraph-compatible agent server
 
 Usage:
-  troupe dev   [--config FILE] [--port 8123] [--data-dir DIR] [--workers N]
-  troupe serve [--config FILE] [--port 8123] [--host 0.0.0.0] [--data-dir DIR] [--workers N] [--sync-commits] [--low-memory] [--rate-limit us|eu|off] [--org ORG --control-plane-dir DIR]
-  troupe control-plane [--port 8124] [--host 127.0.0.1] [--data-dir DIR] [--region us|eu]   (see docs/CONTROL_PLANE.md)
+  troupe dev   [--config FILE] [--port ${D.port}] [--data-dir DIR] [--workers N]
+  troupe serve [--config FILE] [--port ${D.port}] [--host ${D.serveHost}] [--data-dir DIR] [--workers N] [--sync-commits] [--low-memory] [--rate-limit us|eu|off] [--org ORG --control-plane-dir DIR]
+  troupe control-plane [--port ${D.controlPlanePort}] [--host ${D.loopbackHost}] [--data-dir DIR] [--region us|eu]   (see docs/CONTROL_PLANE.md)
   troupe keys create|list|revoke --org NAME [--data-dir DIR] …   (API keys; see docs/AUTH.md)
 
   --config FILE     service.json or langgraph.json (default: ./service.json, then ./langgraph.json)
-  --port N          port to listen on (default 8123, the SDK's default; 0 = any free port)
-  --host ADDR       address to bind (dev: always 127.0.0.1; serve: default 0.0.0.0)
-  --data-dir DIR    LMDB data directory (default ./.troupe-data)
+  --port N          port to listen on (default ${D.port}, the SDK's default; 0 = any free port)
+  --host ADDR       address to bind (dev: always ${D.loopbackHost}; serve: default ${D.serveHost})
+  --data-dir DIR    LMDB data directory (default ./${D.dataDir})
   --workers N       actor worker threads (default: number of CPUs)
   --sync-commits    fsync every commit (survives power loss; slower). Default survives kill -9.
   --low-memory      favour memory over speed (V8 --optimize-for-size; also TROUPE_LOW_MEMORY=1):
@@ -75,18 +76,18 @@ async function main(argv: string[]): Promise<void> {
   if (values.config === undefined && !existsSync(configPath)) {
     throw new UsageError(`no config file: looked for ${resolve("service.json")} and ${configPath} (pass --config FILE)`);
   }
-  const port = values.port === undefined ? 8123 : Number(values.port);
+  const port = values.port === undefined ? D.port : Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer 0-65535, got "${values.port}"`);
   const workers = values.workers === undefined ? undefined : Number(values.workers);
   if (workers !== undefined && (!Number.isInteger(workers) || workers < 1)) throw new UsageError(`--workers must be a positive integer, got "${values.workers}"`);
-  const host = command === "dev" ? "127.0.0.1" : values.host ?? "0.0.0.0";
+  const host = command === "dev" ? D.loopbackHost : values.host ?? D.serveHost;
   const rl = command === "dev" ? "off" : values["rate-limit"] ?? process.env.TROUPE_RATE_LIMIT ?? "us";
   if (rl !== "us" && rl !== "eu" && rl !== "off") throw new UsageError(`--rate-limit must be us, eu or off, got "${rl}"`);
   const server = await startServer({
     configPath,
     host,
     port,
-    dataDir: resolve(values["data-dir"] ?? ".troupe-data"),
+    dataDir: resolve(values["data-dir"] ?? D.dataDir),
     workers,
     syncCommits: values["sync-commits"] ?? false,
     rateLimit: rl === "off" ? null : { region: rl, scale: rateLimitScale(values["rate-limit-scale"] ?? process.env.TROUPE_RATE_LIMIT_SCALE) },

@@ -6,6 +6,7 @@ import { resolve } from "node:path";
 import { startControlPlane } from "./server.ts";
 import { controlPlaneAuth } from "./auth/wiring.ts"; // auth
 import { UsageError } from "../cli-usage.ts";
+import { RUNTIME_DEFAULTS as D } from "../config/runtime-defaults.ts";
 
 export async function runControlPlaneCommand(args: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -18,15 +19,15 @@ export async function runControlPlaneCommand(args: string[]): Promise<void> {
     },
     strict: true,
   });
-  const port = values.port === undefined ? 8124 : Number(values.port);
+  const port = values.port === undefined ? D.controlPlanePort : Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer 0-65535, got "${values.port}"`);
   const region = values.region ?? "us";
   if (region !== "us" && region !== "eu") throw new UsageError(`--region must be us or eu, got "${region}"`);
   const off = process.env.TROUPE_RATE_LIMIT === "off";
-  const dataDir = resolve(values["data-dir"] ?? ".troupe-control-plane");
+  const dataDir = resolve(values["data-dir"] ?? D.controlPlaneDataDir);
   const auth = controlPlaneAuth(dataDir);
   const cp = await startControlPlane({
-    host: values.host ?? "127.0.0.1",
+    host: values.host ?? D.loopbackHost,
     port,
     dataDir,
     region,

@@ -14,6 +14,7 @@ import { DeploymentStore } from "./deployments/store.ts";
 import type { DeploymentRecord } from "./deployments/types.ts";
 import { controlPlaneRoutes } from "./routes.ts";
 import { openControlPlaneStorage, type ControlPlaneStorage } from "./storage.ts";
+import { RUNTIME_DEFAULTS } from "../config/runtime-defaults.ts";
 
 export type Region = "us" | "eu";
 
@@ -129,10 +130,10 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const extra = typeof opts.extraRoutes === "function" ? opts.extraRoutes(storage) : opts.extraRoutes ?? [];
   dispatcher.add(...extra);
 
-  const host = opts.host ?? "127.0.0.1";
+  const host = opts.host ?? RUNTIME_DEFAULTS.loopbackHost;
   let server: ListeningServer;
   try {
-    server = await listen(dispatcher, host, opts.port ?? 8124);
+    server = await listen(dispatcher, host, opts.port ?? RUNTIME_DEFAULTS.controlPlanePort);
   } catch (err) {
     await storage.close();
     throw err;

@@ -14,6 +14,7 @@ import type { ThreadStreams } from "./thread-stream-hub.ts";
 import type { ThreadProtocolSessions } from "./thread-protocol-hub.ts";
 import { shardOf } from "../bridge/sharding.ts";
 import { createIdleBoard } from "../util/idle-gc.ts";
+import { RUNTIME_DEFAULTS } from "../config/runtime-defaults.ts";
 
 export interface ShardPoolOptions {
   /** URL of the compiled actor worker entry (src/loader/runtime-modules.ts) */
@@ -226,7 +227,7 @@ export class ShardPool {
   }
 
   /** Drain: shards start no new runs and get graceMs to finish running ones (rollover, SIGTERM). */
-  async close(graceMs = 10_000): Promise<void> {
+  async close(graceMs: number = RUNTIME_DEFAULTS.shutdownGraceMs): Promise<void> {
     this.closing = true;
     for (const s of this.shards) s.port.postMessage({ type: "shutdown", graceMs } satisfies ToShard);
     await Promise.race([Promise.allSettled(this.shards.map((s) => s.task)), new Promise((r) => setTimeout(r, graceMs + 2_000))]);

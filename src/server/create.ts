@@ -30,6 +30,7 @@ import { dataFilePath, openStorage } from "../storage/env.ts";
 import { canonicalUuidOf, defaultAssistantId } from "../util/ids.ts";
 import { assistantNotFound } from "../errors.ts";
 import type { AppContext } from "./context.ts";
+import { RUNTIME_DEFAULTS } from "../config/runtime-defaults.ts";
 import type { JsonObject } from "../storage/records.ts";
 import { uiRoutes } from "../api/ui.ts";
 import { ThreadTtlSweeper } from "../ttl/thread-sweeper.ts";
@@ -187,8 +188,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const storeSweepInterval = config.store.ttl.sweepIntervalMinutes;
   const stopStoreSweep = storeSweepInterval === null ? () => undefined : startStoreTtlSweep(storage, storeSweepInterval);
 
-  const host = opts.host ?? "127.0.0.1";
-  const server = await listen(dispatcher, host, opts.port ?? 8123);
+  const host = opts.host ?? RUNTIME_DEFAULTS.loopbackHost;
+  const server = await listen(dispatcher, host, opts.port ?? RUNTIME_DEFAULTS.port);
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${server.port}`;
   // Once a load burst is over: give the JS and C heaps back to the OS, and unmap the data file's
   // pages (the read-only LMDB map keeps every page a burst touched resident; the page cache keeps them)
@@ -200,7 +201,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     port: server.port,
     host,
     config,
-    async close(graceMs = 10_000) {
+    async close(graceMs: number = RUNTIME_DEFAULTS.shutdownGraceMs) {
       if (closed) return;
       closed = true;
       stopIdleGc();
