@@ -1,6 +1,6 @@
 // Crons (reference §2.8, §8): periodic runs on a schedule. Records live on the HTTP thread;
 // the CronScheduler (src/crons/) fires them. Handlers validate, write, then (re)schedule.
-import { notFound, threadNotFound } from "../errors.ts";
+import { TroupeError, notFound, threadNotFound } from "../errors.ts";
 import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
 import { body, bool, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
@@ -11,7 +11,7 @@ import type { CronRecord } from "../storage/records.ts";
 import { defaultAssistantId, uuid7 } from "../util/ids.ts";
 import { newCronRecord, patchCronRecord, type CronCreate, type CronPatch } from "../crons/cron-record.ts";
 import { PAYLOAD_FIELDS, runBodyOf } from "../crons/payload.ts";
-import type { CronScheduler } from "../crons/scheduler.ts";
+import type { CronRunner, CronScheduler } from "../crons/scheduler.ts";
 import { checkSchedule, checkTimezone } from "../crons/schedule.ts";
 import type { CronQuery } from "../crons/store.ts";
 import { buildCreateRun, runCreateSchema } from "./run-request.ts";
@@ -56,6 +56,25 @@ function sortCrons(items: CronRecord[], key: SortField, order: "asc" | "desc"): 
     if (y === null) return -1;
     return x < y ? -dir : dir;
   });
+}
+
+/** What a cron tick does in the server: create its run exactly as the runs API would. */
+export function cronRunner(app: AppContext): CronRunner {
+  return {
+    async createRun(rec) {
+      if (rec.thread_id !== null && !app.storage.threads.get(rec.thread_id)) return { gone: `thread ${rec.thread_id}` };
+      if (!app.storage.assistants.get(rec.assistant_id)) return { gone: `assistant ${rec.assistant_id}` };
+      const stateless = rec.thread_id === null;
+      const cmd = buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless, observed: false });
+      try {
+        await app.pool.createRun(cmd);
+      } catch (err) {
+        // a thread cron with multitask_strategy "reject" skips ticks while the thread is busy
+        if (!(err instanceof TroupeError && err.code === "MULTITASK_REJECTED")) throw err;
+      }
+      return {};
+    },
+  };
 }
 
 export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef<any, any>[] {

@@ -1,32 +1,45 @@
-// Fires crons on the HTTP thread: one croner job per live cron (enabled, not past end_time).
-// Each tick creates a run exactly as the runs API does (buildCreateRun → pool.request) and
-// persists the cron's next_run_date. Ticks missed while the server was down are not replayed.
+// Fires crons on the HTTP thread. One timer (on a Clock) wakes at the earliest due tick; each
+// due cron creates its run through a CronRunner (in the server: exactly as the runs API does)
+// and persists its next_run_date. Ticks missed while the server was down, or while a tick was
+// late, are not replayed: the next one is computed from the moment the tick fires.
 import { Cron } from "croner";
-import { TroupeError } from "../errors.ts";
-import { buildCreateRun } from "../api/run-request.ts";
-import type { AppContext } from "../server/context.ts";
 import type { CronRecord } from "../storage/records.ts";
-import { uuid7 } from "../util/ids.ts";
-import { runBodyOf } from "./payload.ts";
-import { cronerOptions, isLive, nextRunDate } from "./schedule.ts";
-import { CronStore } from "./store.ts";
+import { systemClock, type Clock } from "../util/clock.ts";
+import { cronerOptions, isLive } from "./schedule.ts";
+import type { CronStore } from "./store.ts";
+
+/** What a tick does. */
+export interface CronRunner {
+  /** Create the cron's run for one tick; `gone` names what no longer exists (the cron is then deleted). */
+  createRun(rec: CronRecord): Promise<{ gone?: string }>;
+}
+
+interface ScheduledCron {
+  cronId: string;
+  /** the schedule, paused: it only computes next runs */
+  pattern: Cron;
+  dueAt: number;
+}
 
 export class CronScheduler {
-  readonly store: CronStore;
-  private readonly jobs = new Map<string, Cron>();
+  private readonly scheduled = new Map<string, ScheduledCron>();
   private readonly inflight = new Set<Promise<void>>();
+  private cancelWake: (() => void) | undefined;
+  private wakeAt = Number.POSITIVE_INFINITY;
   private stopped = false;
 
-  constructor(private readonly app: AppContext) {
-    this.store = new CronStore(app.storage);
-  }
+  constructor(
+    readonly store: CronStore,
+    private readonly runner: CronRunner,
+    private readonly clock: Clock = systemClock,
+  ) {}
 
   /** Schedule every live cron found in storage and refresh its next_run_date (it may be stale). */
   async start(): Promise<void> {
     const writes: Promise<unknown>[] = [];
     for (const rec of this.store.all()) {
-      this.schedule(rec);
-      const next = nextRunDate(rec);
+      const entry = this.schedule(rec);
+      const next = entry ? new Date(entry.dueAt).toISOString() : null;
       if (next !== rec.next_run_date) {
         writes.push(this.store.update(rec.cron_id, (cur) => (cur.updated_at === rec.updated_at ? { ...cur, next_run_date: next } : undefined)));
       }
@@ -34,76 +47,92 @@ export class CronScheduler {
     await Promise.all(writes);
   }
 
-  /** (Re)create the job of a cron after it was created or changed; a dead cron just loses its job. */
-  schedule(rec: CronRecord): void {
+  /** (Re)schedule a cron after it was created or changed; a dead cron just loses its schedule. */
+  schedule(rec: CronRecord): ScheduledCron | undefined {
     this.unschedule(rec.cron_id);
-    if (this.stopped || !isLive(rec)) return;
-    const job: Cron = new Cron(rec.schedule, { ...cronerOptions(rec), unref: true }, () => this.fire(rec.cron_id, job));
-    this.jobs.set(rec.cron_id, job);
+    const now = this.clock.now();
+    if (this.stopped || !isLive(rec, now)) return undefined;
+    const pattern = new Cron(rec.schedule, { ...cronerOptions(rec), paused: true });
+    const due = pattern.nextRun(new Date(now));
+    if (!due) {
+      pattern.stop();
+      return undefined;
+    }
+    const entry: ScheduledCron = { cronId: rec.cron_id, pattern, dueAt: due.getTime() };
+    this.scheduled.set(rec.cron_id, entry);
+    this.arm();
+    return entry;
   }
 
   unschedule(cronId: string): void {
-    this.jobs.get(cronId)?.stop();
-    this.jobs.delete(cronId);
+    const entry = this.scheduled.get(cronId);
+    if (!entry) return;
+    entry.pattern.stop();
+    this.scheduled.delete(cronId);
+    this.arm();
   }
 
-  /** Whether a job is currently scheduled for the cron. */
+  /** Whether the cron is scheduled to fire. */
   isScheduled(cronId: string): boolean {
-    return this.jobs.has(cronId);
+    return this.scheduled.has(cronId);
   }
 
-  /** Stop every job and wait for ticks already creating runs (call before the pool closes). */
+  /** Resolves once the ticks in flight have created their runs and stored their next_run_date. */
+  async settled(): Promise<void> {
+    while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
+  }
+
+  /** Stop scheduling and wait for ticks already creating runs (call before the pool closes). */
   async stop(): Promise<void> {
     this.stopped = true;
-    for (const id of [...this.jobs.keys()]) this.unschedule(id);
-    await Promise.allSettled([...this.inflight]);
+    for (const id of [...this.scheduled.keys()]) this.unschedule(id);
+    await this.settled();
   }
 
-  private fire(cronId: string, job: Cron): void {
-    const p: Promise<void> = this.tick(cronId, job)
-      .catch((err: unknown) => console.warn(`[troupe] cron ${cronId}: ${(err as Error)?.message ?? String(err)}`))
+  /** Keeps one timer, at the earliest due tick. */
+  private arm(): void {
+    let earliest = Number.POSITIVE_INFINITY;
+    for (const e of this.scheduled.values()) if (e.dueAt < earliest) earliest = e.dueAt;
+    if (earliest === this.wakeAt) return;
+    this.cancelWake?.();
+    this.cancelWake = undefined;
+    this.wakeAt = earliest;
+    if (earliest !== Number.POSITIVE_INFINITY) this.cancelWake = this.clock.at(earliest, () => this.wake());
+  }
+
+  private wake(): void {
+    this.cancelWake = undefined;
+    this.wakeAt = Number.POSITIVE_INFINITY;
+    const now = this.clock.now();
+    for (const entry of [...this.scheduled.values()]) if (entry.dueAt <= now) this.fire(entry, now);
+    this.arm();
+  }
+
+  private fire(entry: ScheduledCron, now: number): void {
+    const next = entry.pattern.nextRun(new Date(now));
+    if (next) entry.dueAt = next.getTime();
+    else this.unschedule(entry.cronId);
+    const p: Promise<void> = this.tick(entry, next ? next.toISOString() : null)
+      .catch((err: unknown) => console.warn(`[troupe] cron ${entry.cronId}: ${(err as Error)?.message ?? String(err)}`))
       .finally(() => this.inflight.delete(p));
     this.inflight.add(p);
   }
 
-  private async tick(cronId: string, job: Cron): Promise<void> {
-    const current = () => this.jobs.get(cronId) === job;
-    const next = job.nextRun()?.toISOString() ?? null;
-    const rec = this.store.get(cronId);
-    if (!current()) return;
-    if (!rec || !isLive(rec)) {
-      this.unschedule(cronId);
+  private async tick(entry: ScheduledCron, next: string | null): Promise<void> {
+    // only the schedule still in charge may act or write: a PATCH may have replaced it meanwhile
+    const current = () => this.scheduled.get(entry.cronId) === entry || (next === null && !this.scheduled.has(entry.cronId));
+    const rec = this.store.get(entry.cronId);
+    if (!rec || !isLive(rec, this.clock.now())) {
+      if (this.scheduled.get(entry.cronId) === entry) this.unschedule(entry.cronId);
       return;
     }
-    try {
-      if (!(await this.createRun(rec))) return;
-    } finally {
-      // only the job still in charge may write: a PATCH may have replaced it meanwhile
-      await this.store.update(cronId, (cur) => (current() ? { ...cur, next_run_date: next } : undefined));
-      if (next === null && current()) this.unschedule(cronId);
-    }
-  }
-
-  /** Create one run for a tick. False when the cron's thread or assistant is gone (cron deleted). */
-  private async createRun(rec: CronRecord): Promise<boolean> {
-    const { app } = this;
-    const gone = rec.thread_id !== null && !app.storage.threads.get(rec.thread_id)
-      ? `thread ${rec.thread_id}`
-      : !app.storage.assistants.get(rec.assistant_id) ? `assistant ${rec.assistant_id}` : null;
-    if (gone) {
+    const { gone } = await this.runner.createRun(rec);
+    if (gone !== undefined) {
       console.warn(`[troupe] cron ${rec.cron_id}: ${gone} no longer exists, deleting the cron`);
-      this.unschedule(rec.cron_id);
+      if (this.scheduled.get(entry.cronId) === entry) this.unschedule(entry.cronId);
       await this.store.remove(rec.cron_id);
-      return false;
+      return;
     }
-    const stateless = rec.thread_id === null;
-    const cmd = buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless, observed: false });
-    try {
-      await app.pool.createRun(cmd);
-    } catch (err) {
-      // a thread cron with multitask_strategy "reject" skips ticks while the thread is busy
-      if (!(err instanceof TroupeError && err.code === "MULTITASK_REJECTED")) throw err;
-    }
-    return true;
+    await this.store.update(entry.cronId, (cur) => (current() && cur.updated_at === rec.updated_at ? { ...cur, next_run_date: next } : undefined));
   }
 }

@@ -16,8 +16,9 @@ import { threadRoutes } from "../api/threads.ts";
 import { storeRoutes } from "../api/store.ts";
 import { a2aRoutes } from "../api/a2a.ts"; // a2a/mcp
 import { mcpRoutes } from "../api/mcp.ts"; // a2a/mcp
-import { cronRoutes } from "../api/crons.ts";
+import { cronRoutes, cronRunner } from "../api/crons.ts";
 import { CronScheduler } from "../crons/scheduler.ts";
+import { CronStore } from "../crons/store.ts";
 import { Dispatcher } from "../http/dispatch.ts";
 import { corsGuard, corsHeaders } from "../http/cors.ts";
 import { rateLimitGuard } from "../ratelimit/guard.ts";
@@ -152,7 +153,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   };
 
   // --- crons: scheduler on the HTTP thread (src/crons/), only when run routes are enabled ---
-  const crons = config.http.disableRuns ? null : new CronScheduler(app);
+  const crons = config.http.disableRuns ? null : new CronScheduler(new CronStore(storage), cronRunner(app));
   // --- end crons ---
 
   dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors) });
