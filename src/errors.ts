@@ -46,6 +46,11 @@ export class TroupeError extends Error {
   }
 }
 
+/** A 422 with the given issues (also thrown outside the HTTP layer: cron schedules, store namespaces). */
+export function validationError(issues: ValidationIssue[]): TroupeError {
+  return new TroupeError("VALIDATION", issues.map((i) => `${i.loc.join(".")}: ${i.msg}`).join("; "), { issues });
+}
+
 export const notFound = (message: string) => new TroupeError("NOT_FOUND", message);
 export const conflict = (message: string) => new TroupeError("CONFLICT", message);
 export const badRequest = (message: string) => new TroupeError("BAD_REQUEST", message);

@@ -10,11 +10,11 @@ import type { AppContext } from "../server/context.ts";
 import type { CronRecord } from "../storage/records.ts";
 import { defaultAssistantId, uuid7 } from "../util/ids.ts";
 import { newCronRecord, patchCronRecord, type CronCreate, type CronPatch } from "../crons/cron-record.ts";
-import { PAYLOAD_FIELDS, runBodyOf } from "../crons/payload.ts";
+import { PAYLOAD_FIELDS } from "../crons/payload.ts";
 import type { CronRunner, CronScheduler } from "../crons/scheduler.ts";
 import { checkSchedule, checkTimezone } from "../crons/schedule.ts";
 import type { CronQuery } from "../crons/store.ts";
-import { buildCreateRun, runCreateSchema } from "./run-request.ts";
+import { buildCreateRun, runCreateSchema, type RunCreateBody } from "./run-request.ts";
 import { cronSelectSchema } from "./field-select.ts";
 
 const TAG = "crons";
@@ -56,6 +56,18 @@ function sortCrons(items: CronRecord[], key: SortField, order: "asc" | "desc"): 
     if (y === null) return -1;
     return x < y ? -dir : dir;
   });
+}
+
+/** The RunCreate body of one tick. Runs are tagged with `cron_id` in their metadata. */
+export function runBodyOf(rec: CronRecord): RunCreateBody {
+  const p = rec.payload as Partial<RunCreateBody>;
+  const stateless = rec.thread_id === null;
+  return {
+    ...p,
+    assistant_id: rec.assistant_id,
+    metadata: { ...rec.metadata, cron_id: rec.cron_id },
+    ...(stateless ? { on_completion: rec.on_run_completed ?? "delete", multitask_strategy: undefined } : {}),
+  };
 }
 
 /** What a cron tick does in the server: create its run exactly as the runs API would. */

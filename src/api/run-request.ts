@@ -1,9 +1,8 @@
 // Turns a RunCreate body plus request headers into the actor's CreateRunCommand: defaults
 // (enqueue, values), checkpoint and header fields folded into config, webhook policy checks.
 import { canonicalUuid } from "../util/ids.ts";
-import { TroupeError } from "../errors.ts";
+import { TroupeError, validationError } from "../errors.ts";
 import type { CreateRunCommand } from "../bridge/messages.ts";
-import { validationError } from "../http/validation.ts";
 import { anyValue, body, bool, checkpointSelector, configSchema, nullable, object, str, strings, uuid } from "../http/schemas/common.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";

@@ -7,7 +7,7 @@
 import type { MatchCondition } from "@langchain/langgraph-checkpoint";
 import { empty, json, type RouteDef } from "../http/types.ts";
 import { anyValue, body, limit, nullable, object, offset, str, strings } from "../http/schemas/common.ts";
-import { validationError } from "../http/validation.ts";
+import { validationError } from "../errors.ts";
 import type { AppContext } from "../server/context.ts";
 import type { JsonObject } from "../storage/records.ts";
 import type { LmdbStore } from "../storage/store.ts";

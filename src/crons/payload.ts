@@ -1,7 +1,6 @@
 // A cron stores the run-create fields it was given (its `payload`) and replays them on every
-// tick: this file says which fields those are and turns a cron record back into a RunCreate body.
-import type { RunCreateBody } from "../api/run-request.ts";
-import type { CronRecord, Json, JsonObject } from "../storage/records.ts";
+// tick: this file says which fields those are and how a PATCH changes them.
+import type { Json, JsonObject } from "../storage/records.ts";
 
 /** RunCreate fields a cron carries to each run it creates (everything else is cron-level). */
 export const PAYLOAD_FIELDS = [
@@ -24,16 +23,4 @@ export function mergePayload(base: JsonObject, changes: Partial<Record<PayloadFi
     else out[f] = v as Json;
   }
   return out;
-}
-
-/** The RunCreate body of one tick. Runs are tagged with `cron_id` in their metadata. */
-export function runBodyOf(rec: CronRecord): RunCreateBody {
-  const p = rec.payload as Partial<RunCreateBody>;
-  const stateless = rec.thread_id === null;
-  return {
-    ...p,
-    assistant_id: rec.assistant_id,
-    metadata: { ...rec.metadata, cron_id: rec.cron_id },
-    ...(stateless ? { on_completion: rec.on_run_completed ?? "delete", multitask_strategy: undefined } : {}),
-  };
 }

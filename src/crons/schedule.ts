@@ -1,7 +1,7 @@
 // Cron expressions and timezones, checked and evaluated with croner: the API validates with
 // these at creation/update and computes `next_run_date` the same way the scheduler does.
 import { Cron } from "croner";
-import { validationError } from "../http/validation.ts";
+import { validationError } from "../errors.ts";
 import type { CronRecord } from "../storage/records.ts";
 
 /** Schedules without a timezone are read in UTC, never in the server's local time. */

@@ -1,11 +1,11 @@
 // Request pipeline independent of the socket library: guards (rate limit, auth) → route match →
 // param/query/body validation → handler → error mapping. Validators are compiled at registration.
-import { TroupeError } from "../errors.ts";
+import { TroupeError, validationError } from "../errors.ts";
 import { canonicalUuid, isUuid } from "../util/ids.ts";
 import { errorReply } from "./errors.ts";
 import { Router } from "./router.ts";
 import type { Headers, Reply, RequestContext, RouteDef } from "./types.ts";
-import { compileBody, compileQuery, validationError, type Validator } from "./validation.ts";
+import { compileBody, compileQuery, type Validator } from "./validation.ts";
 
 export interface RawRequest {
   method: string;

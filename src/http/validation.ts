@@ -2,7 +2,7 @@
 // worded like FastAPI/pydantic so Platform users recognise them.
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import addFormatsModule from "ajv-formats";
-import { TroupeError, type ValidationIssue } from "../errors.ts";
+import type { ValidationIssue } from "../errors.ts";
 import type { JsonSchema } from "./schema-types.ts";
 
 // ajv-formats ships CJS with a default export property
@@ -27,9 +27,6 @@ function wrap(fn: ValidateFunction, where: string): Validator {
   return (value) => (fn(value) ? null : toIssues(fn.errors ?? [], where));
 }
 
-export function validationError(issues: ValidationIssue[]): TroupeError {
-  return new TroupeError("VALIDATION", issues.map((i) => `${i.loc.join(".")}: ${i.msg}`).join("; "), { issues });
-}
 
 export function toIssues(errors: ErrorObject[], where: string): ValidationIssue[] {
   const out: ValidationIssue[] = [];
