@@ -7,6 +7,7 @@ import {
   type CheckpointPendingWrite, type CheckpointTuple, type PendingWrite, type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
 import { TroupeError } from "../errors.ts";
+import { matchesFilter, namespaceOf, requireThreadId, runIdOf, threadIdOf } from "./checkpoint-config.ts";
 import { BlobCache } from "./blob-cache.ts";
 import { MessageCachingSerde } from "./message-serde.ts";
 import { joinChunks, type MessageChunk } from "./message-chunks.ts";
@@ -871,30 +872,6 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   }
 }
 
-function threadIdOf(config: RunnableConfig): string | undefined {
-  const threadId: unknown = config.configurable?.thread_id;
-  if (typeof threadId === "string" && threadId !== "") return threadId;
-  if (typeof threadId === "number") return String(threadId);
-  return undefined;
-}
-
-function requireThreadId(config: RunnableConfig, action: string): string {
-  const threadId = threadIdOf(config);
-  if (threadId === undefined) throw new TroupeError("BAD_REQUEST", `cannot ${action}: configurable.thread_id is missing`);
-  return threadId;
-}
-
-function namespaceOf(config: RunnableConfig): string {
-  const ns: unknown = config.configurable?.checkpoint_ns;
-  return typeof ns === "string" ? ns : "";
-}
-
-function runIdOf(metadata: CheckpointMetadata | undefined, config: RunnableConfig): string | null {
-  const candidates: unknown[] = [(metadata as Record<string, unknown> | undefined)?.run_id, config.metadata?.run_id, config.configurable?.run_id];
-  for (const candidate of candidates) if (typeof candidate === "string" && candidate !== "") return candidate;
-  return null;
-}
-
 /** Tags a child keeps from its parent: channels it did not rewrite and whose version is unchanged. */
 function inheritedTags(parentTags: TagMap | undefined, checkpoint: Checkpoint, newVersions: ChannelVersions): TagMap {
   const tags: TagMap = {};
@@ -943,23 +920,6 @@ function blobId(ns: string, channel: string, version: StoredChannelVersion, tag:
 
 function compareDesc(a: string, b: string): number {
   return a < b ? 1 : a > b ? -1 : 0;
-}
-
-function matchesFilter(metadata: CheckpointMetadata, filter: Record<string, unknown>): boolean {
-  const record = metadata as Record<string, unknown>;
-  for (const key in filter) if (!deepEqual(record[key], filter[key])) return false;
-  return true;
-}
-
-function deepEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  const aRecord = a as Record<string, unknown>;
-  const bRecord = b as Record<string, unknown>;
-  const aKeys = Object.keys(aRecord);
-  if (aKeys.length !== Object.keys(bRecord).length) return false;
-  return aKeys.every((key) => Object.hasOwn(bRecord, key) && deepEqual(aRecord[key], bRecord[key]));
 }
 
 /**

@@ -13,7 +13,9 @@
  *   stored as the ids of shared chunks plus its tail (message-chunks.ts), chunks in
  *   checkpoint_chunks, so a long thread's history is O(messages) bytes.
  * - checkpoint_writes: pending writes; task_path for LangGraph's write order, run_id for rollback.
- * Versions are stored as JSON text (1 and "1" are different versions).
+ * Versions are stored as JSON text (1 and "1" are different versions). Key columns compare
+ *   bytewise (COLLATE "C"): checkpoint ids order as LangGraph orders them, whatever the
+ *   database's locale.
  */
 
 export interface Migration {
@@ -29,10 +31,10 @@ export const MIGRATIONS: readonly Migration[] = [
     name: "checkpoints",
     sql: `
 CREATE TABLE checkpoints (
-  thread_id text NOT NULL,
-  checkpoint_ns text NOT NULL DEFAULT '',
-  checkpoint_id text NOT NULL,
-  parent_checkpoint_id text,
+  thread_id text COLLATE "C" NOT NULL,
+  checkpoint_ns text COLLATE "C" NOT NULL DEFAULT '',
+  checkpoint_id text COLLATE "C" NOT NULL,
+  parent_checkpoint_id text COLLATE "C",
   run_id text,
   type text NOT NULL,
   checkpoint bytea NOT NULL,
@@ -46,11 +48,11 @@ CREATE INDEX checkpoints_run ON checkpoints (thread_id, run_id) WHERE run_id IS 
 CREATE INDEX checkpoints_metadata ON checkpoints USING gin (metadata_json jsonb_path_ops);
 
 CREATE TABLE checkpoint_blobs (
-  thread_id text NOT NULL,
-  checkpoint_ns text NOT NULL DEFAULT '',
-  channel text NOT NULL,
-  version text NOT NULL,
-  owner text NOT NULL,
+  thread_id text COLLATE "C" NOT NULL,
+  checkpoint_ns text COLLATE "C" NOT NULL DEFAULT '',
+  channel text COLLATE "C" NOT NULL,
+  version text COLLATE "C" NOT NULL,
+  owner text COLLATE "C" NOT NULL,
   type text NOT NULL,
   blob bytea NOT NULL,
   chunks text[],
@@ -58,21 +60,21 @@ CREATE TABLE checkpoint_blobs (
 );
 
 CREATE TABLE checkpoint_chunks (
-  thread_id text NOT NULL,
-  checkpoint_ns text NOT NULL DEFAULT '',
-  channel text NOT NULL,
-  chunk_id text NOT NULL,
+  thread_id text COLLATE "C" NOT NULL,
+  checkpoint_ns text COLLATE "C" NOT NULL DEFAULT '',
+  channel text COLLATE "C" NOT NULL,
+  chunk_id text COLLATE "C" NOT NULL,
   bytes bytea NOT NULL,
   PRIMARY KEY (thread_id, checkpoint_ns, channel, chunk_id)
 );
 
 CREATE TABLE checkpoint_writes (
-  thread_id text NOT NULL,
-  checkpoint_ns text NOT NULL DEFAULT '',
-  checkpoint_id text NOT NULL,
-  task_id text NOT NULL,
+  thread_id text COLLATE "C" NOT NULL,
+  checkpoint_ns text COLLATE "C" NOT NULL DEFAULT '',
+  checkpoint_id text COLLATE "C" NOT NULL,
+  task_id text COLLATE "C" NOT NULL,
   idx integer NOT NULL,
-  channel text NOT NULL,
+  channel text COLLATE "C" NOT NULL,
   type text NOT NULL,
   blob bytea NOT NULL,
   task_path text NOT NULL DEFAULT '',

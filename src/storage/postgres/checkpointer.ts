@@ -1,0 +1,461 @@
+// LangGraph checkpointer on PostgreSQL (tables: schema.ts, statements: checkpoint-sql.ts), with the
+// thread operations the actors need beyond BaseCheckpointSaver (ThreadCheckpointOps).
+/*
+ * - Same bytes as the LMDB saver: values go through the (graph's) serde wrapped in
+ *   MessageCachingSerde, long message lists are stored as shared chunks (message-chunks.ts), and
+ *   only chunks not known stored for the thread are sent (stored-chunks.ts; the put statement
+ *   checks the ones it skips, so another process removing them cannot leave a blob damaged).
+ * - One statement per put / putWrites / getTuple (one round trip, atomic). put and putWrites
+ *   resolve when the statement committed: a run's checkpoints are durable before the actor
+ *   writes the run's final status, as with LMDB's queue order.
+ * - holdWritesUntil: writes of the thread issued from then on wait for the barrier first.
+ */
+import type { RunnableConfig } from "@langchain/core/runnables";
+import {
+  BaseCheckpointSaver, TASKS, WRITES_IDX_MAP, compareWritesSortKeys, getCheckpointId, maxChannelVersion, writesSortKey,
+  type ChannelVersions, type Checkpoint, type CheckpointListOptions, type CheckpointMetadata,
+  type CheckpointPendingWrite, type CheckpointTuple, type PendingWrite, type SerializerProtocol,
+} from "@langchain/langgraph-checkpoint";
+import type pg from "pg";
+import { TroupeError } from "../../errors.ts";
+import { matchesFilter, namespaceOf, requireThreadId, runIdOf, threadIdOf } from "../checkpoint-config.ts";
+import type { MessageChunk } from "../message-chunks.ts";
+import { MessageCachingSerde } from "../message-serde.ts";
+import { StoredChunks } from "../stored-chunks.ts";
+import {
+  COLLECT_UNNAMED_BLOBS, COLLECT_UNNAMED_CHUNKS, GET_LATEST_TUPLE, GET_TUPLE_BY_ID, GET_TUPLES, GET_WRITES, PUT_CHECKPOINT, PUT_WRITES,
+} from "./checkpoint-sql.ts";
+import type { PostgresDb } from "./pool.ts";
+
+type StoredCheckpointBody = Omit<Checkpoint, "channel_values">;
+
+interface TupleRow {
+  thread_id: string;
+  checkpoint_ns: string;
+  checkpoint_id: string;
+  parent_checkpoint_id: string | null;
+  type: string;
+  checkpoint: Buffer;
+  metadata_type: string;
+  metadata: Buffer;
+  channels: string[] | null;
+  versions: string[] | null;
+  types: string[] | null;
+  blobs: Buffer[] | null;
+  complete: boolean;
+  task_ids: string[] | null;
+  idxs: number[] | null;
+  write_channels: string[] | null;
+  write_types: string[] | null;
+  write_blobs: Buffer[] | null;
+  task_paths: string[] | null;
+}
+
+interface WriteRow {
+  task_id: string;
+  idx: number;
+  channel: string;
+  type: string;
+  blob: Buffer;
+  task_path: string;
+}
+
+/** A channel value ready to store: its row and the chunks it references. */
+interface EncodedBlob {
+  channel: string;
+  version: string;
+  type: string;
+  bytes: Uint8Array;
+  chunks: MessageChunk[] | undefined;
+}
+
+/** Checkpoints loaded per statement while list() walks a long history. */
+const LIST_BATCH = 16;
+
+export class PostgresCheckpointSaver extends BaseCheckpointSaver {
+  private readonly pool: pg.Pool;
+  private readonly messageSerde: MessageCachingSerde;
+  private readonly storedChunks = new StoredChunks();
+  /** per thread: writes issued from now on wait for this first (holdWritesUntil) */
+  private readonly barriers = new Map<string, Promise<void>>();
+
+  constructor(db: PostgresDb, serde?: SerializerProtocol) {
+    const messageSerde = serde instanceof MessageCachingSerde ? serde : new MessageCachingSerde(serde);
+    super(messageSerde);
+    this.messageSerde = messageSerde;
+    this.pool = db.pool;
+  }
+
+  async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    const threadId = threadIdOf(config);
+    if (threadId === undefined) return undefined;
+    const ns = namespaceOf(config);
+    const id = getCheckpointId(config);
+    const result = id
+      ? await this.pool.query<TupleRow>({ ...GET_TUPLE_BY_ID, values: [threadId, ns, id] })
+      : await this.pool.query<TupleRow>({ ...GET_LATEST_TUPLE, values: [threadId, ns] });
+    const row = result.rows[0];
+    return row === undefined ? undefined : this.toTuple(row);
+  }
+
+  async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
+    const { before, filter } = options;
+    let remaining = options.limit ?? Infinity;
+    if (remaining <= 0) return;
+    const where: string[] = [];
+    const values: unknown[] = [];
+    const param = (value: unknown) => {
+      values.push(value);
+      return `$${values.length}`;
+    };
+    const threadId = threadIdOf(config);
+    if (threadId !== undefined) where.push(`thread_id = ${param(threadId)}`);
+    const ns: unknown = config.configurable?.checkpoint_ns;
+    if (typeof ns === "string") where.push(`checkpoint_ns = ${param(ns)}`);
+    const onlyId = getCheckpointId(config);
+    if (onlyId) where.push(`checkpoint_id = ${param(onlyId)}`);
+    const beforeId = before === undefined ? "" : getCheckpointId(before);
+    if (beforeId) where.push(`checkpoint_id < ${param(beforeId)}`);
+    // the index narrows by containment; matchesFilter below decides (equality, as the LMDB saver)
+    const containment = filter === undefined ? undefined : containmentOf(filter);
+    if (containment !== undefined) where.push(`(metadata_json @> ${param(containment)}::jsonb OR metadata_json IS NULL)`);
+    const keys = await this.pool.query<{ thread_id: string; checkpoint_ns: string; checkpoint_id: string }>(
+      `SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
+       ORDER BY checkpoint_id DESC, thread_id, checkpoint_ns`, values);
+    for (let at = 0; at < keys.rows.length; at += LIST_BATCH) {
+      const batch = keys.rows.slice(at, at + LIST_BATCH);
+      const rows = await this.pool.query<TupleRow>({
+        ...GET_TUPLES,
+        values: [batch.map((k) => k.thread_id), batch.map((k) => k.checkpoint_ns), batch.map((k) => k.checkpoint_id)],
+      });
+      const byKey = new Map(rows.rows.map((row) => [keyOf(row.thread_id, row.checkpoint_ns, row.checkpoint_id), row]));
+      for (const key of batch) {
+        const row = byKey.get(keyOf(key.thread_id, key.checkpoint_ns, key.checkpoint_id));
+        if (row === undefined) continue; // removed since the keys were read
+        const metadata = (await this.serde.loadsTyped(row.metadata_type, row.metadata)) as CheckpointMetadata;
+        if (filter !== undefined && !matchesFilter(metadata, filter)) continue;
+        yield await this.toTuple(row, metadata);
+        if (--remaining <= 0) return;
+      }
+    }
+  }
+
+  async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    const threadId = requireThreadId(config, "put a checkpoint");
+    const ns = namespaceOf(config);
+    const parentId = getCheckpointId(config) || null;
+    const { channel_values: values, ...body } = checkpoint;
+    const changed = Object.keys(newVersions).filter((ch) => Object.hasOwn(values, ch) && values[ch] !== undefined);
+    const [[type, bytes], [metadataType, metadataBytes], blobs] = await Promise.all([
+      this.serde.dumpsTyped(body),
+      this.serde.dumpsTyped(metadata),
+      Promise.all(changed.map((ch) => this.encodeBlob(ch, versionText(newVersions[ch]), values[ch]))),
+    ]);
+    const versions: Record<string, string> = {};
+    for (const [channel, version] of Object.entries(checkpoint.channel_versions)) versions[channel] = versionText(version);
+    const ownRefs: Record<string, [string, string]> = {};
+    for (const blob of blobs) ownRefs[blob.channel] = [blob.version, checkpoint.id];
+    const fixed = [
+      threadId, ns, checkpoint.id, parentId, runIdOf(metadata, config), type, bytes, metadataType, metadataBytes,
+      metadataJsonOf(metadataType, metadataBytes), JSON.stringify(versions), Object.keys(newVersions), JSON.stringify(ownRefs),
+      blobs.map((b) => b.channel), blobs.map((b) => b.version), blobs.map((b) => b.type), blobs.map((b) => b.bytes),
+      blobs.map((b) => (b.chunks === undefined ? null : b.chunks.map((c) => c.id).join(","))),
+    ];
+    await this.barrierOf(threadId);
+    for (let attempt = 0; ; attempt++) {
+      // chunks known stored are not sent, only checked (all are sent on the retry)
+      const known = attempt === 0 ? this.storedChunks.of(threadId) : undefined;
+      const send: { channel: string; chunk: MessageChunk }[] = [];
+      const skipped: { channel: string; id: string }[] = [];
+      for (const blob of blobs) {
+        for (const chunk of blob.chunks ?? []) {
+          if (known?.has(ns, blob.channel, chunk.id)) skipped.push({ channel: blob.channel, id: chunk.id });
+          else send.push({ channel: blob.channel, chunk });
+        }
+      }
+      const result = await this.pool.query<{ missing: number }>({
+        ...PUT_CHECKPOINT,
+        values: [
+          ...fixed,
+          send.map((s) => s.channel), send.map((s) => s.chunk.id), send.map((s) => s.chunk.bytes),
+          skipped.map((s) => s.channel), skipped.map((s) => s.id),
+        ],
+      });
+      if (result.rows[0].missing === 0) {
+        const noted = this.storedChunks.of(threadId);
+        for (const blob of blobs) if (blob.chunks !== undefined) this.storedChunks.noteCommitted(threadId, noted, ns, blob.channel, blob.chunks.map((c) => c.id));
+        break;
+      }
+      this.storedChunks.forget(threadId);
+      if (attempt > 0) throw new TroupeError("INTERNAL", `checkpoint ${checkpoint.id} of thread ${threadId}: its message chunks vanished while it was written`);
+    }
+    return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
+  }
+
+  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
+    const threadId = requireThreadId(config, "put writes");
+    const checkpointId = getCheckpointId(config);
+    if (!checkpointId) throw new TroupeError("BAD_REQUEST", "putWrites needs configurable.checkpoint_id");
+    if (writes.length === 0) return;
+    const serialized = await Promise.all(writes.map(([, value]) => this.serde.dumpsTyped(value)));
+    // one row per idx (a statement cannot touch a row twice): first-wins for regular writes, last for special ones
+    const byIdx = new Map<number, number>();
+    writes.forEach(([channel], i) => {
+      const idx = WRITES_IDX_MAP[channel] ?? i;
+      if (idx < 0 || !byIdx.has(idx)) byIdx.set(idx, i);
+    });
+    const rows = [...byIdx].map(([idx, i]) => ({ idx, channel: writes[i][0], type: serialized[i][0], blob: serialized[i][1] }));
+    await this.barrierOf(threadId);
+    await this.pool.query({
+      ...PUT_WRITES,
+      values: [
+        threadId, namespaceOf(config), checkpointId, taskId, taskPath ?? "", runIdOf(undefined, config),
+        rows.map((r) => r.idx), rows.map((r) => r.channel), rows.map((r) => r.type), rows.map((r) => r.blob),
+      ],
+    });
+  }
+
+  async deleteThread(threadId: string): Promise<void> {
+    await this.removingChunks(threadId, () => this.transaction(async (client) => {
+      for (const table of ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_chunks"]) {
+        await client.query(`DELETE FROM ${table} WHERE thread_id = $1`, [threadId]);
+      }
+    }));
+  }
+
+  /**
+   * Duplicates every checkpoint, pending write, blob and chunk of `fromThreadId` under
+   * `toThreadId` (which should be empty), rewriting metadata.thread_id where present.
+   */
+  async copyThread(fromThreadId: string, toThreadId: string): Promise<void> {
+    if (fromThreadId === toThreadId) throw new TroupeError("BAD_REQUEST", "copyThread needs two different thread ids");
+    await this.transaction(async (client) => {
+      const rows = await client.query<{ checkpoint_ns: string; checkpoint_id: string; metadata_type: string; metadata: Buffer }>(
+        "SELECT checkpoint_ns, checkpoint_id, metadata_type, metadata FROM checkpoints WHERE thread_id = $1", [fromThreadId]);
+      await client.query(`INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
+          metadata_type, metadata, metadata_json, blob_refs)
+        SELECT $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint, metadata_type, metadata, metadata_json, blob_refs
+        FROM checkpoints WHERE thread_id = $1`, [fromThreadId, toThreadId]);
+      for (const row of rows.rows) {
+        const metadata: unknown = await this.serde.loadsTyped(row.metadata_type, row.metadata);
+        if (metadata === null || typeof metadata !== "object" || !("thread_id" in metadata)) continue;
+        const [metadataType, bytes] = await this.serde.dumpsTyped({ ...metadata, thread_id: toThreadId });
+        await client.query(
+          "UPDATE checkpoints SET metadata_type = $4, metadata = $5, metadata_json = $6::jsonb WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
+          [toThreadId, row.checkpoint_ns, row.checkpoint_id, metadataType, bytes, metadataJsonOf(metadataType, bytes)]);
+      }
+      await client.query(`INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id)
+        SELECT $2, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id FROM checkpoint_writes WHERE thread_id = $1`,
+      [fromThreadId, toThreadId]);
+      await client.query(`INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, owner, type, blob, chunks)
+        SELECT $2, checkpoint_ns, channel, version, owner, type, blob, chunks FROM checkpoint_blobs WHERE thread_id = $1`, [fromThreadId, toThreadId]);
+      await client.query(`INSERT INTO checkpoint_chunks (thread_id, checkpoint_ns, channel, chunk_id, bytes)
+        SELECT $2, checkpoint_ns, channel, chunk_id, bytes FROM checkpoint_chunks WHERE thread_id = $1`, [fromThreadId, toThreadId]);
+    });
+  }
+
+  /**
+   * Prune strategy keep_latest: keeps the newest checkpoint of every namespace of the thread (its
+   * pending writes and the values it names) and removes everything older. The kept checkpoints
+   * lose their parent link. Returns how many checkpoints went.
+   */
+  async pruneToLatest(threadId: string): Promise<number> {
+    return this.removingChunks(threadId, () => this.transaction(async (client) => {
+      const removed = await client.query(`DELETE FROM checkpoints c WHERE c.thread_id = $1 AND c.checkpoint_id <> (
+          SELECT max(l.checkpoint_id) FROM checkpoints l WHERE l.thread_id = c.thread_id AND l.checkpoint_ns = c.checkpoint_ns)`, [threadId]);
+      await client.query("UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = $1", [threadId]);
+      await client.query(`DELETE FROM checkpoint_writes w WHERE w.thread_id = $1 AND NOT EXISTS (
+          SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)`, [threadId]);
+      await this.collectUnnamed(client, threadId);
+      return removed.rowCount ?? 0;
+    }));
+  }
+
+  /** Whether the thread has that checkpoint, without reading its values. */
+  async hasCheckpoint(threadId: string, ns: string, checkpointId: string): Promise<boolean> {
+    const result = await this.pool.query<{ found: boolean }>(
+      "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3) AS found", [threadId, ns, checkpointId]);
+    return result.rows[0].found;
+  }
+
+  /** Whether any checkpoint of the thread was written by the run (crash recovery: resume vs replay). */
+  async hasCheckpointOfRun(threadId: string, runId: string): Promise<boolean> {
+    const result = await this.pool.query<{ found: boolean }>(
+      "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND run_id = $2) AS found", [threadId, runId]);
+    return result.rows[0].found;
+  }
+
+  /**
+   * Rollback: removes the thread's checkpoints of the run with their writes, the writes the run
+   * left on other checkpoints, and the values no remaining checkpoint names. Returns how many
+   * checkpoints went.
+   */
+  async deleteCheckpointsOfRun(threadId: string, runId: string): Promise<number> {
+    return this.removingChunks(threadId, () => this.transaction(async (client) => {
+      const removed = await client.query<{ checkpoint_ns: string; checkpoint_id: string }>(
+        "DELETE FROM checkpoints WHERE thread_id = $1 AND run_id = $2 RETURNING checkpoint_ns, checkpoint_id", [threadId, runId]);
+      await client.query(`DELETE FROM checkpoint_writes w USING unnest($2::text[], $3::text[]) gone(checkpoint_ns, checkpoint_id)
+          WHERE w.thread_id = $1 AND w.checkpoint_ns = gone.checkpoint_ns AND w.checkpoint_id = gone.checkpoint_id`,
+      [threadId, removed.rows.map((r) => r.checkpoint_ns), removed.rows.map((r) => r.checkpoint_id)]);
+      await client.query("DELETE FROM checkpoint_writes WHERE thread_id = $1 AND run_id = $2", [threadId, runId]);
+      await this.collectUnnamed(client, threadId);
+      return removed.rowCount ?? 0;
+    }));
+  }
+
+  /**
+   * Shallow-merges `patch` into the metadata of a thread's latest root checkpoint (or of
+   * `checkpointId`); false when the thread has no such checkpoint.
+   */
+  async patchMetadata(threadId: string, patch: Record<string, unknown>, checkpointId?: string): Promise<boolean> {
+    return this.transaction(async (client) => {
+      const found = await client.query<{ checkpoint_id: string; metadata_type: string; metadata: Buffer }>(
+        checkpointId
+          ? "SELECT checkpoint_id, metadata_type, metadata FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id = $2 FOR UPDATE"
+          : "SELECT checkpoint_id, metadata_type, metadata FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1 FOR UPDATE",
+        checkpointId ? [threadId, checkpointId] : [threadId]);
+      const row = found.rows[0];
+      if (row === undefined) return false;
+      const metadata = (await this.serde.loadsTyped(row.metadata_type, row.metadata)) as Record<string, unknown>;
+      const [metadataType, bytes] = await this.serde.dumpsTyped({ ...metadata, ...patch });
+      await client.query(
+        "UPDATE checkpoints SET metadata_type = $3, metadata = $4, metadata_json = $5::jsonb WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id = $2",
+        [threadId, row.checkpoint_id, metadataType, bytes, metadataJsonOf(metadataType, bytes)]);
+      return true;
+    });
+  }
+
+  /** Writes of the thread issued from now on go to the database only once `until` settles. */
+  holdWritesUntil(threadId: string, until: Promise<unknown>): void {
+    const barrier = until.then(() => undefined, () => undefined);
+    this.barriers.set(threadId, barrier);
+    void barrier.then(() => {
+      if (this.barriers.get(threadId) === barrier) this.barriers.delete(threadId);
+    });
+  }
+
+  /** Every write resolves on commit: nothing is ever queued (kept for parity with the LMDB saver). */
+  async flush(): Promise<void> {}
+
+  private async barrierOf(threadId: string): Promise<void> {
+    const barrier = this.barriers.get(threadId);
+    if (barrier !== undefined) await barrier;
+  }
+
+  /** Inside a transaction that removed checkpoints: their values and chunks nothing names any more. */
+  private async collectUnnamed(client: pg.PoolClient, threadId: string): Promise<void> {
+    const slots = await client.query<{ checkpoint_ns: string; channel: string }>(COLLECT_UNNAMED_BLOBS, [threadId]);
+    if (slots.rows.length === 0) return;
+    await client.query(COLLECT_UNNAMED_CHUNKS, [threadId, slots.rows.map((s) => s.checkpoint_ns), slots.rows.map((s) => s.channel)]);
+  }
+
+  /** What is known stored of the thread's chunks is forgotten before and after a removal. */
+  private async removingChunks<T>(threadId: string, remove: () => Promise<T>): Promise<T> {
+    this.storedChunks.forget(threadId);
+    try {
+      return await remove();
+    } finally {
+      this.storedChunks.forget(threadId);
+    }
+  }
+
+  private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const result = await work(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (err) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  private async encodeBlob(channel: string, version: string, value: unknown): Promise<EncodedBlob> {
+    const chunked = await this.messageSerde.dumpsChunked(value);
+    if (chunked !== undefined) return { channel, version, type: "json", bytes: chunked.tail, chunks: chunked.chunks };
+    const [type, bytes] = await this.serde.dumpsTyped(value);
+    return { channel, version, type, bytes, chunks: undefined };
+  }
+
+  private async toTuple(row: TupleRow, loadedMetadata?: CheckpointMetadata): Promise<CheckpointTuple> {
+    const { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: id } = row;
+    if (!row.complete) throw new TroupeError("INTERNAL", `checkpoint data of thread ${threadId} is damaged: a message chunk of checkpoint ${id} is missing`);
+    const body = (await this.serde.loadsTyped(row.type, row.checkpoint)) as StoredCheckpointBody;
+    const channelVersions = body.channel_versions ?? {};
+    const values: Record<string, unknown> = {};
+    const channels = row.channels ?? [];
+    for (let i = 0; i < channels.length; i++) {
+      const channel = channels[i];
+      // a ref whose version is not the checkpoint's names no value of it
+      if (!Object.hasOwn(channelVersions, channel) || versionText(channelVersions[channel]) !== row.versions![i]) continue;
+      values[channel] = await this.serde.loadsTyped(row.types![i], row.blobs![i]);
+    }
+    const checkpoint: Checkpoint = { ...body, channel_versions: channelVersions, channel_values: values };
+    if (checkpoint.v < 4 && row.parent_checkpoint_id !== null) await this.migratePendingSends(checkpoint, threadId, ns, row.parent_checkpoint_id);
+    const tuple: CheckpointTuple = {
+      config: { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: id } },
+      checkpoint,
+      metadata: loadedMetadata ?? ((await this.serde.loadsTyped(row.metadata_type, row.metadata)) as CheckpointMetadata),
+      pendingWrites: await this.sortedWrites((row.task_ids ?? []).map((taskId, i): WriteRow => ({
+        task_id: taskId, idx: row.idxs![i], channel: row.write_channels![i], type: row.write_types![i], blob: row.write_blobs![i], task_path: row.task_paths![i],
+      }))),
+    };
+    if (row.parent_checkpoint_id !== null) {
+      tuple.parentConfig = { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: row.parent_checkpoint_id } };
+    }
+    return tuple;
+  }
+
+  /** Pending writes in writesSortKey order (the order live execution applies them). */
+  private async sortedWrites(rows: WriteRow[]): Promise<CheckpointPendingWrite[]> {
+    const sorted = rows
+      .map((row) => ({ sortKey: writesSortKey(row.task_path, row.task_id, row.idx), row }))
+      .sort((a, b) => compareWritesSortKeys(a.sortKey, b.sortKey));
+    return Promise.all(sorted.map(async ({ row }): Promise<CheckpointPendingWrite> => [row.task_id, row.channel, await this.serde.loadsTyped(row.type, row.blob)]));
+  }
+
+  /** Checkpoints older than format v4 kept pending sends as TASKS writes on their parent. */
+  private async migratePendingSends(checkpoint: Checkpoint, threadId: string, ns: string, parentId: string): Promise<void> {
+    const rows = await this.pool.query<WriteRow>({ ...GET_WRITES, values: [threadId, ns, parentId] });
+    const sends = (await this.sortedWrites(rows.rows)).filter(([, channel]) => channel === TASKS).map(([, , value]) => value);
+    const versions = Object.values(checkpoint.channel_versions);
+    checkpoint.channel_values[TASKS] = sends;
+    checkpoint.channel_versions[TASKS] = versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined);
+  }
+}
+
+/** A channel version as stored: its JSON text, so 1 and "1" stay different versions. */
+function versionText(version: unknown): string {
+  return JSON.stringify(version);
+}
+
+function keyOf(threadId: string, ns: string, id: string): string {
+  return JSON.stringify([threadId, ns, id]);
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * The metadata as jsonb for the containment index, when its serde bytes are plain JSON that
+ * Postgres keeps as is: not LangChain objects (revived differently), not NUL characters (jsonb
+ * refuses them). null otherwise: such rows are always checked by matchesFilter.
+ */
+function metadataJsonOf(type: string, bytes: Uint8Array): string | null {
+  if (type !== "json") return null;
+  const text = decoder.decode(bytes);
+  if (text.includes('"lc"') || text.includes("\\u0000")) return null;
+  return text;
+}
+
+/** The filter as a containment query, or undefined when JSON cannot express it exactly. */
+function containmentOf(filter: Record<string, unknown>): string | undefined {
+  const keys = Object.keys(filter);
+  if (keys.length === 0) return undefined;
+  for (const key of keys) if (filter[key] === undefined) return undefined;
+  const text = JSON.stringify(filter);
+  return text.includes("\\u0000") ? undefined : text;
+}

@@ -1,0 +1,284 @@
+// PostgresCheckpointSaver beyond the conformance suite, on a real PostgreSQL: the thread operations
+// the actors use (copy, rollback by run, prune, metadata patch, write barrier), fork-safe channel
+// values, long message lists stored as shared chunks, and a real LangGraph graph on top.
+import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
+import type { RunnableConfig } from "@langchain/core/runnables";
+import { Annotation, END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import { ERROR, emptyCheckpoint, uuid6, type Checkpoint, type CheckpointMetadata } from "@langchain/langgraph-checkpoint";
+import { PostgresCheckpointSaver } from "../src/storage/postgres/checkpointer.ts";
+import { migrate } from "../src/storage/postgres/migrations.ts";
+import { openPostgres, type PostgresDb } from "../src/storage/postgres/pool.ts";
+import { usePostgresDatabase } from "./helpers/postgres.ts";
+
+const database = usePostgresDatabase();
+let db: PostgresDb;
+let saver: PostgresCheckpointSaver;
+
+beforeAll(async () => {
+  db = openPostgres({ uri: database.uri, schema: "troupe", maxConnections: 4 });
+  await migrate(db);
+});
+
+afterAll(async () => {
+  await db.close();
+});
+
+beforeEach(async () => {
+  await db.pool.query("TRUNCATE checkpoints, checkpoint_blobs, checkpoint_chunks, checkpoint_writes");
+  saver = new PostgresCheckpointSaver(db);
+});
+
+const cfg = (thread_id: string, checkpoint_id?: string, extra: Partial<RunnableConfig> = {}): RunnableConfig =>
+  ({ ...extra, configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) } });
+
+function checkpoint(values: Record<string, unknown>, versions: Record<string, number>): Checkpoint {
+  return { ...emptyCheckpoint(), id: uuid6(-1), channel_values: values, channel_versions: versions };
+}
+
+function meta(step: number, extra: Record<string, unknown> = {}): CheckpointMetadata {
+  return { source: "loop", step, parents: {}, ...extra };
+}
+
+async function putChild(thread: string, parent: string | undefined, values: Record<string, unknown>,
+  versions: Record<string, number>, newVersions: Record<string, number>, metadata: CheckpointMetadata): Promise<string> {
+  const result = await saver.put(cfg(thread, parent), checkpoint(values, versions), metadata, newVersions);
+  return result.configurable?.checkpoint_id as string;
+}
+
+async function count(table: string, thread: string): Promise<number> {
+  const result = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE thread_id = $1`, [thread]);
+  return result.rows[0].n;
+}
+
+async function blobKeys(thread: string): Promise<string[]> {
+  const result = await db.pool.query<{ channel: string; version: string }>(
+    "SELECT channel, version FROM checkpoint_blobs WHERE thread_id = $1 ORDER BY channel, version", [thread]);
+  return result.rows.map((r) => `${r.channel}@${r.version}`);
+}
+
+describe("channel values", () => {
+  it("rebuilds unchanged channels from the parent's refs and stores each changed channel once", async () => {
+    const big = Array.from({ length: 50 }, (_, i) => `message ${i}`);
+    const c1 = await putChild("t", undefined, { messages: big, step: 1 }, { messages: 1, step: 1 }, { messages: 1, step: 1 }, meta(0));
+    const c2 = await putChild("t", c1, { messages: big, step: 2 }, { messages: 1, step: 2 }, { step: 2 }, meta(1));
+    const c3 = await putChild("t", c2, { messages: big, step: 3 }, { messages: 1, step: 3 }, { step: 3 }, meta(2));
+    expect((await saver.getTuple(cfg("t", c3)))?.checkpoint.channel_values).toEqual({ messages: big, step: 3 });
+    expect((await saver.getTuple(cfg("t", c1)))?.checkpoint.channel_values).toEqual({ messages: big, step: 1 });
+    expect(await blobKeys("t")).toEqual(["messages@1", "step@1", "step@2", "step@3"]);
+  });
+
+  it("keeps each branch's value when a fork reuses a channel version", async () => {
+    const c1 = await putChild("t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0));
+    const c2 = await putChild("t", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1));
+    const fork = await putChild("t", c1, { foo: "c" }, { foo: 2 }, { foo: 2 }, meta(1, { source: "update" }));
+    const forkChild = await putChild("t", fork, { foo: "c", bar: 1 }, { foo: 2, bar: 1 }, { bar: 1 }, meta(2));
+    expect((await saver.getTuple(cfg("t", c2)))?.checkpoint.channel_values).toEqual({ foo: "b" });
+    expect((await saver.getTuple(cfg("t", fork)))?.checkpoint.channel_values).toEqual({ foo: "c" });
+    expect((await saver.getTuple(cfg("t", forkChild)))?.checkpoint.channel_values).toEqual({ foo: "c", bar: 1 });
+  });
+
+  it("round-trips LangChain message classes, in values and pending writes", async () => {
+    const messages = [new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "hello", id: "a1" })];
+    const id = await putChild("t", undefined, { messages }, { messages: 1 }, { messages: 1 }, meta(0));
+    await saver.putWrites(cfg("t", id), [["messages", [new AIMessage("pending")]]], "task-1");
+    const tuple = await saver.getTuple(cfg("t"));
+    const loaded = tuple?.checkpoint.channel_values.messages as BaseMessage[];
+    expect(loaded[0]).toBeInstanceOf(HumanMessage);
+    expect(loaded.map((m) => m.content)).toEqual(["hi", "hello"]);
+    const [[, , pending]] = tuple?.pendingWrites ?? [];
+    expect((pending as BaseMessage[])[0]).toBeInstanceOf(AIMessage);
+  });
+});
+
+describe("long message lists", () => {
+  const conversation = (n: number) => Array.from({ length: n }, (_, i) =>
+    i % 2 === 0 ? new HumanMessage({ content: `question ${i}`, id: `m${i}` }) : new AIMessage({ content: `answer ${i}`, id: `m${i}` }));
+
+  it("are stored as shared chunks plus a tail: each step writes only what is new, and reads back whole", async () => {
+    const all = conversation(300);
+    let parent: string | undefined;
+    const ids: string[] = [];
+    for (let step = 1; step <= 5; step++) {
+      const list = all.slice(0, 200 + step * 20);
+      parent = await putChild("t", parent, { messages: list }, { messages: step }, { messages: step }, meta(step));
+      ids.push(parent);
+    }
+    // 300 messages: 4 full chunks of 64, shared by every version that contains them
+    expect(await count("checkpoint_chunks", "t")).toBe(4);
+    const latest = (await saver.getTuple(cfg("t")))?.checkpoint.channel_values.messages as BaseMessage[];
+    expect(latest.map((m) => m.id)).toEqual(all.map((m) => m.id));
+    expect(latest[299]).toBeInstanceOf(AIMessage);
+    const first = (await saver.getTuple(cfg("t", ids[0])))?.checkpoint.channel_values.messages as BaseMessage[];
+    expect(first.map((m) => m.id)).toEqual(all.slice(0, 220).map((m) => m.id));
+  });
+
+  it("are rewritten whole when chunks this saver believed stored were removed by someone else", async () => {
+    const list = conversation(130);
+    const c1 = await putChild("t", undefined, { messages: list.slice(0, 129) }, { messages: 1 }, { messages: 1 }, meta(0));
+    // another process (another saver on the same database) removes the thread meanwhile
+    await new PostgresCheckpointSaver(db).deleteThread("t");
+    const c2 = await putChild("t", c1, { messages: list }, { messages: 2 }, { messages: 2 }, meta(1));
+    expect(await count("checkpoint_chunks", "t")).toBe(2);
+    const read = (await saver.getTuple(cfg("t", c2)))?.checkpoint.channel_values.messages as BaseMessage[];
+    expect(read.map((m) => m.id)).toEqual(list.map((m) => m.id));
+  });
+
+  it("are reported damaged, not shortened, when a chunk is missing", async () => {
+    await putChild("t", undefined, { messages: conversation(140) }, { messages: 1 }, { messages: 1 }, meta(0));
+    await db.pool.query("DELETE FROM checkpoint_chunks WHERE chunk_id = (SELECT min(chunk_id) FROM checkpoint_chunks)");
+    await expect(saver.getTuple(cfg("t"))).rejects.toThrow(/damaged/);
+  });
+});
+
+describe("putWrites", () => {
+  it("keeps the first regular write of a (task, idx) and lets special writes overwrite", async () => {
+    const id = await putChild("t", undefined, {}, {}, {}, meta(0));
+    await saver.putWrites(cfg("t", id), [["a", 1]], "task");
+    await saver.putWrites(cfg("t", id), [["a", 2]], "task");
+    await saver.putWrites(cfg("t", id), [[ERROR, "first"]], "task");
+    await saver.putWrites(cfg("t", id), [[ERROR, "second"], [ERROR, "third"]], "task");
+    expect((await saver.getTuple(cfg("t", id)))?.pendingWrites).toEqual([["task", ERROR, "third"], ["task", "a", 1]]);
+  });
+});
+
+describe("thread operations", () => {
+  it("copyThread duplicates checkpoints, writes and values under the new id and rewrites metadata.thread_id", async () => {
+    const c1 = await putChild("src", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0, { thread_id: "src", graph_id: "g" }));
+    const c2 = await putChild("src", c1, { foo: "a", bar: 2 }, { foo: 1, bar: 1 }, { bar: 1 }, meta(1, { thread_id: "src" }));
+    await saver.putWrites(cfg("src", c2), [["foo", "next"]], "task-1", "~path");
+    await saver.copyThread("src", "dst");
+    const copied = await collect(saver.list(cfg("dst")));
+    expect(copied.map((t) => t.checkpoint.id)).toEqual([c2, c1]);
+    expect(copied.map((t) => (t.metadata as Record<string, unknown>).thread_id)).toEqual(["dst", "dst"]);
+    expect(copied[0].checkpoint.channel_values).toEqual({ foo: "a", bar: 2 });
+    expect(copied[0].pendingWrites).toEqual([["task-1", "foo", "next"]]);
+    expect(copied[0].parentConfig?.configurable).toEqual({ thread_id: "dst", checkpoint_ns: "", checkpoint_id: c1 });
+    // metadata filters see the rewritten thread_id
+    expect((await collect(saver.list(cfg("dst"), { filter: { thread_id: "dst" } }))).map((t) => t.checkpoint.id)).toEqual([c2, c1]);
+    await saver.deleteThread("src");
+    expect(await saver.getTuple(cfg("src"))).toBeUndefined();
+    for (const table of ["checkpoints", "checkpoint_writes", "checkpoint_blobs"]) expect(await count(table, "src")).toBe(0);
+    expect((await saver.getTuple(cfg("dst")))?.checkpoint.channel_values).toEqual({ foo: "a", bar: 2 });
+  });
+
+  it("deleteCheckpointsOfRun removes the run's checkpoints, their writes and values, and the run's writes elsewhere", async () => {
+    const c1 = await putChild("t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0, { run_id: "run-1" }));
+    await saver.putWrites(cfg("t", c1), [["foo", "kept"]], "task-1");
+    await saver.putWrites(cfg("t", c1, { metadata: { run_id: "run-2" } }), [["__resume__", "yes"]], "resume-task");
+    const c2 = await putChild("t", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1, { run_id: "run-2" }));
+    const c3 = await putChild("t", c2, { foo: "c" }, { foo: 3 }, { foo: 3 }, meta(2, { run_id: "run-2" }));
+    await saver.putWrites(cfg("t", c3), [["foo", "x"]], "task-3");
+    expect(await saver.hasCheckpointOfRun("t", "run-2")).toBe(true);
+
+    expect(await saver.deleteCheckpointsOfRun("t", "run-2")).toBe(2);
+    expect(await saver.hasCheckpointOfRun("t", "run-2")).toBe(false);
+    const latest = await saver.getTuple(cfg("t"));
+    expect(latest?.checkpoint.id).toBe(c1);
+    expect(latest?.pendingWrites).toEqual([["task-1", "foo", "kept"]]);
+    expect(await saver.hasCheckpoint("t", "", c2)).toBe(false);
+    expect(await count("checkpoint_writes", "t")).toBe(1);
+    expect(await blobKeys("t")).toEqual(["foo@1"]);
+    const next = await putChild("t", c1, { foo: "z" }, { foo: 2 }, { foo: 2 }, meta(1, { run_id: "run-3" }));
+    expect((await saver.getTuple(cfg("t", next)))?.checkpoint.channel_values).toEqual({ foo: "z" });
+    expect(await saver.deleteCheckpointsOfRun("t", "no-such-run")).toBe(0);
+  });
+
+  it("deleteCheckpointsOfRun keeps the values of a deleted older run that later checkpoints still name", async () => {
+    const c1 = await putChild("t", undefined, { foo: "a", bar: "from run-1" }, { foo: 1, bar: 1 }, { foo: 1, bar: 1 }, meta(0, { run_id: "run-1" }));
+    const c2 = await putChild("t", c1, { foo: "b", bar: "from run-1" }, { foo: 2, bar: 1 }, { foo: 2 }, meta(1, { run_id: "run-2" }));
+    expect(await saver.deleteCheckpointsOfRun("t", "run-1")).toBe(1);
+    expect((await saver.getTuple(cfg("t", c2)))?.checkpoint.channel_values).toEqual({ foo: "b", bar: "from run-1" });
+    expect(await blobKeys("t")).toEqual(["bar@1", "foo@2"]);
+    // once nothing names it, it goes
+    expect(await saver.deleteCheckpointsOfRun("t", "run-2")).toBe(1);
+    expect(await blobKeys("t")).toEqual([]);
+  });
+
+  it("pruneToLatest keeps the newest checkpoint per namespace with its writes and values, and removes the rest", async () => {
+    const big = ["a", "b", "c"];
+    const c1 = await putChild("t", undefined, { messages: big, step: 1 }, { messages: 1, step: 1 }, { messages: 1, step: 1 }, meta(0));
+    const c2 = await putChild("t", c1, { messages: [...big, "d"], step: 2 }, { messages: 2, step: 2 }, { messages: 2, step: 2 }, meta(1));
+    const c3 = await putChild("t", c2, { messages: [...big, "d"], step: 3 }, { messages: 2, step: 3 }, { step: 3 }, meta(2));
+    await saver.putWrites(cfg("t", c2), [["step", 9]], "task-old");
+    await saver.putWrites(cfg("t", c3), [["step", 4]], "task-new");
+    const sub = await saver.put({ configurable: { thread_id: "t", checkpoint_ns: "child:1" } }, checkpoint({ x: 1 }, { x: 1 }), meta(0), { x: 1 });
+    await putChild("other", undefined, { step: 1 }, { step: 1 }, { step: 1 }, meta(0));
+
+    expect(await saver.pruneToLatest("t")).toBe(2);
+    const latest = await saver.getTuple(cfg("t"));
+    expect(latest?.config.configurable?.checkpoint_id).toBe(c3);
+    expect(latest?.checkpoint.channel_values).toEqual({ messages: [...big, "d"], step: 3 });
+    expect(latest?.parentConfig).toBeUndefined();
+    expect(latest?.pendingWrites).toEqual([["task-new", "step", 4]]);
+    expect(await saver.getTuple(cfg("t", c1))).toBeUndefined();
+    expect((await saver.getTuple(sub))?.checkpoint.channel_values).toEqual({ x: 1 });
+    expect(await blobKeys("t")).toEqual(["messages@2", "step@3", "x@1"]);
+    expect(await count("checkpoint_writes", "t")).toBe(1);
+    expect(await count("checkpoints", "other")).toBe(1);
+    expect(await saver.pruneToLatest("t")).toBe(0);
+  });
+
+  it("patchMetadata merges into the latest root checkpoint's metadata (or a named one), and filters see it", async () => {
+    const c1 = await putChild("t", undefined, {}, {}, {}, meta(0, { tag: "old" }));
+    const c2 = await putChild("t", c1, {}, {}, {}, meta(1));
+    expect(await saver.patchMetadata("t", { tag: "new" })).toBe(true);
+    expect(await saver.patchMetadata("t", { extra: 1 }, c1)).toBe(true);
+    expect(await saver.patchMetadata("none", { tag: "x" })).toBe(false);
+    expect((await saver.getTuple(cfg("t", c2)))?.metadata).toMatchObject({ step: 1, tag: "new" });
+    expect((await saver.getTuple(cfg("t", c1)))?.metadata).toMatchObject({ tag: "old", extra: 1 });
+    expect((await collect(saver.list(cfg("t"), { filter: { tag: "new" } }))).map((t) => t.checkpoint.id)).toEqual([c2]);
+  });
+
+  it("list filters compare whole values, also for metadata the jsonb index cannot hold", async () => {
+    const plain = await putChild("t", undefined, {}, {}, {}, meta(0, { tags: ["a", "b"], who: "x" }));
+    const nul = await putChild("t", plain, {}, {}, {}, meta(1, { who: "x\u0000y" }));
+    expect((await collect(saver.list(cfg("t"), { filter: { tags: ["a"] } })))).toEqual([]); // containment alone would match
+    expect((await collect(saver.list(cfg("t"), { filter: { tags: ["a", "b"] } }))).map((t) => t.checkpoint.id)).toEqual([plain]);
+    expect((await collect(saver.list(cfg("t"), { filter: { who: "x\u0000y" } }))).map((t) => t.checkpoint.id)).toEqual([nul]);
+    expect((await collect(saver.list(cfg("t"), { filter: { step: 1 }, limit: 1 }))).map((t) => t.checkpoint.id)).toEqual([nul]);
+  });
+
+  it("holdWritesUntil: the thread's writes reach the database only after the barrier settles", async () => {
+    const c1 = await putChild("t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0));
+    let release!: () => void;
+    saver.holdWritesUntil("t", new Promise<void>((resolve) => (release = resolve)));
+    const held = putChild("t", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await count("checkpoints", "t")).toBe(1);
+    await putChild("other", undefined, {}, {}, {}, meta(0)); // other threads are not held
+    release();
+    await held;
+    expect(await count("checkpoints", "t")).toBe(2);
+  });
+});
+
+describe("with a real LangGraph graph", () => {
+  it("persists state across invocations, keeps branches apart on time travel and updateState forks", async () => {
+    const State = Annotation.Root({ ...MessagesAnnotation.spec, turns: Annotation<number>({ reducer: (a, b) => a + b, default: () => 0 }) });
+    const graph = new StateGraph(State)
+      .addNode("echo", (s: typeof State.State) => ({ messages: [new AIMessage(`echo ${String(s.messages.at(-1)?.content)}`)], turns: 1 }))
+      .addEdge(START, "echo")
+      .addEdge("echo", END)
+      .compile({ checkpointer: saver });
+    const config = { configurable: { thread_id: "g" } };
+    await graph.invoke({ messages: [new HumanMessage("one")] }, config);
+    const second = await graph.invoke({ messages: [new HumanMessage("two")] }, config);
+    expect(second.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "two", "echo two"]);
+    const history = await collect(graph.getStateHistory(config));
+    expect(history.map((s) => s.metadata?.step)).toEqual([4, 3, 2, 1, 0, -1]);
+    const afterFirst = history.find((s) => s.metadata?.step === 1);
+    if (afterFirst === undefined) throw new Error("no step-1 state");
+    const replay = await graph.invoke({ messages: [new HumanMessage("again")] }, afterFirst.config);
+    expect(replay.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "again", "echo again"]);
+    expect((await graph.getState(history[0].config)).values.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "two", "echo two"]);
+    const forked = await graph.updateState(afterFirst.config, { messages: [new HumanMessage("fork")] });
+    expect((await graph.getState(forked)).values.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "fork"]);
+    expect((await graph.getState(config)).values.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "fork"]);
+  });
+});
+
+async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of iterable) out.push(item);
+  return out;
+}
