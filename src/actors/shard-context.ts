@@ -6,19 +6,9 @@ import type { ProducedRunEvent } from "./event-gate.ts";
 import type { FromShard, RunDone } from "../bridge/messages.ts";
 import type { RunOutput } from "./run-outputs.ts";
 import type { ThreadActor } from "./thread-actor.ts";
+import type { ThreadCheckpointOps } from "../storage/port.ts";
 
-/** Checkpoint operations on whole threads/runs, beyond BaseCheckpointSaver. */
-export interface ThreadCheckpointOps {
-  deleteThread(threadId: string): Promise<void>;
-  copyThread(fromThreadId: string, toThreadId: string): Promise<void>;
-  deleteCheckpointsOfRun(threadId: string, runId: string): Promise<void>;
-  hasCheckpointOfRun(threadId: string, runId: string): Promise<boolean>;
-  hasCheckpoint(threadId: string, ns: string, checkpointId: string): Promise<boolean>;
-  pruneToLatest(threadId: string): Promise<number>;
-  patchMetadata(threadId: string, patch: Record<string, unknown>, checkpointId?: string): Promise<boolean>;
-  /** the thread's checkpoint writes from now on reach lmdb-js only after `until` settles */
-  holdWritesUntil(threadId: string, until: Promise<unknown>): void;
-}
+export type { ThreadCheckpointOps };
 
 export interface ShardContext {
   /** set on shutdown: actors start no new runs (queued ones stay in LMDB for the next server) */

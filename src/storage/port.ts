@@ -1,0 +1,235 @@
+// The storage port: every durable operation of a deployment server, as one typed interface with
+// two adapters (LMDB embedded, PostgreSQL). Types only: nothing is wired to it yet (issue 21
+// phase B moves the call sites). The contract — what commits before a reply, what is atomic, what
+// each adapter does — is docs/STORAGE.md; the comments here say only what a caller relies on.
+/*
+ * Conventions
+ * - Reads are async. The LMDB adapter answers them from a synchronous LMDB read inside (an
+ *   already-resolved promise), so awaiting one costs a microtask, not I/O.
+ * - Writes resolve once committed, unless they return `Issued`: those are handed to the adapter
+ *   synchronously, in call order, and `committed` settles later. Writes issued for one thread
+ *   commit in the order they were issued (LMDB: its write queue; Postgres: a per-thread chain),
+ *   which is what lets an actor start its next run before the previous run's outcome commits.
+ * - One writer per record family: thread, run and checkpoint records are written only by the
+ *   thread's actor (the cluster issue moves that ownership between nodes, never shares it);
+ *   assistants, crons, store items and TTL settings by whoever calls (conditional writes say
+ *   what they check atomically).
+ * - Searches take the filter shapes of the indexes issue (src/storage/indexes/ on issue 20) and
+ *   return a Page; both adapters return the same records in the same order.
+ */
+import type { BaseCheckpointSaver, Item, Operation, OperationResults, SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import type {
+  AssistantRecord, AssistantVersionRecord, CronRecord, Json, JsonObject, RunRecord, RunStatus, StoreItemRecord, ThreadRecord, ThreadStatus,
+} from "./records.ts";
+
+/** A write handed to the adapter, ordered after every earlier write of the same thread. */
+export interface Issued<T = void> {
+  readonly committed: Promise<T>;
+}
+
+export interface Page<R> {
+  items: R[];
+  /** how many records match in all (X-Pagination-Total) */
+  total: number;
+}
+
+export interface PageSpec<S extends string> {
+  sortBy: S;
+  order: "asc" | "desc";
+  offset: number;
+  limit: number;
+}
+
+/** A custom auth handler's filter on metadata (reference §11.2): equality, or {$eq}/{$contains}. */
+export type AuthFilter = Record<string, unknown>;
+
+// ---- assistants (written on the HTTP thread) -------------------------------------------------
+
+export interface AssistantFilter {
+  metadata?: JsonObject;
+  graph_id?: string;
+  /** case-insensitive substring of the name */
+  name?: string;
+  auth?: AuthFilter;
+}
+
+export type AssistantSort = "assistant_id" | "graph_id" | "created_at" | "updated_at" | "name";
+
+export interface AssistantWrite {
+  graph_id: string;
+  config: AssistantRecord["config"];
+  context: Json;
+  metadata: JsonObject;
+  name: string;
+  description: string | null;
+}
+
+export interface AssistantsPort {
+  get(assistantId: string): Promise<AssistantRecord | undefined>;
+  /** version 1 and its version row, atomically; "exists" when the id is taken (nothing written) */
+  create(record: AssistantRecord): Promise<AssistantRecord | "exists">;
+  /** a new version from the latest (read-modify-write in one transaction); undefined: no such assistant */
+  patch(assistantId: string, change: Partial<AssistantWrite>, now: string): Promise<AssistantRecord | undefined>;
+  /** makes an existing version the latest; undefined: no such assistant or version */
+  setLatest(assistantId: string, version: number, now: string): Promise<AssistantRecord | undefined>;
+  /** the assistant and all its versions; false when it did not exist */
+  delete(assistantId: string): Promise<boolean>;
+  versions(assistantId: string, q: { metadata?: JsonObject; offset: number; limit: number }): Promise<AssistantVersionRecord[]>;
+  search(q: AssistantFilter & PageSpec<AssistantSort>): Promise<Page<AssistantRecord>>;
+  count(f: AssistantFilter): Promise<number>;
+  /** creates each graph's default assistant unless present (startup; concurrent servers create it once) */
+  ensureDefaults(defaults: readonly AssistantRecord[]): Promise<void>;
+}
+
+// ---- threads (records written only by the thread's actor) ------------------------------------
+
+export interface ThreadFilter {
+  metadata?: JsonObject | null;
+  /** matched against the thread's state values */
+  values?: JsonObject | null;
+  status?: ThreadStatus | null;
+  ids?: readonly string[] | null;
+  auth?: AuthFilter;
+}
+
+export type ThreadSort = "thread_id" | "status" | "created_at" | "updated_at";
+
+export interface ThreadsPort {
+  get(threadId: string): Promise<ThreadRecord | undefined>;
+  /** the latest state values as JSON text (what run ends write), undefined when none */
+  valuesJson(threadId: string): Promise<string | undefined>;
+  search(q: ThreadFilter & PageSpec<ThreadSort>): Promise<Page<ThreadRecord>>;
+  count(f: ThreadFilter): Promise<number>;
+  /** the TTL set on the thread (minutes), if any */
+  ttl(threadId: string): Promise<number | undefined>;
+  /** sets (minutes) or clears (null) the thread's own TTL */
+  setTtl(threadId: string, minutes: number | null): Promise<void>;
+  /**
+   * Thread ids after `after` in id order, at most `limit`, for the TTL sweeper: every thread
+   * (`all`) or only those with a TTL of their own.
+   */
+  sweepCandidates(q: { all: boolean; after?: string; limit: number }): Promise<{ threadId: string; updatedAt: string; ttl?: number }[]>;
+
+  // writes, by the thread's actor
+  /** the record, unless one exists ("exists": nothing written) */
+  create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists">;
+  /** replaces the record, and the values when given (a state update, supersteps, metadata patch) */
+  save(record: ThreadRecord, valuesJson?: string): Promise<void>;
+  /** the record, its values, TTL, runs and their indexes, in one transaction (checkpoints: CheckpointPort) */
+  delete(threadId: string): Promise<void>;
+}
+
+// ---- runs (written only by their thread's actor) ---------------------------------------------
+
+export interface RunKey {
+  threadId: string;
+  runId: string;
+}
+
+export interface RunsPort {
+  get(threadId: string, runId: string): Promise<RunRecord | undefined>;
+  /** the thread of a run, for routes that name only the run */
+  threadOf(runId: string): Promise<string | undefined>;
+  /** a thread's runs oldest first (run ids are UUID v7), optionally of one status */
+  list(threadId: string, q: { status?: RunStatus; offset: number; limit: number }): Promise<RunRecord[]>;
+  /** the thread's newest run */
+  latest(threadId: string): Promise<RunRecord | undefined>;
+  /** pending and running runs, of one thread or all (recovery, bulk cancel), oldest first per thread */
+  active(threadId?: string): AsyncIterable<RunRecord>;
+  /** runs of an assistant (assistant delete, A2A tasks), of one thread or all */
+  ofAssistant(assistantId: string, threadId?: string): AsyncIterable<RunRecord>;
+
+  // writes, by the thread's actor; each is one atomic commit
+  /** the run (pending, listed active) and the thread's next record */
+  create(run: RunRecord, thread: ThreadRecord): Issued;
+  /** the run's record as it starts (status running, attempt + 1) */
+  start(run: RunRecord): Issued;
+  /**
+   * A run's end: its final record (or its removal, for a rollback), no longer active, and the
+   * thread's record with its values (undefined: the thread has none; omitted: unchanged).
+   */
+  finish(end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; valuesJson?: Uint8Array | null }): Issued;
+  /** a finished run's record removed (its checkpoints: CheckpointPort.deleteCheckpointsOfRun) */
+  delete(threadId: string, runId: string): Promise<void>;
+  /** an active-run entry whose run record is gone (left by a crash) */
+  dropActive(key: RunKey): Promise<void>;
+}
+
+// ---- checkpoints ------------------------------------------------------------------------------
+
+/** Checkpoint operations on whole threads and runs, beyond BaseCheckpointSaver (ThreadCheckpointOps). */
+export interface ThreadCheckpointOps {
+  deleteThread(threadId: string): Promise<void>;
+  copyThread(fromThreadId: string, toThreadId: string): Promise<void>;
+  deleteCheckpointsOfRun(threadId: string, runId: string): Promise<void>;
+  hasCheckpointOfRun(threadId: string, runId: string): Promise<boolean>;
+  hasCheckpoint(threadId: string, ns: string, checkpointId: string): Promise<boolean>;
+  pruneToLatest(threadId: string): Promise<number>;
+  patchMetadata(threadId: string, patch: Record<string, unknown>, checkpointId?: string): Promise<boolean>;
+  /** the thread's checkpoint writes issued from now on reach the database only after `until` settles */
+  holdWritesUntil(threadId: string, until: Promise<unknown>): void;
+}
+
+export interface CheckpointPort {
+  /** a saver using `serde` (the graph's own library copy's serializer) on this storage */
+  saver(serde?: SerializerProtocol): BaseCheckpointSaver & ThreadCheckpointOps;
+}
+
+// ---- store (BaseStore items; written by graphs and the /store routes) ----------------------
+
+export interface StorePort {
+  /** BaseStore.batch: get/put/delete/search/listNamespaces; puts and deletes of one batch commit together */
+  batch<Op extends Operation[]>(operations: Op): Promise<OperationResults<Op>>;
+  get(namespace: readonly string[], key: string): Promise<Item | null>;
+  /** writes with a TTL in minutes (null: none; undefined: the store's default) */
+  put(items: readonly { namespace: readonly string[]; key: string; value: JsonObject | null }[], ttlMinutes?: number | null): Promise<void>;
+  /** matching records in key order (namespace labels, then key); ranked by similarity with `query` when indexed */
+  search(q: { prefix: readonly string[]; filter?: Record<string, unknown>; query?: string; offset: number; limit: number }): Promise<(StoreItemRecord & { score?: number })[]>;
+  /** removes up to `limit` expired items; how many went */
+  sweepExpired(limit: number, now: number): Promise<number>;
+}
+
+// ---- crons (written on the HTTP thread: API and scheduler) ------------------------------------
+
+export interface CronFilter {
+  assistant_id?: string | null;
+  thread_id?: string | null;
+  enabled?: boolean | null;
+  metadata?: JsonObject | null;
+  auth?: AuthFilter;
+}
+
+export type CronSort = "cron_id" | "assistant_id" | "thread_id" | "next_run_date" | "end_time" | "created_at" | "updated_at";
+
+export interface CronsPort {
+  get(cronId: string): Promise<CronRecord | undefined>;
+  search(q: CronFilter & PageSpec<CronSort>): Promise<Page<CronRecord>>;
+  count(f: CronFilter): Promise<number>;
+  /** every enabled cron (the scheduler's start) */
+  enabled(): Promise<CronRecord[]>;
+  put(record: CronRecord): Promise<void>;
+  /**
+   * Replaces the cron with `change(current)` atomically (a tick persisting next_run_date never
+   * undoes a concurrent PATCH or DELETE); `undefined` from change keeps it. undefined: no such cron.
+   */
+  update(cronId: string, change: (current: CronRecord) => CronRecord | undefined): Promise<CronRecord | undefined>;
+  remove(cronId: string): Promise<boolean>;
+}
+
+// ---- the whole port ------------------------------------------------------------------------
+
+export interface StoragePort {
+  readonly backend: "lmdb" | "postgres";
+  readonly assistants: AssistantsPort;
+  readonly threads: ThreadsPort;
+  readonly runs: RunsPort;
+  readonly checkpoints: CheckpointPort;
+  readonly store: StorePort;
+  readonly crons: CronsPort;
+  /**
+   * Called when another thread or process may have committed (a shard's messages arrived): the
+   * LMDB adapter renews its read snapshot (resetReadTxn); Postgres has nothing to do.
+   */
+  refreshReads(): void;
+  close(): Promise<void>;
+}
