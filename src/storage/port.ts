@@ -149,7 +149,10 @@ export interface RunsPort {
    * thread's record with its values (undefined: the thread has none; omitted: unchanged).
    */
   finish(end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; valuesJson?: Uint8Array | null }): Issued;
-  /** a finished run's record removed (its checkpoints: CheckpointPort.deleteCheckpointsOfRun) */
+  /**
+   * A run's record, run→thread entry and active entry removed (a finished run deleted; a run whose
+   * thread went while it ran). Its checkpoints: CheckpointPort.deleteCheckpointsOfRun.
+   */
   delete(threadId: string, runId: string): Promise<void>;
   /** an active-run entry whose run record is gone (left by a crash) */
   dropActive(key: RunKey): Promise<void>;
