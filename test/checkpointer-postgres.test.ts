@@ -2,13 +2,17 @@
 // the actors use (copy, rollback by run, prune, metadata patch, write barrier), fork-safe channel
 // values, long message lists stored as shared chunks, and a real LangGraph graph on top.
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
-import type { RunnableConfig } from "@langchain/core/runnables";
-import { Annotation, END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
-import { ERROR, emptyCheckpoint, uuid6, type Checkpoint, type CheckpointMetadata } from "@langchain/langgraph-checkpoint";
+import { ERROR } from "@langchain/langgraph-checkpoint";
 import { PostgresCheckpointSaver } from "../src/storage/postgres/checkpointer.ts";
 import { migrate } from "../src/storage/postgres/migrations.ts";
 import { openPostgres, type PostgresDb } from "../src/storage/postgres/pool.ts";
+import {
+  cfg, collect, expectCopyThread, expectGraphBranchesKeptApart, expectPruneToLatest, expectRollbackKeepsNamedValues, expectRollbackOfRun,
+  meta, putChild as putChildOn, type StoredView,
+} from "./helpers/checkpoints.ts";
 import { usePostgresDatabase } from "./helpers/postgres.ts";
+
+type ChildArgs = Parameters<typeof putChildOn> extends [unknown, ...infer Rest] ? Rest : never;
 
 const database = usePostgresDatabase();
 let db: PostgresDb;
@@ -28,22 +32,7 @@ beforeEach(async () => {
   saver = new PostgresCheckpointSaver(db);
 });
 
-const cfg = (thread_id: string, checkpoint_id?: string, extra: Partial<RunnableConfig> = {}): RunnableConfig =>
-  ({ ...extra, configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) } });
-
-function checkpoint(values: Record<string, unknown>, versions: Record<string, number>): Checkpoint {
-  return { ...emptyCheckpoint(), id: uuid6(-1), channel_values: values, channel_versions: versions };
-}
-
-function meta(step: number, extra: Record<string, unknown> = {}): CheckpointMetadata {
-  return { source: "loop", step, parents: {}, ...extra };
-}
-
-async function putChild(thread: string, parent: string | undefined, values: Record<string, unknown>,
-  versions: Record<string, number>, newVersions: Record<string, number>, metadata: CheckpointMetadata): Promise<string> {
-  const result = await saver.put(cfg(thread, parent), checkpoint(values, versions), metadata, newVersions);
-  return result.configurable?.checkpoint_id as string;
-}
+const putChild = (...args: ChildArgs) => putChildOn(saver, ...args);
 
 async function count(table: string, thread: string): Promise<number> {
   const result = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE thread_id = $1`, [thread]);
@@ -55,6 +44,12 @@ async function blobKeys(thread: string): Promise<string[]> {
     "SELECT channel, version FROM checkpoint_blobs WHERE thread_id = $1 ORDER BY channel, version", [thread]);
   return result.rows.map((r) => `${r.channel}@${r.version}`);
 }
+
+const stored: StoredView = {
+  blobs: blobKeys,
+  writes: (thread) => count("checkpoint_writes", thread),
+  checkpoints: (thread) => count("checkpoints", thread),
+};
 
 describe("channel values", () => {
   it("rebuilds unchanged channels from the parent's refs and stores each changed channel once", async () => {
@@ -141,81 +136,21 @@ describe("putWrites", () => {
   });
 });
 
-describe("thread operations", () => {
+describe("thread operations (the same scenarios as on LMDB)", () => {
   it("copyThread duplicates checkpoints, writes and values under the new id and rewrites metadata.thread_id", async () => {
-    const c1 = await putChild("src", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0, { thread_id: "src", graph_id: "g" }));
-    const c2 = await putChild("src", c1, { foo: "a", bar: 2 }, { foo: 1, bar: 1 }, { bar: 1 }, meta(1, { thread_id: "src" }));
-    await saver.putWrites(cfg("src", c2), [["foo", "next"]], "task-1", "~path");
-    await saver.copyThread("src", "dst");
-    const copied = await collect(saver.list(cfg("dst")));
-    expect(copied.map((t) => t.checkpoint.id)).toEqual([c2, c1]);
-    expect(copied.map((t) => (t.metadata as Record<string, unknown>).thread_id)).toEqual(["dst", "dst"]);
-    expect(copied[0].checkpoint.channel_values).toEqual({ foo: "a", bar: 2 });
-    expect(copied[0].pendingWrites).toEqual([["task-1", "foo", "next"]]);
-    expect(copied[0].parentConfig?.configurable).toEqual({ thread_id: "dst", checkpoint_ns: "", checkpoint_id: c1 });
-    // metadata filters see the rewritten thread_id
-    expect((await collect(saver.list(cfg("dst"), { filter: { thread_id: "dst" } }))).map((t) => t.checkpoint.id)).toEqual([c2, c1]);
-    await saver.deleteThread("src");
-    expect(await saver.getTuple(cfg("src"))).toBeUndefined();
-    for (const table of ["checkpoints", "checkpoint_writes", "checkpoint_blobs"]) expect(await count(table, "src")).toBe(0);
-    expect((await saver.getTuple(cfg("dst")))?.checkpoint.channel_values).toEqual({ foo: "a", bar: 2 });
+    await expectCopyThread(saver, stored);
   });
 
   it("deleteCheckpointsOfRun removes the run's checkpoints, their writes and values, and the run's writes elsewhere", async () => {
-    const c1 = await putChild("t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0, { run_id: "run-1" }));
-    await saver.putWrites(cfg("t", c1), [["foo", "kept"]], "task-1");
-    await saver.putWrites(cfg("t", c1, { metadata: { run_id: "run-2" } }), [["__resume__", "yes"]], "resume-task");
-    const c2 = await putChild("t", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1, { run_id: "run-2" }));
-    const c3 = await putChild("t", c2, { foo: "c" }, { foo: 3 }, { foo: 3 }, meta(2, { run_id: "run-2" }));
-    await saver.putWrites(cfg("t", c3), [["foo", "x"]], "task-3");
-    expect(await saver.hasCheckpointOfRun("t", "run-2")).toBe(true);
-
-    expect(await saver.deleteCheckpointsOfRun("t", "run-2")).toBe(2);
-    expect(await saver.hasCheckpointOfRun("t", "run-2")).toBe(false);
-    const latest = await saver.getTuple(cfg("t"));
-    expect(latest?.checkpoint.id).toBe(c1);
-    expect(latest?.pendingWrites).toEqual([["task-1", "foo", "kept"]]);
-    expect(await saver.hasCheckpoint("t", "", c2)).toBe(false);
-    expect(await count("checkpoint_writes", "t")).toBe(1);
-    expect(await blobKeys("t")).toEqual(["foo@1"]);
-    const next = await putChild("t", c1, { foo: "z" }, { foo: 2 }, { foo: 2 }, meta(1, { run_id: "run-3" }));
-    expect((await saver.getTuple(cfg("t", next)))?.checkpoint.channel_values).toEqual({ foo: "z" });
-    expect(await saver.deleteCheckpointsOfRun("t", "no-such-run")).toBe(0);
+    await expectRollbackOfRun(saver, stored);
   });
 
   it("deleteCheckpointsOfRun keeps the values of a deleted older run that later checkpoints still name", async () => {
-    const c1 = await putChild("t", undefined, { foo: "a", bar: "from run-1" }, { foo: 1, bar: 1 }, { foo: 1, bar: 1 }, meta(0, { run_id: "run-1" }));
-    const c2 = await putChild("t", c1, { foo: "b", bar: "from run-1" }, { foo: 2, bar: 1 }, { foo: 2 }, meta(1, { run_id: "run-2" }));
-    expect(await saver.deleteCheckpointsOfRun("t", "run-1")).toBe(1);
-    expect((await saver.getTuple(cfg("t", c2)))?.checkpoint.channel_values).toEqual({ foo: "b", bar: "from run-1" });
-    expect(await blobKeys("t")).toEqual(["bar@1", "foo@2"]);
-    // once nothing names it, it goes
-    expect(await saver.deleteCheckpointsOfRun("t", "run-2")).toBe(1);
-    expect(await blobKeys("t")).toEqual([]);
+    await expectRollbackKeepsNamedValues(saver, stored);
   });
 
   it("pruneToLatest keeps the newest checkpoint per namespace with its writes and values, and removes the rest", async () => {
-    const big = ["a", "b", "c"];
-    const c1 = await putChild("t", undefined, { messages: big, step: 1 }, { messages: 1, step: 1 }, { messages: 1, step: 1 }, meta(0));
-    const c2 = await putChild("t", c1, { messages: [...big, "d"], step: 2 }, { messages: 2, step: 2 }, { messages: 2, step: 2 }, meta(1));
-    const c3 = await putChild("t", c2, { messages: [...big, "d"], step: 3 }, { messages: 2, step: 3 }, { step: 3 }, meta(2));
-    await saver.putWrites(cfg("t", c2), [["step", 9]], "task-old");
-    await saver.putWrites(cfg("t", c3), [["step", 4]], "task-new");
-    const sub = await saver.put({ configurable: { thread_id: "t", checkpoint_ns: "child:1" } }, checkpoint({ x: 1 }, { x: 1 }), meta(0), { x: 1 });
-    await putChild("other", undefined, { step: 1 }, { step: 1 }, { step: 1 }, meta(0));
-
-    expect(await saver.pruneToLatest("t")).toBe(2);
-    const latest = await saver.getTuple(cfg("t"));
-    expect(latest?.config.configurable?.checkpoint_id).toBe(c3);
-    expect(latest?.checkpoint.channel_values).toEqual({ messages: [...big, "d"], step: 3 });
-    expect(latest?.parentConfig).toBeUndefined();
-    expect(latest?.pendingWrites).toEqual([["task-new", "step", 4]]);
-    expect(await saver.getTuple(cfg("t", c1))).toBeUndefined();
-    expect((await saver.getTuple(sub))?.checkpoint.channel_values).toEqual({ x: 1 });
-    expect(await blobKeys("t")).toEqual(["messages@2", "step@3", "x@1"]);
-    expect(await count("checkpoint_writes", "t")).toBe(1);
-    expect(await count("checkpoints", "other")).toBe(1);
-    expect(await saver.pruneToLatest("t")).toBe(0);
+    await expectPruneToLatest(saver, stored);
   });
 
   it("patchMetadata merges into the latest root checkpoint's metadata (or a named one), and filters see it", async () => {
@@ -254,31 +189,6 @@ describe("thread operations", () => {
 
 describe("with a real LangGraph graph", () => {
   it("persists state across invocations, keeps branches apart on time travel and updateState forks", async () => {
-    const State = Annotation.Root({ ...MessagesAnnotation.spec, turns: Annotation<number>({ reducer: (a, b) => a + b, default: () => 0 }) });
-    const graph = new StateGraph(State)
-      .addNode("echo", (s: typeof State.State) => ({ messages: [new AIMessage(`echo ${String(s.messages.at(-1)?.content)}`)], turns: 1 }))
-      .addEdge(START, "echo")
-      .addEdge("echo", END)
-      .compile({ checkpointer: saver });
-    const config = { configurable: { thread_id: "g" } };
-    await graph.invoke({ messages: [new HumanMessage("one")] }, config);
-    const second = await graph.invoke({ messages: [new HumanMessage("two")] }, config);
-    expect(second.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "two", "echo two"]);
-    const history = await collect(graph.getStateHistory(config));
-    expect(history.map((s) => s.metadata?.step)).toEqual([4, 3, 2, 1, 0, -1]);
-    const afterFirst = history.find((s) => s.metadata?.step === 1);
-    if (afterFirst === undefined) throw new Error("no step-1 state");
-    const replay = await graph.invoke({ messages: [new HumanMessage("again")] }, afterFirst.config);
-    expect(replay.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "again", "echo again"]);
-    expect((await graph.getState(history[0].config)).values.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "two", "echo two"]);
-    const forked = await graph.updateState(afterFirst.config, { messages: [new HumanMessage("fork")] });
-    expect((await graph.getState(forked)).values.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "fork"]);
-    expect((await graph.getState(config)).values.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "fork"]);
+    await expectGraphBranchesKeptApart(saver);
   });
 });
-
-async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const item of iterable) out.push(item);
-  return out;
-}

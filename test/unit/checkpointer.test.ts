@@ -1,15 +1,19 @@
 // LmdbCheckpointSaver beyond the conformance suite: Troupe helpers (copyThread, rollback by run id),
 // durability across reopening the env, fork-safe channel blobs, and a real LangGraph graph on top.
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
-import { Annotation, END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
-import { ERROR, emptyCheckpoint, uuid6, type Checkpoint, type CheckpointMetadata } from "@langchain/langgraph-checkpoint";
-import type { RunnableConfig } from "@langchain/core/runnables";
+import { ERROR } from "@langchain/langgraph-checkpoint";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { LmdbCheckpointSaver } from "../../src/storage/checkpointer.ts";
 import { openStorage, type Storage } from "../../src/storage/env.ts";
+import {
+  cfg, checkpoint, collect, expectCopyThread, expectGraphBranchesKeptApart, expectPruneToLatest, expectRollbackKeepsNamedValues, expectRollbackOfRun,
+  meta, putChild as putChildOn, type StoredView,
+} from "../helpers/checkpoints.ts";
+
+type ChildArgs = Parameters<typeof putChildOn> extends [unknown, ...infer Rest] ? Rest : never;
 
 let dir: string;
 let storage: Storage;
@@ -26,23 +30,8 @@ afterEach(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-const cfg = (thread_id: string, checkpoint_id?: string, extra: Partial<RunnableConfig> = {}): RunnableConfig =>
-  ({ ...extra, configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) } });
-
-function checkpoint(values: Record<string, unknown>, versions: Record<string, number>): Checkpoint {
-  return { ...emptyCheckpoint(), id: uuid6(-1), channel_values: values, channel_versions: versions };
-}
-
-function meta(step: number, extra: Record<string, unknown> = {}): CheckpointMetadata {
-  return { source: "loop", step, parents: {}, ...extra };
-}
-
 /** Puts a checkpoint as a child of `parent` and returns its id. */
-async function putChild(thread: string, parent: string | undefined, values: Record<string, unknown>,
-  versions: Record<string, number>, newVersions: Record<string, number>, metadata: CheckpointMetadata): Promise<string> {
-  const result = await saver.put(cfg(thread, parent), checkpoint(values, versions), metadata, newVersions);
-  return result.configurable?.checkpoint_id as string;
-}
+const putChild = (...args: ChildArgs) => putChildOn(saver, ...args);
 
 const keysOf = (db: { getKeys(o: object): Iterable<unknown> }, thread: string): unknown[] =>
   Array.from(db.getKeys({ start: [thread], end: [thread, new Uint8Array([0xff])] }));
@@ -113,89 +102,39 @@ describe("putWrites", () => {
   });
 });
 
-describe("copyThread", () => {
-  it("duplicates checkpoints, writes and values under the new id and rewrites metadata.thread_id", async () => {
-    const c1 = await putChild("src", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0, { thread_id: "src", graph_id: "g" }));
-    const c2 = await putChild("src", c1, { foo: "a", bar: 2 }, { foo: 1, bar: 1 }, { bar: 1 }, meta(1, { thread_id: "src" }));
-    await saver.putWrites(cfg("src", c2), [["foo", "next"]], "task-1", "~path");
-    await saver.copyThread("src", "dst");
+/** What LMDB holds for a thread, read after every queued write committed. */
+const stored: StoredView = {
+  async blobs(thread) {
+    await saver.flush();
+    return (keysOf(storage.blobs, thread) as [string, string, string, number, string][]).map((k) => `${k[2]}@${k[3]}`).sort();
+  },
+  async writes(thread) {
+    await saver.flush();
+    return keysOf(storage.writes, thread).length;
+  },
+  async checkpoints(thread) {
+    await saver.flush();
+    return keysOf(storage.checkpoints, thread).length;
+  },
+};
 
-    const copied = await collect(saver.list(cfg("dst")));
-    const original = await collect(saver.list(cfg("src")));
-    expect(copied.map((t) => t.checkpoint.id)).toEqual([c2, c1]);
-    expect(copied.map((t) => metaField(t.metadata, "thread_id"))).toEqual(["dst", "dst"]);
-    expect(copied.map((t) => metaField(t.metadata, "graph_id"))).toEqual([undefined, "g"]);
-    expect(copied[0].checkpoint).toEqual(original[0].checkpoint);
-    expect(copied[0].checkpoint.channel_values).toEqual({ foo: "a", bar: 2 });
-    expect(copied[0].pendingWrites).toEqual([["task-1", "foo", "next"]]);
-    expect(copied[0].parentConfig?.configurable).toEqual({ thread_id: "dst", checkpoint_ns: "", checkpoint_id: c1 });
-    // the source is untouched and the copy is independent of it
-    expect(original.map((t) => metaField(t.metadata, "thread_id"))).toEqual(["src", "src"]);
-    await saver.deleteThread("src");
-    expect(await saver.getTuple(cfg("src"))).toBeUndefined();
-    expect((await saver.getTuple(cfg("dst")))?.checkpoint.channel_values).toEqual({ foo: "a", bar: 2 });
+describe("thread operations (the same scenarios as on Postgres)", () => {
+  it("copyThread duplicates checkpoints, writes and values under the new id and rewrites metadata.thread_id", async () => {
+    await expectCopyThread(saver, stored);
   });
-});
 
-describe("deleteCheckpointsOfRun", () => {
-  it("removes the run's checkpoints, their writes and blobs, and the run's writes on earlier checkpoints", async () => {
-    const c1 = await putChild("t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0, { run_id: "run-1" }));
-    await saver.putWrites(cfg("t", c1), [["foo", "kept"]], "task-1");
-    await saver.putWrites(cfg("t", c1, { metadata: { run_id: "run-2" } }), [["__resume__", "yes"]], "resume-task");
-    const c2 = await putChild("t", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1, { run_id: "run-2" }));
-    const c3 = await putChild("t", c2, { foo: "c" }, { foo: 3 }, { foo: 3 }, meta(2, { run_id: "run-2" }));
-    await saver.putWrites(cfg("t", c3), [["foo", "x"]], "task-3");
-
-    expect(await saver.deleteCheckpointsOfRun("t", "run-2")).toBe(2);
-    const latest = await saver.getTuple(cfg("t"));
-    expect(latest?.checkpoint.id).toBe(c1);
-    expect(latest?.pendingWrites).toEqual([["task-1", "foo", "kept"]]);
-    expect(await saver.getTuple(cfg("t", c2))).toBeUndefined();
-    expect(keysOf(storage.writes, "t")).toHaveLength(1);
-    expect(keysOf(storage.blobs, "t")).toEqual([["t", "", "foo", 1, ""]]);
-
-    // A new run from c1 reuses version 2 without colliding with the removed branch.
-    const next = await putChild("t", c1, { foo: "z" }, { foo: 2 }, { foo: 2 }, meta(1, { run_id: "run-3" }));
+  it("deleteCheckpointsOfRun removes the run's checkpoints, their writes and values, and the run's writes elsewhere", async () => {
+    const next = await expectRollbackOfRun(saver, stored);
+    // the branch's version 2 went with it: the new run's value needed no fork tag
     expect(storage.checkpoints.get(["t", "", next])?.tags).toBeUndefined();
-    expect((await saver.getTuple(cfg("t")))?.checkpoint.channel_values).toEqual({ foo: "z" });
-    expect(await saver.deleteCheckpointsOfRun("t", "no-such-run")).toBe(0);
   });
 
-  it("keeps the values of a deleted older run that later checkpoints still name", async () => {
-    // run-1 sets foo and bar; run-2's checkpoints change only foo, so they name run-1's bar blob.
-    const c1 = await putChild("t", undefined, { foo: "a", bar: "from run-1" }, { foo: 1, bar: 1 }, { foo: 1, bar: 1 }, meta(0, { run_id: "run-1" }));
-    const c2 = await putChild("t", c1, { foo: "b", bar: "from run-1" }, { foo: 2, bar: 1 }, { foo: 2 }, meta(1, { run_id: "run-2" }));
-    expect(await saver.deleteCheckpointsOfRun("t", "run-1")).toBe(1);
-    expect((await saver.getTuple(cfg("t", c2)))?.checkpoint.channel_values).toEqual({ foo: "b", bar: "from run-1" });
-    expect(keysOf(storage.blobs, "t")).toEqual([["t", "", "bar", 1, ""], ["t", "", "foo", 2, ""]]);
+  it("deleteCheckpointsOfRun keeps the values of a deleted older run that later checkpoints still name", async () => {
+    await expectRollbackKeepsNamedValues(saver, stored);
   });
-});
 
-describe("pruneToLatest", () => {
-  it("keeps the newest checkpoint per namespace with its writes and values, and removes the rest", async () => {
-    const big = ["a", "b", "c"];
-    const c1 = await putChild("t", undefined, { messages: big, step: 1 }, { messages: 1, step: 1 }, { messages: 1, step: 1 }, meta(0));
-    const c2 = await putChild("t", c1, { messages: [...big, "d"], step: 2 }, { messages: 2, step: 2 }, { messages: 2, step: 2 }, meta(1));
-    const c3 = await putChild("t", c2, { messages: [...big, "d"], step: 3 }, { messages: 2, step: 3 }, { step: 3 }, meta(2));
-    await saver.putWrites(cfg("t", c2), [["step", 9]], "task-old");
-    await saver.putWrites(cfg("t", c3), [["step", 4]], "task-new");
-    const sub = await saver.put({ configurable: { thread_id: "t", checkpoint_ns: "child:1" } }, checkpoint({ x: 1 }, { x: 1 }), meta(0), { x: 1 });
-    await putChild("other", undefined, { step: 1 }, { step: 1 }, { step: 1 }, meta(0));
-
-    expect(await saver.pruneToLatest("t")).toBe(2);
-    const latest = await saver.getTuple(cfg("t"));
-    expect(latest?.config.configurable?.checkpoint_id).toBe(c3);
-    expect(latest?.checkpoint.channel_values).toEqual({ messages: [...big, "d"], step: 3 }); // messages@2 came from c2
-    expect(latest?.parentConfig).toBeUndefined();
-    expect(latest?.pendingWrites).toEqual([["task-new", "step", 4]]);
-    expect(await saver.getTuple(cfg("t", c1))).toBeUndefined();
-    expect(await saver.getTuple(cfg("t", c2))).toBeUndefined();
-    expect((await saver.getTuple(sub))?.checkpoint.channel_values).toEqual({ x: 1 });
-    // blobs: messages@2, step@3 (root) and x@1 (child); writes: only c3's
-    expect(keysOf(storage.blobs, "t")).toHaveLength(3);
-    expect(keysOf(storage.writes, "t")).toHaveLength(1);
-    expect(keysOf(storage.checkpoints, "other")).toHaveLength(1);
-    expect(await saver.pruneToLatest("t")).toBe(0);
+  it("pruneToLatest keeps the newest checkpoint per namespace with its writes and values, and removes the rest", async () => {
+    await expectPruneToLatest(saver, stored);
   });
 });
 
@@ -318,44 +257,6 @@ describe("durability", () => {
 
 describe("with a real LangGraph graph", () => {
   it("persists state across invocations, keeps branches apart on time travel and updateState forks", async () => {
-    const State = Annotation.Root({ ...MessagesAnnotation.spec, turns: Annotation<number>({ reducer: (a, b) => a + b, default: () => 0 }) });
-    const graph = new StateGraph(State)
-      .addNode("echo", (s: typeof State.State) => ({ messages: [new AIMessage(`echo ${String(s.messages.at(-1)?.content)}`)], turns: 1 }))
-      .addEdge(START, "echo")
-      .addEdge("echo", END)
-      .compile({ checkpointer: saver });
-    const config = { configurable: { thread_id: "g" } };
-    await graph.invoke({ messages: [new HumanMessage("one")] }, config);
-    const second = await graph.invoke({ messages: [new HumanMessage("two")] }, config);
-    expect(second.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "two", "echo two"]);
-    expect(second.turns).toBe(2);
-
-    const history = await collect(graph.getStateHistory(config));
-    expect(history.map((s) => s.metadata?.step)).toEqual([4, 3, 2, 1, 0, -1]);
-
-    // Time travel: run again from the state after the first turn. The new branch reuses the
-    // channel versions of the original one; both branches must keep their own values.
-    const afterFirst = history.find((s) => s.metadata?.step === 1);
-    if (afterFirst === undefined) throw new Error("no step-1 state");
-    const replay = await graph.invoke({ messages: [new HumanMessage("again")] }, afterFirst.config);
-    expect(replay.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "again", "echo again"]);
-    const originalLatest = await graph.getState(history[0].config);
-    expect(originalLatest.values.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "two", "echo two"]);
-
-    // updateState forks too; the latest state of the thread is then the fork.
-    const forked = await graph.updateState(afterFirst.config, { messages: [new HumanMessage("fork")] });
-    expect((await graph.getState(forked)).values.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "fork"]);
-    expect((await graph.getState(config)).values.messages.map((m: BaseMessage) => m.content)).toEqual(["one", "echo one", "fork"]);
-    expect((await graph.getState(history[0].config)).values.turns).toBe(2);
+    await expectGraphBranchesKeptApart(saver);
   });
 });
-
-function metaField(metadata: CheckpointMetadata | undefined, key: string): unknown {
-  return (metadata as Record<string, unknown> | undefined)?.[key];
-}
-
-async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const item of iterable) out.push(item);
-  return out;
-}
