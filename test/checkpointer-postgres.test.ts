@@ -7,8 +7,8 @@ import { PostgresCheckpointSaver } from "../src/storage/postgres/checkpointer.ts
 import { migrate } from "../src/storage/postgres/migrations.ts";
 import { openPostgres, type PostgresDb } from "../src/storage/postgres/pool.ts";
 import {
-  cfg, collect, expectCopyThread, expectGraphBranchesKeptApart, expectPruneToLatest, expectRollbackKeepsNamedValues, expectRollbackOfRun,
-  meta, putChild as putChildOn, type StoredView,
+  cfg, collect, expectCopyThread, expectForkKeepsBranches, expectGraphBranchesKeptApart, expectMessageClassesRoundTrip, expectPruneToLatest,
+  expectRollbackKeepsNamedValues, expectRollbackOfRun, expectUnchangedChannelsRebuilt, meta, putChild as putChildOn, type StoredView,
 } from "./helpers/checkpoints.ts";
 import { usePostgresDatabase } from "./helpers/postgres.ts";
 
@@ -51,37 +51,17 @@ const stored: StoredView = {
   checkpoints: (thread) => count("checkpoints", thread),
 };
 
-describe("channel values", () => {
+describe("channel values (the same scenarios as on LMDB)", () => {
   it("rebuilds unchanged channels from the parent's refs and stores each changed channel once", async () => {
-    const big = Array.from({ length: 50 }, (_, i) => `message ${i}`);
-    const c1 = await putChild("t", undefined, { messages: big, step: 1 }, { messages: 1, step: 1 }, { messages: 1, step: 1 }, meta(0));
-    const c2 = await putChild("t", c1, { messages: big, step: 2 }, { messages: 1, step: 2 }, { step: 2 }, meta(1));
-    const c3 = await putChild("t", c2, { messages: big, step: 3 }, { messages: 1, step: 3 }, { step: 3 }, meta(2));
-    expect((await saver.getTuple(cfg("t", c3)))?.checkpoint.channel_values).toEqual({ messages: big, step: 3 });
-    expect((await saver.getTuple(cfg("t", c1)))?.checkpoint.channel_values).toEqual({ messages: big, step: 1 });
-    expect(await blobKeys("t")).toEqual(["messages@1", "step@1", "step@2", "step@3"]);
+    await expectUnchangedChannelsRebuilt(saver, stored);
   });
 
   it("keeps each branch's value when a fork reuses a channel version", async () => {
-    const c1 = await putChild("t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0));
-    const c2 = await putChild("t", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1));
-    const fork = await putChild("t", c1, { foo: "c" }, { foo: 2 }, { foo: 2 }, meta(1, { source: "update" }));
-    const forkChild = await putChild("t", fork, { foo: "c", bar: 1 }, { foo: 2, bar: 1 }, { bar: 1 }, meta(2));
-    expect((await saver.getTuple(cfg("t", c2)))?.checkpoint.channel_values).toEqual({ foo: "b" });
-    expect((await saver.getTuple(cfg("t", fork)))?.checkpoint.channel_values).toEqual({ foo: "c" });
-    expect((await saver.getTuple(cfg("t", forkChild)))?.checkpoint.channel_values).toEqual({ foo: "c", bar: 1 });
+    await expectForkKeepsBranches(saver);
   });
 
   it("round-trips LangChain message classes, in values and pending writes", async () => {
-    const messages = [new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "hello", id: "a1" })];
-    const id = await putChild("t", undefined, { messages }, { messages: 1 }, { messages: 1 }, meta(0));
-    await saver.putWrites(cfg("t", id), [["messages", [new AIMessage("pending")]]], "task-1");
-    const tuple = await saver.getTuple(cfg("t"));
-    const loaded = tuple?.checkpoint.channel_values.messages as BaseMessage[];
-    expect(loaded[0]).toBeInstanceOf(HumanMessage);
-    expect(loaded.map((m) => m.content)).toEqual(["hi", "hello"]);
-    const [[, , pending]] = tuple?.pendingWrites ?? [];
-    expect((pending as BaseMessage[])[0]).toBeInstanceOf(AIMessage);
+    await expectMessageClassesRoundTrip(saver);
   });
 });
 

@@ -178,3 +178,37 @@ export async function expectPruneToLatest(saver: ThreadOpsSaver, stored: StoredV
   expect(await stored.checkpoints("other")).toBe(1);
   expect(await saver.pruneToLatest("t")).toBe(0);
 }
+
+export async function expectUnchangedChannelsRebuilt(saver: BaseCheckpointSaver, stored: Pick<StoredView, "blobs">): Promise<void> {
+  const big = Array.from({ length: 50 }, (_, i) => `message ${i}`);
+  const c1 = await putChild(saver, "t", undefined, { messages: big, step: 1 }, { messages: 1, step: 1 }, { messages: 1, step: 1 }, meta(0));
+  const c2 = await putChild(saver, "t", c1, { messages: big, step: 2 }, { messages: 1, step: 2 }, { step: 2 }, meta(1));
+  const c3 = await putChild(saver, "t", c2, { messages: big, step: 3 }, { messages: 1, step: 3 }, { step: 3 }, meta(2));
+  expect((await saver.getTuple(cfg("t", c3)))?.checkpoint.channel_values).toEqual({ messages: big, step: 3 });
+  expect((await saver.getTuple(cfg("t", c1)))?.checkpoint.channel_values).toEqual({ messages: big, step: 1 });
+  // messages@1 once, step@1..3
+  expect(await stored.blobs("t")).toEqual(["messages@1", "step@1", "step@2", "step@3"]);
+}
+
+export async function expectForkKeepsBranches(saver: BaseCheckpointSaver): Promise<void> {
+  const c1 = await putChild(saver, "t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0));
+  const c2 = await putChild(saver, "t", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1));
+  const fork = await putChild(saver, "t", c1, { foo: "c" }, { foo: 2 }, { foo: 2 }, meta(1, { source: "update" }));
+  const forkChild = await putChild(saver, "t", fork, { foo: "c", bar: 1 }, { foo: 2, bar: 1 }, { bar: 1 }, meta(2));
+  expect((await saver.getTuple(cfg("t", c2)))?.checkpoint.channel_values).toEqual({ foo: "b" });
+  expect((await saver.getTuple(cfg("t", fork)))?.checkpoint.channel_values).toEqual({ foo: "c" });
+  expect((await saver.getTuple(cfg("t", forkChild)))?.checkpoint.channel_values).toEqual({ foo: "c", bar: 1 });
+}
+
+export async function expectMessageClassesRoundTrip(saver: BaseCheckpointSaver): Promise<void> {
+  const messages = [new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "hello", id: "a1" })];
+  const id = await putChild(saver, "t", undefined, { messages }, { messages: 1 }, { messages: 1 }, meta(0));
+  await saver.putWrites(cfg("t", id), [["messages", [new AIMessage("pending")]]], "task-1");
+  const tuple = await saver.getTuple(cfg("t"));
+  const loaded = tuple?.checkpoint.channel_values.messages as BaseMessage[];
+  expect(loaded[0]).toBeInstanceOf(HumanMessage);
+  expect(loaded[1]).toBeInstanceOf(AIMessage);
+  expect(loaded.map((m) => m.content)).toEqual(["hi", "hello"]);
+  const [[, , pending]] = tuple?.pendingWrites ?? [];
+  expect((pending as BaseMessage[])[0]).toBeInstanceOf(AIMessage);
+}

@@ -9,8 +9,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { LmdbCheckpointSaver } from "../../src/storage/checkpointer.ts";
 import { openStorage, type Storage } from "../../src/storage/env.ts";
 import {
-  cfg, checkpoint, collect, expectCopyThread, expectGraphBranchesKeptApart, expectPruneToLatest, expectRollbackKeepsNamedValues, expectRollbackOfRun,
-  meta, putChild as putChildOn, type StoredView,
+  cfg, checkpoint, collect, expectCopyThread, expectForkKeepsBranches, expectGraphBranchesKeptApart, expectMessageClassesRoundTrip, expectPruneToLatest,
+  expectRollbackKeepsNamedValues, expectRollbackOfRun, expectUnchangedChannelsRebuilt, meta, putChild as putChildOn, type StoredView,
 } from "../helpers/checkpoints.ts";
 
 type ChildArgs = Parameters<typeof putChildOn> extends [unknown, ...infer Rest] ? Rest : never;
@@ -36,26 +36,29 @@ const putChild = (...args: ChildArgs) => putChildOn(saver, ...args);
 const keysOf = (db: { getKeys(o: object): Iterable<unknown> }, thread: string): unknown[] =>
   Array.from(db.getKeys({ start: [thread], end: [thread, new Uint8Array([0xff])] }));
 
+/** What LMDB holds for a thread, read after every queued write committed. */
+const stored: StoredView = {
+  async blobs(thread) {
+    await saver.flush();
+    return (keysOf(storage.blobs, thread) as [string, string, string, number, string][]).map((k) => `${k[2]}@${k[3]}`).sort();
+  },
+  async writes(thread) {
+    await saver.flush();
+    return keysOf(storage.writes, thread).length;
+  },
+  async checkpoints(thread) {
+    await saver.flush();
+    return keysOf(storage.checkpoints, thread).length;
+  },
+};
+
 describe("channel blobs", () => {
   it("rebuilds unchanged channels from ancestors and stores each changed channel once", async () => {
-    const big = Array.from({ length: 50 }, (_, i) => `message ${i}`);
-    const c1 = await putChild("t", undefined, { messages: big, step: 1 }, { messages: 1, step: 1 }, { messages: 1, step: 1 }, meta(0));
-    const c2 = await putChild("t", c1, { messages: big, step: 2 }, { messages: 1, step: 2 }, { step: 2 }, meta(1));
-    const c3 = await putChild("t", c2, { messages: big, step: 3 }, { messages: 1, step: 3 }, { step: 3 }, meta(2));
-    expect((await saver.getTuple(cfg("t", c3)))?.checkpoint.channel_values).toEqual({ messages: big, step: 3 });
-    expect((await saver.getTuple(cfg("t", c1)))?.checkpoint.channel_values).toEqual({ messages: big, step: 1 });
-    // messages@1 once + step@1..3
-    expect(keysOf(storage.blobs, "t")).toHaveLength(4);
+    await expectUnchangedChannelsRebuilt(saver, stored);
   });
 
   it("keeps each branch's value when a fork reuses a channel version", async () => {
-    const c1 = await putChild("t", undefined, { foo: "a" }, { foo: 1 }, { foo: 1 }, meta(0));
-    const c2 = await putChild("t", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1));
-    const fork = await putChild("t", c1, { foo: "c" }, { foo: 2 }, { foo: 2 }, meta(1, { source: "update" }));
-    const forkChild = await putChild("t", fork, { foo: "c", bar: 1 }, { foo: 2, bar: 1 }, { bar: 1 }, meta(2));
-    expect((await saver.getTuple(cfg("t", c2)))?.checkpoint.channel_values).toEqual({ foo: "b" });
-    expect((await saver.getTuple(cfg("t", fork)))?.checkpoint.channel_values).toEqual({ foo: "c" });
-    expect((await saver.getTuple(cfg("t", forkChild)))?.checkpoint.channel_values).toEqual({ foo: "c", bar: 1 });
+    await expectForkKeepsBranches(saver);
   });
 
   it("keeps each branch's value when a fork reuses a version another branch has only queued", async () => {
@@ -69,16 +72,7 @@ describe("channel blobs", () => {
   });
 
   it("round-trips LangChain message classes", async () => {
-    const messages = [new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "hello", id: "a1" })];
-    const id = await putChild("t", undefined, { messages }, { messages: 1 }, { messages: 1 }, meta(0));
-    await saver.putWrites(cfg("t", id), [["messages", [new AIMessage("pending")]]], "task-1");
-    const tuple = await saver.getTuple(cfg("t"));
-    const loaded = tuple?.checkpoint.channel_values.messages as BaseMessage[];
-    expect(loaded[0]).toBeInstanceOf(HumanMessage);
-    expect(loaded[1]).toBeInstanceOf(AIMessage);
-    expect(loaded.map((m) => m.content)).toEqual(["hi", "hello"]);
-    const [[, , pending]] = tuple?.pendingWrites ?? [];
-    expect((pending as BaseMessage[])[0]).toBeInstanceOf(AIMessage);
+    await expectMessageClassesRoundTrip(saver);
   });
 });
 
@@ -101,22 +95,6 @@ describe("putWrites", () => {
     expect(await stored()).toEqual([["task", ERROR, "third"], ["task", "a", 1], ["task", "b", 4]]);
   });
 });
-
-/** What LMDB holds for a thread, read after every queued write committed. */
-const stored: StoredView = {
-  async blobs(thread) {
-    await saver.flush();
-    return (keysOf(storage.blobs, thread) as [string, string, string, number, string][]).map((k) => `${k[2]}@${k[3]}`).sort();
-  },
-  async writes(thread) {
-    await saver.flush();
-    return keysOf(storage.writes, thread).length;
-  },
-  async checkpoints(thread) {
-    await saver.flush();
-    return keysOf(storage.checkpoints, thread).length;
-  },
-};
 
 describe("thread operations (the same scenarios as on Postgres)", () => {
   it("copyThread duplicates checkpoints, writes and values under the new id and rewrites metadata.thread_id", async () => {
