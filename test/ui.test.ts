@@ -50,6 +50,21 @@ describe("generative UI", () => {
     expect(viaAssistant.text).toContain(`<script src="//ui.example.com/ui/agent/entrypoint.js"`);
   });
 
+  it("escapes the component name so it cannot break out of the onload attribute", async () => {
+    const name = `x', 1); alert(document.cookie); ('<b>&amp;`;
+    const res = await postWithHost(`${fx.server.url}/ui/agent`, `127.0.0.1:${new URL(fx.server.url).port}`, { name });
+    expect(res.status).toBe(200);
+    const onload = /onload='([^']*)'/.exec(res.text)?.[1];
+    // what a browser's HTML parser hands to the script: the name arrives as one JS string
+    const decoded = onload?.replace(/&#39;/g, "'").replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+    expect(decoded).toBe(`__LGUI_agent.render(${JSON.stringify(name)}, "{{shadowRootId}}")`);
+    expect(res.text).not.toContain("<b>");
+    // a Host header cannot break out of the href attributes either
+    const evil = await postWithHost(`${fx.server.url}/ui/agent`, `h"onerror="x`, { name: "weather" });
+    expect(evil.text).not.toContain(`h"onerror`);
+    expect(evil.text).toContain(`href="//h&quot;onerror=&quot;x/ui/agent/entrypoint.css"`);
+  });
+
   it("answers JSON errors: unknown UI or file 404, a body without name 422", async () => {
     const post = (path: string, body: unknown) => rawRequest(fx.server.url, path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
     expect(await post("/ui/echo", { name: "x" })).toMatchObject({ status: 404, body: { detail: 'UI not found for agent "echo"' } });

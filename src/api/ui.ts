@@ -11,6 +11,13 @@ import { bundleUi, uiGlobalName, type UiFile } from "../ui/bundler.ts";
 const TAG = "ui";
 const MIME: Record<string, string> = { ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".map": "application/json" };
 const extOf = (basename: string): string => basename.slice(basename.lastIndexOf("."));
+const ATTRIBUTE_ESCAPES: Record<string, string> = { "&": "&amp;", "'": "&#39;", '"': "&quot;", "<": "&lt;", ">": "&gt;" };
+/**
+ * Text for an HTML attribute quoted with `quote`; the other quote character stays as it is, so a
+ * plain component name keeps the snippet upstream sends (the SDK's loader replaces
+ * `"{{shadowRootId}}"` in the text before parsing it).
+ */
+const attribute = (text: string, quote: "'" | '"'): string => text.replace(quote === "'" ? /[&'<>]/g : /[&"<>]/g, (c) => ATTRIBUTE_ESCAPES[c]);
 
 export function uiRoutes(app: AppContext): RouteDef<any, any>[] {
   const { ui, uiConfig, configDir } = app.config;
@@ -51,10 +58,12 @@ export function uiRoutes(app: AppContext): RouteDef<any, any>[] {
         const host = headers.host ?? "";
         const local = ["localhost", "127.0.0.1"].some((h) => host === h || host.startsWith(`${h}:`));
         const origin = `${local ? "http:" : ""}//${host}`;
-        const lines = files.filter((f) => extOf(f.basename) === ".css").map((f) => `<link rel="stylesheet" href="${origin}/ui/${name}/${f.basename}" />`);
+        const href = (file: UiFile) => attribute(`${origin}/ui/${name}/${file.basename}`, '"');
+        const lines = files.filter((f) => extOf(f.basename) === ".css").map((f) => `<link rel="stylesheet" href="${href(f)}" />`);
         const js = files.find((f) => extOf(f.basename) === ".js");
+        // the component name is the caller's: a JS string inside an HTML attribute, escaped for both
         const component = JSON.stringify((b as { name: string }).name);
-        if (js) lines.push(`<script src="${origin}/ui/${name}/${js.basename}" onload='${uiGlobalName(name)}.render(${component}, "{{shadowRootId}}")'></script>`);
+        if (js) lines.push(`<script src="${href(js)}" onload='${attribute(`${uiGlobalName(name)}.render(${component}, "{{shadowRootId}}")`, "'")}'></script>`);
         return { kind: "text", status: 200, contentType: "text/html; charset=utf-8", body: lines.join("\n") };
       },
     },
