@@ -92,6 +92,7 @@ async function main(argv: string[]): Promise<void> {
     syncCommits: values["sync-commits"] ?? false,
     rateLimit: rl === "off" ? null : { region: rl, scale: rateLimitScale(values["rate-limit-scale"] ?? process.env.TROUPE_RATE_LIMIT_SCALE) },
     apiKeyAuth: apiKeyAuthFromFlags(command, values), // api keys
+    dev: command === "dev",
   });
   // The line tests and scripts wait for: keep its format stable.
   process.stdout.write(`troupe listening on ${server.url} (graphs: ${server.config.graphs.map((g) => g.graphId).join(", ")})\n`);

@@ -225,7 +225,7 @@ describe("store rules on a real LMDB store", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "troupe-auth-store-"));
     storage = openStorage(dir);
-    runtime = await loadAuth({ filePath: AUTH_FILE, exportName: "auth" }, { configPath: CONFIG, disableStudioAuth: false });
+    runtime = await loadAuth({ filePath: AUTH_FILE, exportName: "auth" }, { configPath: CONFIG, studioHeader: true });
     const store = new LmdbStore(storage);
     access = new StoreAccess(runtime, store);
     const items = Array.from({ length: MAX_SCAN + 5 }, (_, i) => ({ namespace: ["user-a", "bulk"], key: `k${i}`, value: { i } }));
@@ -274,7 +274,7 @@ describe("store rules on a real LMDB store", () => {
 
 describe("startup", () => {
   it("refuses to start when auth.path does not name an Auth instance", async () => {
-    await expect(loadAuth({ filePath: AUTH_FILE, exportName: "notAuth" }, { configPath: CONFIG, disableStudioAuth: false })).rejects.toThrow(ConfigError);
+    await expect(loadAuth({ filePath: AUTH_FILE, exportName: "notAuth" }, { configPath: CONFIG, studioHeader: true })).rejects.toThrow(ConfigError);
     const dataDir = mkdtempSync(join(tmpdir(), "troupe-auth-bad-"));
     try {
       await expect(startTestServer({ config: join(REPO, "test/fixtures/auth/service-not-auth.json"), dataDir, workers: 1 }))

@@ -1,7 +1,12 @@
 // A2A endpoint (reference §4.1): JSON-RPC 2.0 at POST /a2a/{assistant_id} with the v1.0 and
 // v0.3 method names, plus the agent cards. Context id = thread_id, task id = run_id; the
 // protocol work lives in ./protocols/a2a-*.ts, this file routes methods to it.
-import { empty, json, type Reply, type RouteDef } from "../http/types.ts";
+// Under custom auth a task is its thread's: the same events and filters as the REST routes
+// (assistant: assistants:read; get: threads:read; cancel: threads:update; list: threads:search;
+// send: threads:create_run), and another user's task answers "not found".
+import { matchesAuthFilter, type AuthEvent } from "../auth/index.ts";
+import { TroupeError } from "../errors.ts";
+import { empty, json, type AuthInfo, type Reply, type RouteDef } from "../http/types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { AssistantRecord } from "../storage/records.ts";
 import { canonicalUuidOf } from "../util/ids.ts";
@@ -45,15 +50,27 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
   const card = async (a: AssistantRecord, headers: Record<string, string>) =>
     agentCard({ assistant: a, graphDescription: graphDescription.get(a.graph_id) ?? null, inputSchema: await schemas.of(a), baseUrl: baseUrlOf(headers), version: app.version });
 
-  const findTask = (a: AssistantRecord, id: string): TaskSource => {
+  /** The assistant a path names, if the caller may use it (404 otherwise, as for a missing one). */
+  const assistantFor = async (idOrGraph: string, auth: AuthInfo | undefined): Promise<AssistantRecord> => {
+    const a = app.resolveAssistant(idOrGraph);
+    await app.auth?.authorizeAssistant(auth, a);
+    return a;
+  };
+
+  /** The task, if it is this assistant's and the caller's `event` filter allows its thread. */
+  const findTask = async (a: AssistantRecord, id: string, auth: AuthInfo | undefined, event: AuthEvent): Promise<TaskSource> => {
     const src = loadTask(storage, id);
     if (!src || src.run.assistant_id !== a.assistant_id) throw taskNotFound(id);
+    if (app.auth && auth) {
+      const filter = await app.auth.authorize(auth, event, { thread_id: src.run.thread_id, run_id: src.run.run_id });
+      if (!matchesAuthFilter(filter, storage.threads.get(src.run.thread_id)?.metadata)) throw taskNotFound(id);
+    }
     return src;
   };
 
-  const send = async (a: AssistantRecord, id: RpcId, d: Dialect, params: RpcParams, headers: Record<string, string>): Promise<Reply> => {
+  const send = async (a: AssistantRecord, id: RpcId, d: Dialect, params: RpcParams, headers: Record<string, string>, auth: AuthInfo | undefined): Promise<Reply> => {
     const hist = historyOptions(params, headers, { includeArtifacts: true });
-    const run = await createTaskRun(app, schemas, a, params, headers, false);
+    const run = await createTaskRun(app, schemas, a, params, headers, false, auth);
     const answer = (): string => {
       const task = buildTask(d, loadTask(storage, run.run_id, run.thread_id) ?? { run, thread: undefined, latest: true }, hist);
       return JSON.stringify(rpcResult(id, d === "v1" ? { task } : task));
@@ -64,9 +81,9 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
     return { kind: "deferred", contentType: "application/json", heartbeatMs: 1_000, body };
   };
 
-  const cancel = async (a: AssistantRecord, d: Dialect, params: RpcParams, headers: Record<string, string>) => {
+  const cancel = async (a: AssistantRecord, d: Dialect, params: RpcParams, headers: Record<string, string>, auth: AuthInfo | undefined) => {
     const hist = historyOptions(params, headers, { includeArtifacts: true });
-    const src = findTask(a, taskIdOf(params));
+    const src = await findTask(a, taskIdOf(params), auth, "threads:update");
     const state = taskState(src);
     if (state !== "submitted" && state !== "working") {
       throw new RpcError(A2A_ERRORS.TASK_NOT_CANCELABLE, `Task ${src.run.run_id} cannot be canceled: it is ${state}`);
@@ -75,7 +92,7 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
     return buildTask(d, loadTask(storage, src.run.run_id, src.run.thread_id) ?? src, hist);
   };
 
-  const list = (a: AssistantRecord, d: Dialect, params: RpcParams, headers: Record<string, string>) => {
+  const list = async (a: AssistantRecord, d: Dialect, params: RpcParams, headers: Record<string, string>, auth: AuthInfo | undefined) => {
     const hist = historyOptions(params, headers, { length: 0, includeArtifacts: false });
     const pageSize = params.pageSize ?? 50;
     if (!Number.isInteger(pageSize) || (pageSize as number) < 1 || (pageSize as number) > 100) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: pageSize must be between 1 and 100");
@@ -85,12 +102,14 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
     if (params.contextId !== undefined && ctx === undefined) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: contextId must be a UUID");
     const wanted = typeof params.status === "string" ? parseState(params.status) : undefined;
     if (params.status !== undefined && !wanted) throw new RpcError(RPC.INVALID_PARAMS, `Invalid params: unknown task state ${String(params.status)}`);
+    const filter = await app.auth?.authorize(auth, "threads:search", { thread_id: ctx, status: params.status, limit: pageSize, offset });
     const sources = new TaskSourceReader(storage);
     const range = ctx ? { start: [ctx], end: [ctx, "\uffff"] } : {};
     const found: TaskSource[] = [];
     for (const { value } of storage.runs.getRange(range as object)) {
       if (value.assistant_id !== a.assistant_id) continue;
       const src = sources.withoutValues(value);
+      if (filter && !(src.thread && matchesAuthFilter(filter, src.thread.metadata))) continue; // another user's task
       if (!wanted || taskState(src) === wanted) found.push(src);
     }
     found.sort((x, y) => (x.run.created_at === y.run.created_at ? (x.run.run_id < y.run.run_id ? 1 : -1) : x.run.created_at < y.run.created_at ? 1 : -1));
@@ -103,17 +122,17 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
    * A JSON-RPC notification (no `id`) gets no response (JSON-RPC 2.0 §4.1), only 202, as on /mcp:
    * a message starts its task without waiting, a cancel cancels; reads have nothing to do.
    */
-  const notify = async (a: AssistantRecord, op: string, params: RpcParams, headers: Record<string, string>): Promise<Reply> => {
+  const notify = async (a: AssistantRecord, op: string, params: RpcParams, headers: Record<string, string>, auth: AuthInfo | undefined): Promise<Reply> => {
     try {
-      if (op === "send" || op === "stream") await createTaskRun(app, schemas, a, params, headers, false);
-      else if (op === "cancel") await cancel(a, "v1", params, headers);
+      if (op === "send" || op === "stream") await createTaskRun(app, schemas, a, params, headers, false, auth);
+      else if (op === "cancel") await cancel(a, "v1", params, headers, auth);
     } catch {
       // nobody to tell: a notification's errors are not reported either
     }
     return empty(202);
   };
 
-  const post = async (assistantId: string, body: unknown, headers: Record<string, string>): Promise<Reply> => {
+  const post = async (assistantId: string, body: unknown, headers: Record<string, string>, auth: AuthInfo | undefined): Promise<Reply> => {
     if (Array.isArray(body)) return json(rpcError(null, { code: RPC.INVALID_REQUEST, message: "Invalid Request: batch requests are not supported" }), 400);
     const env = classify(body);
     if (env.kind === "invalid") return json(rpcError(env.id, env.error), 400);
@@ -128,30 +147,32 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
     if (!spec) return env.kind === "notification" ? empty(202) : json(rpcError(id, { code: RPC.METHOD_NOT_FOUND, message: `Method not found: ${env.method}` }));
     let a: AssistantRecord;
     try {
-      a = app.resolveAssistant(assistantId);
-    } catch {
+      a = await assistantFor(assistantId, auth);
+    } catch (err) {
+      // a handler's own denial (403, HTTPException) keeps its status
+      if (!(err instanceof TroupeError) || err.code !== "NOT_FOUND") throw err;
       return json(rpcError(id, { code: RPC.INVALID_PARAMS, message: `Assistant not found: ${assistantId}` }), 404);
     }
     const p = env.params;
     const d = spec.dialect;
-    if (env.kind === "notification") return notify(a, spec.op, p, headers);
+    if (env.kind === "notification") return notify(a, spec.op, p, headers, auth);
     try {
       switch (spec.op) {
         case "send":
-          return await send(a, id, d, p, headers);
+          return await send(a, id, d, p, headers, auth);
         case "stream": {
           const history = historyOptions(p, headers, { includeArtifacts: true });
-          const run = await createTaskRun(app, schemas, a, p, headers, true);
+          const run = await createTaskRun(app, schemas, a, p, headers, true, auth);
           return taskStream({ storage, runs: pool.runs, run, dialect: d, rpcId: id, history });
         }
         case "get": {
           const hist = historyOptions(p, headers, { includeArtifacts: true });
-          return json(rpcResult(id, buildTask(d, findTask(a, taskIdOf(p)), hist)));
+          return json(rpcResult(id, buildTask(d, await findTask(a, taskIdOf(p), auth, "threads:read"), hist)));
         }
         case "cancel":
-          return json(rpcResult(id, await cancel(a, d, p, headers)));
+          return json(rpcResult(id, await cancel(a, d, p, headers, auth)));
         case "list":
-          return json(rpcResult(id, list(a, d, p, headers)));
+          return json(rpcResult(id, await list(a, d, p, headers, auth)));
         case "card":
           return json(rpcResult(id, await card(a, headers)));
       }
@@ -164,19 +185,19 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "POST", path: "/a2a/:assistant_id", operationId: "a2a_post", summary: "A2A JSON-RPC request (v1.0 and v0.3 method names)", tag: TAG,
       body: {}, bodyOptional: true,
-      handler: ({ params, body, headers }) => post(params.assistant_id, body, headers),
+      handler: ({ params, body, headers, auth }) => post(params.assistant_id, body, headers, auth),
     },
     {
       method: "GET", path: "/a2a/:assistant_id/.well-known/agent-card.json", operationId: "a2a_agent_card", summary: "A2A agent card of an assistant", tag: TAG,
-      handler: async ({ params, headers }) => json(await card(app.resolveAssistant(params.assistant_id), headers)),
+      handler: async ({ params, headers, auth }) => json(await card(await assistantFor(params.assistant_id, auth), headers)),
     },
     {
       method: "GET", path: "/.well-known/agent-card.json", operationId: "a2a_agent_card_by_query", summary: "A2A agent card (assistant_id query parameter)", tag: TAG,
       query: { type: "object", properties: { assistant_id: { type: "string" } } },
-      handler: async ({ query, headers }) => {
+      handler: async ({ query, headers, auth }) => {
         const id = (query as { assistant_id?: string }).assistant_id;
         if (!id) return json(rpcError(null, { code: RPC.INVALID_PARAMS, message: "Missing required query parameter: assistant_id" }), 400);
-        return json(await card(app.resolveAssistant(id), headers));
+        return json(await card(await assistantFor(id, auth), headers));
       },
     },
   ];

@@ -114,6 +114,7 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef<
     await authorize(auth, "crons:create", created);
     const b: CronCreate = { ...body, metadata: asMetadata(created.metadata) };
     const assistant = app.resolveAssistant(b.assistant_id);
+    await app.auth?.authorizeAssistant(auth, assistant); // its ticks run it: 404 for an assistant the caller cannot read
     // a thread cron runs on the thread: the caller must be able to see it
     const threadFilter = threadId === null ? undefined : await authorize(auth, "threads:read", { thread_id: threadId });
     const thread = threadId === null ? undefined : app.storage.threads.get(threadId);

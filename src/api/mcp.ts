@@ -1,6 +1,10 @@
 // MCP endpoint (reference §4.2): Streamable HTTP transport, stateless, JSON responses only.
 // Every assistant is one tool; tools/call runs the assistant as a stateless run and waits.
-import { json, type Reply, type RouteDef } from "../http/types.ts";
+// Under custom auth a caller's tools are the assistants it may run: the graphs' default assistants
+// and those its `assistants:search` filter allows; tools/call is a run like any other
+// (assistants:read, threads:create_run, the auth user in configurable).
+import { isServerDefault, matchesAuthFilter } from "../auth/index.ts";
+import { json, type AuthInfo, type Reply, type RouteDef } from "../http/types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { AssistantRecord, JsonObject } from "../storage/records.ts";
 import { jsonText } from "../bridge/json-segments.ts";
@@ -23,10 +27,13 @@ export function mcpRoutes(app: AppContext): RouteDef<any, any>[] {
   const schemas = inputSchemas(app);
   const graphDescription = new Map(app.config.graphs.map((g) => [g.graphId, g.description]));
 
-  /** Assistants of registered graphs, oldest first (a stable order for cursor paging). */
-  const assistants = (): AssistantRecord[] => {
+  /** Assistants of registered graphs the caller may run, oldest first (a stable order for cursor paging). */
+  const assistants = async (auth: AuthInfo | undefined): Promise<AssistantRecord[]> => {
+    const filter = await app.auth?.authorize(auth, "assistants:search", { graph_id: undefined, metadata: undefined, limit: 0, offset: 0 });
     const out: AssistantRecord[] = [];
-    for (const { value } of app.storage.assistants.getRange({})) if (app.graphIds.has(value.graph_id)) out.push(value);
+    for (const { value } of app.storage.assistants.getRange({})) {
+      if (app.graphIds.has(value.graph_id) && (isServerDefault(value) || matchesAuthFilter(filter, value.metadata))) out.push(value);
+    }
     return out.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.assistant_id < b.assistant_id ? -1 : 1));
   };
 
@@ -39,28 +46,29 @@ export function mcpRoutes(app: AppContext): RouteDef<any, any>[] {
     };
   };
 
-  const listTools = async (params: RpcParams) => {
+  const listTools = async (params: RpcParams, auth: AuthInfo | undefined) => {
     const c = params.cursor;
     const offset = c === undefined || c === null ? 0 : Number(c);
     if (!Number.isInteger(offset) || offset < 0) throw new RpcError(RPC.INVALID_PARAMS, `Invalid cursor: ${String(c)}`);
-    const all = assistants();
+    const all = await assistants(auth);
     const tools = await Promise.all(all.slice(offset, offset + PAGE_SIZE).map(tool));
     return { tools, ...(offset + PAGE_SIZE < all.length ? { nextCursor: String(offset + PAGE_SIZE) } : {}) };
   };
 
-  const callTool = async (params: RpcParams, headers: Record<string, string>) => {
+  const callTool = async (params: RpcParams, headers: Record<string, string>, auth: AuthInfo | undefined) => {
     const name = params.name;
     if (typeof name !== "string" || name === "") throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: tool name is required");
     const args = params.arguments ?? {};
     if (!isRecord(args)) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: arguments must be an object");
-    const matches = assistants().filter((a) => toolName(a.name) === name);
+    const matches = (await assistants(auth)).filter((a) => toolName(a.name) === name);
     if (matches.length === 0) throw new RpcError(RPC.INVALID_PARAMS, `Unknown tool: ${name}`);
     if (matches.length > 1) {
       throw new RpcError(RPC.INVALID_PARAMS, `Tool name ${name} is ambiguous: it matches assistants ${matches.map((a) => a.assistant_id).join(", ")}`);
     }
     const body: RunCreateBody = { assistant_id: matches[0].assistant_id, input: args as JsonObject };
     if (params.context !== undefined) body.context = params.context as JsonObject;
-    const cmd = buildCreateRun(app, body, headers, { threadId: uuid7(), runId: uuid7(), stateless: true, observed: false, outputAwaited: true });
+    const cmd = buildCreateRun(app, body, headers, { threadId: uuid7(), runId: uuid7(), stateless: true, observed: false, outputAwaited: true, auth });
+    await app.auth?.authorizeRun(auth, cmd, (tid) => app.storage.threads.get(tid));
     const run = await app.pool.createRun(cmd);
     const output = await app.pool.runOutput(await app.pool.runs.waitFor(run.run_id));
     const text = output === undefined ? "null" : jsonText(output);
@@ -72,44 +80,44 @@ export function mcpRoutes(app: AppContext): RouteDef<any, any>[] {
     return { content: [{ type: "text", text }], isError: false };
   };
 
-  const call = (method: string, params: RpcParams, headers: Record<string, string>): Promise<unknown> | unknown => {
+  const call = (method: string, params: RpcParams, headers: Record<string, string>, auth: AuthInfo | undefined): Promise<unknown> | unknown => {
     switch (method) {
       case "initialize":
         return { protocolVersion: PROTOCOL_VERSION, capabilities: { tools: { listChanged: false } }, serverInfo: { name: "LangGraph", version: app.version } };
       case "ping":
         return {};
       case "tools/list":
-        return listTools(params);
+        return listTools(params, auth);
       case "tools/call":
-        return callTool(params, headers);
+        return callTool(params, headers, auth);
       default:
         throw new RpcError(RPC.METHOD_NOT_FOUND, `Method not found: ${method}`);
     }
   };
 
   /** Answer one message; undefined for notifications and responses (nothing to send back). */
-  const answer = async (msg: unknown, headers: Record<string, string>): Promise<{ response?: RpcResponse; invalid: boolean }> => {
+  const answer = async (msg: unknown, headers: Record<string, string>, auth: AuthInfo | undefined): Promise<{ response?: RpcResponse; invalid: boolean }> => {
     const env = classify(msg);
     if (env.kind === "invalid") return { response: rpcError(env.id, env.error), invalid: true };
     if (env.kind !== "request") return { invalid: false };
     try {
-      return { response: rpcResult(env.id, await call(env.method, env.params, headers)), invalid: false };
+      return { response: rpcResult(env.id, await call(env.method, env.params, headers, auth)), invalid: false };
     } catch (err) {
       return { response: rpcError(env.id, toRpcError(err)), invalid: false };
     }
   };
 
-  const post = async (body: unknown, headers: Record<string, string>): Promise<Reply> => {
+  const post = async (body: unknown, headers: Record<string, string>, auth: AuthInfo | undefined): Promise<Reply> => {
     if (!accepts(headers.accept, "application/json", "text/event-stream")) {
       return json({ error: "Not Acceptable: Client must accept application/json or text/event-stream" }, 400);
     }
     if (Array.isArray(body)) {
       if (body.length === 0) return json(rpcError(null, { code: RPC.INVALID_REQUEST, message: "Invalid Request: empty batch" }), 400);
-      const answers = await Promise.all(body.map((m) => answer(m, headers)));
+      const answers = await Promise.all(body.map((m) => answer(m, headers, auth)));
       const responses = answers.flatMap((a) => (a.response ? [a.response] : []));
       return responses.length ? json(responses) : { kind: "empty", status: 202 };
     }
-    const a = await answer(body, headers);
+    const a = await answer(body, headers, auth);
     if (!a.response) return { kind: "empty", status: 202 };
     return json(a.response, a.invalid ? 400 : 200);
   };
@@ -118,7 +126,7 @@ export function mcpRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "POST", path: "/mcp", operationId: "mcp_post", summary: "MCP JSON-RPC request (Streamable HTTP, stateless)", tag: TAG,
       body: {}, bodyOptional: true,
-      handler: ({ body, headers }) => post(body, headers),
+      handler: ({ body, headers, auth }) => post(body, headers, auth),
     },
     {
       method: "DELETE", path: "/mcp", operationId: "mcp_delete", summary: "MCP session termination (not supported: sessions do not exist)", tag: TAG,

@@ -1,5 +1,6 @@
 // The authentication guard (reference §11.3): runs after CORS and rate limiting on every request
-// except `/info` and `GET /ui/*`; Studio requests act as the Studio user unless disabled.
+// except `/info` and `GET /ui/*`; Studio requests act as the Studio user where that is allowed
+// (AuthRuntimeOptions.studioHeader: `troupe dev`, or opted in for `troupe serve`).
 // Success puts the normalized user into the request's `auth`; failure answers the request.
 import type { Guard, RawRequest } from "../http/dispatch.ts";
 import { AuthHttpError } from "./http-error.ts";
@@ -13,7 +14,7 @@ export function isAuthExempt(req: Pick<RawRequest, "method" | "path">): boolean 
 
 export function customAuthGuard(runtime: AuthRuntime): Guard {
   if (!runtime.authenticates) return () => undefined;
-  const studio = !runtime.opts.disableStudioAuth;
+  const studio = runtime.opts.studioHeader;
   return async (req, ctx) => {
     if (isAuthExempt(req)) return undefined;
     if (studio && req.headers["x-auth-scheme"] === "langsmith") {

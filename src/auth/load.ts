@@ -41,5 +41,5 @@ export async function loadAuth(ref: ImportRef, opts: LoadAuthOptions): Promise<A
   if (!handlers.authenticate) {
     (opts.warn ?? console.warn)("[troupe] auth: the Auth object has no authenticate handler, so no request is authenticated or authorized");
   }
-  return new AuthRuntime(handlers, { disableStudioAuth: opts.disableStudioAuth });
+  return new AuthRuntime(handlers, { studioHeader: opts.studioHeader });
 }

@@ -3,16 +3,20 @@
 import type { RawRequest } from "../http/dispatch.ts";
 import type { AuthInfo, Reply, RouteDef } from "../http/types.ts";
 import type { CreateRunCommand } from "../bridge/messages.ts";
-import type { ThreadRecord } from "../storage/records.ts";
+import type { AssistantRecord, ThreadRecord } from "../storage/records.ts";
 import { AuthHttpError, fromThrown } from "./http-error.ts";
-import { authorizeRunCreate } from "./run-access.ts";
+import { authorizeAssistantUse, authorizeRunCreate } from "./run-access.ts";
 import type { AuthEvent, AuthFilter, AuthHandlerCache, AuthHandlerFn, AuthUser } from "./types.ts";
 import { normalizeUser, userOf } from "./user.ts";
 import { toWebRequest } from "./web-request.ts";
 
 export interface AuthRuntimeOptions {
-  /** `auth.disable_studio_auth`: Studio requests (`x-auth-scheme: langsmith`) authenticate like any other */
-  disableStudioAuth: boolean;
+  /**
+   * Requests with `x-auth-scheme: langsmith` act as the Studio user without credentials: on for
+   * `troupe dev` (loopback) or with `auth.allow_studio_on_serve`, off with `auth.disable_studio_auth`.
+   * Off, they authenticate like any other request.
+   */
+  studioHeader: boolean;
 }
 
 export class AuthRuntime {
@@ -67,6 +71,11 @@ export class AuthRuntime {
   /** `threads:create_run` for a run about to be created (may change cmd.metadata; 404 on a hidden thread). */
   authorizeRun(info: AuthInfo | undefined, cmd: CreateRunCommand, threadOf: (threadId: string) => ThreadRecord | undefined): Promise<void> {
     return authorizeRunCreate(this, info, cmd, threadOf);
+  }
+
+  /** 404 unless the caller may run `assistant` (see authorizeAssistantUse). */
+  authorizeAssistant(info: AuthInfo | undefined, assistant: AssistantRecord): Promise<void> {
+    return authorizeAssistantUse(this, info, assistant);
   }
 
   /** Wraps route handlers so auth errors go out with the exact status the user's code chose. */

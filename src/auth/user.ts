@@ -4,7 +4,7 @@ import type { AuthInfo } from "../http/types.ts";
 import { AuthHttpError } from "./http-error.ts";
 import type { AuthUser } from "./types.ts";
 
-/** Acts for requests carrying `x-auth-scheme: langsmith` unless `auth.disable_studio_auth`. */
+/** Acts for requests carrying `x-auth-scheme: langsmith` where the Studio header is honoured (AuthRuntimeOptions.studioHeader). */
 export const STUDIO_USER: Readonly<AuthUser> = Object.freeze({
   kind: "StudioUser",
   identity: "langgraph-studio-user",

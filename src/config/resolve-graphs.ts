@@ -44,5 +44,6 @@ export function resolveAuth(auth: RawConfig["auth"], ctx: ResolveContext): Resol
   return {
     path: optionalImportRef(auth?.path, ["auth", "path"], ctx),
     disableStudioAuth: auth?.disable_studio_auth ?? false,
+    allowStudioOnServe: auth?.allow_studio_on_serve ?? false,
   };
 }

@@ -18,9 +18,11 @@ function envList(value: string | undefined): string[] | undefined {
 }
 
 function resolveCors(cors: RawHttp["cors"], ctx: ResolveContext): ResolvedCorsConfig {
-  const allowOrigins = unique(cors?.allow_origins ?? envList(ctx.env.CORS_ALLOW_ORIGINS) ?? [...DEFAULTS.cors.allowOrigins]);
-  const allowCredentials = cors?.allow_credentials ?? DEFAULTS.cors.allowCredentials;
   const regex = cors?.allow_origin_regex ?? null;
+  // a block that gives only a regex allows only what the regex matches, not the default "*"
+  const defaultOrigins = regex !== null && cors?.allow_origins === undefined ? [] : [...DEFAULTS.cors.allowOrigins];
+  const allowOrigins = unique(cors?.allow_origins ?? envList(ctx.env.CORS_ALLOW_ORIGINS) ?? defaultOrigins);
+  const allowCredentials = cors?.allow_credentials ?? DEFAULTS.cors.allowCredentials;
   if (regex !== null) {
     try {
       new RegExp(regex);

@@ -136,7 +136,7 @@ export const CONFIG_SCHEMA = {
     http,
     auth: {
       type: "object",
-      properties: { path: nonEmpty, disable_studio_auth: bool(false) },
+      properties: { path: nonEmpty, disable_studio_auth: bool(false), allow_studio_on_serve: bool(false) },
       additionalProperties: false,
     },
     webhooks,

@@ -59,6 +59,8 @@ export interface ResolvedAuthConfig {
   /** Module exporting the `Auth` instance; null = no custom auth. */
   readonly path: ImportRef | null;
   readonly disableStudioAuth: boolean;
+  /** Troupe: `troupe serve` honours the Studio header too (by default only `troupe dev` does). */
+  readonly allowStudioOnServe: boolean;
 }
 
 export interface ResolvedWebhookUrlPolicy {
@@ -167,7 +169,7 @@ export interface RawConfig {
     mount_prefix?: string;
     max_body_bytes?: number;
   };
-  auth?: { path?: string; disable_studio_auth?: boolean };
+  auth?: { path?: string; disable_studio_auth?: boolean; allow_studio_on_serve?: boolean };
   webhooks?: {
     env_prefix?: string;
     headers?: Record<string, string>;

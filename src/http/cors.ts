@@ -3,17 +3,23 @@ import type { ResolvedCorsConfig } from "../config/index.ts";
 import type { Guard } from "./dispatch.ts";
 import type { Headers } from "./types.ts";
 
+/**
+ * Headers on every reply. The static allow-origin is `*` when any origin is allowed, or the one
+ * listed origin; otherwise none: the guard names a matching request origin itself, and an origin
+ * that matches nothing gets no allow-origin at all.
+ */
 export function corsHeaders(c: ResolvedCorsConfig): Headers {
-  const h: Headers = {
-    "access-control-allow-origin": c.allowOrigins.length === 1 ? c.allowOrigins[0] : c.allowOrigins.includes("*") ? "*" : c.allowOrigins[0] ?? "*",
-    "access-control-expose-headers": c.exposeHeaders.join(","),
-  };
+  const h: Headers = { "access-control-expose-headers": c.exposeHeaders.join(",") };
+  const staticOrigin = c.allowOrigins.includes("*") ? "*" : c.allowOrigins.length === 1 ? c.allowOrigins[0] : undefined;
+  if (staticOrigin !== undefined) h["access-control-allow-origin"] = staticOrigin;
   if (c.allowCredentials) h["access-control-allow-credentials"] = "true";
   return h;
 }
 
 export function corsGuard(c: ResolvedCorsConfig): Guard {
-  const regex = c.allowOriginRegex ? new RegExp(c.allowOriginRegex) : null;
+  // The whole origin must match (as Starlette's fullmatch): a bare search would let
+  // `https://app.example.com.attacker.test` through a pattern written for `https://app.example.com`.
+  const regex = c.allowOriginRegex ? new RegExp(`^(?:${c.allowOriginRegex})$`) : null;
   return (req, ctx) => {
     const origin = req.headers.origin;
     if (origin && (c.allowOrigins.includes(origin) || regex?.test(origin))) {

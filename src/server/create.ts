@@ -51,6 +51,11 @@ export interface ServerOptions {
   rateLimit?: { region: "us" | "eu"; scale?: number } | null;
   /** require X-Api-Key of this org, checked against the control plane's LMDB (src/http/api-key-guard.ts); null/undefined = off */
   apiKeyAuth?: ApiKeyAuthOptions | null;
+  /**
+   * `troupe dev`'s developer defaults (the server binds loopback): the Studio header is honoured
+   * and webhooks may go to loopback/private addresses on any port unless the config says otherwise.
+   */
+  dev?: boolean;
 }
 
 export interface RunningServer {
@@ -96,7 +101,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   useCompiledModules(workerModules.user);
   const customApp = config.http.app ? await loadCustomApp(config.http.app, config.configPath) : undefined; // http.app
   // --- custom auth (src/auth/): import and check the Auth object before anything starts ---
-  const auth = config.auth.path ? await loadAuth(config.auth.path, { configPath: config.configPath, disableStudioAuth: config.auth.disableStudioAuth }) : undefined;
+  // the Studio header carries no credential: honoured on loopback `troupe dev`, or when the operator opts in
+  const studioHeader = !config.auth.disableStudioAuth && (opts.dev === true || config.auth.allowStudioOnServe);
+  const auth = config.auth.path ? await loadAuth(config.auth.path, { configPath: config.configPath, studioHeader }) : undefined;
   // --- end custom auth ---
 
   const apiKeys = opts.apiKeyAuth ? openApiKeyGuard(opts.apiKeyAuth) : null; // api keys: fail fast on a bad dir/org

@@ -70,7 +70,7 @@ describe("loadConfig: good configs", () => {
       maxAgeSeconds: null,
     });
     expect(config.http.configurableHeaders.excludes).toEqual(["x-api-key", "x-tenant-id", "x-service-key"]);
-    expect(config.auth).toEqual({ path: null, disableStudioAuth: false });
+    expect(config.auth).toEqual({ path: null, disableStudioAuth: false, allowStudioOnServe: false });
     expect(config.webhooks).toEqual({
       envPrefix: "LG_WEBHOOK_",
       headers: {},
@@ -138,7 +138,7 @@ describe("loadConfig: good configs", () => {
     expect(config.http.configurableHeaders).toEqual({ includes: ["x-user-*"], excludes: ["x-secret"] });
     expect(config.http.mountPrefix).toBe("/api");
     expect(config.http.maxBodyBytes).toBe(1024);
-    expect(config.auth).toEqual({ path: { filePath: path.join(dir, "src/auth.ts"), exportName: "default" }, disableStudioAuth: true });
+    expect(config.auth).toEqual({ path: { filePath: path.join(dir, "src/auth.ts"), exportName: "default" }, disableStudioAuth: true, allowStudioOnServe: false });
     expect(config.webhooks.url).toEqual({
       allowedDomains: ["hooks.example.com", "*.example.org"],
       requireHttps: true,

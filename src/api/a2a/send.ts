@@ -1,5 +1,7 @@
 // SendMessage / message/send (and the streaming variants): an A2A message becomes a run on the
 // context's thread (created if missing). A message naming a task waiting for input resumes it.
+import { matchesAuthFilter } from "../../auth/index.ts";
+import type { AuthInfo } from "../../http/types.ts";
 import type { AppContext } from "../../server/context.ts";
 import type { AssistantRecord, JsonObject, RunRecord } from "../../storage/records.ts";
 import { canonicalUuidOf, uuid7 } from "../../util/ids.ts";
@@ -19,6 +21,7 @@ export async function createTaskRun(
   params: RpcParams,
   headers: Record<string, string>,
   stream: boolean,
+  auth: AuthInfo | undefined,
 ): Promise<RunRecord> {
   const msg = readMessage(params.message);
   const givenContext = msg.contextId ?? params.contextId;
@@ -32,6 +35,11 @@ export async function createTaskRun(
     const taskId = String(msg.taskId);
     const prev = loadTask(app.storage, taskId);
     if (!prev || prev.run.assistant_id !== assistant.assistant_id || (contextId !== undefined && prev.run.thread_id !== contextId)) throw taskNotFound(taskId);
+    if (app.auth && auth) {
+      // continuing a task reads and runs on its thread: another user's task is not found
+      const filter = await app.auth.authorize(auth, "threads:read", { thread_id: prev.run.thread_id, run_id: prev.run.run_id });
+      if (!matchesAuthFilter(filter, app.storage.threads.get(prev.run.thread_id)?.metadata)) throw taskNotFound(taskId);
+    }
     const state = taskState(prev);
     if (TERMINAL_STATES.has(state)) {
       throw new RpcError(A2A_ERRORS.UNSUPPORTED_OPERATION, `Task ${taskId} is already ${state}: send the next message without taskId to start a new task in the same context`);
@@ -51,7 +59,9 @@ export async function createTaskRun(
     ...(params.context !== undefined && params.context !== null ? { context: params.context as JsonObject } : {}),
   };
   try {
-    const cmd = buildCreateRun(app, body, headers, { threadId, runId: uuid7(), stateless: false, observed: stream });
+    const cmd = buildCreateRun(app, body, headers, { threadId, runId: uuid7(), stateless: false, observed: stream, auth });
+    // threads:create_run: another user's context (thread) is "not found", as on /threads/{id}/runs
+    await app.auth?.authorizeRun(auth, cmd, (tid) => app.storage.threads.get(tid));
     return await app.pool.createRun(cmd);
   } catch (err) {
     const e = toRpcError(err, "Failed to create run: ");
