@@ -4,12 +4,14 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { MessageChannel, Worker } from "node:worker_threads";
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { lookup } from "node:dns/promises";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildWebhookPayload, stampSentAt, type WebhookPayload } from "../src/webhooks/payload.ts";
 import { validateWebhookUrl, type WebhookUrlPolicy } from "../src/webhooks/url-policy.ts";
 import { parseRetryAfter, WebhookSender } from "../src/webhooks/sender.ts";
+import { guardedLookup, REFUSED_ADDRESS } from "../src/webhooks/address-check.ts";
 import { WebhookWorkerHost } from "../src/webhooks/host.ts";
 import { compileModules } from "../src/loader/compile-modules.ts";
 import type { WebhookWorkerData } from "../src/webhooks/messages.ts";
@@ -99,9 +101,10 @@ function runRecord(over: Partial<RunRecord> = {}): RunRecord {
 const policy = (over: Partial<WebhookUrlPolicy> = {}): WebhookUrlPolicy => ({
   allowedDomains: [],
   requireHttps: false,
-  allowedPorts: null,
+  allowedPorts: "any",
   disableLoopback: false,
   maxUrlLength: 2048,
+  allowPrivateAddresses: true,
   ...over,
 });
 
@@ -200,15 +203,39 @@ describe("validateWebhookUrl", () => {
     bad("http://example.com/x", { allowedPorts: [443] }, /port 80/);
   });
 
+  it("allows only 443 for https and 80 for http when allowed_ports is not configured on troupe serve", () => {
+    const p = { allowedPorts: "scheme" as const };
+    ok("https://example.com/x", p);
+    ok("https://example.com:443/x", p);
+    ok("http://example.com/x", p);
+    bad("https://example.com:8443/x", p, /port 8443 is not allowed/);
+    bad("http://example.com:443/x", p, /port 443 is not allowed/);
+    bad("http://example.com:8080/x", p, /port 8080/);
+  });
+
+  it("refuses internal addresses in every spelling when private addresses are not allowed", () => {
+    const p = { allowPrivateAddresses: false };
+    for (const u of ["http://127.0.0.1/x", "http://2130706433/x", "http://0x7f.1/x", "http://localhost/x", "http://a.localhost/x", "http://[::1]/x",
+      "http://10.1.2.3/x", "http://172.16.0.1/x", "http://172.31.255.255/x", "http://192.168.1.1/x", "http://100.64.0.1/x",
+      "http://169.254.169.254/latest/meta-data", "http://0.0.0.0/x", "http://[::]/x", "http://[fd00::1]/x", "http://[fc00::1]/x", "http://[fe80::1]/x",
+      "http://[::ffff:10.0.0.1]/x", "http://[::ffff:169.254.169.254]/x", "http://[::ffff:127.0.0.1]/x", "http://[::127.0.0.1]/x",
+      "http://[64:ff9b::a9fe:a9fe]/x", "http://[2002:c0a8:101::1]/x", "http://host.docker.internal/x"]) {
+      bad(u, p, /is a (loopback|private|link-local|unspecified) address, refused by the URL policy \(webhooks\.url\.allow_private_addresses\)/);
+    }
+    for (const u of ["https://example.com/x", "http://8.8.8.8/x", "http://172.32.0.1/x", "http://192.169.0.1/x", "http://100.128.0.1/x", "http://[2001:4860::8888]/x", "http://[::ffff:8.8.8.8]/x"]) ok(u, p);
+    ok("/custom/webhook", p); // the deployment's own routes
+  });
+
   it("disable_loopback rejects relative URLs and loopback hosts in every spelling", () => {
     const p = { disableLoopback: true };
     bad("/custom/webhook", p, /Loopback/);
     for (const u of ["http://localhost:1/x", "http://LOCALHOST./x", "http://app.localhost/x", "http://127.0.0.1/x", "http://127.9.8.7/x",
       "http://2130706433/x", "http://[::1]/x", "http://[0:0:0:0:0:0:0:1]/x", "http://[::ffff:127.0.0.1]/x", "http://0.0.0.0/x", "http://host.docker.internal/x"]) {
-      bad(u, p, /Loopback/);
+      bad(u, p, /loopback|unspecified/);
     }
     ok("https://example.com/x", p);
     ok("http://128.0.0.1/x", p);
+    ok("http://10.0.0.1/x", p); // private addresses allowed here, only loopback is off
   });
 
   it("enforces max_url_length", () => {
@@ -255,12 +282,50 @@ describe("WebhookSender", { timeout: 15_000 }, () => {
     }).start();
     try {
       const { lines, log } = quietLog();
-      const result = await new WebhookSender({ backoffBaseMs: 10, log }).send(`${rx.url}/hook?token=s3cret`, payload());
+      const withUserinfo = rx.url.replace("http://", "http://hook-user:hunter2@");
+      const result = await new WebhookSender({ backoffBaseMs: 10, log }).send(`${withUserinfo}/hook?token=s3cret`, payload());
       expect(result).toMatchObject({ delivered: false, attempts: 3, status: 503 });
       expect(rx.received).toHaveLength(3);
+      expect(rx.received[0].headers.authorization).toBe(`Basic ${Buffer.from("hook-user:hunter2").toString("base64")}`);
       expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatch(/failed to call webhook .*after 3 attempt/);
+      expect(lines[0]).toMatch(/failed to call webhook http:\/\/hook-user:\*\*\*@127\.0\.0\.1:\d+\/hook\?… .*after 3 attempt/);
       expect(lines[0]).not.toContain("s3cret");
+      expect(lines[0]).not.toContain("hunter2");
+    } finally {
+      await rx.stop();
+    }
+  });
+
+  it("connects only to addresses the rule allows: names resolved and checked once, literals before the request", async () => {
+    const rx = await new Receiver().start();
+    const port = new URL(rx.url).port;
+    const rule = { allowPrivateAddresses: false, disableLoopback: false };
+    try {
+      // the lookup the sender connects with: localhost resolves (through the system resolver) to loopback
+      const refused = await new Promise<NodeJS.ErrnoException | null>((resolve) => guardedLookup(rule)("localhost", { all: true }, (err) => resolve(err)));
+      expect(refused?.code).toBe(REFUSED_ADDRESS);
+      expect(refused?.message).toMatch(/localhost resolves to (127\.0\.0\.1|::1), a loopback address/);
+      const allowed = await new Promise<unknown>((resolve) => guardedLookup({ ...rule, allowPrivateAddresses: true })("localhost", {}, (_e, address) => resolve(address)));
+      expect(allowed).toMatch(/^(127\.0\.0\.1|::1)$/);
+
+      const { lines, log } = quietLog();
+      const sender = new WebhookSender({ backoffBaseMs: 10, log, addressRule: rule });
+      // a name the URL check cannot know is internal (this machine's host name, when it resolves to loopback)
+      const name = hostname();
+      const address = await lookup(name).then((a) => a.address, () => undefined);
+      if (address?.startsWith("127.")) {
+        const viaName = await sender.send(`http://${name}:${port}/by-name`, payload());
+        expect(viaName).toMatchObject({ delivered: false, attempts: 1 }); // refused, not retried
+        expect(viaName.error).toMatch(/resolves to 127\./);
+      }
+      const literal = await sender.send(`http://[::ffff:127.0.0.1]:${port}/literal`, payload());
+      expect(literal).toMatchObject({ delivered: false, attempts: 0 });
+      expect(literal.error).toMatch(/loopback address/);
+      expect(rx.received).toHaveLength(0);
+      expect(lines.every((l) => l.startsWith("failed to call webhook"))).toBe(true);
+      // without a rule (and with one allowing private addresses) the same receiver is reached
+      expect(await new WebhookSender({ addressRule: { allowPrivateAddresses: true, disableLoopback: false } }).send(`http://localhost:${port}/ok`, payload())).toMatchObject({ delivered: true });
+      expect(rx.received.map((r) => r.url)).toEqual(["/ok"]);
     } finally {
       await rx.stop();
     }

@@ -6,6 +6,8 @@ import type { CreateRunCommand } from "../bridge/messages.ts";
 import { anyValue, body, bool, checkpointSelector, configSchema, nullable, object, str, strings, uuid } from "../http/schemas/common.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
+import { DEFAULTS } from "../config/defaults.ts";
+import type { ResolvedHeaderFilter } from "../config/types.ts";
 import type { AuthInfo } from "../http/types.ts";
 import { addAuthUserFields } from "../auth/run-access.ts";
 import type { Json, JsonObject, MultitaskStrategy, RunnableConfigJson, StreamMode } from "../storage/records.ts";
@@ -76,6 +78,26 @@ export interface RunCreateBody {
 }
 
 const patternCache = new Map<string, RegExp>();
+const SECRET_HEADERS: readonly string[] = DEFAULTS.configurableHeaders.secrets;
+/** Decisions per header name for one filter (names repeat; attacker-chosen ones are bounded by the clear). */
+const copyDecisions = new WeakMap<ResolvedHeaderFilter, Map<string, boolean>>();
+
+/**
+ * Is a request header copied into the run's configurable? Matching `includes` and not `excludes`
+ * (upstream's rule), and not a credential (SECRET_HEADERS) unless `includes` names it exactly.
+ */
+export function copiesHeader(filter: ResolvedHeaderFilter, name: string): boolean {
+  let decided = copyDecisions.get(filter);
+  if (!decided) copyDecisions.set(filter, (decided = new Map()));
+  let copy = decided.get(name);
+  if (copy === undefined) {
+    copy = headerMatches(name, filter.includes) && !headerMatches(name, filter.excludes) && (!headerMatches(name, SECRET_HEADERS) || filter.includes.includes(name));
+    if (decided.size >= 1024) decided.clear();
+    decided.set(name, copy);
+  }
+  return copy;
+}
+
 function headerMatches(name: string, patterns: readonly string[]): boolean {
   return patterns.some((p) => {
     if (!p.includes("*")) return p === name;
@@ -104,7 +126,7 @@ export function buildCreateRun(
   const resumable = b.stream_resumable ?? false;
   if (!app.graphIds.has(assistant.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${assistant.graph_id}" of assistant ${assistant.assistant_id} is not registered on this server`);
   if (b.webhook) {
-    const reason = validateWebhookUrl(b.webhook, app.config.webhooks.url);
+    const reason = validateWebhookUrl(b.webhook, app.webhookPolicy);
     if (reason) throw validationError([{ loc: ["body", "webhook"], msg: reason, type: "value_error" }]);
   }
   const config: RunnableConfigJson = { ...(b.config ?? {}) };
@@ -114,9 +136,7 @@ export function buildCreateRun(
   if (b.langsmith_tracer?.project_name) configurable.langsmith_project = b.langsmith_tracer.project_name;
   if (b.langsmith_tracer?.example_id) configurable.langsmith_example_id = b.langsmith_tracer.example_id;
   const hf = app.config.http.configurableHeaders;
-  for (const [name, value] of Object.entries(headers)) {
-    if (headerMatches(name, hf.includes) && !headerMatches(name, hf.excludes)) configurable[name] ??= value;
-  }
+  for (const name in headers) if (copiesHeader(hf, name)) configurable[name] ??= headers[name];
   if (opts.auth) {
     // auth user fields (§6.3); user_id only when no run, thread or assistant config names one
     const threadCfg = opts.stateless ? undefined : app.storage.threads.get(opts.threadId)?.config.configurable;

@@ -15,6 +15,11 @@ export const DEFAULTS = {
   configurableHeaders: {
     includes: ["x-*", "user-agent"],
     excludes: ["x-api-key", "x-tenant-id", "x-service-key"],
+    /**
+     * Credentials: never copied into a run's configurable (which checkpoints and webhook payloads
+     * repeat) unless `includes` names the header exactly, whatever `excludes` says.
+     */
+    secrets: ["authorization", "proxy-authorization", "cookie", "*token*", "*secret*", "*password*", "*api-key*", "*apikey*", "*credential*"],
   },
   webhooks: {
     envPrefix: "LG_WEBHOOK_",

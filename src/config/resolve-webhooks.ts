@@ -49,6 +49,7 @@ export function resolveWebhooks(raw: RawConfig["webhooks"], ctx: ResolveContext)
       allowedPorts: url.allowed_ports ? [...new Set(url.allowed_ports)] : null,
       disableLoopback: url.disable_loopback ?? DEFAULTS.webhooks.disableLoopback,
       maxUrlLength: url.max_url_length ?? DEFAULTS.webhooks.maxUrlLength,
+      allowPrivateAddresses: url.allow_private_addresses ?? null,
     },
   };
 }

@@ -76,6 +76,8 @@ const webhooks = {
         allowed_ports: { type: "array", minItems: 1, items: { type: "integer", minimum: 1, maximum: 65535 } },
         disable_loopback: bool(DEFAULTS.webhooks.disableLoopback),
         max_url_length: { ...posInt, default: DEFAULTS.webhooks.maxUrlLength },
+        /** Troupe addition (SSRF rule); absent = no on `troupe serve`, yes on `troupe dev`. */
+        allow_private_addresses: { type: "boolean" },
       },
       additionalProperties: false,
     },

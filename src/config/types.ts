@@ -67,11 +67,16 @@ export interface ResolvedWebhookUrlPolicy {
   /** Lower-cased exact hosts or `*.example.com` (subdomains only); empty = any host. */
   readonly allowedDomains: readonly string[];
   readonly requireHttps: boolean;
-  /** null = the scheme's default port only (443 for https, 80 for http). */
+  /** null = not configured: `troupe serve` allows the scheme's default port only (443 for https, 80 for http), `troupe dev` any port. */
   readonly allowedPorts: readonly number[] | null;
   /** true = relative (in-process) and loopback destinations are refused. */
   readonly disableLoopback: boolean;
   readonly maxUrlLength: number;
+  /**
+   * Troupe: may hosts that are (or resolve to) loopback, private, link-local or unspecified addresses
+   * be called? null = not configured: no on `troupe serve`, yes on `troupe dev`.
+   */
+  readonly allowPrivateAddresses: boolean | null;
 }
 
 export interface ResolvedWebhooksConfig {
@@ -179,6 +184,7 @@ export interface RawConfig {
       allowed_ports?: number[];
       disable_loopback?: boolean;
       max_url_length?: number;
+      allow_private_addresses?: boolean;
     };
   };
   store?: {

@@ -7,6 +7,7 @@ import type { Storage } from "../storage/env.ts";
 import type { AssistantRecord } from "../storage/records.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 import type { StoreTtlOptions } from "../bridge/messages.ts";
+import type { WebhookUrlPolicy } from "../webhooks/url-policy.ts";
 
 export interface AppContext {
   storage: Storage;
@@ -15,6 +16,8 @@ export interface AppContext {
   graphIds: ReadonlySet<string>;
   version: string;
   langgraphVersion: string;
+  /** where webhooks may go: the config's `webhooks.url` with the command's defaults (dev or serve) */
+  webhookPolicy: WebhookUrlPolicy;
   /** custom auth (`auth.path`), when configured: handlers call authorize() for their event */
   auth?: AuthRuntime;
   /** the store's semantic index (config `store.index`, module embed function), when configured */

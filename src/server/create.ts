@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { WebhookWorkerHost } from "../webhooks/host.ts";
+import { webhookUrlPolicy } from "../webhooks/url-policy.ts";
 import { startIdleGc } from "../util/idle-gc.ts";
 import { nativeMemoryError, releaseFileMapping } from "../util/native-memory.ts";
 import { compileWorkerModules } from "../loader/runtime-modules.ts";
@@ -112,6 +113,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const assistants = new AssistantStore(storage);
   await assistants.ensureDefaults(graphIds, parseGraphConfigs(process.env.LANGGRAPH_CONFIG));
 
+  const webhookPolicy = webhookUrlPolicy(config.webhooks.url, opts.dev === true);
   // Relative webhook URLs are delivered in-process through the router (dispatcher set below).
   // The worker thread starts with the first run that asks for a webhook; with webhooks disabled it
   // never starts (a config `webhooks` section alone sends nothing, so it does not start it either).
@@ -119,7 +121,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const webhooks = new WebhookWorkerHost({
     entryUrl: workerModules.webhook,
     headers: { ...config.webhooks.headers },
-    urlPolicy: config.webhooks.url,
+    urlPolicy: webhookPolicy,
     dispatch: async (method, path, headers, body) => {
       if (!dispatcher) return { status: 503 };
       const [p, q = ""] = path.split("?");
@@ -149,6 +151,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     version: packageVersion(),
     langgraphVersion: (require("@langchain/langgraph/package.json") as { version: string }).version,
     auth, // custom auth
+    webhookPolicy,
     storeIndex,
     storeTtl,
     resolveAssistant: (idOrGraph) => {

@@ -2,8 +2,10 @@
 // on transient failures. Never throws — a failed webhook is logged and does not affect the run.
 import * as http from "node:http";
 import * as https from "node:https";
+import type { LookupFunction } from "node:net";
+import { guardedLookup, REFUSED_ADDRESS, refusedHost, type AddressRule } from "./address-check.ts";
 import { stampSentAt, type WebhookPayload } from "./payload.ts";
-import { isRelativeWebhookUrl } from "./url-policy.ts";
+import { isRelativeWebhookUrl, urlForLog } from "./url-policy.ts";
 
 /** In-process delivery of relative URLs (`/path`) to the server's own router. */
 export type InProcessDispatch = (
@@ -28,6 +30,11 @@ export interface WebhookSenderOptions {
   maxRetryAfterMs?: number;
   /** Delivers relative URLs; without it they are logged as undeliverable. */
   dispatch?: InProcessDispatch;
+  /**
+   * Which addresses absolute URLs may connect to (address-check.ts): names are resolved and
+   * checked at connect time, IP literals before the request. Default: any address.
+   */
+  addressRule?: AddressRule;
   /** Default: console.warn with a `[troupe webhook]` prefix. */
   log?: (message: string) => void;
 }
@@ -40,6 +47,7 @@ export interface ResolvedWebhookSenderOptions {
   backoffBaseMs: number;
   maxRetryAfterMs: number;
   dispatch: InProcessDispatch | null;
+  addressRule: AddressRule | null;
   log: (message: string) => void;
 }
 
@@ -55,6 +63,8 @@ interface AttemptResult {
   status?: number;
   retryAfterMs?: number;
   error?: string;
+  /** not worth another attempt (a refused address) */
+  final?: boolean;
 }
 
 export function resolveSenderOptions(o: WebhookSenderOptions = {}): ResolvedWebhookSenderOptions {
@@ -66,6 +76,7 @@ export function resolveSenderOptions(o: WebhookSenderOptions = {}): ResolvedWebh
     backoffBaseMs: o.backoffBaseMs ?? 500,
     maxRetryAfterMs: o.maxRetryAfterMs ?? 10_000,
     dispatch: o.dispatch ?? null,
+    addressRule: o.addressRule ?? null,
     log: o.log ?? ((m) => console.warn(`[troupe webhook] ${m}`)),
   };
 }
@@ -75,9 +86,11 @@ const isRetryableStatus = (s: number) => s === 429 || s >= 500;
 export class WebhookSender {
   readonly options: ResolvedWebhookSenderOptions;
   private readonly closing = new AbortController();
+  private readonly lookup: LookupFunction | undefined;
 
   constructor(options: WebhookSenderOptions = {}) {
     this.options = resolveSenderOptions(options);
+    this.lookup = this.options.addressRule ? guardedLookup(this.options.addressRule) : undefined;
   }
 
   /** Aborts in-flight attempts and pending back-off waits; later sends fail immediately. */
@@ -89,9 +102,11 @@ export class WebhookSender {
     const o = this.options;
     const relative = isRelativeWebhookUrl(url);
     if (relative && !o.dispatch) {
-      o.log(`failed to call webhook ${redact(url)} for run ${payload.run_id}: relative URLs cannot be delivered (no in-process dispatch)`);
+      o.log(`failed to call webhook ${urlForLog(url)} for run ${payload.run_id}: relative URLs cannot be delivered (no in-process dispatch)`);
       return { delivered: false, attempts: 0, error: "no in-process dispatch" };
     }
+    const refused = relative || !o.addressRule ? null : refusedLiteral(url, o.addressRule);
+    if (refused) return this.fail(url, payload, 0, { error: refused });
     let last: AttemptResult = {};
     for (let attempt = 1; attempt <= o.maxAttempts; attempt++) {
       if (this.closing.signal.aborted) return this.fail(url, payload, attempt - 1, { ...last, error: "sender closed" });
@@ -100,6 +115,7 @@ export class WebhookSender {
       if (last.status !== undefined && !isRetryableStatus(last.status)) {
         return { delivered: true, attempts: attempt, status: last.status };
       }
+      if (last.final) return this.fail(url, payload, attempt, last);
       if (attempt === o.maxAttempts) break;
       let waitMs = backoffMs(o.backoffBaseMs, attempt);
       if (last.retryAfterMs !== undefined) {
@@ -115,7 +131,7 @@ export class WebhookSender {
 
   private fail(url: string, payload: WebhookPayload, attempts: number, r: AttemptResult): DeliveryResult {
     const why = r.error ?? `HTTP ${r.status}`;
-    this.options.log(`failed to call webhook ${redact(url)} for run ${payload.run_id} after ${attempts} attempt(s): ${why}`);
+    this.options.log(`failed to call webhook ${urlForLog(url)} for run ${payload.run_id} after ${attempts} attempt(s): ${why}`);
     return { delivered: false, attempts, status: r.status, error: why };
   }
 
@@ -154,7 +170,7 @@ export class WebhookSender {
       try {
         const target = new URL(url);
         const mod = target.protocol === "https:" ? https : http;
-        req = mod.request(target, { method: "POST", headers: this.requestHeaders(body), signal: this.closing.signal });
+        req = mod.request(target, { method: "POST", headers: this.requestHeaders(body), signal: this.closing.signal, lookup: this.lookup });
       } catch (err) {
         settle({ error: (err as Error).message });
         return;
@@ -183,7 +199,8 @@ export class WebhookSender {
       req.on("error", (err) => {
         clearTimeout(connectTimer);
         clearTimeout(requestTimer);
-        settle({ error: err.message || (err as NodeJS.ErrnoException).code || "network error" });
+        const code = (err as NodeJS.ErrnoException).code;
+        settle({ error: err.message || code || "network error", final: code === REFUSED_ADDRESS });
       });
       req.on("close", () => {
         clearTimeout(connectTimer);
@@ -210,10 +227,13 @@ export function parseRetryAfter(value: string | string[] | undefined, now = Date
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
-/** Query strings often carry the shared secret (`?token=`); keep them out of logs. */
-function redact(url: string): string {
-  const q = url.indexOf("?");
-  return q < 0 ? url : `${url.slice(0, q)}?…`;
+/** The reason an absolute URL's host is refused as it is written (an IP literal, localhost), if it is. */
+function refusedLiteral(url: string, rule: AddressRule): string | null {
+  try {
+    return refusedHost(new URL(url).hostname, rule);
+  } catch {
+    return null; // unparseable: the request itself reports it
+  }
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

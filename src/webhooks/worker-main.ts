@@ -6,7 +6,7 @@ import { BoundedRunner } from "./limiter.ts";
 import type { FromWebhookWorker, ToWebhookWorker, WebhookDispatchResultMessage, WebhookWorkerData } from "./messages.ts";
 import { isToWebhookWorker } from "./messages.ts";
 import { WebhookSender, type DeliveryResult, type InProcessDispatch } from "./sender.ts";
-import { validateWebhookUrl } from "./url-policy.ts";
+import { urlForLog, validateWebhookUrl } from "./url-policy.ts";
 
 export interface WebhookWorkerOptions {
   log?: (message: string) => void;
@@ -54,6 +54,7 @@ export function runWebhookWorker(parent: MessagePort, data: WebhookWorkerData, o
     backoffBaseMs: data.backoffBaseMs,
     maxRetryAfterMs: data.maxRetryAfterMs,
     dispatch: data.inProcessDispatch ? dispatch : undefined,
+    addressRule: data.urlPolicy ?? undefined, // the addresses names resolve to, checked at connect time
     log,
   });
   const runner = new BoundedRunner(data.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT, data.maxQueued ?? DEFAULT_MAX_QUEUED);
@@ -86,7 +87,7 @@ export function runWebhookWorker(parent: MessagePort, data: WebhookWorkerData, o
         const { url, payload } = msg;
         const reason = data.urlPolicy ? validateWebhookUrl(url, data.urlPolicy) : null;
         if (reason) {
-          log(`webhook for run ${payload.run_id} not sent: ${reason}`);
+          log(`webhook ${urlForLog(url)} for run ${payload.run_id} not sent: ${reason}`);
           return;
         }
         const accepted = runner.run(async () => {

@@ -74,7 +74,7 @@ describe("loadConfig: good configs", () => {
     expect(config.webhooks).toEqual({
       envPrefix: "LG_WEBHOOK_",
       headers: {},
-      url: { allowedDomains: [], requireHttps: false, allowedPorts: null, disableLoopback: false, maxUrlLength: 2048 },
+      url: { allowedDomains: [], requireHttps: false, allowedPorts: null, disableLoopback: false, maxUrlLength: 2048, allowPrivateAddresses: null },
     });
     expect(config.store.index).toBeNull();
     expect(config.checkpointer.ttl).toEqual({ strategy: "delete", defaultTtlMinutes: null, sweepIntervalMinutes: 5, sweepLimit: 1000 });
@@ -145,6 +145,7 @@ describe("loadConfig: good configs", () => {
       allowedPorts: [443, 8443],
       disableLoopback: false,
       maxUrlLength: 500,
+      allowPrivateAddresses: null,
     });
     expect(config.store.index).toEqual({ dims: 3, embed: { kind: "provider", provider: "openai", model: "text-embedding-3-small" }, fields: ["$"] });
     expect(config.store.ttl).toEqual({ refreshOnRead: true, defaultTtlMinutes: 60, sweepIntervalMinutes: 2 });
