@@ -216,6 +216,41 @@ describe("deployment server: X-Api-Key of the deployment's organization", () => 
     expect(await statusOf(new Client({ apiUrl: server.url, apiKey: acmeKey }).threads.search({ limit: 1 }))).toBe(200);
   });
 
+  it("closes the WebSocket and SSE streams a revoked key opened within the cache window", async () => {
+    const created = await api("POST", "/v2/api-keys", acmeKey, { user: "sam" });
+    expect(created.status).toBe(201);
+    const key = created.body.key as string;
+    const thread = await new Client({ apiUrl: server.url, apiKey: key }).threads.create();
+    // a protocol WebSocket (Node's WebSocket takes headers as its second argument)
+    const ws = new WebSocket(`${server.url.replace("http", "ws")}/threads/${thread.thread_id}/stream/events`, { headers: { "x-api-key": key } } as unknown as string[]);
+    const wsClosed = new Promise<{ code: number; reason: string }>((resolve) => ws.addEventListener("close", (e) => resolve({ code: e.code, reason: e.reason })));
+    await new Promise((resolve, reject) => {
+      ws.addEventListener("open", resolve);
+      ws.addEventListener("error", reject);
+    });
+    // an open-ended SSE stream (the thread's stream)
+    const sse = await fetch(`${server.url}/threads/${thread.thread_id}/stream`, { headers: { "x-api-key": key } });
+    expect(sse.status).toBe(200);
+    const sseText = (async () => {
+      const decoder = new TextDecoder();
+      let text = "";
+      for await (const chunk of sse.body as unknown as AsyncIterable<Uint8Array>) text += decoder.decode(chunk, { stream: true });
+      return text;
+    })();
+    const outcome = (p: Promise<unknown>) => Promise.race([p.then(() => "ended"), new Promise((r) => setTimeout(() => r("open"), 300))]);
+    expect(await outcome(wsClosed)).toBe("open");
+    expect(await outcome(sseText)).toBe("open");
+
+    const revoked = await troupe(["keys", "revoke", key.slice(0, 16), "--org", "acme", "--data-dir", cpDir]);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    const revokedAt = Date.now();
+    const within = <T>(p: Promise<T>) => Promise.race([p, new Promise<never>((_r, reject) => setTimeout(() => reject(new Error("still open 10 s after the revocation")), 10_000))]);
+    const [closed, text] = await within(Promise.all([wsClosed, sseText]));
+    expect(Date.now() - revokedAt).toBeLessThan(4_500); // one 2 s check interval + slack for a loaded 2-core CI machine
+    expect(closed).toEqual({ code: 4401, reason: "API key revoked" });
+    expect(text).toContain(`event: error\ndata: {"error":"Unauthorized","message":"API key revoked"}`);
+  });
+
   it("refuses to start for an organization the control plane does not know", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "troupe-cp-auth-bad-"));
     try {

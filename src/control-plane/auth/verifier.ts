@@ -39,6 +39,12 @@ export class KeyVerifier {
     return identity;
   }
 
+  /** Verifies against a fresh LMDB snapshot, bypassing the cache (and dropping a revoked key from it). */
+  verifyFresh(key: string): KeyIdentity | null {
+    this.cache.delete(key);
+    return this.verify(key);
+  }
+
   /** Forget cached keys (after an in-process revocation). */
   clear(): void {
     this.cache.clear();
