@@ -7,13 +7,14 @@ import { isParseArgsError, UsageError, wantsHelp } from "./cli-usage.ts";
 import { startServer } from "./server/create.ts";
 import { RUNTIME_DEFAULTS as D } from "./config/runtime-defaults.ts";
 import { apiKeyAuthFromFlags, SERVE_AUTH_USAGE } from "./control-plane/auth/serve-flags.ts"; // api keys
+import { trustedProxiesFrom } from "./cli-usage.ts";
 
 const USAGE = `troupe — LangGraph-compatible agent server
 
 Usage:
   troupe dev   [--config FILE] [--port ${D.port}] [--data-dir DIR] [--workers N]
-  troupe serve [--config FILE] [--port ${D.port}] [--host ${D.serveHost}] [--data-dir DIR] [--workers N] [--sync-commits] [--low-memory] [--rate-limit us|eu|off] [--org ORG --control-plane-dir DIR]
-  troupe control-plane [--port ${D.controlPlanePort}] [--host ${D.loopbackHost}] [--data-dir DIR] [--region us|eu]   (see docs/CONTROL_PLANE.md)
+  troupe serve [--config FILE] [--port ${D.port}] [--host ${D.serveHost}] [--data-dir DIR] [--workers N] [--sync-commits] [--low-memory] [--rate-limit us|eu|off] [--trusted-proxies CIDRS] [--org ORG --control-plane-dir DIR]
+  troupe control-plane [--port ${D.controlPlanePort}] [--host ${D.loopbackHost}] [--data-dir DIR] [--region us|eu] [--projects-root DIR] [--trusted-proxies CIDRS]   (see docs/CONTROL_PLANE.md)
   troupe keys create|list|revoke --org NAME [--data-dir DIR] …   (API keys; see docs/AUTH.md)
 
   --config FILE     service.json or langgraph.json (default: ./service.json, then ./langgraph.json)
@@ -26,6 +27,8 @@ Usage:
                     about 40% less RSS under load for about half the throughput at high concurrency
   --rate-limit R    platform rate limits of region us|eu, or off (serve: default us; dev: always off)
   --rate-limit-scale F  multiply every limit by F (e.g. 100000 to measure the limiter's cost under load)
+  --trusted-proxies CIDRS  comma-separated addresses/CIDRs of reverse proxies whose X-Forwarded-For
+                    names the client the rate limits count (env TROUPE_TRUSTED_PROXIES; default none)
 ${SERVE_AUTH_USAGE}`;
 
 async function main(argv: string[]): Promise<void> {
@@ -67,6 +70,7 @@ async function main(argv: string[]): Promise<void> {
       "low-memory": { type: "boolean" }, // applied (and announced) by bin/troupe.js before anything starts
       "rate-limit": { type: "string" },
       "rate-limit-scale": { type: "string" },
+      "trusted-proxies": { type: "string" },
       "control-plane-dir": { type: "string" }, // api keys
       org: { type: "string" }, // api keys
     },
@@ -93,6 +97,7 @@ async function main(argv: string[]): Promise<void> {
     rateLimit: rl === "off" ? null : { region: rl, scale: rateLimitScale(values["rate-limit-scale"] ?? process.env.TROUPE_RATE_LIMIT_SCALE) },
     apiKeyAuth: apiKeyAuthFromFlags(command, values), // api keys
     dev: command === "dev",
+    trustedProxies: trustedProxiesFrom(values["trusted-proxies"]),
   });
   // The line tests and scripts wait for: keep its format stable.
   process.stdout.write(`troupe listening on ${server.url} (graphs: ${server.config.graphs.map((g) => g.graphId).join(", ")})\n`);

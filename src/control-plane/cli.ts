@@ -5,7 +5,7 @@ import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { startControlPlane } from "./server.ts";
 import { controlPlaneAuth } from "./auth/wiring.ts"; // auth
-import { UsageError } from "../cli-usage.ts";
+import { trustedProxiesFrom, UsageError } from "../cli-usage.ts";
 import { RUNTIME_DEFAULTS as D } from "../config/runtime-defaults.ts";
 
 export async function runControlPlaneCommand(args: string[]): Promise<void> {
@@ -16,6 +16,7 @@ export async function runControlPlaneCommand(args: string[]): Promise<void> {
       host: { type: "string" },
       "data-dir": { type: "string" },
       region: { type: "string" },
+      "trusted-proxies": { type: "string" },
     },
     strict: true,
   });
@@ -33,6 +34,8 @@ export async function runControlPlaneCommand(args: string[]): Promise<void> {
     region,
     rateLimit: off ? null : { region },
     guards: auth.guards,
+    verifiesKey: auth.verifiesKey,
+    trustedProxies: trustedProxiesFrom(values["trusted-proxies"]),
     extraRoutes: auth.extraRoutes,
     deployments: { rateLimit: off ? "off" : region, args: auth.deploymentArgs },
   });

@@ -8,6 +8,7 @@ import { buildOpenApi, CONTROL_PLANE_SECURITY, renderDocsHtml } from "../http/op
 import { json, type RouteDef } from "../http/types.ts";
 import { listen, type ListeningServer } from "../http/uws-server.ts";
 import { rateLimitGuard } from "../ratelimit/guard.ts";
+import type { TrustedProxies } from "../ratelimit/client-ip.ts";
 import { Deployer } from "./deployments/deployer.ts";
 import { DeploymentService } from "./deployments/service.ts";
 import { DeploymentStore } from "./deployments/store.ts";
@@ -54,6 +55,10 @@ export interface ControlPlaneOptions {
   extraRoutes?: RouteDef<any, any>[] | ((storage: ControlPlaneStorage) => RouteDef<any, any>[]);
   /** guards (API key / tenant checks) run after the rate limiter, before routing */
   guards?: Guard[] | ((storage: ControlPlaneStorage) => Guard[]);
+  /** does an x-api-key verify? Only such keys get rate-limit buckets of their own (else the client IP's) */
+  verifiesKey?: (storage: ControlPlaneStorage) => (key: string) => boolean;
+  /** reverse proxies whose X-Forwarded-For is honoured, here and (as --trusted-proxies) on deployment servers */
+  trustedProxies?: TrustedProxies;
   deployments?: DeploymentServerOptions;
   log?(message: string): void;
 }
@@ -92,6 +97,8 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     buildTimeoutMs: dep.buildTimeoutMs ?? 120_000,
     serverArgs: (d) => [
       "--rate-limit", serverRateLimit,
+      // explicit, so a deployment's secrets (env vars) cannot widen it
+      "--trusted-proxies", opts.trustedProxies?.cidrs.join(",") ?? "",
       ...(dep.workers !== undefined ? ["--workers", String(dep.workers)] : []),
       ...(dep.args?.(d) ?? []),
     ],
@@ -112,7 +119,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
 
   const dispatcher = new Dispatcher({ maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024 });
   const rateLimit = opts.rateLimit === undefined ? { region } : opts.rateLimit;
-  if (rateLimit) dispatcher.addGuard(rateLimitGuard(rateLimit));
+  if (rateLimit) dispatcher.addGuard(rateLimitGuard(rateLimit, { verifiesKey: opts.verifiesKey?.(storage), trustedProxies: opts.trustedProxies }));
   const guards = typeof opts.guards === "function" ? opts.guards(storage) : opts.guards ?? [];
   for (const g of guards) dispatcher.addGuard(g);
 

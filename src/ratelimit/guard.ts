@@ -1,13 +1,28 @@
 // The HTTP guard applying the platform rate limits: every reply carries the remaining budget
 // (X-RateLimit-*); a denied request gets 429 with Retry-After and a JSON detail.
+// It runs before authentication, so it decides itself who a request is: a request carrying an
+// x-api-key that verifies is counted under that key (and its x-user-id); any other request under
+// the client's IP only, so made-up keys or user ids do not mint fresh buckets.
 import type { Guard } from "../http/dispatch.ts";
 import { errorReply } from "../http/errors.ts";
+import type { TrustedProxies } from "./client-ip.ts";
 import { RateLimiter, rateLimitError, type RateLimiterOptions } from "./limiter.ts";
 
-export function rateLimitGuard(opts: RateLimiterOptions): Guard {
+export interface RateLimitIdentity {
+  /** does this x-api-key verify here? Absent (a server without API keys): identity headers never count */
+  verifiesKey?: (key: string) => boolean;
+  /** peers whose X-Forwarded-For names the client (client-ip.ts); absent: the peer is the client */
+  trustedProxies?: TrustedProxies;
+}
+
+export function rateLimitGuard(opts: RateLimiterOptions, identity: RateLimitIdentity = {}): Guard {
   const limiter = new RateLimiter(opts);
+  const { verifiesKey, trustedProxies } = identity;
   return (req, ctx) => {
-    const result = limiter.check(req.method, req.path, req.headers, req.clientIp);
+    const key = req.headers["x-api-key"];
+    const verified = key !== undefined && verifiesKey !== undefined && verifiesKey(key.trim());
+    const ip = trustedProxies ? trustedProxies.clientIp(req.clientIp, req.headers["x-forwarded-for"]) : req.clientIp;
+    const result = limiter.check(req.method, req.path, req.headers, ip, Date.now(), verified);
     if (result.allowed) {
       if (result.ruleId !== undefined) {
         const h = ctx.responseHeaders;

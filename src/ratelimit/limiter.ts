@@ -89,11 +89,13 @@ export class RateLimiter {
 
   /**
    * Counts one request. `headers` uses lower-case names (x-api-key, x-user-id); `path` may carry a
-   * query string. `nowMs` defaults to Date.now() (pass it explicitly in tests).
+   * query string. `nowMs` defaults to Date.now() (pass it explicitly in tests). `identified`
+   * false: the request's key did not verify, so x-api-key and x-user-id are ignored and it counts
+   * as an anonymous request of its IP.
    */
-  check(method: string, path: string, headers: RequestHeaders, clientIp: string, nowMs: number = Date.now()): RateLimitResult {
-    const apiKey = headerValue(headers, "x-api-key");
-    const userId = headerValue(headers, "x-user-id");
+  check(method: string, path: string, headers: RequestHeaders, clientIp: string, nowMs: number = Date.now(), identified = true): RateLimitResult {
+    const apiKey = identified ? headerValue(headers, "x-api-key") : undefined;
+    const userId = identified ? headerValue(headers, "x-user-id") : undefined;
     const ip = clientIp || "unknown";
     const n = this.compiled.collect(method, normalizePath(path), apiKey !== undefined, userId !== undefined, this.idx);
     if (n === 0) return UNLIMITED;

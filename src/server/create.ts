@@ -23,6 +23,7 @@ import { CronStore } from "../crons/store.ts";
 import { Dispatcher } from "../http/dispatch.ts";
 import { corsGuard, corsHeaders } from "../http/cors.ts";
 import { rateLimitGuard } from "../ratelimit/guard.ts";
+import type { TrustedProxies } from "../ratelimit/client-ip.ts";
 import { openApiKeyGuard, type ApiKeyAuthOptions } from "../http/api-key-guard.ts"; // api keys
 import { customAuthGuard, loadAuth } from "../auth/index.ts"; // custom auth
 import { listen, loadNativeUws } from "../http/uws-server.ts";
@@ -52,6 +53,8 @@ export interface ServerOptions {
   rateLimit?: { region: "us" | "eu"; scale?: number } | null;
   /** require X-Api-Key of this org, checked against the control plane's LMDB (src/http/api-key-guard.ts); null/undefined = off */
   apiKeyAuth?: ApiKeyAuthOptions | null;
+  /** reverse proxies whose X-Forwarded-For names the client the rate limits count (src/ratelimit/client-ip.ts) */
+  trustedProxies?: TrustedProxies;
   /**
    * `troupe dev`'s developer defaults (the server binds loopback): the Studio header is honoured
    * and webhooks may go to loopback/private addresses on any port unless the config says otherwise.
@@ -168,7 +171,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors) });
   dispatcher.addGuard(corsGuard(config.http.cors));
-  if (opts.rateLimit) dispatcher.addGuard(rateLimitGuard(opts.rateLimit));
+  // before authentication: only keys that verify get key buckets, everything else counts against its IP
+  if (opts.rateLimit) dispatcher.addGuard(rateLimitGuard(opts.rateLimit, { verifiesKey: apiKeys?.verifies, trustedProxies: opts.trustedProxies }));
   if (apiKeys) dispatcher.addGuard(apiKeys.guard); // api keys: after rate limits, before custom auth
   const groups: RouteDef<any, any>[][] = [];
   if (!config.http.disableMeta) groups.push(systemRoutes(app, () => dispatcher.routes));

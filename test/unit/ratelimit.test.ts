@@ -1,5 +1,6 @@
 // Platform rate limiter: exact shared buckets across real worker threads, GCRA refill, the spec's
 // rule table in both regions, all-or-nothing multi-rule counting, and safe eviction.
+import { TrustedProxies } from "../../src/ratelimit/client-ip.ts";
 import { Worker } from "node:worker_threads";
 import { attachBucketTable, bucketSpec, createBucketTable, newTakeResult } from "../../src/ratelimit/bucket-table.ts";
 import { keyOf } from "../../src/ratelimit/key-hash.ts";
@@ -273,5 +274,21 @@ describe("eviction", () => {
     expect(() => attachBucketTable(table.buffer, { slots: 64 })).toThrow(/32 slots/);
     expect(() => attachBucketTable(new SharedArrayBuffer(1024))).toThrow(/magic/);
     expect(() => createBucketTable({ slots: 100 })).toThrow(/power of two/);
+  });
+});
+
+describe("TrustedProxies (X-Forwarded-For)", () => {
+  const proxies = TrustedProxies.parse("10.0.0.0/8, 192.0.2.7, fd00::/8");
+  it("names the right-most hop that is not a trusted proxy, and only when the peer is one", () => {
+    expect(proxies.clientIp("10.1.2.3", "198.51.100.1")).toBe("198.51.100.1");
+    expect(proxies.clientIp("10.1.2.3", "6.6.6.6, 198.51.100.1, 10.9.9.9")).toBe("198.51.100.1"); // spoofed left part ignored
+    expect(proxies.clientIp("::ffff:10.1.2.3", "198.51.100.1")).toBe("198.51.100.1"); // IPv4-mapped peer
+    expect(proxies.clientIp("fd00::1", "2001:db8::5")).toBe("2001:db8::5");
+    expect(proxies.clientIp("192.0.2.7", "10.0.0.1, 10.0.0.2")).toBe("10.0.0.1"); // all trusted: the left-most
+    expect(proxies.clientIp("198.51.100.9", "1.2.3.4")).toBe("198.51.100.9"); // untrusted peer: header ignored
+    expect(proxies.clientIp("10.1.2.3", undefined)).toBe("10.1.2.3");
+  });
+  it("refuses malformed entries", () => {
+    for (const bad of ["10.0.0.0/33", "nope", "10.0.0.0/8/1", "fd00::/129", "10.0.0.0/x"]) expect(() => TrustedProxies.parse(bad), bad).toThrow(/not an IP address or CIDR/);
   });
 });
