@@ -29,6 +29,8 @@ Usage:
   --rate-limit-scale F  multiply every limit by F (e.g. 100000 to measure the limiter's cost under load)
   --trusted-proxies CIDRS  comma-separated addresses/CIDRs of reverse proxies whose X-Forwarded-For
                     names the client the rate limits count (env TROUPE_TRUSTED_PROXIES; default none)
+  --project-root DIR  refuse a config that is, or names files, outside DIR (the control plane passes
+                    each deployment its organization's projects directory)
 ${SERVE_AUTH_USAGE}`;
 
 async function main(argv: string[]): Promise<void> {
@@ -71,6 +73,7 @@ async function main(argv: string[]): Promise<void> {
       "rate-limit": { type: "string" },
       "rate-limit-scale": { type: "string" },
       "trusted-proxies": { type: "string" },
+      "project-root": { type: "string" },
       "control-plane-dir": { type: "string" }, // api keys
       org: { type: "string" }, // api keys
     },
@@ -98,6 +101,7 @@ async function main(argv: string[]): Promise<void> {
     apiKeyAuth: apiKeyAuthFromFlags(command, values), // api keys
     dev: command === "dev",
     trustedProxies: trustedProxiesFrom(values["trusted-proxies"]),
+    projectRoot: values["project-root"] === undefined ? undefined : resolve(values["project-root"]),
   });
   // The line tests and scripts wait for: keep its format stable.
   process.stdout.write(`troupe listening on ${server.url} (graphs: ${server.config.graphs.map((g) => g.graphId).join(", ")})\n`);

@@ -4,7 +4,7 @@
 import { Client } from "@langchain/langgraph-sdk";
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -265,8 +265,17 @@ describe("deployment server: X-Api-Key of the deployment's organization", () => 
 
 describe("control plane flow with keys", () => {
   it("creates a deployment for the caller's org whose server requires that org's keys", async () => {
-    const created = await api("POST", "/v2/deployments", acmeKey, {
+    // the org's projects directory: <control plane data>/projects/<org id> (packages through a link)
+    const projects = join(cpDir, "projects", acmeId);
+    mkdirSync(projects, { recursive: true });
+    cpSync(join(REPO, "examples"), join(projects, "examples"), { recursive: true });
+    symlinkSync(join(REPO, "node_modules"), join(projects, "node_modules"));
+    const elsewhere = await api("POST", "/v2/deployments", acmeKey, {
       name: "keyed", source: "internal_source", source_config: {}, source_revision_config: { langgraph_config_path: join(REPO, "examples/service.json") }, secrets: [],
+    });
+    expect(elsewhere.status).toBe(422);
+    const created = await api("POST", "/v2/deployments", acmeKey, {
+      name: "keyed", source: "internal_source", source_config: {}, source_revision_config: { langgraph_config_path: "examples" }, secrets: [],
     });
     expect(created.status).toBe(201);
     const d = created.body as { id: string; url: string; latest_revision_id: string };

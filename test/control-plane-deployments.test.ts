@@ -4,7 +4,7 @@
 // redeploy, paging, crash restart, control-plane restart, delete.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -12,7 +12,11 @@ import { startControlPlane, type ControlPlaneOptions, type RunningControlPlane }
 import { buildRevision } from "../src/control-plane/deployments/build.ts";
 
 const REPO = fileURLToPath(new URL("..", import.meta.url));
-const EXAMPLES_CONFIG = join(REPO, "examples/service.json");
+/** the tenant of requests without auth guards or X-Tenant-Id (routes.ts) */
+const TENANT = "00000000-0000-0000-0000-000000000000";
+/** examples/ copied into the tenant's projects directory (deployment sources must be there) */
+let EXAMPLES_CONFIG: string;
+let tenantDir: string;
 const HAPPY = ["CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING", "DEPLOYED"];
 const TERMINAL = new Set(["DEPLOYED", "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "SKIPPED", "INTERRUPTED"]);
 /** per-test limit of the steps that start servers (2 shared cores: a start can take 10 s under load) */
@@ -113,21 +117,30 @@ const serverPid = (id: string) => cp.deployments.deployer.supervisor.pid(id);
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "troupe-cp-"));
+  // The default projects directory of the default tenant: <data dir>/projects/<tenant id>. Packages
+  // resolve through a node_modules link there (a link is fine: only the project's own files must be inside).
+  tenantDir = join(dir, "projects", TENANT);
+  mkdirSync(tenantDir, { recursive: true });
+  cpSync(join(REPO, "examples"), join(tenantDir, "examples"), { recursive: true });
+  symlinkSync(join(REPO, "node_modules"), join(tenantDir, "node_modules"));
+  EXAMPLES_CONFIG = join(tenantDir, "examples/service.json");
   // Projects that fail to build: a graph module throwing at import, and one not exporting a graph.
-  projectDir = mkdtempSync(join(tmpdir(), "troupe-cp-project-"));
+  projectDir = join(tenantDir, "boom");
+  mkdirSync(projectDir);
   // slow to fail (1 s), so a rollout of it keeps the deployment's lane busy for a while
   writeFileSync(join(projectDir, "boom.mjs"), 'await new Promise((r) => setTimeout(r, 1000));\nthrow new Error("boom at import");\n');
   writeFileSync(join(projectDir, "service.json"), JSON.stringify({ graphs: { boom: "./boom.mjs:graph" } }));
   // The same graphs as examples/, plus a module whose import waits for a file: the test decides
   // when the BUILDING step of a revision using this config may end.
-  gatedDir = mkdtempSync(join(tmpdir(), "troupe-cp-gated-"));
+  gatedDir = join(tenantDir, "gated");
+  mkdirSync(gatedDir);
   writeFileSync(join(gatedDir, "gate.mjs"), [
     'import { existsSync } from "node:fs";',
     'while (!existsSync(new URL("./release", import.meta.url))) await new Promise((r) => setTimeout(r, 25));',
     "export const graph = () => { throw new Error(\"the gate graph is not runnable\"); };",
   ].join("\n"));
   writeFileSync(join(gatedDir, "service.json"), JSON.stringify({
-    graphs: { echo: join(REPO, "examples/echo.ts:graph"), slow: join(REPO, "examples/slow.ts:graph"), gate: "./gate.mjs:graph" },
+    graphs: { echo: "../examples/echo.ts:graph", slow: "../examples/slow.ts:graph", gate: "./gate.mjs:graph" },
   }));
   cp = await startControlPlane(opts());
 });
@@ -136,8 +149,6 @@ afterAll(async () => {
   await cp?.close();
   for (const pid of pidsSeen) if (alive(pid)) process.kill(pid, "SIGKILL");
   rmSync(dir, { recursive: true, force: true });
-  rmSync(projectDir, { recursive: true, force: true });
-  rmSync(gatedDir, { recursive: true, force: true });
 });
 
 describe("control plane: deployments", () => {
@@ -184,6 +195,65 @@ describe("control plane: deployments", () => {
     expect(Object.keys(doc.body.paths)).toEqual(expect.arrayContaining(["/v2/deployments", "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy"]));
   });
 
+  it("confines sources to the organization's projects directory, and never echoes a file's contents", async () => {
+    type Detail = { detail: { loc: (string | number)[]; msg: string }[] };
+    // another organization's project, with the .env it deploys with
+    const otherTenant = "01a20000-0000-7000-8000-00000000beef";
+    const otherDir = join(dir, "projects", otherTenant, "agent");
+    mkdirSync(otherDir, { recursive: true });
+    writeFileSync(join(otherDir, ".env"), "OPENAI_API_KEY=other-tenant-secret\n");
+    writeFileSync(join(otherDir, "service.json"), JSON.stringify({ graphs: { echo: "./echo.ts:graph" }, env: ".env" }));
+    symlinkSync("/etc", join(tenantDir, "etc-link"));
+    const create = (name: string, path: string, headers: Record<string, string> = {}) =>
+      fetch(`${cp.url}/v2/deployments`, {
+        method: "POST", headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify({ name, source: "internal_source", source_revision_config: { langgraph_config_path: path }, secrets: [] }),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as Detail & Deployment }));
+    for (const path of ["/etc/shadow", "/etc/passwd", otherDir, join(otherDir, "service.json"), `../${otherTenant}/agent`, "etc-link/passwd", join(REPO, "examples/service.json")]) {
+      const r = await create("outside", path);
+      expect(r.status, path).toBe(422);
+      expect(r.body.detail).toEqual([{ loc: ["body", "source_revision_config", "langgraph_config_path"], msg: expect.stringContaining("inside this organization's projects directory"), type: "value_error" }]);
+    }
+    // relative paths resolve against the organization's own directory
+    const relative = await create("relative-path", "examples");
+    expect(relative.status).toBe(201);
+    expect(relative.body.source_revision_config.langgraph_config_path).toBe(EXAMPLES_CONFIG);
+    expect((await api("DELETE", `/v2/deployments/${relative.body.id}`)).status).toBe(204);
+
+    // A config inside may not name files outside (graphs, dotenv); a file that is not a config is
+    // reported without its contents.
+    const sneaky = join(tenantDir, "sneaky");
+    mkdirSync(sneaky);
+    writeFileSync(join(sneaky, "service.json"), JSON.stringify({ graphs: { theirs: join(otherDir, "../../", TENANT, "examples/echo.ts:graph"), host: "/etc/passwd:graph" }, env: join(otherDir, ".env") }));
+    writeFileSync(join(sneaky, "shadow-like.json"), "root:$6$saltsalt$hashhashhash:19000:0:99999:7:::\n");
+    const named = await create("names-outside", sneaky);
+    const notJson = await create("not-json", join(sneaky, "shadow-like.json"));
+    expect([named.status, notJson.status]).toEqual([201, 201]);
+    const built = await pollRevision(named.body, named.body.latest_revision_id);
+    expect(built.rev.status).toBe("BUILD_FAILED");
+    expect(built.rev.status_message).toContain("/etc/passwd is outside the project root");
+    expect(built.rev.status_message).toContain(`dotenv file ${join(otherDir, ".env")} is outside the project root`);
+    expect(built.rev.status_message).not.toContain("other-tenant-secret");
+    const broken = await pollRevision(notJson.body, notJson.body.latest_revision_id);
+    expect(broken.rev.status).toBe("BUILD_FAILED");
+    expect(broken.rev.status_message).toContain("invalid JSON");
+    expect(broken.rev.status_message).not.toMatch(/root|\$6\$|hash/);
+    // PATCH to a path outside is refused like a create
+    const outside = await api<Detail>("PATCH", `/v2/deployments/${named.body.id}`, { source_revision_config: { langgraph_config_path: "/etc/passwd" } });
+    expect(outside.status).toBe(422);
+    // secrets cannot set the platform's own variables (rate limits, trusted proxies, keys)
+    const reserved = await api<Detail>("PATCH", `/v2/deployments/${named.body.id}`, { secrets: [{ name: "TROUPE_RATE_LIMIT_SCALE", value: "100000" }] });
+    expect(reserved.status).toBe(422);
+    expect(reserved.body.detail[0].loc).toEqual(["body", "secrets", 0, "name"]);
+    for (const d of [named.body, notJson.body]) expect((await api("DELETE", `/v2/deployments/${d.id}`)).status).toBe(204);
+    // the other organization deploys its own project by a path relative to its directory
+    const theirs = await create("their-agent", "agent", { "x-tenant-id": otherTenant });
+    expect(theirs.status).toBe(201);
+    expect(theirs.body.source_revision_config.langgraph_config_path).toBe(join(otherDir, "service.json"));
+    const res = await fetch(`${cp.url}/v2/deployments/${theirs.body.id}`, { method: "DELETE", headers: { "x-tenant-id": otherTenant } });
+    expect(res.status).toBe(204);
+  });
+
   it("creates a deployment; its revision walks the statuses and is DEPLOYED only once /ok answers", async () => {
     const created = await api<Deployment>("POST", "/v2/deployments", {
       name: "agent-one", source: "internal_source", source_config: {},
@@ -197,7 +267,7 @@ describe("control plane: deployments", () => {
 
     // The failing projects build meanwhile (their own lanes).
     badPath = (await api<Deployment>("POST", "/v2/deployments", {
-      name: "bad-path", source: "internal_source", source_config: null, source_revision_config: { langgraph_config_path: join(dir, "nowhere/service.json") }, secrets: [],
+      name: "bad-path", source: "internal_source", source_config: null, source_revision_config: { langgraph_config_path: join(tenantDir, "nowhere/service.json") }, secrets: [],
     })).body;
     badImport = (await api<Deployment>("POST", "/v2/deployments", {
       name: "bad-import", source: "internal_source", source_config: null, source_revision_config: { langgraph_config_path: projectDir }, secrets: [],
@@ -400,12 +470,12 @@ describe("control plane: the BUILDING step's import check", () => {
   // The graphs are compiled and imported in a child process as `troupe serve` loads them
   // (src/loader/: esbuild bundles, no tsx), so what passes the check is what a server can load.
   it("passes the example graphs and fails a TypeScript graph that does not compile, naming it", async () => {
-    expect(await buildRevision(EXAMPLES_CONFIG, { env: {}, timeoutMs: 120_000 })).toMatchObject({ ok: true, graphs: expect.arrayContaining(["agent", "echo"]) });
+    expect(await buildRevision(EXAMPLES_CONFIG, { env: {}, timeoutMs: 120_000, root: tenantDir })).toMatchObject({ ok: true, graphs: expect.arrayContaining(["agent", "echo"]) });
     const broken = mkdtempSync(join(tmpdir(), "troupe-cp-broken-"));
     try {
       writeFileSync(join(broken, "graph.ts"), "export const graph = (;\n");
       writeFileSync(join(broken, "service.json"), JSON.stringify({ graphs: { broken: "./graph.ts:graph" } }));
-      const result = await buildRevision(join(broken, "service.json"), { env: {}, timeoutMs: 120_000 });
+      const result = await buildRevision(join(broken, "service.json"), { env: {}, timeoutMs: 120_000, root: broken });
       expect(result.ok).toBe(false);
       expect(!result.ok && result.message).toMatch(/graph "broken": importing .*graph\.ts failed: it does not compile: .*Unexpected/s);
     } finally {

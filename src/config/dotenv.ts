@@ -22,7 +22,8 @@ export function parseDotenv(text: string): DotenvResult {
     if (trimmed === "" || trimmed.startsWith("#")) continue;
     const m = ASSIGN.exec(line);
     if (!m) {
-      errors.push({ line: lineNo, message: `expected KEY=VALUE, got ${JSON.stringify(trimmed.slice(0, 40))}` });
+      // the line itself is not quoted: a misnamed file (a key file, /etc/shadow) must not leak into errors
+      errors.push({ line: lineNo, message: "expected KEY=VALUE" });
       continue;
     }
     const key = m[1];

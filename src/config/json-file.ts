@@ -11,10 +11,18 @@ export function lineColumn(text: string, offset: number): { line: number; column
   return { line: lines.length, column: lines[lines.length - 1].length + 1 };
 }
 
+/**
+ * Where the JSON breaks, never what the file says there: V8's message quotes the text ("Unexpected
+ * token 'r', \"root:$6$…\" is not valid JSON"), and a config path naming some other file (a key, a
+ * password file) must not put its contents into an error that reaches logs or API replies.
+ */
 function syntaxProblem(text: string, err: Error): string {
   const match = /at position (\d+)/.exec(err.message);
-  const offset = match ? Number(match[1]) : /end of JSON input/.test(err.message) ? text.length : null;
-  const detail = err.message.replace(/ in JSON at position \d+.*$/, "");
+  const atEnd = /end of JSON input/.test(err.message);
+  const offset = match ? Number(match[1]) : atEnd ? text.length : null;
+  // V8's own wording where it quotes nothing ("Expected ',' or '}' after property value"), else a plain one
+  const own = err.message.replace(/ in JSON at position \d+.*$/, "");
+  const detail = atEnd ? "unexpected end of input" : /^(Expected|Bad|Unterminated|Exponent|No number)[^"]*$/.test(own) ? own : "unexpected character";
   if (offset === null) return `invalid JSON: ${detail}`;
   const { line, column } = lineColumn(text, offset);
   return `invalid JSON at line ${line}, column ${column}: ${detail}`;

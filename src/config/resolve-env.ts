@@ -4,13 +4,18 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parseDotenv } from "./dotenv.ts";
+import { isInside } from "./root.ts";
 import type { ProblemCollector } from "./errors.ts";
 import type { RawConfig } from "./types.ts";
 
-export async function resolveEnvBlock(env: RawConfig["env"], dir: string, out: ProblemCollector): Promise<Record<string, string>> {
+export async function resolveEnvBlock(env: RawConfig["env"], dir: string, out: ProblemCollector, root?: string): Promise<Record<string, string>> {
   if (env === undefined) return {};
   if (typeof env !== "string") return { ...env };
   const filePath = path.resolve(dir, env);
+  if (root !== undefined && !isInside(root, filePath)) {
+    out.error(["env"], `dotenv file ${filePath} is outside the project root ${root}`);
+    return {};
+  }
   let text: string;
   try {
     text = await readFile(filePath, "utf8");

@@ -2,7 +2,7 @@
 // in (API keys, tenants, token records; src/control-plane/auth/wiring.ts) and stops it (draining
 // every deployment server) on SIGINT/SIGTERM. Called from src/cli.ts.
 import { parseArgs } from "node:util";
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { startControlPlane } from "./server.ts";
 import { controlPlaneAuth } from "./auth/wiring.ts"; // auth
 import { trustedProxiesFrom, UsageError } from "../cli-usage.ts";
@@ -17,6 +17,8 @@ export async function runControlPlaneCommand(args: string[]): Promise<void> {
       "data-dir": { type: "string" },
       region: { type: "string" },
       "trusted-proxies": { type: "string" },
+      "projects-root": { type: "string" },
+      "shared-projects": { type: "boolean" },
     },
     strict: true,
   });
@@ -35,6 +37,7 @@ export async function runControlPlaneCommand(args: string[]): Promise<void> {
     rateLimit: off ? null : { region },
     guards: auth.guards,
     verifiesKey: auth.verifiesKey,
+    projects: { root: resolve(values["projects-root"] ?? process.env.TROUPE_PROJECTS_ROOT ?? join(dataDir, "projects")), perTenant: !values["shared-projects"] },
     trustedProxies: trustedProxiesFrom(values["trusted-proxies"]),
     extraRoutes: auth.extraRoutes,
     deployments: { rateLimit: off ? "off" : region, args: auth.deploymentArgs },

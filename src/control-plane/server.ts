@@ -1,8 +1,8 @@
 // Starts the control plane: its LMDB env → deployment service (relaunching every active revision)
 // → Dispatcher with the rate limiter, guards and routes handed in by other modules (auth, tokens)
 // → uWebSockets.js listener. Returns a handle whose close() drains every deployment server.
-import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { mkdirSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { Dispatcher, type Guard } from "../http/dispatch.ts";
 import { buildOpenApi, CONTROL_PLANE_SECURITY, renderDocsHtml } from "../http/openapi.ts";
 import { json, type RouteDef } from "../http/types.ts";
@@ -11,6 +11,7 @@ import { rateLimitGuard } from "../ratelimit/guard.ts";
 import type { TrustedProxies } from "../ratelimit/client-ip.ts";
 import { Deployer } from "./deployments/deployer.ts";
 import { DeploymentService } from "./deployments/service.ts";
+import { ProjectRoots, type ProjectRootsOptions } from "./deployments/project-roots.ts";
 import { DeploymentStore } from "./deployments/store.ts";
 import type { DeploymentRecord } from "./deployments/types.ts";
 import { controlPlaneRoutes } from "./routes.ts";
@@ -51,6 +52,11 @@ export interface ControlPlaneOptions {
   rateLimit?: { region: Region; scale?: number } | null;
   /** default 1 MiB */
   maxBodyBytes?: number;
+  /**
+   * Where deployment sources may live: each organization's projects in `<root>/<tenant id>`, or
+   * (perTenant false) all in `root`. Default `{ root: <dataDir>/projects, perTenant: true }`.
+   */
+  projects?: ProjectRootsOptions;
   /** route groups of other control-plane modules (auth tokens, keys), given the storage */
   extraRoutes?: RouteDef<any, any>[] | ((storage: ControlPlaneStorage) => RouteDef<any, any>[]);
   /** guards (API key / tenant checks) run after the rate limiter, before routing */
@@ -88,6 +94,8 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const storage = openControlPlaneStorage(dataDir);
   const store = new DeploymentStore(storage);
   const serverRateLimit = dep.rateLimit ?? region;
+  const projects = new ProjectRoots(opts.projects ?? { root: join(dataDir, "projects") });
+  mkdirSync(projects.root, { recursive: true });
 
   const deployer = new Deployer(store, {
     dataDir,
@@ -99,6 +107,8 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
       "--rate-limit", serverRateLimit,
       // explicit, so a deployment's secrets (env vars) cannot widen it
       "--trusted-proxies", opts.trustedProxies?.cidrs.join(",") ?? "",
+      // every start re-checks that the config and its files are in the organization's directory
+      ...(projects.of(d.tenant_id) !== undefined ? ["--project-root", projects.of(d.tenant_id)!] : []),
       ...(dep.workers !== undefined ? ["--workers", String(dep.workers)] : []),
       ...(dep.args?.(d) ?? []),
     ],
@@ -108,6 +118,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
       TROUPE_TENANT_ID: d.tenant_id,
       ...(dep.env?.(d) ?? {}),
     }),
+    projectRoot: (d) => projects.of(d.tenant_id),
     supervisor: {
       readyTimeoutMs: dep.readyTimeoutMs,
       stopTimeoutMs: dep.stopTimeoutMs,
@@ -115,7 +126,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     },
     log,
   });
-  const deployments = new DeploymentService(store, deployer, depHost);
+  const deployments = new DeploymentService(store, deployer, depHost, projects);
 
   const dispatcher = new Dispatcher({ maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024 });
   const rateLimit = opts.rateLimit === undefined ? { region } : opts.rateLimit;

@@ -53,6 +53,8 @@ export interface ServerOptions {
   rateLimit?: { region: "us" | "eu"; scale?: number } | null;
   /** require X-Api-Key of this org, checked against the control plane's LMDB (src/http/api-key-guard.ts); null/undefined = off */
   apiKeyAuth?: ApiKeyAuthOptions | null;
+  /** the config and every file it names must be inside this directory (LoadConfigOptions.root) */
+  projectRoot?: string;
   /** reverse proxies whose X-Forwarded-For names the client the rate limits count (src/ratelimit/client-ip.ts) */
   trustedProxies?: TrustedProxies;
   /**
@@ -79,7 +81,7 @@ export function packageVersion(): string {
 
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   loadNativeUws(); // refuse early, before spawning workers, if only the JS fallback is available
-  const config = await loadConfig(opts.configPath);
+  const config = await loadConfig(opts.configPath, { root: opts.projectRoot });
   for (const w of config.warnings) console.warn(`[troupe] ${w}`);
   const nativeMemoryProblem = nativeMemoryError();
   if (nativeMemoryProblem !== undefined) {

@@ -307,6 +307,34 @@ describe("loadConfig: bad configs", () => {
     await expectConfigError(file, {}, "service.json", "env:", "line 2", "expected KEY=VALUE");
   });
 
+  it("never quotes the contents of a file that is not a config or a dotenv file", async () => {
+    const shadow = write("shadow", "root:$6$saltsalt$hashhashhash:19000:0:99999:7:::\n");
+    const err = await expectConfigError(shadow, {}, "invalid JSON");
+    expect(err.message).not.toMatch(/root|\$6\$|hash/);
+    const file = writeConfig({ graphs: { agent: "./agent.ts" }, env: "./shadow" });
+    const envErr = await expectConfigError(file, {}, "line 1: expected KEY=VALUE");
+    expect(envErr.message).not.toMatch(/root|\$6\$|hash/);
+  });
+
+  it("with a root, refuses a config or files it names outside it, without reading them", async () => {
+    const inside = path.join(dir, "project");
+    fs.mkdirSync(inside, { recursive: true });
+    write("project/agent.ts", "export const graph = {};\n");
+    write("outside.env", "TOKEN=elsewhere\n");
+    const config = path.join(inside, "service.json");
+    fs.writeFileSync(config, JSON.stringify({ graphs: { mine: "./agent.ts", theirs: "../agent.ts" }, env: "../outside.env" }));
+    write("agent.ts", "export const graph = {};\n");
+    const err = (await loadConfig(config, { root: inside }).catch((e: unknown) => e)) as ConfigError;
+    expect(err).toBeInstanceOf(ConfigError);
+    expect(err.message).toContain(`graphs.theirs: ${path.join(dir, "agent.ts")} is outside the project root ${inside}`);
+    expect(err.message).toContain(`env: dotenv file ${path.join(dir, "outside.env")} is outside the project root`);
+    expect(err.message).not.toContain("graphs.mine");
+    await expect(loadConfig(writeConfig({ graphs: { agent: "./agent.ts" } }), { root: inside })).rejects.toThrow(/the config file is outside the project root/);
+    // without a root the same files load
+    fs.writeFileSync(config, JSON.stringify({ graphs: { mine: "./agent.ts", theirs: "../agent.ts" }, env: "../outside.env" }));
+    expect((await loadConfig(config)).env).toEqual({ TOKEN: "elsewhere" });
+  });
+
   it("missing config file", async () => {
     await expectConfigError(path.join(dir, "absent", "service.json"), {}, "service.json", "file not found");
   });

@@ -16,6 +16,8 @@ export interface BuildOptions {
   env: Record<string, string>;
   timeoutMs: number;
   signal?: AbortSignal;
+  /** the organization's projects directory: the config and every file it names must be inside */
+  root: string;
 }
 
 const CHECK_SOURCE = fileURLToPath(new URL("./build-check.ts", import.meta.url));
@@ -37,7 +39,7 @@ function compiledCheckEntry(): Promise<string> {
 
 export async function buildRevision(configPath: string, opts: BuildOptions): Promise<BuildCheckResult> {
   try {
-    await loadConfig(configPath, { env: { ...process.env, ...opts.env } });
+    await loadConfig(configPath, { env: { ...process.env, ...opts.env }, root: opts.root });
   } catch (err) {
     return { ok: false, message: err instanceof ConfigError ? err.message : `cannot load ${configPath}: ${(err as Error)?.message ?? String(err)}` };
   }

@@ -23,6 +23,8 @@ export interface DeployerOptions {
   serverArgs(d: DeploymentRecord): string[];
   /** extra env per deployment (wins over secrets) */
   serverEnv(d: DeploymentRecord): Record<string, string>;
+  /** the directory a deployment's sources must be inside (its organization's projects directory) */
+  projectRoot(d: DeploymentRecord): string | undefined;
   supervisor: Omit<SupervisorOptions, "onCrash" | "onPid" | "onRestarted" | "log">;
   log(message: string): void;
 }
@@ -128,12 +130,15 @@ export class Deployer {
     await this.setRev(deploymentId, revisionId, "AWAITING_BUILD");
     await this.setRev(deploymentId, revisionId, "BUILDING");
     const rev = this.store.getRevision(deploymentId, revisionId)!;
+    const root = this.o.projectRoot(this.store.get(deploymentId)!);
+    if (root === undefined) return this.end(deploymentId, revisionId, "BUILD_FAILED", "this tenant id cannot name a projects directory");
     const abort = new AbortController();
     this.builds.set(deploymentId, abort);
     const built = await buildRevision(rev.source_revision_config.langgraph_config_path, {
       env: secretsEnv(rev.secrets),
       timeoutMs: this.o.buildTimeoutMs,
       signal: abort.signal,
+      root,
     }).finally(() => this.builds.delete(deploymentId));
     if (this.gone(deploymentId)) return;
     if (!built.ok) return this.end(deploymentId, revisionId, "BUILD_FAILED", built.message);

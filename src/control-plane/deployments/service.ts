@@ -7,6 +7,7 @@ import type { Deployer } from "./deployer.ts";
 import { allocatePort } from "./ports.ts";
 import type { DeploymentStore } from "./store.ts";
 import type { DeploymentRecord, RevisionRecord, Secret, SourceRevisionConfig } from "./types.ts";
+import type { ProjectRoots } from "./project-roots.ts";
 import { checkCreate, planPatch, type CreateRequest, type PatchRequest } from "./validate.ts";
 
 export class DeploymentService {
@@ -17,10 +18,11 @@ export class DeploymentService {
     readonly store: DeploymentStore,
     readonly deployer: Deployer,
     private readonly bindHost: string,
+    readonly projects: ProjectRoots,
   ) {}
 
   async create(req: CreateRequest, tenantId: string): Promise<DeploymentRecord> {
-    const checked = checkCreate(req);
+    const checked = checkCreate(req, (p) => this.projects.resolveConfigPath(tenantId, p));
     const port = await allocatePort(this.bindHost, new Set([...this.portsGiven, ...this.store.all().map((d) => d.port)]));
     this.portsGiven.add(port);
     const now = nowIso();
@@ -53,7 +55,7 @@ export class DeploymentService {
   async patch(id: string, req: PatchRequest, tenantId: string): Promise<DeploymentRecord> {
     const cur = this.store.require(id, tenantId);
     if (cur.status === "AWAITING_DELETE") throw deletingConflict(id);
-    const plan = planPatch(req, cur);
+    const plan = planPatch(req, cur, (p) => this.projects.resolveConfigPath(tenantId, p));
     const inPlace: Partial<DeploymentRecord> = {};
     if (plan.displayName !== undefined) inPlace.display_name = plan.displayName;
     if (plan.sourceConfig !== undefined) inPlace.source_config = plan.sourceConfig;

@@ -1,15 +1,20 @@
 // Rules the JSON Schemas cannot express for DeploymentCreateRequest / DeploymentPatchRequest:
-// names, the supported source, secrets, and resolving `langgraph_config_path` to a file.
+// names, the supported source, secrets, and resolving `langgraph_config_path` to a file inside the
+// organization's projects directory (project-roots.ts).
 // Violations are VALIDATION errors (422 HTTPValidationError items naming the body field).
-import { statSync } from "node:fs";
-import { join, resolve } from "node:path";
 import { TroupeError, type ValidationIssue } from "../../errors.ts";
+import type { ResolvedSource } from "./project-roots.ts";
 import type { JsonObject } from "../../storage/records.ts";
 import type { Secret, SecretReference, SourceRevisionConfig } from "./types.ts";
 
 /** Names are taken as given, never rewritten: lowercase letters, digits and inner hyphens. */
 export const NAME_RE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const SECRET_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** Env vars the control plane sets for a deployment server, or that would change its limits: not a tenant's to set. */
+const RESERVED_SECRET = /^TROUPE_/i;
+
+/** langgraph_config_path as given → the absolute config file, or why it is refused. */
+export type ConfigPathResolver = (given: string) => ResolvedSource;
 
 export interface CreateRequest {
   name: string;
@@ -45,14 +50,14 @@ class Issues {
   }
 }
 
-export function checkCreate(req: CreateRequest): { sourceRevisionConfig: SourceRevisionConfig; secrets: Secret[] } {
+export function checkCreate(req: CreateRequest, resolvePath: ConfigPathResolver): { sourceRevisionConfig: SourceRevisionConfig; secrets: Secret[] } {
   const out = new Issues();
   if (!NAME_RE.test(req.name)) {
     const hint = suggestName(req.name);
     out.add(["name"], `Name must be 1-63 lowercase letters, digits or hyphens, starting and ending with a letter or digit${hint ? ` (e.g. "${hint}")` : ""}`);
   }
   checkSource(req.source, ["source"], out);
-  const src = checkRevisionConfig(req.source_revision_config, true, out);
+  const src = checkRevisionConfig(req.source_revision_config, true, resolvePath, out);
   const secrets = checkSecrets(req.secrets ?? [], out);
   checkSecretReferences(req.secret_references, out);
   out.throwIfAny();
@@ -71,7 +76,7 @@ export interface PatchPlan {
  * list, makes a new revision (an empty list means "unchanged": secrets cannot all be cleared);
  * `display_name` and `source_config` change in place. Omitted fields carry over from the latest revision.
  */
-export function planPatch(req: PatchRequest, current: { name: string; source_revision_config: SourceRevisionConfig; secrets: Secret[] }): PatchPlan {
+export function planPatch(req: PatchRequest, current: { name: string; source_revision_config: SourceRevisionConfig; secrets: Secret[] }, resolvePath: ConfigPathResolver): PatchPlan {
   const out = new Issues();
   if (req.name !== undefined && req.name !== current.name) out.add(["name"], "Name is immutable");
   if (req.revision_source != null) checkSource(req.revision_source, ["revision_source"], out);
@@ -82,7 +87,7 @@ export function planPatch(req: PatchRequest, current: { name: string; source_rev
   let src: SourceRevisionConfig | undefined;
   const given = req.source_revision_config;
   if (given != null && Object.values(given).some((v) => v != null)) {
-    src = checkRevisionConfig({ ...given, langgraph_config_path: given.langgraph_config_path ?? current.source_revision_config.langgraph_config_path }, false, out);
+    src = checkRevisionConfig({ ...given, langgraph_config_path: given.langgraph_config_path ?? current.source_revision_config.langgraph_config_path }, false, resolvePath, out);
   }
   const secrets = req.secrets != null && req.secrets.length > 0 ? checkSecrets(req.secrets, out) : undefined;
   out.throwIfAny();
@@ -98,7 +103,7 @@ function checkSource(source: string, loc: string[], out: Issues): void {
 
 const UNSUPPORTED_REVISION_FIELDS = ["repo_ref", "image_uri", "source_tarball_path", "repo_commit_sha"];
 
-function checkRevisionConfig(c: CreateRequest["source_revision_config"], required: boolean, out: Issues): SourceRevisionConfig | undefined {
+function checkRevisionConfig(c: CreateRequest["source_revision_config"], required: boolean, resolvePath: ConfigPathResolver, out: Issues): SourceRevisionConfig | undefined {
   if (c == null) {
     if (required) out.add(["source_revision_config"], "Field required for internal_source: give langgraph_config_path", "missing");
     return undefined;
@@ -111,37 +116,19 @@ function checkRevisionConfig(c: CreateRequest["source_revision_config"], require
     out.add(["source_revision_config", "langgraph_config_path"], "Field required: path of the project's service.json or langgraph.json", "missing");
     return undefined;
   }
-  return { langgraph_config_path: resolveConfigPath(p) };
-}
-
-/**
- * Relative paths resolve against the control plane's working directory. A directory names the
- * service.json (else langgraph.json) inside it. Existence is not checked here: a missing file ends
- * the revision as BUILD_FAILED with the reason, like any other build problem.
- */
-export function resolveConfigPath(p: string): string {
-  const abs = resolve(p);
-  try {
-    if (statSync(abs).isDirectory()) {
-      for (const name of ["service.json", "langgraph.json"]) {
-        const candidate = join(abs, name);
-        try {
-          if (statSync(candidate).isFile()) return candidate;
-        } catch {
-          /* try the next name */
-        }
-      }
-    }
-  } catch {
-    /* missing: reported by the build */
+  const resolved = resolvePath(p);
+  if (!resolved.ok) {
+    out.add(["source_revision_config", "langgraph_config_path"], resolved.problem);
+    return undefined;
   }
-  return abs;
+  return { langgraph_config_path: resolved.path };
 }
 
 function checkSecrets(secrets: Secret[], out: Issues): Secret[] {
   const seen = new Set<string>();
   secrets.forEach((s, i) => {
     if (!SECRET_NAME_RE.test(s.name)) out.add(["secrets", i, "name"], "Secret names must be environment variable names ([A-Za-z_][A-Za-z0-9_]*)");
+    else if (RESERVED_SECRET.test(s.name)) out.add(["secrets", i, "name"], `Secret names starting with TROUPE_ are reserved for the platform ("${s.name}")`);
     else if (seen.has(s.name)) out.add(["secrets", i, "name"], `Duplicate secret name "${s.name}"`);
     seen.add(s.name);
   });
