@@ -12,9 +12,8 @@ export function lineColumn(text: string, offset: number): { line: number; column
 }
 
 /**
- * Where the JSON breaks, never what the file says there: V8's message quotes the text ("Unexpected
- * token 'r', \"root:$6$…\" is not valid JSON"), and a config path naming some other file (a key, a
- * password file) must not put its contents into an error that reaches logs or API replies.
+ * Where the JSON breaks, never what the file says there: V8's messages quote the text, and a path
+ * naming a key or password file must not put its contents into logs or API replies.
  */
 function syntaxProblem(text: string, err: Error): string {
   const match = /at position (\d+)/.exec(err.message);

@@ -1,7 +1,6 @@
-// Streams opened with an API key (SSE replies, accepted WebSockets) end when their key stops
-// verifying: a revoked key must not keep a socket it opened. Each key with an open stream is
-// re-checked every `intervalMs` against a fresh read of the key store; a failing key's SSE streams
-// get an error event and end, its WebSockets close with 4401. The timer runs only while streams are open.
+// Streams an API key opened (SSE replies, WebSockets) end when the key stops verifying: keys with
+// open streams are re-read every `intervalMs`; a failing key's SSE streams get an error event and
+// end, its WebSockets close with 4401. The timer runs only while streams are open.
 import type { Reply, SseReply, WebSocketReply } from "./types.ts";
 
 const REVOKED_SSE = `event: error\ndata: ${JSON.stringify({ error: "Unauthorized", message: "API key revoked" })}\n\n`;

@@ -1,7 +1,6 @@
-// The client address a request is rate-limited under. Behind a reverse proxy every request comes
-// from the proxy, so the proxy's X-Forwarded-For is honoured — but only when the connection comes
-// from a configured trusted proxy (CIDRs); from anyone else the header is the client's own claim
-// and is ignored, or rotating it would mint fresh buckets.
+// The client address a request is rate-limited under: behind a trusted proxy (CIDRs) its
+// X-Forwarded-For names the client; from anyone else the header is the client's own claim and is
+// ignored, or rotating it would mint fresh buckets.
 import { BlockList, isIP } from "node:net";
 
 export class TrustedProxies {

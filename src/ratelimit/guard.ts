@@ -1,8 +1,6 @@
-// The HTTP guard applying the platform rate limits: every reply carries the remaining budget
-// (X-RateLimit-*); a denied request gets 429 with Retry-After and a JSON detail.
-// It runs before authentication, so it decides itself who a request is: a request carrying an
-// x-api-key that verifies is counted under that key (and its x-user-id); any other request under
-// the client's IP only, so made-up keys or user ids do not mint fresh buckets.
+// The HTTP guard applying the platform rate limits (X-RateLimit-* on every reply, 429 over them).
+// It runs before authentication: only a request whose x-api-key verifies counts under its key and
+// x-user-id; any other under its client IP, so made-up keys or user ids mint no fresh buckets.
 import type { Guard } from "../http/dispatch.ts";
 import { errorReply } from "../http/errors.ts";
 import type { TrustedProxies } from "./client-ip.ts";

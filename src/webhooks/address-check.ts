@@ -1,8 +1,6 @@
-// Which network addresses a webhook may reach, checked where it connects: the sender resolves a
-// host name once through connectGuard().lookup, refuses it when any of its addresses is internal,
-// and the socket connects to exactly the address checked (no second resolution, so a DNS answer
-// that changes between check and connect — DNS rebinding — cannot slip an internal one in).
-// IP literals never reach a lookup, so they are checked by refusedHost() before the request.
+// Which addresses a webhook may reach. guardedLookup resolves a name once and refuses it if any
+// address is internal; the socket connects to the checked address, so DNS rebinding has nothing to
+// swap. IP literals never reach a lookup: refusedHost() checks them before the request.
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { isIP, type LookupFunction } from "node:net";
 

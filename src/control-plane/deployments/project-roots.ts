@@ -1,8 +1,6 @@
-// Where deployment sources may live (docs/CONTROL_PLANE.md, "Project directories"): one directory
-// per organization, `<root>/<tenant id>`, or with `perTenant: false` the root itself for every
-// organization (a control plane serving one team). A deployment's langgraph_config_path resolves
-// against its organization's directory and must stay inside it (symlinks followed), so a tenant
-// cannot deploy another tenant's project (and its .env) or a file of the host.
+// Where deployment sources may live: `<root>/<tenant id>` per organization (or `root` for all with
+// perTenant false). A langgraph_config_path resolves against that directory and must really stay
+// inside it, so a tenant cannot deploy another tenant's project or a host file (docs/CONTROL_PLANE.md).
 import { statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { isInside } from "../../config/root.ts";
