@@ -109,8 +109,10 @@ describe("rate limits", () => {
     // behind the trusted proxy (127.0.0.1) two clients have separate buckets
     expectOneIpBudget(await untilLimited(() => get(ANY_THREAD, { "x-forwarded-for": "203.0.113.5" })));
     expect((await get(ANY_THREAD, { "x-forwarded-for": "203.0.113.6" })).status).toBe(401); // no key: refused, but not rate-limited
-    // the header cannot name the proxy or a spoofed hop further left
-    expect((await get(ANY_THREAD, { "x-forwarded-for": "1.2.3.4, 203.0.113.5" })).status).toBe(429);
+    // a spoofed hop further left does not pick a bucket: this is still 203.0.113.5's, empty (or a
+    // token or two refilled on a slow machine), where a fresh one would have 99 left
+    const spoofed = await get(ANY_THREAD, { "x-forwarded-for": "1.2.3.4, 203.0.113.5" });
+    expect(spoofed.status === 429 || Number(spoofed.headers["x-ratelimit-remaining"]) < 10).toBe(true);
     // from an untrusted peer (127.0.0.2) the header is ignored: rotating it mints nothing
     expectOneIpBudget(await untilLimited((i) => get(ANY_THREAD, { "x-forwarded-for": `192.0.2.${i}` }, "127.0.0.2")));
   });
