@@ -20,6 +20,7 @@ beforeAll(async () => {
     req.on("data", (d) => (data += d));
     req.on("end", () => {
       received.push({ path: req.url ?? "", headers: req.headers, body: JSON.parse(data) as Record<string, unknown> });
+      res.statusCode = req.url?.startsWith("/gone") ? 410 : 200;
       res.end("ok");
     });
   });
@@ -34,10 +35,10 @@ afterAll(async () => {
   receiver?.close();
 });
 
-async function until<T>(fn: () => T | undefined, ms = 10_000): Promise<T> {
+async function until<T>(fn: () => T | undefined | Promise<T | undefined>, ms = 10_000): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
-    const v = fn();
+    const v = await fn();
     if (v !== undefined) return v;
     if (Date.now() > end) throw new Error("timed out");
     await new Promise((r) => setTimeout(r, 50));
@@ -64,6 +65,42 @@ describe("webhooks", () => {
     expect(hit.body.status).toBe("error");
     expect(hit.body.error).toEqual({ error: "CustomError", message: "Boo!" });
     expect(hit.body.values).toBeUndefined();
+  });
+
+  it("carries a delivery id, unsigned without a signing secret, and shows each run's delivery outcome", async () => {
+    const t = await client.threads.create();
+    const finished = async (content: string, webhook?: string) => {
+      const run = await client.runs.create(t.thread_id, "echo", { input: { messages: [{ role: "human", content }] }, webhook });
+      await client.runs.join(t.thread_id, run.run_id);
+      return run;
+    };
+    const ok = await finished("seen", `${receiverUrl}/seen`);
+    const hit = await until(() => received.find((r) => r.path === "/seen"));
+    expect(hit.headers["webhook-id"]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(Number(hit.headers["webhook-timestamp"])).toBeGreaterThan(Date.now() / 1000 - 600);
+    expect(hit.headers).not.toHaveProperty("webhook-signature");
+    const deliveryOf = async (runId: string) => {
+      const r = await fetch(`${server.url}/threads/${t.thread_id}/runs/${runId}/webhook`);
+      return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+    };
+    const delivered = await until(async () => {
+      const d = await deliveryOf(ok.run_id);
+      return d.body.state === "delivered" ? d : undefined;
+    });
+    expect(delivered.body).toMatchObject({ delivery_id: hit.headers["webhook-id"], run_id: ok.run_id, attempts: 1, last_attempt: { status_code: 200, error: null } });
+
+    // a receiver answering 410 Gone is not retried: the failure is readable at once
+    const gone = await finished("gone", `${receiverUrl}/gone`);
+    const failed = await until(async () => {
+      const d = await deliveryOf(gone.run_id);
+      return d.body.state === "failed" ? d : undefined;
+    });
+    expect(failed.body).toMatchObject({ attempts: 1, next_attempt_at: null, last_attempt: { status_code: 410, error: expect.stringMatching(/HTTP 410/) } });
+
+    // a run without a webhook has no delivery
+    const none = await deliveryOf((await finished("none")).run_id);
+    expect(none.status).toBe(404);
+    expect(none.body.detail).toMatch(/has no webhook/);
   });
 
   it("refuses webhook URLs that break the policy with 422", async () => {

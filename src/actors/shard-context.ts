@@ -1,5 +1,4 @@
 // What a thread actor may use from the shard that hosts it.
-import type { RunRecord } from "../storage/records.ts";
 import type { Storage } from "../storage/env.ts";
 import type { GraphRegistry } from "./graph-registry.ts";
 import type { ProducedRunEvent } from "./event-gate.ts";
@@ -21,7 +20,10 @@ export interface ShardContext {
   runDone(done: Omit<RunDone, "output">, output: RunOutput): void;
   /** a run's event, to the HTTP thread or (nobody reads the run yet) its gate */
   emit(runId: string, event: ProducedRunEvent): void;
-  webhook(run: RunRecord, values: unknown, stateless: boolean): void;
+  /** runs' webhooks are recorded and delivered (false: http.disable_webhooks) */
+  webhooks: boolean;
+  /** a run's webhook delivery was committed to the outbox: tell the webhook worker */
+  webhookDue(threadId: string, runId: string): void;
   maybeRelease(actor: ThreadActor): void;
   log(message: string): void;
 }

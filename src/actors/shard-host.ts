@@ -18,7 +18,7 @@ import { startCpuProfile } from "../util/cpu-profile.ts";
 import { startIdleGc } from "../util/idle-gc.ts";
 import { useCompiledModules } from "../loader/user-modules.ts";
 import { ThreadActor } from "./thread-actor.ts";
-import { buildWebhookPayload } from "../webhooks/payload.ts";
+import type { WebhookDueMessage } from "../webhooks/messages.ts";
 
 export interface ShardHostOptions {
   /** builds the LangGraph store graphs see (shared with the /store routes) */
@@ -93,9 +93,10 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
       post({ type: "run.done", done: { ...done, output: outputs.ended(done.runId, output) } });
     },
     emit,
-    webhook: (run: RunRecord, values: unknown, stateless: boolean) => {
-      if (!webhookPort) return; // webhooks disabled (http.disable_webhooks)
-      webhookPort.postMessage({ type: "webhook.send", url: run.kwargs.webhook!, payload: buildWebhookPayload(run, values, stateless) });
+    webhooks: webhookPort !== null, // null: webhooks disabled (http.disable_webhooks)
+    webhookDue: (threadId, runId) => {
+      const due: WebhookDueMessage = { type: "webhook.due", threadId, runId };
+      webhookPort?.postMessage(due);
     },
     maybeRelease: (actor) => {
       // drop idle actors on the next turn so a burst of commands reuses the same instance

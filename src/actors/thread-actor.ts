@@ -2,11 +2,14 @@
 // pending runs and the run in flight. It is the only writer of its thread's records, so status
 // changes never race. Runs execute here, inside an actor worker, never on the HTTP thread.
 import { TroupeError, notFound, threadNotFound, runNotFound } from "../errors.ts";
-import type { JsonObject, RunRecord, ThreadRecord, ThreadStatus } from "../storage/records.ts";
+import type { JsonObject, RunRecord, ThreadRecord, ThreadStatus, WebhookDeliveryRecord } from "../storage/records.ts";
 import { nowIso } from "../storage/records.ts";
 import { executeRun, type EmitFn, type RunOutcome } from "./run-executor.ts";
 import { executeProtocolRun, ProtocolEventShaper, protocolEmitter } from "./thread-protocol-run.ts";
-import { MAX_ATTEMPTS, mergeConfigs, mergeContexts, multitaskDecision, threadConfigAfter, threadStatusAfterRun } from "../domain/lifecycle.ts";
+import {
+  MAX_ATTEMPTS, mergeConfigs, mergeContexts, multitaskDecision, outcomeAfterStop, recoveryPlan, stopActionOf, stopToRecord,
+  threadConfigAfter, threadStatusAfterRun, type StopAction,
+} from "../domain/lifecycle.ts";
 import type { ActorCommand, CreateRunCommand, ShardReplies } from "../bridge/messages.ts";
 import type { ShardContext } from "./shard-context.ts";
 import { EMPTY_STATE, currentState, readHistory, readState, stateConfig } from "./thread-state.ts";
@@ -14,11 +17,23 @@ import { asBadRequest } from "./graph-input-errors.ts";
 import { jsonBytes, type JsonSegments } from "../bridge/json-segments.ts";
 import { toJsonSegments, toJsonText, toPlain } from "./value-json.ts";
 import { putThreadValues } from "../storage/thread-values.ts";
+import { newWebhookDelivery } from "../webhooks/outbox.ts";
 
 interface InFlight {
-  run: RunRecord;
+  /** the run's record as last written (or about to be: see execute): queued, then running, with a recorded stop */
+  record: RunRecord;
   abort: AbortController;
   finished: Promise<void>;
+  /** its outcome is being written (or its thread was deleted): a stop arriving now changes nothing */
+  outcomeFixed: boolean;
+  /** the write of its recorded stop: a later stop request replies only once it committed */
+  stopRecorded?: Promise<unknown>;
+}
+
+/** A queued run ended by a stop, as written in the stop's transaction (writeQueuedStopped). */
+interface StoppedQueuedRun {
+  run: RunRecord;
+  delivery: WebhookDeliveryRecord | undefined;
 }
 
 export class ThreadActor {
@@ -159,7 +174,10 @@ export class ThreadActor {
     this.getThread();
     for (const run of [...this.queue]) run.status = "interrupted";
     this.queue.length = 0;
-    this.current?.abort.abort("interrupt");
+    if (this.current) {
+      this.current.outcomeFixed = true; // its records go with the thread: a later cancel must not write them back
+      this.current.abort.abort("interrupt");
+    }
     const s = this.ctx.storage;
     await s.root.transaction(() => this.removeThreadRecords());
     await this.ctx.saver.deleteThread(this.threadId);
@@ -190,6 +208,7 @@ export class ThreadActor {
       s.runs.remove(key);
       s.runThread.remove(key[1]);
       s.activeRuns.remove(key);
+      s.webhookOutcomes.remove(key); // (a delivery still in the outbox is made all the same)
     }
     s.threads.remove(this.threadId);
     s.threadValues.remove(this.threadId);
@@ -320,6 +339,11 @@ export class ThreadActor {
       status: "busy",
       updated_at: now,
     };
+    if (action !== "none") {
+      // the mailbox stays held until it commits: what comes next sees the superseded runs ended
+      const created = await this.createSuperseding(run, nextThread, action === "cancel-rollback" ? "rollback" : "interrupt");
+      return { committed: Promise.resolve(created) };
+    }
     // a batch (writes only): lmdb-js' write thread commits it without calling back into this thread
     const stored = s.root.batch(() => {
       s.threads.put(this.threadId, nextThread);
@@ -327,17 +351,6 @@ export class ThreadActor {
       s.runThread.put(run.run_id, this.threadId);
       s.activeRuns.put([this.threadId, run.run_id], 1);
     });
-    if (action !== "none") {
-      await stored;
-      const reason = action === "cancel-rollback" ? "rollback" : "interrupt";
-      const running = this.current; // taken now: cancelPending pumps, which may start `run`
-      const superseded = [...this.queue];
-      this.insertQueued(run); // first, so cancelling the others leaves the thread busy, not idle
-      for (const pending of superseded) await this.cancelPending(pending, reason);
-      running?.abort.abort(reason);
-      this.pump();
-      return { committed: Promise.resolve(run) };
-    }
     this.uncommittedRuns.add(run);
     this.pendingThread = nextThread;
     this.insertQueued(run);
@@ -364,25 +377,68 @@ export class ThreadActor {
     return { committed };
   }
 
+  /**
+   * A run created with multitask_strategy interrupt/rollback while others are in flight: one
+   * transaction stores it and stops the others (the queued ones end at once; the running one is
+   * marked with the stop, see markStop), so its reply promises nothing a crash could undo.
+   */
+  private async createSuperseding(run: RunRecord, nextThread: ThreadRecord, stop: StopAction): Promise<RunRecord> {
+    const s = this.ctx.storage;
+    const now = nowIso();
+    // taken in the same turn as the batch: from here no superseded run can start or end unnoticed
+    const superseded = this.queue.splice(0);
+    const running = this.current;
+    const runningBefore = running?.record;
+    const runningStopped = running && this.markStop(running, stop);
+    let stopped: StoppedQueuedRun[] = [];
+    const stored = s.root.batch(() => {
+      s.threads.put(this.threadId, nextThread);
+      s.runs.put([this.threadId, run.run_id], run);
+      s.runThread.put(run.run_id, this.threadId);
+      s.activeRuns.put([this.threadId, run.run_id], 1);
+      if (runningStopped) s.runs.put([this.threadId, runningStopped.run_id], runningStopped);
+      stopped = superseded.map((queued) => this.writeQueuedStopped(queued, stop, now));
+    });
+    if (running && runningStopped) running.stopRecorded = stored;
+    try {
+      await stored;
+    } catch (err) {
+      for (const queued of superseded) this.insertQueued(queued);
+      if (running && runningBefore) running.record = runningBefore;
+      this.pump();
+      throw err;
+    }
+    this.insertQueued(run);
+    for (const ended of stopped) this.announceQueuedStopped(ended, "busy");
+    running?.abort.abort(stop);
+    this.pump();
+    return run;
+  }
+
   private insertQueued(run: RunRecord): void {
     let i = this.queue.length;
     while (i > 0 && this.queue[i - 1].created_at > run.created_at) i--;
     this.queue.splice(i, 0, run);
   }
 
-  /** Re-admit runs found pending/running in storage after a restart. */
+  /** Re-admit runs found pending/running in storage after a restart (lifecycle.ts recoveryPlan). */
   recover(runs: RunRecord[]): void {
     for (const run of runs) {
-      if (run.status === "running") {
-        if (run.attempt >= MAX_ATTEMPTS) {
+      switch (recoveryPlan(run)) {
+        case "give-up": {
           const error = { error: "RunRecoveryError", message: `Run ${run.run_id} exceeded max attempts (${MAX_ATTEMPTS}) after server restarts` };
           void this.serial(() => this.finish({ ...run }, { status: "error", rolledBack: false, error }, isTemporary(run)));
           continue;
         }
-        // a run that already checkpointed resumes from its last checkpoint instead of replaying its
-        // input (decided when it starts; its record keeps the input it was accepted with)
-        run.status = "pending";
-        this.resumeAfterRestart.add(run.run_id);
+        case "resume":
+          // a run that already checkpointed resumes from its last checkpoint instead of replaying its
+          // input (decided when it starts; its record keeps the input it was accepted with)
+          run.status = "pending";
+          this.resumeAfterRestart.add(run.run_id);
+          break;
+        case "stop": // its turn comes first (queue order): execute() ends it as its stop says, without running it
+        case "requeue":
+          break;
       }
       this.insertQueued(run);
     }
@@ -422,30 +478,41 @@ export class ThreadActor {
     let resolveFinished!: () => void;
     const finished = new Promise<void>((r) => (resolveFinished = r));
     const abort = new AbortController();
-    this.current = { run: next, abort, finished };
+    const inflight: InFlight = { record: next, abort, finished, outcomeFixed: false };
+    this.current = inflight;
     // the next run may start once this one's outcome is queued; `finished` waits for its commit
     const makeWay = () => {
-      if (this.current?.run !== next) return;
+      if (this.current !== inflight) return;
       this.current = undefined;
       // on the next event-loop turn: lmdb-js hands a turn's writes to its write thread only when
       // the turn ends, so starting the next run in this one would hold this run's commit back
       setImmediate(() => this.pump());
     };
-    void this.execute(next, abort, makeWay).finally(() => {
+    void this.execute(inflight, makeWay).finally(() => {
       makeWay();
       resolveFinished();
       this.ctx.maybeRelease(this);
     });
   }
 
-  private async execute(run: RunRecord, abort: AbortController, outcomeQueued: () => void): Promise<void> {
+  private async execute(inflight: InFlight, outcomeQueued: () => void): Promise<void> {
     const s = this.ctx.storage;
+    const run = inflight.record;
+    const { abort } = inflight;
+    const stateless = isTemporary(run);
     // a run recovered after a restart resumes from its last checkpoint if the crashed attempt
     // reached one (input null, no command); otherwise it replays its input
     const resume = this.resumeAfterRestart.delete(run.run_id) && (await this.ctx.saver.hasCheckpointOfRun(run.thread_id, run.run_id));
+    if (stopActionOf(inflight.record) !== undefined) {
+      // stopped before it started (a stop recorded before a crash, or one that came while it was
+      // being started): it ends as the stop says without running
+      return this.finishInFlight(inflight, { status: "interrupted", rolledBack: false }, stateless, outcomeQueued);
+    }
     const startedAt = nowIso();
-    const running: RunRecord = { ...run, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
-    this.send(() => void s.runs.put([run.thread_id, run.run_id], running));
+    const running: RunRecord = { ...inflight.record, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
+    inflight.record = running;
+    // (written as it is when the write goes out: a stop recorded meanwhile is in it)
+    this.send(() => void s.runs.put([run.thread_id, run.run_id], inflight.record));
     const protocol = run.kwargs.protocol === true;
     const start = { type: "run.start", runId: run.run_id, threadId: run.thread_id, resumable: run.kwargs.resumable, attempt: running.attempt, protocol } as const;
     this.send(() => this.ctx.post(start));
@@ -457,7 +524,6 @@ export class ThreadActor {
     };
     if (!protocol) emit("metadata", JSON.stringify({ run_id: run.run_id, attempt: running.attempt }));
 
-    const stateless = isTemporary(run);
     const executed = resume ? { ...running, kwargs: { ...running.kwargs, input: null, command: undefined } } : running;
     let outcome: RunOutcome;
     try {
@@ -470,9 +536,17 @@ export class ThreadActor {
       else emit("error", JSON.stringify(error));
       outcome = { status: "error", rolledBack: false, error };
     }
+    await this.finishInFlight(inflight, outcome, stateless, outcomeQueued);
+  }
+
+  /** Ends the run in flight: its outcome is fixed when its turn in the mailbox comes, a stop recorded until then wins. */
+  private async finishInFlight(inflight: InFlight, outcome: RunOutcome, stateless: boolean, outcomeQueued: () => void): Promise<void> {
     this.finishing++;
     try {
-      await this.serial(() => this.finish(running, outcome, stateless, outcomeQueued), false);
+      await this.serial(() => {
+        inflight.outcomeFixed = true;
+        return this.finish(inflight.record, outcomeAfterStop(outcome, stopActionOf(inflight.record)), stateless, outcomeQueued);
+      }, false);
     } finally {
       this.finishing--;
     }
@@ -492,10 +566,15 @@ export class ThreadActor {
     let valuesJson: JsonSegments | undefined;
     /** valuesJson as UTF-8: written to LMDB, and posted as the output when that is the same JSON */
     let valuesBytes: Uint8Array | undefined;
+    /** the run's webhook delivery, written with its final status (the outbox) */
+    let delivery: WebhookDeliveryRecord | undefined;
     const thread = stateless ? undefined : this.latestThread();
     if (stateless) {
       threadStatus = "deleted";
-      await s.root.transaction(() => this.removeThreadRecords());
+      await s.root.transaction(() => {
+        this.removeThreadRecords();
+        delivery = this.recordWebhook(final, undefined, true);
+      });
     } else if (thread === undefined || !s.runs.doesExist([this.threadId, run.run_id])) {
       // The thread was deleted while the run ran (deleteThread aborted it, and removed the run's
       // record, committed at its create): leave nothing behind, or a thread re-created with the
@@ -505,6 +584,7 @@ export class ThreadActor {
         s.runs.remove([this.threadId, run.run_id]);
         s.runThread.remove(run.run_id);
         s.activeRuns.remove([this.threadId, run.run_id]);
+        delivery = this.recordWebhook(final, undefined, false);
       });
     } else {
       if (outcome.rolledBack) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, run.run_id);
@@ -548,6 +628,7 @@ export class ThreadActor {
         s.threads.put(this.threadId, next);
         if (valuesBytes !== undefined) putThreadValues(s, this.threadId, valuesBytes);
         else s.threadValues.remove(this.threadId);
+        delivery = this.recordWebhook(final, valuesBytes, false);
       });
       const held: (() => void)[] = (this.heldSends ??= []);
       this.ctx.saver.holdWritesUntil(this.threadId, committed);
@@ -559,11 +640,22 @@ export class ThreadActor {
         throw err;
       }
       // run.done goes first, then what the next run sent meanwhile
-      this.announceOutcome(run, final, outcome, valuesJson, valuesBytes, threadStatus, stateless);
+      this.announceOutcome(final, outcome, valuesJson, valuesBytes, threadStatus, delivery);
       this.releaseSends(held);
       return;
     }
-    this.announceOutcome(run, final, outcome, valuesJson, valuesBytes, threadStatus, stateless);
+    this.announceOutcome(final, outcome, valuesJson, valuesBytes, threadStatus, delivery);
+  }
+
+  /**
+   * Puts the webhook delivery of a run that ended into the outbox (call inside the transaction that
+   * writes its final status); undefined when the run asked for none or webhooks are disabled.
+   */
+  private recordWebhook(final: RunRecord, values: Uint8Array | undefined, stateless: boolean): WebhookDeliveryRecord | undefined {
+    if (!final.kwargs.webhook || !this.ctx.webhooks) return undefined;
+    const delivery = newWebhookDelivery(final, values, stateless);
+    this.ctx.storage.webhookOutbox.put([this.threadId, final.run_id], delivery);
+    return delivery;
   }
 
   private releaseSends(held: (() => void)[]): void {
@@ -573,45 +665,80 @@ export class ThreadActor {
 
   /** Tells the HTTP thread (and the webhook worker) a run ended, once its outcome is committed. */
   private announceOutcome(
-    run: RunRecord, final: RunRecord, outcome: RunOutcome, valuesJson: JsonSegments | undefined,
-    valuesBytes: Uint8Array | undefined, threadStatus: ThreadStatus | "deleted", stateless: boolean,
+    final: RunRecord, outcome: RunOutcome, valuesJson: JsonSegments | undefined,
+    valuesBytes: Uint8Array | undefined, threadStatus: ThreadStatus | "deleted", delivery: WebhookDeliveryRecord | undefined,
   ): void {
     const outputJson = outcome.error ? [toJsonText({ __error__: outcome.error })] : outcome.lastValues ?? valuesJson ?? ["null"];
     // Posted (when it is) as a copy, not transferred: memory malloc'd here and freed on the HTTP
     // thread defeated glibc's reuse of freed chunks (every run mapped fresh pages: +25% worker CPU
     // on enqueue-1000).
     const output = { json: outputJson, bytes: outputJson === valuesJson ? valuesBytes : undefined };
-    this.ctx.runDone({ runId: run.run_id, threadId: this.threadId, status: final.status, threadStatus }, output);
-    if (run.kwargs.webhook) this.ctx.webhook(final, valuesJson === undefined ? undefined : JSON.parse(valuesJson.join("")), stateless);
+    this.ctx.runDone({ runId: final.run_id, threadId: this.threadId, status: final.status, threadStatus }, output);
+    if (delivery) this.ctx.webhookDue(this.threadId, final.run_id);
   }
 
-  private async cancelPending(run: RunRecord, action: "interrupt" | "rollback"): Promise<void> {
+  /** A queued run cancelled on its own: it ends in one transaction with the thread's new status. */
+  private async cancelQueued(run: RunRecord, action: StopAction): Promise<void> {
     const i = this.queue.indexOf(run);
     if (i >= 0) this.queue.splice(i, 1);
     const s = this.ctx.storage;
     const now = nowIso();
     const thread = s.threads.get(this.threadId);
     const threadStatus: ThreadStatus = this.current || this.queue.length ? "busy" : "idle";
+    let stopped!: StoppedQueuedRun;
     await s.root.transaction(() => {
-      s.activeRuns.remove([this.threadId, run.run_id]);
-      if (action === "rollback") {
-        s.runs.remove([this.threadId, run.run_id]);
-        s.runThread.remove(run.run_id);
-      } else {
-        s.runs.put([this.threadId, run.run_id], { ...run, status: "interrupted", updated_at: now, ended_at: now });
-      }
+      stopped = this.writeQueuedStopped(run, action, now);
       if (thread) s.threads.put(this.threadId, { ...thread, status: threadStatus, updated_at: now });
     });
-    this.send(() => this.ctx.runDone({ runId: run.run_id, threadId: this.threadId, status: "interrupted", threadStatus }, { json: ["null"] }));
-    if (run.kwargs.webhook && action !== "rollback") this.send(() => this.ctx.webhook({ ...run, status: "interrupted", updated_at: now, ended_at: now }, undefined, false));
+    this.announceQueuedStopped(stopped, threadStatus);
     this.pump(); // it may have been the delayed head the timer waited for
   }
 
-  private async cancel(runId: string, action: "interrupt" | "rollback", wait: boolean): Promise<{ found: boolean }> {
-    if (this.current?.run.run_id === runId) {
-      const { abort, finished } = this.current;
-      abort.abort(action);
-      if (wait) await finished;
+  /**
+   * The writes that end a queued run a stop reached (call inside the stop's transaction): with
+   * interrupt it ends `interrupted` (its webhook recorded), with rollback it is deleted.
+   */
+  private writeQueuedStopped(run: RunRecord, action: StopAction, now: string): StoppedQueuedRun {
+    const s = this.ctx.storage;
+    const key: [string, string] = [this.threadId, run.run_id];
+    s.activeRuns.remove(key);
+    if (action === "rollback") {
+      s.runs.remove(key);
+      s.runThread.remove(run.run_id);
+      return { run, delivery: undefined };
+    }
+    const final: RunRecord = { ...run, status: "interrupted", cancel_reason: action, updated_at: now, ended_at: now };
+    s.runs.put(key, final);
+    return { run: final, delivery: this.recordWebhook(final, undefined, false) };
+  }
+
+  private announceQueuedStopped({ run, delivery }: StoppedQueuedRun, threadStatus: ThreadStatus): void {
+    this.send(() => this.ctx.runDone({ runId: run.run_id, threadId: this.threadId, status: "interrupted", threadStatus }, { json: ["null"] }));
+    if (delivery) this.send(() => this.ctx.webhookDue(this.threadId, run.run_id));
+  }
+
+  /**
+   * Marks the run in flight with a stop (in memory); returns the record to write, or undefined
+   * when there is nothing to add (its outcome is already being written, or an equal or stronger
+   * stop is recorded). The caller writes it before it replies.
+   */
+  private markStop(inflight: InFlight, action: StopAction): RunRecord | undefined {
+    if (inflight.outcomeFixed) return undefined;
+    const stop = stopToRecord(stopActionOf(inflight.record), action);
+    if (stop === undefined) return undefined;
+    inflight.record = { ...inflight.record, cancel_reason: stop, updated_at: nowIso() };
+    return inflight.record;
+  }
+
+  private async cancel(runId: string, action: StopAction, wait: boolean): Promise<{ found: boolean }> {
+    const inflight = this.current;
+    if (inflight?.record.run_id === runId) {
+      // the stop is committed before the reply: a crash after it cannot undo it (recovery carries it out)
+      const marked = this.markStop(inflight, action);
+      if (marked) inflight.stopRecorded = this.ctx.storage.runs.put([this.threadId, runId], marked);
+      inflight.abort.abort(action);
+      await inflight.stopRecorded;
+      if (wait) await inflight.finished;
       return { found: true };
     }
     const queued = this.queue.find((r) => r.run_id === runId);
@@ -619,7 +746,7 @@ export class ThreadActor {
       // It may start while this waits for the mailbox: then it is cancelled as the running run.
       const started = await this.serial(async () => {
         if (this.queue.includes(queued)) {
-          await this.cancelPending(queued, action);
+          await this.cancelQueued(queued, action);
           return false;
         }
         return true;
@@ -634,12 +761,13 @@ export class ThreadActor {
     const s = this.ctx.storage;
     const run = s.runs.get([this.threadId, runId]);
     if (!run) throw runNotFound();
-    if (this.current?.run.run_id === runId || this.queue.some((r) => r.run_id === runId)) {
+    if (this.current?.record.run_id === runId || this.queue.some((r) => r.run_id === runId)) {
       throw new TroupeError("CONFLICT", `Run ${runId} is ${run.status}: cancel it before deleting`);
     }
     await s.root.transaction(() => {
       s.runs.remove([this.threadId, runId]);
       s.runThread.remove(runId);
+      s.webhookOutcomes.remove([this.threadId, runId]);
     });
     if (!keepCheckpoints) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, runId);
     return { deleted: true };

@@ -1,7 +1,7 @@
 // Thread runs and stateless runs (reference §6, §7): create (background, stream, wait), join,
 // join-stream, cancel, list, get, delete, batch. Execution happens in actor workers; this file
 // only turns HTTP into actor commands and run-hub subscriptions.
-import { TroupeError, threadNotFound, runNotFound } from "../errors.ts";
+import { TroupeError, notFound, threadNotFound, runNotFound } from "../errors.ts";
 import { uuid7 } from "../util/ids.ts";
 import type { RunDone, RunEvent } from "../bridge/messages.ts";
 import { isFinal } from "../domain/lifecycle.ts";
@@ -16,6 +16,7 @@ import { lastEventId, sseFrame, sseSynthetic } from "../http/sse-frames.ts";
 import { wireRun } from "./run-view.ts";
 import { runSelectSchema } from "./field-select.ts";
 import { select } from "../http/paging.ts";
+import { webhookDeliveryOf } from "../webhooks/outbox.ts";
 
 const TAG = "runs";
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
@@ -211,6 +212,19 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
       handler: async ({ params, auth }) => {
         mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         return json(wireRun(mustRun(params.thread_id, params.run_id)));
+      },
+    },
+    {
+      method: "GET", path: "/threads/:thread_id/runs/:run_id/webhook", operationId: "get_run_webhook", summary: "Get the delivery of a run's webhook (Troupe addition)", tag: TAG,
+      params: runParams,
+      handler: async ({ params, auth }) => {
+        mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
+        const run = mustRun(params.thread_id, params.run_id);
+        const delivery = webhookDeliveryOf(storage, params.thread_id, params.run_id);
+        if (!delivery) {
+          throw notFound(run.kwargs.webhook ? `Run ${run.run_id} has no webhook delivery yet (it has not ended, or webhooks are disabled)` : `Run ${run.run_id} has no webhook`);
+        }
+        return json(delivery);
       },
     },
     {

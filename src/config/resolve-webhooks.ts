@@ -1,8 +1,10 @@
 // Resolves the `webhooks` block: header names checked and `${{ env.VAR }}` templates substituted
-// now (startup stops on a bad or missing variable), destination policy with defaults applied.
+// now (startup stops on a bad or missing variable), the signing secret checked, destination
+// policy with defaults applied.
 
 import { DEFAULTS } from "./defaults.ts";
 import { resolveEnvTemplates } from "./templates.ts";
+import { signingSecretProblem } from "../webhooks/signing.ts";
 import type { ResolveContext } from "./context.ts";
 import type { RawConfig, ResolvedWebhooksConfig } from "./types.ts";
 
@@ -31,6 +33,23 @@ function resolveHeaders(headers: Record<string, string>, envPrefix: string, ctx:
   return resolved;
 }
 
+/** `signing_secret` with its templates substituted, checked to be a Standard Webhooks secret. */
+function resolveSigningSecret(template: string | undefined, envPrefix: string, ctx: ResolveContext): string | null {
+  if (template === undefined) return null;
+  const key = ["webhooks", "signing_secret"];
+  const r = resolveEnvTemplates(template, ctx.env, envPrefix);
+  if (!r.ok) {
+    for (const p of r.problems) ctx.out.error(key, p);
+    return null;
+  }
+  const problem = signingSecretProblem(r.value);
+  if (problem) {
+    ctx.out.error(key, problem);
+    return null;
+  }
+  return r.value;
+}
+
 export function resolveWebhooks(raw: RawConfig["webhooks"], ctx: ResolveContext): ResolvedWebhooksConfig {
   const envPrefix = raw?.env_prefix ?? DEFAULTS.webhooks.envPrefix;
   const url = raw?.url ?? {};
@@ -43,6 +62,7 @@ export function resolveWebhooks(raw: RawConfig["webhooks"], ctx: ResolveContext)
   return {
     envPrefix,
     headers: resolveHeaders(raw?.headers ?? {}, envPrefix, ctx),
+    signingSecret: resolveSigningSecret(raw?.signing_secret, envPrefix, ctx),
     url: {
       allowedDomains: [...new Set(allowedDomains)],
       requireHttps: url.require_https ?? DEFAULTS.webhooks.requireHttps,

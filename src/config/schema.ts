@@ -68,6 +68,8 @@ const webhooks = {
   properties: {
     env_prefix: { ...nonEmpty, default: DEFAULTS.webhooks.envPrefix },
     headers: { type: "object", additionalProperties: str },
+    /** Troupe addition: Standard Webhooks secret (`whsec_` + base64); `${{ env.VAR }}` templates allowed */
+    signing_secret: nonEmpty,
     url: {
       type: "object",
       properties: {

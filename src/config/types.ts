@@ -83,6 +83,8 @@ export interface ResolvedWebhooksConfig {
   readonly envPrefix: string;
   /** Header name → value with every `${{ env.VAR }}` template already substituted. */
   readonly headers: Readonly<Record<string, string>>;
+  /** Standard Webhooks secret deliveries are signed with (templates substituted); null = unsigned */
+  readonly signingSecret: string | null;
   readonly url: ResolvedWebhookUrlPolicy;
 }
 
@@ -178,6 +180,7 @@ export interface RawConfig {
   webhooks?: {
     env_prefix?: string;
     headers?: Record<string, string>;
+    signing_secret?: string;
     url?: {
       allowed_domains?: string[];
       require_https?: boolean;

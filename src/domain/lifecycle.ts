@@ -46,6 +46,61 @@ export const isFinal = (s: RunStatus): boolean => s === "success" || s === "erro
 
 export const MAX_ATTEMPTS = 3;
 
+// ---- stops -----------------------------------------------------------------------------
+// A stop answered 2xx (a cancel, or a run created with multitask_strategy interrupt/rollback) is
+// committed with its reply as the run's `cancel_reason`, so it survives a crash and readers see
+// it at once; the run keeps its status until it has actually stopped.
+
+/** What a stop does to a run: end it `interrupted`, or also discard it (run and checkpoints). */
+export type StopAction = "interrupt" | "rollback";
+
+/** The stop recorded on a run (its cancel_reason), if any. */
+export function stopActionOf(run: { cancel_reason?: string | null }): StopAction | undefined {
+  const reason = run.cancel_reason;
+  if (!reason) return undefined;
+  return reason === "rollback" ? "rollback" : "interrupt";
+}
+
+/**
+ * The stop to record when `requested` arrives for a run that already carries `recorded`: the first
+ * stop is recorded, a rollback upgrades an interrupt, anything else adds nothing (undefined).
+ */
+export function stopToRecord(recorded: StopAction | undefined, requested: StopAction): StopAction | undefined {
+  if (recorded === undefined) return requested;
+  return recorded === "interrupt" && requested === "rollback" ? "rollback" : undefined;
+}
+
+/** The parts of a run's outcome a stop decides. */
+export interface StoppableOutcome {
+  status: "success" | "error" | "interrupted";
+  rolledBack: boolean;
+  error?: { error: string; message: string };
+}
+
+/**
+ * A run's outcome once a stop was accepted before its outcome was fixed: the stop wins over
+ * whatever the graph did after it (the reply promised it), so the run ends `interrupted`, and a
+ * rollback discards it even if the graph reached its end first.
+ */
+export function outcomeAfterStop<O extends StoppableOutcome>(outcome: O, stop: StopAction | undefined): O {
+  if (stop === undefined) return outcome;
+  const { error: _error, ...rest } = outcome;
+  return { ...rest, status: "interrupted", rolledBack: stop === "rollback" } as O;
+}
+
+/**
+ * What recovery does with a run found pending or running after a restart: a recorded stop is
+ * carried out (never resumed), a run that crashed the server MAX_ATTEMPTS times ends `error`, a
+ * running one resumes from its last checkpoint, a pending one is queued again.
+ */
+export type RecoveryPlan = "stop" | "give-up" | "resume" | "requeue";
+
+export function recoveryPlan(run: { status: RunStatus; attempt: number; cancel_reason?: string | null }): RecoveryPlan {
+  if (stopActionOf(run) !== undefined) return "stop";
+  if (run.status !== "running") return "requeue";
+  return run.attempt >= MAX_ATTEMPTS ? "give-up" : "resume";
+}
+
 /** Merge configs the way upstream does: later wins, `configurable` merged key by key. */
 export function mergeConfigs(...configs: (RunnableConfigJson | undefined)[]): RunnableConfigJson {
   const out: RunnableConfigJson = {};

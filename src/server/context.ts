@@ -8,6 +8,7 @@ import type { AssistantRecord } from "../storage/records.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 import type { StoreTtlOptions } from "../bridge/messages.ts";
 import type { WebhookUrlPolicy } from "../webhooks/url-policy.ts";
+import type { WebhookCounters } from "../webhooks/counters.ts";
 
 export interface AppContext {
   storage: Storage;
@@ -24,6 +25,8 @@ export interface AppContext {
   storeIndex?: StoreIndexOptions;
   /** store item TTLs (config `store.ttl`), as the /store routes and the graphs' store apply them */
   storeTtl: StoreTtlOptions;
+  /** webhook deliveries made, retried and given up since start (counted by the webhook worker; for /metrics) */
+  webhookCounters: WebhookCounters;
   /** resolve a graph id or assistant id to the assistant record; throws 404 */
   resolveAssistant(idOrGraph: string): AssistantRecord;
 }

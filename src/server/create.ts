@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { WebhookWorkerHost } from "../webhooks/host.ts";
 import { webhookUrlPolicy } from "../webhooks/url-policy.ts";
+import { hasPendingDeliveries } from "../webhooks/outbox.ts";
 import { startIdleGc } from "../util/idle-gc.ts";
 import { nativeMemoryError, releaseFileMapping } from "../util/native-memory.ts";
 import { compileWorkerModules } from "../loader/runtime-modules.ts";
@@ -120,12 +121,15 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   const webhookPolicy = webhookUrlPolicy(config.webhooks.url, opts.dev === true);
   // Relative webhook URLs are delivered in-process through the router (dispatcher set below).
-  // The worker thread starts with the first run that asks for a webhook; with webhooks disabled it
-  // never starts (a config `webhooks` section alone sends nothing, so it does not start it either).
+  // The worker thread starts with the first run that asks for a webhook, or now if the outbox
+  // holds deliveries from before a restart; with webhooks disabled it never starts (a config
+  // `webhooks` section alone sends nothing, so it does not start it either).
   let dispatcher: Dispatcher | undefined;
   const webhooks = new WebhookWorkerHost({
     entryUrl: workerModules.webhook,
+    dataDir: opts.dataDir,
     headers: { ...config.webhooks.headers },
+    signingSecret: config.webhooks.signingSecret,
     urlPolicy: webhookPolicy,
     dispatch: async (method, path, headers, body) => {
       if (!dispatcher) return { status: 503 };
@@ -159,6 +163,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     webhookPolicy,
     storeIndex,
     storeTtl,
+    webhookCounters: webhooks.counters,
     resolveAssistant: (idOrGraph) => {
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : canonicalUuidOf(idOrGraph) ?? idOrGraph;
       const a = storage.assistants.get(id);
@@ -206,6 +211,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const stopStoreSweep = storeSweepInterval === null ? () => undefined : startStoreTtlSweep(storage, storeSweepInterval);
 
   const host = opts.host ?? RUNTIME_DEFAULTS.loopbackHost;
+  if (!config.http.disableWebhooks && hasPendingDeliveries(storage)) webhooks.start();
   const server = await listen(dispatcher, host, opts.port ?? RUNTIME_DEFAULTS.port);
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${server.port}`;
   // Once a load burst is over: give the JS and C heaps back to the OS, and unmap the data file's

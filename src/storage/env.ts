@@ -7,6 +7,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type {
   AssistantRecord, AssistantVersionRecord, CronRecord, RunRecord, StoreItemRecord, ThreadRecord,
+  WebhookDeliveryRecord, WebhookOutcomeRecord,
 } from "./records.ts";
 
 export type Key = string | number | (string | number)[];
@@ -87,6 +88,10 @@ export interface Storage {
   /** key [...namespace labels joined by "\u0000", item key] */
   store: Database<StoreItemRecord, [string, string]>;
   crons: Database<CronRecord, string>;
+  /** key [thread_id, run_id]: webhook deliveries not yet delivered or given up (the outbox) */
+  webhookOutbox: Database<WebhookDeliveryRecord, [string, string]>;
+  /** key [thread_id, run_id]: how each finished delivery ended, while its run exists */
+  webhookOutcomes: Database<WebhookOutcomeRecord, [string, string]>;
   close(): Promise<void>;
 }
 
@@ -153,6 +158,8 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     blobChunks: root.openDB<Uint8Array, [string, string, string, string]>({ name: "blob_chunks", encoding: "binary" }),
     store: db("store"),
     crons: db("crons"),
+    webhookOutbox: db("webhook_outbox"),
+    webhookOutcomes: db("webhook_outcomes"),
     close: () => root.close(),
   };
 }

@@ -1,5 +1,6 @@
 // Persisted record shapes. Field names follow the wire (snake_case) so handlers can emit
 // records without copying; fields that are internal only are listed in INTERNAL_RUN_FIELDS.
+import type { WebhookPayload } from "../webhooks/payload.ts";
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
@@ -92,6 +93,11 @@ export interface RunRecord {
   multitask_strategy: MultitaskStrategy;
   created_at: string;
   updated_at: string;
+  /**
+   * Set (committed with the 2xx reply) when a stop was accepted for the run: "interrupt" or
+   * "rollback" (lifecycle.ts stopActionOf). On the wire as the SDK's Run.cancel_reason.
+   */
+  cancel_reason?: string;
   // internal (not on the wire)
   graph_id: string;
   attempt: number;
@@ -102,6 +108,44 @@ export interface RunRecord {
 }
 
 export const INTERNAL_RUN_FIELDS = ["graph_id", "attempt", "on_completion", "started_at", "ended_at", "error"] as const;
+
+/** One attempt to deliver a run's webhook, as its delivery record keeps it. */
+export interface WebhookAttemptRecord {
+  at: string;
+  /** the receiver's HTTP status, when it answered */
+  status_code?: number;
+  /** why the attempt failed (network error, timeout, HTTP status, refused URL) */
+  error?: string;
+}
+
+/**
+ * A run's webhook delivery waiting in the outbox (`webhook_outbox`, key [thread_id, run_id]):
+ * written in the run's final transaction, updated after each failed attempt, removed once
+ * delivered or given up (src/webhooks/README.md).
+ */
+export interface WebhookDeliveryRecord {
+  /** stable across attempts and restarts: the `webhook-id` header */
+  delivery_id: string;
+  url: string;
+  /** the body without `webhook_sent_at` and `values` (src/webhooks/payload.ts) */
+  payload: WebhookPayload;
+  /** the run's final state values as UTF-8 JSON, spliced into the body as they are */
+  values?: Uint8Array;
+  created_at: string;
+  /** attempts made so far */
+  attempts: number;
+  next_attempt_at: string;
+  last_attempt?: WebhookAttemptRecord;
+}
+
+/** How a run's webhook delivery ended (`webhook_outcomes`, key [thread_id, run_id]). */
+export interface WebhookOutcomeRecord {
+  delivery_id: string;
+  state: "delivered" | "failed";
+  attempts: number;
+  created_at: string;
+  last_attempt?: WebhookAttemptRecord;
+}
 
 export interface StoreItemRecord {
   namespace: string[];

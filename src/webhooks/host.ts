@@ -3,21 +3,21 @@
 // requests (relative webhook URLs).
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import { serializeError } from "../errors.ts";
-import type { WebhookPayload } from "./payload.ts";
+import { WebhookCounters } from "./counters.ts";
 import type { FromWebhookWorker, ToWebhookWorker, WebhookDispatchResultMessage, WebhookWorkerData } from "./messages.ts";
 import type { InProcessDispatch } from "./sender.ts";
 
-export interface WebhookWorkerHostOptions extends Omit<WebhookWorkerData, "inProcessDispatch"> {
+export interface WebhookWorkerHostOptions extends Omit<WebhookWorkerData, "inProcessDispatch" | "counters"> {
   /** URL of the compiled worker entry, workers/webhook.ts (src/loader/runtime-modules.ts) */
   entryUrl: string;
-  /** Router entry for relative URLs; without it the worker logs them as undeliverable. */
+  /** Router entry for relative URLs; without it their attempts fail. */
   dispatch?: InProcessDispatch;
 }
 
 /*
- * The worker thread starts on `start()`, on the first `send()`, or when a shard first posts on a
- * port from `connectPort()`. Until then the main thread holds the worker's end of each shard
- * channel (unref'd, listening); the first message starts the worker, is forwarded to it, and the
+ * The worker thread starts on `start()` (the server calls it at startup when the outbox holds
+ * deliveries), or when a shard first posts on a port from `connectPort()`. Until then the main
+ * thread holds the worker's end of each shard channel (unref'd, listening); the first message starts the worker, is forwarded to it, and the
  * port itself is transferred to the worker, so every later message goes shard → worker directly.
  * Removing the port's last 'message' listener stops it, so messages queued behind the first one
  * stay in the port and move with it (none is lost or handled twice).
@@ -28,6 +28,8 @@ export class WebhookWorkerHost {
   private readonly waiting = new Map<MessagePort, (msg: unknown) => void>();
   private unrefd = false;
   private terminated = false;
+  /** delivery counts, counted by the worker (shared memory: readable while it runs) */
+  readonly counters = new WebhookCounters();
 
   constructor(private readonly opts: WebhookWorkerHostOptions) {}
 
@@ -41,7 +43,7 @@ export class WebhookWorkerHost {
     if (this.worker) return this.worker;
     if (this.terminated) throw new Error("webhook worker host was terminated");
     const { dispatch, entryUrl, ...rest } = this.opts;
-    const workerData: WebhookWorkerData = { ...rest, headers: { ...rest.headers }, inProcessDispatch: !!dispatch };
+    const workerData: WebhookWorkerData = { ...rest, headers: { ...rest.headers }, inProcessDispatch: !!dispatch, counters: this.counters.buffer };
     const worker = new Worker(new URL(entryUrl), { execArgv: ["--enable-source-maps"], workerData });
     this.worker = worker;
     worker.on("error", (err) => console.error(`[troupe webhook] worker failed: ${err.message}`));
@@ -73,12 +75,6 @@ export class WebhookWorkerHost {
     port1.once("close", () => this.waiting.delete(port1)); // its shard is gone
     port1.unref(); // like the worker, a port waiting for webhooks must not keep the process alive
     return port2;
-  }
-
-  send(url: string, payload: WebhookPayload): void {
-    if (this.terminated) return;
-    const msg: ToWebhookWorker = { type: "webhook.send", url, payload };
-    this.start().postMessage(msg);
   }
 
   /** Keeps the process from waiting on the worker (it has no work that must outlive the server). */

@@ -2,17 +2,19 @@
 // it, what it sends back (in-process dispatch requests), and the workerData it starts with.
 import type { MessagePort } from "node:worker_threads";
 import type { SerializedError } from "../errors.ts";
-import type { WebhookPayload } from "./payload.ts";
 import type { WebhookUrlPolicy } from "./url-policy.ts";
 
-/** Deliver one payload. Accepted on parentPort and on every port handed over by `webhook.port`. */
-export interface WebhookSendMessage {
-  type: "webhook.send";
-  url: string;
-  payload: WebhookPayload;
+/**
+ * A run's delivery was committed to the outbox (key [threadId, runId]): deliver it now. Accepted
+ * on parentPort and on every port handed over by `webhook.port`.
+ */
+export interface WebhookDueMessage {
+  type: "webhook.due";
+  threadId: string;
+  runId: string;
 }
 
-/** A direct channel from an actor shard; the worker listens on it for `webhook.send`. */
+/** A direct channel from an actor shard; the worker listens on it for `webhook.due`. */
 export interface WebhookPortMessage {
   type: "webhook.port";
   port: MessagePort;
@@ -27,7 +29,7 @@ export interface WebhookDispatchResultMessage {
   error?: SerializedError;
 }
 
-export type ToWebhookWorker = WebhookSendMessage | WebhookPortMessage | WebhookDispatchResultMessage;
+export type ToWebhookWorker = WebhookDueMessage | WebhookPortMessage | WebhookDispatchResultMessage;
 
 /** Worker → parent: deliver a relative-URL webhook through the server's router. */
 export interface WebhookDispatchRequest {
@@ -41,18 +43,21 @@ export interface WebhookDispatchRequest {
 
 export type FromWebhookWorker = WebhookDispatchRequest;
 
-/** `workerData` of workers/webhook.ts. Only `headers` is required; the rest have sender defaults. */
+/** `workerData` of workers/webhook.ts. `dataDir` and `headers` are required; the rest have defaults. */
 export interface WebhookWorkerData {
+  /** the server's data dir: the outbox is in its LMDB */
+  dataDir: string;
   headers: Record<string, string>;
+  /** Standard Webhooks secret (`webhooks.signing_secret`); null/absent = unsigned */
+  signingSecret?: string | null;
+  /** where the worker counts deliveries (counters.ts); absent = a buffer of its own */
+  counters?: SharedArrayBuffer;
   connectTimeoutMs?: number;
   requestTimeoutMs?: number;
-  maxAttempts?: number;
-  backoffBaseMs?: number;
-  maxRetryAfterMs?: number;
-  /** Deliveries in progress at once. Default 64. */
+  /** waits between attempts; default the documented schedule (retry-schedule.ts) */
+  retryDelaysMs?: number[];
+  /** Attempts in progress at once. Default 64. */
   maxInFlight?: number;
-  /** Deliveries waiting for a slot before new ones are dropped (and logged). Default 10000. */
-  maxQueued?: number;
   /** Re-checked before sending (defence in depth; the HTTP layer checks at run creation). */
   urlPolicy?: WebhookUrlPolicy | null;
   /** true = relative URLs are sent to the parent as `webhook.dispatch` requests. */
@@ -61,10 +66,10 @@ export interface WebhookWorkerData {
 
 export function isToWebhookWorker(msg: unknown): msg is ToWebhookWorker {
   if (!msg || typeof msg !== "object") return false;
-  const m = msg as { type?: unknown; url?: unknown; payload?: unknown; port?: unknown; id?: unknown };
+  const m = msg as { type?: unknown; threadId?: unknown; runId?: unknown; port?: unknown; id?: unknown };
   switch (m.type) {
-    case "webhook.send":
-      return typeof m.url === "string" && !!m.payload && typeof m.payload === "object";
+    case "webhook.due":
+      return typeof m.threadId === "string" && typeof m.runId === "string";
     case "webhook.port":
       return !!m.port && typeof (m.port as { on?: unknown }).on === "function";
     case "webhook.dispatch.result":

@@ -79,3 +79,15 @@ export function stampSentAt(payload: WebhookPayload, sentAt: string): WebhookPay
   if (!placed) out.webhook_sent_at = sentAt;
   return out as unknown as WebhookPayload;
 }
+
+/**
+ * The JSON text POSTed by one delivery attempt: the payload stamped with `webhook_sent_at`, the
+ * run's state values spliced in as the JSON text they were stored as (never parsed here: a long
+ * thread's state is large), then `error`, in the reference key order.
+ */
+export function webhookBody(payload: WebhookPayload, valuesJson: string | undefined, sentAt: string): string {
+  const { values: _values, error, ...head } = stampSentAt(payload, sentAt);
+  const tail = (valuesJson === undefined ? "" : `,"values":${valuesJson}`) + (error === undefined ? "" : `,"error":${JSON.stringify(error)}`);
+  const text = JSON.stringify(head);
+  return tail === "" ? text : `${text.slice(0, -1)}${tail}}`;
+}

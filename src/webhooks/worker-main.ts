@@ -1,29 +1,29 @@
-// Body of the webhook worker thread (workers/webhook.ts is only its entry): accepts `webhook.send`
-// from the parent and from actor-shard ports, and delivers concurrently through one WebhookSender.
+// Body of the webhook worker thread (workers/webhook.ts is only its entry): opens the data dir's
+// LMDB, takes on every delivery waiting in the outbox, then each one a shard announces
+// (`webhook.due`, on the parent port or a handed-over shard port), and delivers them through one
+// OutboxDeliverer.
 import type { MessagePort } from "node:worker_threads";
 import { deserializeError } from "../errors.ts";
+import { openStorage, type Storage } from "../storage/env.ts";
+import { WebhookCounters } from "./counters.ts";
+import { OutboxDeliverer } from "./deliverer.ts";
 import { BoundedRunner } from "./limiter.ts";
 import type { FromWebhookWorker, ToWebhookWorker, WebhookDispatchResultMessage, WebhookWorkerData } from "./messages.ts";
 import { isToWebhookWorker } from "./messages.ts";
-import { WebhookSender, type DeliveryResult, type InProcessDispatch } from "./sender.ts";
-import { urlForLog, validateWebhookUrl } from "./url-policy.ts";
+import { WebhookSender, type InProcessDispatch } from "./sender.ts";
+import { DeliverySigner } from "./signing.ts";
 
 export interface WebhookWorkerOptions {
   log?: (message: string) => void;
-  /** Called after every delivery attempt sequence (tests, metrics). */
-  onDelivered?: (url: string, result: DeliveryResult) => void;
 }
 
 export interface WebhookWorkerHandle {
-  readonly sender: WebhookSender;
-  /** Resolves once no delivery is running or queued. */
-  idle(): Promise<void>;
-  /** Stops listening, aborts deliveries in progress. */
-  close(): void;
+  readonly deliverer: OutboxDeliverer;
+  /** Stops listening, aborts attempts in progress (the outbox keeps them), closes LMDB. */
+  close(): Promise<void>;
 }
 
 const DEFAULT_MAX_IN_FLIGHT = 64;
-const DEFAULT_MAX_QUEUED = 10_000;
 
 export function runWebhookWorker(parent: MessagePort, data: WebhookWorkerData, opts: WebhookWorkerOptions = {}): WebhookWorkerHandle {
   const log = opts.log ?? ((m: string) => console.warn(`[troupe webhook] ${m}`));
@@ -46,18 +46,25 @@ export function runWebhookWorker(parent: MessagePort, data: WebhookWorkerData, o
       parent.postMessage(req);
     });
 
+  const storage: Storage = openStorage(data.dataDir);
   const sender = new WebhookSender({
     headers: data.headers,
     connectTimeoutMs: data.connectTimeoutMs,
     requestTimeoutMs: data.requestTimeoutMs,
-    maxAttempts: data.maxAttempts,
-    backoffBaseMs: data.backoffBaseMs,
-    maxRetryAfterMs: data.maxRetryAfterMs,
     dispatch: data.inProcessDispatch ? dispatch : undefined,
     addressRule: data.urlPolicy ?? undefined, // the addresses names resolve to, checked at connect time
+  });
+  const deliverer = new OutboxDeliverer({
+    storage,
+    sender,
+    signer: new DeliverySigner(data.signingSecret ?? null),
+    // a delivery waiting for a slot is only its key: the queue needs no bound
+    runner: new BoundedRunner(data.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT, Number.POSITIVE_INFINITY),
+    counters: new WebhookCounters(data.counters),
+    urlPolicy: data.urlPolicy ?? null,
+    retryDelaysMs: data.retryDelaysMs,
     log,
   });
-  const runner = new BoundedRunner(data.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT, data.maxQueued ?? DEFAULT_MAX_QUEUED);
   const ports = new Set<MessagePort>();
 
   const onMessage = (msg: unknown): void => {
@@ -83,32 +90,24 @@ export function runWebhookWorker(parent: MessagePort, data: WebhookWorkerData, o
         p.resolve(msg);
         return;
       }
-      case "webhook.send": {
-        const { url, payload } = msg;
-        const reason = data.urlPolicy ? validateWebhookUrl(url, data.urlPolicy) : null;
-        if (reason) {
-          log(`webhook ${urlForLog(url)} for run ${payload.run_id} not sent: ${reason}`);
-          return;
-        }
-        const accepted = runner.run(async () => {
-          const result = await sender.send(url, payload);
-          opts.onDelivered?.(url, result);
-        });
-        if (!accepted) log(`webhook for run ${payload.run_id} dropped: ${runner.queued} deliveries already waiting`);
+      case "webhook.due":
+        deliverer.due([msg.threadId, msg.runId]);
         return;
-      }
     }
   };
 
+  const waiting = deliverer.loadOutbox();
+  if (waiting > 0) log(`${waiting} webhook deliveries waiting in the outbox`);
   parent.on("message", onMessage);
   return {
-    sender,
-    idle: () => runner.idle(),
-    close() {
+    deliverer,
+    async close() {
       parent.off("message", onMessage);
       for (const p of ports) p.close();
       ports.clear();
+      deliverer.close();
       sender.close();
+      await storage.close();
     },
   };
 }

@@ -74,6 +74,7 @@ describe("loadConfig: good configs", () => {
     expect(config.webhooks).toEqual({
       envPrefix: "LG_WEBHOOK_",
       headers: {},
+      signingSecret: null,
       url: { allowedDomains: [], requireHttps: false, allowedPorts: null, disableLoopback: false, maxUrlLength: 2048, allowPrivateAddresses: null },
     });
     expect(config.store.index).toBeNull();
@@ -279,6 +280,17 @@ describe("loadConfig: bad configs", () => {
   it("missing environment variable stops loading, naming header and variable", async () => {
     const file = writeConfig({ graphs: { agent: "./agent.ts" }, webhooks: { headers: { "X-Token": "t=${{ env.LG_WEBHOOK_TOKEN }}" } } });
     await expectConfigError(file, {}, "service.json", "webhooks.headers.X-Token:", "LG_WEBHOOK_TOKEN is not set");
+  });
+
+  it("webhooks.signing_secret: a Standard Webhooks secret, templates allowed", async () => {
+    const secret = `whsec_${Buffer.alloc(32, 9).toString("base64")}`;
+    const ok = writeConfig({ graphs: { agent: "./agent.ts" }, webhooks: { signing_secret: "${{ env.LG_WEBHOOK_SIGNING }}" } });
+    expect((await loadConfig(ok, { env: { LG_WEBHOOK_SIGNING: secret } })).webhooks.signingSecret).toBe(secret);
+    await expectConfigError(ok, {}, "webhooks.signing_secret:", "LG_WEBHOOK_SIGNING is not set");
+    const bad = writeConfig({ graphs: { agent: "./agent.ts" }, webhooks: { signing_secret: "hunter2!" } });
+    await expectConfigError(bad, {}, "service.json", "webhooks.signing_secret:", "whsec_");
+    const short = writeConfig({ graphs: { agent: "./agent.ts" }, webhooks: { signing_secret: `whsec_${Buffer.alloc(4).toString("base64")}` } });
+    await expectConfigError(short, {}, "webhooks.signing_secret:", "24 to 64 bytes");
   });
 
   it("malformed template", async () => {

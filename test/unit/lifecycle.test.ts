@@ -1,6 +1,9 @@
 // Domain rules of the runtime, tested directly (they are also exercised end to end).
 import { describe, expect, it, vi } from "vitest";
-import { matchesFilter, mergeConfigs, mergeContexts, threadConfigAfter, multitaskDecision, threadStatusAfterRun, REJECT_MESSAGE, isFinal } from "../../src/domain/lifecycle.ts";
+import {
+  matchesFilter, mergeConfigs, mergeContexts, threadConfigAfter, multitaskDecision, threadStatusAfterRun, REJECT_MESSAGE, isFinal,
+  MAX_ATTEMPTS, outcomeAfterStop, recoveryPlan, stopActionOf, stopToRecord,
+} from "../../src/domain/lifecycle.ts";
 import { TroupeError } from "../../src/errors.ts";
 import { RunHub } from "../../src/hub/run-hub.ts";
 import { EventBuffer } from "../../src/bridge/event-buffer.ts";
@@ -15,6 +18,43 @@ describe("thread status after a run", () => {
     expect(threadStatusAfterRun({ outcome: "error", hasNext: true, queued: 0 })).toBe("error");
     expect(threadStatusAfterRun({ outcome: "interrupted", hasNext: true, queued: 0 })).toBe("idle");
     expect(threadStatusAfterRun({ outcome: "error", hasNext: false, queued: 2 })).toBe("busy");
+  });
+});
+
+describe("stops answered 2xx (cancel, multitask interrupt/rollback)", () => {
+  it("are read from the run's cancel_reason", () => {
+    expect(stopActionOf({})).toBeUndefined();
+    expect(stopActionOf({ cancel_reason: null })).toBeUndefined();
+    expect(stopActionOf({ cancel_reason: "interrupt" })).toBe("interrupt");
+    expect(stopActionOf({ cancel_reason: "rollback" })).toBe("rollback");
+  });
+
+  it("record the first stop; a rollback upgrades an interrupt, nothing else adds anything", () => {
+    expect(stopToRecord(undefined, "interrupt")).toBe("interrupt");
+    expect(stopToRecord(undefined, "rollback")).toBe("rollback");
+    expect(stopToRecord("interrupt", "rollback")).toBe("rollback");
+    expect(stopToRecord("interrupt", "interrupt")).toBeUndefined();
+    expect(stopToRecord("rollback", "interrupt")).toBeUndefined();
+    expect(stopToRecord("rollback", "rollback")).toBeUndefined();
+  });
+
+  it("win over what the graph did after them: the run ends interrupted, a rollback also discards it", () => {
+    const success = { status: "success" as const, rolledBack: false, lastValues: ["{}"] };
+    const failed = { status: "error" as const, rolledBack: false, error: { error: "E", message: "m" } };
+    expect(outcomeAfterStop(success, undefined)).toBe(success);
+    expect(outcomeAfterStop(success, "interrupt")).toEqual({ status: "interrupted", rolledBack: false, lastValues: ["{}"] });
+    expect(outcomeAfterStop(success, "rollback")).toEqual({ status: "interrupted", rolledBack: true, lastValues: ["{}"] });
+    expect(outcomeAfterStop(failed, "interrupt")).toEqual({ status: "interrupted", rolledBack: false });
+    expect(outcomeAfterStop({ status: "interrupted", rolledBack: false }, "rollback")).toEqual({ status: "interrupted", rolledBack: true });
+  });
+
+  it("are carried out by recovery, never resumed", () => {
+    expect(recoveryPlan({ status: "running", attempt: 1, cancel_reason: "interrupt" })).toBe("stop");
+    expect(recoveryPlan({ status: "running", attempt: MAX_ATTEMPTS, cancel_reason: "rollback" })).toBe("stop");
+    expect(recoveryPlan({ status: "pending", attempt: 0, cancel_reason: "interrupt" })).toBe("stop"); // stopped while it was being started
+    expect(recoveryPlan({ status: "running", attempt: 1 })).toBe("resume");
+    expect(recoveryPlan({ status: "running", attempt: MAX_ATTEMPTS })).toBe("give-up");
+    expect(recoveryPlan({ status: "pending", attempt: 0 })).toBe("requeue");
   });
 });
 
