@@ -346,7 +346,8 @@ describe("webhooks survive a crash (the outbox)", () => {
 
       rx.answering = true;
       const second = await start({ config: signingConfig(configDir) });
-      await until("every webhook was delivered", async () => runs.every((r) => rx.delivered(r.run_id)), 30_000);
+      await until("every webhook was delivered and its outcome recorded", async () =>
+        runs.every((r) => rx.delivered(r.run_id)) && (await Promise.all(runs.map((r) => deliveryOf(second.url, r)))).every((d) => d.state === "delivered"), 30_000);
       for (const [i, run] of runs.entries()) {
         const hooks = rx.of(run.run_id);
         const ids = new Set(hooks.map((h) => h.headers["webhook-id"]));
