@@ -1,6 +1,5 @@
 // Persisted record shapes. Field names follow the wire (snake_case) so handlers can emit
 // records without copying; fields that are internal only are listed in INTERNAL_RUN_FIELDS.
-import type { WebhookPayload } from "../webhooks/payload.ts";
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
@@ -108,6 +107,38 @@ export interface RunRecord {
 }
 
 export const INTERNAL_RUN_FIELDS = ["graph_id", "attempt", "on_completion", "started_at", "ended_at", "error"] as const;
+
+/** Error shape carried by a failed run's webhook (spec; platform ≥ 0.7.46). */
+export interface WebhookError {
+  error: string;
+  message: string;
+}
+
+/**
+ * The JSON body POSTed to a run's webhook URL (src/webhooks/payload.ts builds it; the outbox keeps
+ * it). Key order follows the reference: the wire run, then run_started_at, run_ended_at,
+ * webhook_sent_at, values, error.
+ */
+export interface WebhookPayload {
+  run_id: string;
+  thread_id: string;
+  assistant_id: string;
+  metadata: RunRecord["metadata"];
+  status: RunRecord["status"];
+  kwargs: RunRecord["kwargs"];
+  multitask_strategy: RunRecord["multitask_strategy"];
+  created_at: string;
+  updated_at: string;
+  run_started_at: string;
+  /** Omitted when the run has not ended. */
+  run_ended_at?: string;
+  /** Stamped by the sender for each delivery attempt; never set by the builder. */
+  webhook_sent_at?: string;
+  /** Latest checkpoint values; stateful runs only, and only when the caller has them. */
+  values?: unknown;
+  /** Present only when the run failed. */
+  error?: WebhookError;
+}
 
 /** One attempt to deliver a run's webhook, as its delivery record keeps it. */
 export interface WebhookAttemptRecord {

@@ -1,9 +1,6 @@
-// Delivers what the webhook outbox holds (in the webhook worker): each delivery at its due time,
-// at most `maxInFlight` at once, retried on the durable schedule of retry-schedule.ts. After each
-// failed attempt the delivery's record is updated (attempt count, next attempt, last outcome), so
-// a restart carries on where the schedule was; a delivered or given-up one leaves the outbox in
-// the same transaction that records its outcome. Deliveries are at least once: an attempt cut
-// off by a crash is made again, with the same `webhook-id`.
+// The webhook worker's side of the outbox: each delivery at its due time, retried on the schedule
+// of retry-schedule.ts, every attempt's outcome written back so a restart carries on where it was
+// (at least once: an attempt cut off by a crash is made again with the same `webhook-id`).
 import type { Storage } from "../storage/env.ts";
 import type { WebhookAttemptRecord, WebhookDeliveryRecord, WebhookOutcomeRecord } from "../storage/records.ts";
 import type { WebhookCounters } from "./counters.ts";

@@ -1,7 +1,5 @@
-// The webhook outbox: a run's delivery record is written in the same transaction as its final
-// status (by its thread actor), so a run that ended has its webhook recorded even if the process
-// dies a moment later; the webhook worker (deliverer.ts) delivers what the outbox holds, at least
-// once, and keeps each delivery's outcome readable while its run exists.
+// The webhook outbox: a thread actor writes a run's delivery record in the transaction of its final
+// status, so no crash loses it; the webhook worker (deliverer.ts) delivers it and records the outcome.
 import type { Storage } from "../storage/env.ts";
 import type { RunRecord, WebhookAttemptRecord, WebhookDeliveryRecord } from "../storage/records.ts";
 import { nowIso } from "../storage/records.ts";

@@ -1,37 +1,8 @@
 // Builds the run-completion webhook body (spec "Events › Payload") from a stored run record:
 // the wire run plus timing, state values and a structured error. Runs in the actor worker.
-import { INTERNAL_RUN_FIELDS, type RunRecord } from "../storage/records.ts";
+import { INTERNAL_RUN_FIELDS, type RunRecord, type WebhookError, type WebhookPayload } from "../storage/records.ts";
 
-/** Error shape carried by a failed run's webhook (spec; platform ≥ 0.7.46). */
-export interface WebhookError {
-  error: string;
-  message: string;
-}
-
-/**
- * The JSON body POSTed to a run's webhook URL. Key order follows the reference:
- * the wire run, then run_started_at, run_ended_at, webhook_sent_at, values, error.
- */
-export interface WebhookPayload {
-  run_id: string;
-  thread_id: string;
-  assistant_id: string;
-  metadata: RunRecord["metadata"];
-  status: RunRecord["status"];
-  kwargs: RunRecord["kwargs"];
-  multitask_strategy: RunRecord["multitask_strategy"];
-  created_at: string;
-  updated_at: string;
-  run_started_at: string;
-  /** Omitted when the run has not ended. */
-  run_ended_at?: string;
-  /** Stamped by the sender for each delivery attempt; never set by the builder. */
-  webhook_sent_at?: string;
-  /** Latest checkpoint values; stateful runs only, and only when the caller has them. */
-  values?: unknown;
-  /** Present only when the run failed. */
-  error?: WebhookError;
-}
+export type { WebhookError, WebhookPayload } from "../storage/records.ts";
 
 const WIRE_RUN_KEYS = [
   "run_id", "thread_id", "assistant_id", "metadata", "status", "kwargs", "multitask_strategy", "created_at", "updated_at",

@@ -1,7 +1,5 @@
-// Standard Webhooks headers (https://www.standardwebhooks.com): every attempt carries the
-// delivery's stable id and its timestamp; with `webhooks.signing_secret` configured also an
-// HMAC-SHA256 signature of `${id}.${timestamp}.${body}`, made by the reference implementation
-// (`standardwebhooks`), so receivers verify it with any Standard Webhooks library.
+// Standard Webhooks headers (https://www.standardwebhooks.com): the delivery's stable id, the
+// attempt's timestamp and, with `webhooks.signing_secret`, a signature receivers can verify.
 import { Webhook } from "standardwebhooks";
 
 export class DeliverySigner {

@@ -1,7 +1,5 @@
-// Body of the webhook worker thread (workers/webhook.ts is only its entry): opens the data dir's
-// LMDB, takes on every delivery waiting in the outbox, then each one a shard announces
-// (`webhook.due`, on the parent port or a handed-over shard port), and delivers them through one
-// OutboxDeliverer.
+// Body of the webhook worker thread (workers/webhook.ts is only its entry): takes on every delivery
+// waiting in the outbox, then each one a shard announces (`webhook.due`), through one OutboxDeliverer.
 import type { MessagePort } from "node:worker_threads";
 import { deserializeError } from "../errors.ts";
 import { openStorage, type Storage } from "../storage/env.ts";
