@@ -157,6 +157,7 @@ describe("crash recovery", () => {
 });
 
 // ---------- what a 2xx promised: stops and webhooks ----------
+// (each test starts two or three servers: on a loaded machine that alone can take a minute)
 
 /** Polls `check` until it holds (the shared waitUntil, worded for this file's many waits). */
 const until = (what: string, check: () => Promise<boolean>, timeoutMs = 30_000) => waitUntil(check, { what, timeoutMs, intervalMs: 50 });
@@ -251,7 +252,7 @@ const getRun = async (url: string, threadId: string, runId: string) => {
   return { status: res.status, run: res.status === 200 ? ((await res.json()) as { status: string; cancel_reason?: string }) : undefined };
 };
 
-describe("stops answered 2xx survive a crash", () => {
+describe("stops answered 2xx survive a crash", { timeout: 180_000 }, () => {
   it("cancel (202), multitask interrupt and rollback (200), then kill -9: recovery ends the old runs, never resumes them", () => onOneDataDir(async (start) => {
     const first = await start();
     const c1 = new Client({ apiUrl: first.url, apiKey: null });
@@ -320,7 +321,7 @@ describe("stops answered 2xx survive a crash", () => {
   }));
 });
 
-describe("webhooks survive a crash (the outbox)", () => {
+describe("webhooks survive a crash (the outbox)", { timeout: 180_000 }, () => {
   it("runs that finished just before kill -9 each get their webhook after the restart, signed, with one delivery id", () => onOneDataDir(async (start) => {
     const rx = await new HookReceiver().start();
     const configDir = mkdtempSync(join(tmpdir(), "troupe-durable-hooks-"));
@@ -366,7 +367,7 @@ describe("webhooks survive a crash (the outbox)", () => {
   }));
 });
 
-describe("a crash during startup recovery", () => {
+describe("a crash during startup recovery", { timeout: 180_000 }, () => {
   it("kill -9, restart, kill -9 again while recovery runs, restart: every run ends as its requests said, each webhook delivered", () => onOneDataDir(async (start) => {
     const rx = await new HookReceiver().start();
     try {
