@@ -232,7 +232,7 @@ export class ThreadActor {
     const graphId = this.graphIdOf(t, cmd.assistant);
     if (!graphId) throw new TroupeError("BAD_REQUEST", `Thread ${this.threadId} has no graph ID`);
     const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.update" });
-    const cfg = await asBadRequest(() => graph.updateState(stateConfig(t, cmd.checkpoint), cmd.values, cmd.asNode));
+    const cfg = await asBadRequest(() => graph.updateState(stateConfig(t, cmd.checkpoint), cmd.values, cmd.asNode), { inferredNode: cmd.asNode === undefined });
     const snap = await graph.getState(stateConfig(t));
     await this.saveThread(this.threadId, { ...t, updated_at: nowIso() }, toJsonText(snap.values));
     const c = (cfg as { configurable?: Record<string, unknown> }).configurable ?? {};

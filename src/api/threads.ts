@@ -49,6 +49,7 @@ const threadCreate = body({
       properties: {
         updates: {
           type: "array",
+          minItems: 1,
           items: { type: "object", required: ["as_node"], properties: { values: stateValues, command: nullable(object), as_node: str } },
         },
       },

@@ -1,0 +1,64 @@
+// Requests that used to wedge the server or answer 500 (issue 17), against a spawned server: a
+// 422 for a huge invalid body comes at once, keys longer than LMDB takes are refused up front,
+// state updates that are the caller's fault are 4xx.
+import { describe, expect, it } from "vitest";
+import { human, rawRequest, useServer } from "./helpers/suite.ts";
+
+const fx = useServer();
+
+const raw = (path: string, init?: RequestInit) => rawRequest(fx.server.url, path, init);
+const send = (method: string, path: string, body: unknown) =>
+  raw(path, { method, headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) });
+
+describe("422s for huge invalid bodies", () => {
+  it("come at once and leave /ok answering", { timeout: 60_000 }, async () => {
+    // before: ~40 s for 32,000 nulls (quadratic report) with /ok stalled; minutes and ~2 GB for a million
+    const nulls = await send("POST", "/store/namespaces", { suffix: new Array(32_000).fill(null) });
+    expect(nulls.status).toBe(422);
+    expect((nulls.body as { detail: unknown[] }).detail.length).toBeLessThanOrEqual(100);
+    expect((nulls.body as { detail: unknown[] }).detail[0]).toEqual({ loc: ["body", "suffix", 0], msg: "Input should be a valid string", type: "string_type" });
+    const million = `{"namespace":["a"],"key":"k","value":{},"index":[${new Array(1_000_000).fill("1").join(",")}]}`;
+    const index = await send("PUT", "/store/items", million);
+    expect(index.status).toBe(422);
+    expect((index.body as { detail: unknown[] }).detail.length).toBeLessThanOrEqual(100);
+    const t = await fx.client.threads.create();
+    const modes = await send("POST", `/threads/${t.thread_id}/runs/stream`, `{"assistant_id":"echo","stream_mode":[${new Array(1_000_000).fill("0").join(",")}]}`);
+    expect(modes.status).toBe(422);
+    expect((await raw("/ok")).status).toBe(200);
+  });
+});
+
+describe("state updates that are the caller's fault", () => {
+  it("answer 4xx with a clear message, not 500", async () => {
+    const empty = await send("POST", "/threads", { graph_id: "echo", supersteps: [{ updates: [] }] });
+    expect(empty.status).toBe(422);
+    expect((empty.body as { detail: { loc: unknown[]; type: string }[] }).detail[0]).toMatchObject({ loc: ["body", "supersteps", 0, "updates"], type: "too_short" });
+
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, "echo", { input: human("hi") });
+    const noSubgraph = await send("POST", `/threads/${t.thread_id}/state`, { values: { messages: [] }, checkpoint: { checkpoint_ns: "x" } });
+    expect(noSubgraph).toMatchObject({ status: 400, body: { detail: 'Subgraph "x" not found' } });
+
+    // a run that only applied a command.update: no node has seen the state, LangGraph cannot infer as_node
+    const cmdOnly = await fx.client.threads.create();
+    await fx.client.runs.wait(cmdOnly.thread_id, "echo", { command: { update: { messages: [{ role: "human", content: "x" }] } } });
+    const inferred = await send("POST", `/threads/${cmdOnly.thread_id}/state`, { values: { messages: [] } });
+    expect(inferred.status).toBe(400);
+    expect((inferred.body as { detail: string }).detail).toMatch(/^Ambiguous update, specify "as_node"/);
+    // naming the node works
+    expect((await send("POST", `/threads/${cmdOnly.thread_id}/state`, { values: { messages: [] }, as_node: "echo" })).status).toBe(200);
+  });
+
+  it("reading the state of a checkpoint the thread does not have is a 404", async () => {
+    const t = await fx.client.threads.create();
+    await fx.client.runs.wait(t.thread_id, "echo", { input: human("hi") });
+    const unknown = "1f0b0000-0000-6000-8000-000000000000";
+    const state = await raw(`/threads/${t.thread_id}/state/${unknown}`);
+    expect(state).toMatchObject({ status: 404, body: { detail: `Checkpoint ${unknown} not found on thread ${t.thread_id}` } });
+    const posted = await send("POST", `/threads/${t.thread_id}/state/checkpoint`, { checkpoint: { checkpoint_id: unknown } });
+    expect(posted.status).toBe(404);
+    // a checkpoint it has still reads
+    const latest = await fx.client.threads.getState(t.thread_id);
+    expect((await raw(`/threads/${t.thread_id}/state/${latest.checkpoint.checkpoint_id}`)).status).toBe(200);
+  });
+});
