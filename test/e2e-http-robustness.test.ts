@@ -28,6 +28,51 @@ describe("422s for huge invalid bodies", () => {
   });
 });
 
+describe("keys longer than LMDB takes", () => {
+  const long = "a".repeat(4000);
+
+  it("are refused up front: 422 in bodies and queries, 404 for path lookups (before: 500 RangeError)", async () => {
+    expect(await raw(`/assistants/${long}`)).toMatchObject({ status: 404, body: { detail: "Not Found: assistant_id is longer than 256 characters" } });
+    const run = await send("POST", "/runs/wait", { assistant_id: long });
+    expect(run).toMatchObject({ status: 422, body: { detail: [{ loc: ["body", "assistant_id"], type: "string_too_long" }] } });
+    const label = await send("PUT", "/store/items", { namespace: [long], key: "k", value: {} });
+    expect(label).toMatchObject({ status: 422, body: { detail: [{ loc: ["body", "namespace", 0], type: "string_too_long" }] } });
+    const key = await send("PUT", "/store/items", { namespace: ["a"], key: long, value: {} });
+    expect(key).toMatchObject({ status: 422, body: { detail: [{ loc: ["body", "key"], type: "string_too_long" }] } });
+    expect((await raw(`/store/items?namespace=a&key=${long}`)).status).toBe(422);
+    expect((await send("POST", "/store/namespaces", { prefix: [long] })).status).toBe(422);
+    // labels each within bounds, too many bytes in all (a euro sign is 3 bytes of UTF-8)
+    const wide = await send("PUT", "/store/items", { namespace: ["€".repeat(150), "€".repeat(150)], key: "k", value: {} });
+    expect(wide).toMatchObject({ status: 422, body: { detail: [{ loc: ["body", "namespace"], type: "string_too_long" }] } });
+    const t = await fx.client.threads.create();
+    const ns = await send("POST", `/threads/${t.thread_id}/state/checkpoint`, { checkpoint: { checkpoint_ns: long } });
+    expect(ns).toMatchObject({ status: 422, body: { detail: [{ loc: ["body", "checkpoint", "checkpoint_ns"], type: "string_too_long" }] } });
+    const cfg = await send("POST", `/threads/${t.thread_id}/runs/wait`, { assistant_id: "echo", config: { configurable: { checkpoint_ns: long } } });
+    expect(cfg.status).toBe(422);
+    expect((await raw("/ok")).status).toBe(200);
+  });
+
+  it("at the documented maximum, in 4-byte characters, still fit", async () => {
+    const namespace = ["😀".repeat(192)]; // 768 bytes
+    const key = "😀".repeat(256); // 1 KiB
+    expect((await send("PUT", "/store/items", { namespace, key, value: { v: 1 }, ttl: 5 })).status).toBe(204);
+    const item = await fx.client.store.getItem(namespace, key);
+    expect(item?.value).toEqual({ v: 1 });
+    expect((await send("POST", "/store/items/search", { namespace_prefix: namespace })).status).toBe(200);
+    const graphNamed = await send("POST", "/runs/wait", { assistant_id: "b".repeat(256) });
+    expect(graphNamed.status).toBe(404);
+  });
+
+  it("show their maximum in the OpenAPI document", async () => {
+    const doc = (await raw("/openapi.json")).body as { paths: Record<string, Record<string, { parameters: { name: string; schema: { maxLength?: number } }[]; requestBody?: { content: { "application/json": { schema: { properties: Record<string, { maxLength?: number; items?: { maxLength?: number } }> } } } } }>> };
+    const put = doc.paths["/store/items"].put.requestBody!.content["application/json"].schema.properties;
+    expect(put.key.maxLength).toBe(256);
+    expect(put.namespace.items?.maxLength).toBe(192);
+    expect(doc.paths["/assistants/{assistant_id}"].get.parameters.find((p) => p.name === "assistant_id")?.schema.maxLength).toBe(256);
+    expect(doc.paths["/runs/wait"].post.requestBody!.content["application/json"].schema.properties.assistant_id.maxLength).toBe(256);
+  });
+});
+
 describe("state updates that are the caller's fault", () => {
   it("answer 4xx with a clear message, not 500", async () => {
     const empty = await send("POST", "/threads", { graph_id: "echo", supersteps: [{ updates: [] }] });

@@ -3,7 +3,7 @@
 import { canonicalUuid } from "../util/ids.ts";
 import { TroupeError, validationError } from "../errors.ts";
 import type { CreateRunCommand } from "../bridge/messages.ts";
-import { anyValue, body, bool, checkpointSelector, configSchema, nullable, object, str, strings, uuid } from "../http/schemas/common.ts";
+import { anyValue, body, bool, checkpointSelector, configSchema, keyString, nullable, object, str, strings, uuid } from "../http/schemas/common.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import { DEFAULTS } from "../config/defaults.ts";
@@ -19,7 +19,7 @@ const interruptNodes: JsonSchema = nullable({ anyOf: [{ type: "string", enum: ["
 const gotoTarget: JsonSchema = { anyOf: [str, { type: "object", properties: { node: str, input: anyValue }, required: ["node"] }] };
 
 export const runCreateSchema: JsonSchema = body({
-  assistant_id: str,
+  assistant_id: keyString,
   input: anyValue,
   command: nullable({
     type: "object",

@@ -7,7 +7,7 @@ import { matchesFilter } from "../domain/lifecycle.ts";
 import { deepEqual } from "../util/deep-equal.ts";
 import type { CheckpointSelector } from "../bridge/messages.ts";
 import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
-import { body, checkpointSelector, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
+import { body, checkpointSelector, keyString, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
 
 /** A state update's values (reference: ThreadStateUpdate): an object, a list of them, or null. */
 const stateValues = { type: ["object", "array", "null"], items: object };
@@ -39,7 +39,7 @@ const threadCreate = body({
   thread_id: uuid,
   metadata: nullable(object),
   if_exists: nullable({ type: "string", enum: ["raise", "do_nothing"] }),
-  graph_id: nullable(str),
+  graph_id: nullable(keyString),
   ttl: ttlSchema,
   supersteps: nullable({
     type: "array",

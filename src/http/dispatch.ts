@@ -6,6 +6,7 @@ import { errorReply } from "./errors.ts";
 import { Router } from "./router.ts";
 import type { Headers, Reply, RequestContext, RouteDef } from "./types.ts";
 import { compileBody, compileQuery, type Validator } from "./validation.ts";
+import { MAX_KEY_CHARS as MAX_PATH_PARAM_CHARS } from "./schemas/common.ts";
 
 export interface RawRequest {
   method: string;
@@ -123,6 +124,12 @@ export class Dispatcher {
     const route = this.compiled.get(m.route)!;
     const def = route.def;
 
+    for (const name in m.params) {
+      // a path id longer than any key names nothing (and LMDB would refuse it as a key)
+      if (m.params[name].length > MAX_PATH_PARAM_CHARS && def.params?.[name] !== "uuid") {
+        throw new TroupeError("NOT_FOUND", `Not Found: ${name} is longer than ${MAX_PATH_PARAM_CHARS} characters`);
+      }
+    }
     if (def.params) {
       for (const [name, kind] of Object.entries(def.params)) {
         if (kind !== "uuid") continue;

@@ -32,6 +32,7 @@ import { AssistantStore } from "../storage/assistants.ts";
 import { dataFilePath, openStorage } from "../storage/env.ts";
 import { canonicalUuidOf, defaultAssistantId } from "../util/ids.ts";
 import { assistantNotFound } from "../errors.ts";
+import { MAX_KEY_CHARS } from "../http/schemas/common.ts";
 import type { AppContext } from "./context.ts";
 import { RUNTIME_DEFAULTS } from "../config/runtime-defaults.ts";
 import type { JsonObject } from "../storage/records.ts";
@@ -160,6 +161,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     storeIndex,
     storeTtl,
     resolveAssistant: (idOrGraph) => {
+      if (idOrGraph.length > MAX_KEY_CHARS) throw assistantNotFound(); // no key that long exists (or fits LMDB)
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : canonicalUuidOf(idOrGraph) ?? idOrGraph;
       const a = storage.assistants.get(id);
       if (!a) throw assistantNotFound();

@@ -59,7 +59,7 @@ export const COMMAND_PARAMS: Record<string, JsonSchema> = {
     },
   },
   "state.get": { type: "object", properties: { namespace: strings, keys: strings } },
-  "state.listCheckpoints": { type: "object", properties: { namespace: strings, limit: { type: "integer", minimum: 1 }, before: { type: "string" } } },
+  "state.listCheckpoints": { type: "object", properties: { namespace: strings, limit: { type: "integer", minimum: 1 }, before: { type: "string", maxLength: 64 } } },
   "state.fork": { type: "object", properties: { checkpoint_id: { type: "string", minLength: 1 }, input: {}, ...runOptions }, required: ["checkpoint_id"] },
   "agent.getTree": { type: "object", properties: { run_id: { type: "string" } } },
   "subscription.subscribe": { type: "object", properties: filterProperties, required: ["channels"] },
