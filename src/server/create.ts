@@ -194,7 +194,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     dispatcher.addGuard(customAuthGuard(auth));
     groups.forEach((g, i) => (groups[i] = auth.exactErrors(g)));
   }
-  if (customApp) dispatcher.addGuard(customAppGuard(customApp)); // http.app: after auth; its routes win over the built-ins
+  if (customApp) dispatcher.addGuard(Object.assign(customAppGuard(customApp), { readsBody: true })); // http.app: after auth; its routes win over the built-ins
   // --- end custom auth ---
   for (const g of groups) dispatcher.add(...g);
 
