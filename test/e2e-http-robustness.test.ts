@@ -73,6 +73,23 @@ describe("keys longer than LMDB takes", () => {
   });
 });
 
+describe("found by the fuzz test", () => {
+  it("a run scheduled past any valid date is a 422 (before: 500 'Invalid time value')", async () => {
+    const far = await send("POST", "/runs/wait", { assistant_id: "echo", after_seconds: 1e15 });
+    expect(far).toMatchObject({ status: 422, body: { detail: [{ loc: ["body", "after_seconds"], type: "less_than_equal" }] } });
+  });
+
+  it("a huge history `before` or A2A task id is no key lookup (before: 500 / JSON-RPC internal error)", async () => {
+    const t = await fx.client.threads.create();
+    expect((await send("POST", `/threads/${t.thread_id}/history`, { before: "q".repeat(100_000) })).status).toBe(422);
+    const call = (method: string) => send("POST", "/a2a/echo", { jsonrpc: "2.0", id: 1, method, params: { id: "q".repeat(100_000) } });
+    for (const method of ["tasks/get", "tasks/cancel"]) {
+      const r = await call(method);
+      expect((r.body as { error: { code: number } }).error.code).not.toBe(-32603);
+    }
+  });
+});
+
 describe("state updates that are the caller's fault", () => {
   it("answer 4xx with a clear message, not 500", async () => {
     const empty = await send("POST", "/threads", { graph_id: "echo", supersteps: [{ updates: [] }] });

@@ -15,6 +15,9 @@ import { jsonBytes, type JsonSegments } from "../bridge/json-segments.ts";
 import { toJsonSegments, toJsonText, toPlain } from "./value-json.ts";
 import { putThreadValues } from "../storage/thread-values.ts";
 
+/** setTimeout's longest delay */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 interface InFlight {
   run: RunRecord;
   abort: AbortController;
@@ -415,7 +418,7 @@ export class ThreadActor {
       this.timer = setTimeout(() => {
         this.timer = undefined;
         this.pump();
-      }, dueIn);
+      }, Math.min(dueIn, MAX_TIMER_MS)); // a longer delay would fire at once (Node clamps it to 1 ms): wake up and re-arm
       return;
     }
     this.queue.shift();

@@ -13,6 +13,9 @@ import { addAuthUserFields } from "../auth/run-access.ts";
 import type { Json, JsonObject, MultitaskStrategy, RunnableConfigJson, StreamMode } from "../storage/records.ts";
 import { validateWebhookUrl } from "../webhooks/url-policy.ts";
 
+/** 10 years: a run's scheduled start must be a valid date (before: 500 "Invalid time value") */
+const MAX_AFTER_SECONDS = 10 * 365 * 24 * 3600;
+
 export const STREAM_MODES: StreamMode[] = ["values", "messages", "messages-tuple", "updates", "events", "tasks", "checkpoints", "debug", "custom", "tools"];
 const streamMode: JsonSchema = { type: "string", enum: STREAM_MODES };
 const interruptNodes: JsonSchema = nullable({ anyOf: [{ type: "string", enum: ["*"] }, strings] });
@@ -42,7 +45,7 @@ export const runCreateSchema: JsonSchema = body({
   stream_subgraphs: nullable(bool),
   stream_resumable: nullable(bool),
   on_disconnect: nullable({ type: "string", enum: ["cancel", "continue"] }),
-  after_seconds: nullable({ type: "number", minimum: 0 }),
+  after_seconds: nullable({ type: "number", minimum: 0, maximum: MAX_AFTER_SECONDS }),
   if_not_exists: nullable({ type: "string", enum: ["reject", "create"] }),
   on_completion: nullable({ type: "string", enum: ["delete", "keep"] }),
   feedback_keys: nullable(strings),
