@@ -6,20 +6,22 @@
 // to finish sending and read the reply: closing on a client still sending makes it see a reset
 // instead), and the connection closed once more than the body limit was dropped.
 import type { HttpResponse } from "uWebSockets.js";
+import { TroupeError } from "../errors.ts";
 import type { BodyArrival } from "./dispatch.ts";
+import { errorReply } from "./errors.ts";
 import type { Reply } from "./types.ts";
 
 /** body bytes held for a request not yet authenticated */
 export const UNADMITTED_BODY_BYTES = 64 * 1024;
 
-export const tooLarge = (max: number, headers?: Record<string, string>): Reply => ({
-  kind: "json",
-  status: 413,
-  body: { detail: `Request body exceeds the limit of ${max} bytes` },
-  ...(headers ? { headers: { ...headers } } : {}),
-});
+/** A refusal the front end sends itself (before the dispatcher, which adds the common headers) */
+export const frontEndError = (code: "PAYLOAD_TOO_LARGE" | "URI_TOO_LONG" | "BAD_REQUEST", detail: string, headers: Record<string, string> | undefined): Reply =>
+  errorReply(new TroupeError(code, detail, headers ? { headers } : {}));
 
-const GONE: Reply = { kind: "json", status: 400, body: { detail: "The client went away before sending the whole body" } };
+export const tooLarge = (max: number, headers?: Record<string, string>): Reply => frontEndError("PAYLOAD_TOO_LARGE", `Request body exceeds the limit of ${max} bytes`, headers);
+
+/** a fresh reply each time: the dispatcher adds each request's headers to the reply it returns */
+const gone = (): Reply => errorReply(new TroupeError("BAD_REQUEST", "The client went away before sending the whole body"));
 
 export class BodyReader implements BodyArrival {
   private chunks: Buffer[] = [];
@@ -82,7 +84,7 @@ export class BodyReader implements BodyArrival {
   abort(): void {
     this.paused = false; // an aborted response must not be touched
     this.drop();
-    this.settle(GONE);
+    this.settle(gone());
   }
 
   private drop(): void {

@@ -3,7 +3,7 @@
 import { createRequire } from "node:module";
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket, us_socket_context_t, WebSocket } from "uWebSockets.js";
 import type { BodyArrival, Dispatcher, RawRequest } from "./dispatch.ts";
-import { BodyReader, tooLarge } from "./body-reader.ts";
+import { BodyReader, frontEndError, tooLarge } from "./body-reader.ts";
 import { upgradeRequiredReply, statusLine } from "./errors.ts";
 import { jsonReplyText, type Headers, type Reply, type WebSocketReply, type WsSession } from "./types.ts";
 
@@ -158,11 +158,11 @@ function onRequest(dispatcher: Dispatcher, res: HttpResponse, req: HttpRequest):
   const common = dispatcher.opts.commonHeaders;
   if (path.length + query.length > MAX_URL_CHARS) {
     const detail = `Request URL is longer than ${MAX_URL_CHARS} characters`;
-    writeReply(res, state, { kind: "json", status: 414, body: { detail }, headers: common && { ...common } }, false);
+    writeReply(res, state, frontEndError("URI_TOO_LONG", detail, common), false);
     return;
   }
   if (conflictingLength) {
-    writeReply(res, state, { kind: "json", status: 400, body: { detail: "Conflicting Content-Length headers" }, headers: common && { ...common } }, true);
+    writeReply(res, state, frontEndError("BAD_REQUEST", "Conflicting Content-Length headers", common), true);
     return;
   }
   const contentLength = contentLengthOf(headers);

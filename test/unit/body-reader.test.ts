@@ -2,7 +2,7 @@
 // uWS response is a stand-in recording pause/resume/close (uWS calls onData, we call these).
 import { describe, expect, it } from "vitest";
 import type { HttpResponse } from "uWebSockets.js";
-import { BodyReader, UNADMITTED_BODY_BYTES } from "../src/http/body-reader.ts";
+import { BodyReader, UNADMITTED_BODY_BYTES } from "../../src/http/body-reader.ts";
 
 function reader(max = 1024 * 1024) {
   const calls: string[] = [];
