@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { finalStatus, firstBody, rawExchange } from "./helpers/raw-http.ts";
+import { waitUntil } from "./helpers/wait.ts";
 
 let server: TestServer;
 beforeAll(async () => {
@@ -67,7 +68,7 @@ describe("decided by uWebSockets before Troupe sees the request (documented limi
     expect(r.text).toBe("");
     expect(r.closed).toBe(false);
     // an HTTP/1.0 request head of 4 KiB or more is dropped at once
-    const padded = await rawExchange(server.url, `GET /ok HTTP/1.0\r\nX-Pad: ${"a".repeat(5000)}\r\n\r\n`, { timeoutMs: 1500 });
+    const padded = await rawExchange(server.url, `GET /ok HTTP/1.0\r\nX-Pad: ${"a".repeat(5000)}\r\n\r\n`, { timeoutMs: 10_000 });
     expect(padded).toMatchObject({ text: "", closed: true });
   });
 
@@ -77,7 +78,7 @@ describe("decided by uWebSockets before Troupe sees the request (documented limi
   });
 
   it("a chunk extension closes the connection without an answer", async () => {
-    const r = await rawExchange(server.url, "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2;ext=1\r\n{}\r\n0\r\n\r\n", { timeoutMs: 1500 });
+    const r = await rawExchange(server.url, "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2;ext=1\r\n{}\r\n0\r\n\r\n", { timeoutMs: 10_000 });
     expect(r).toMatchObject({ text: "", closed: true });
     // plain chunks are fine
     const plain = await rawExchange(server.url, "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", { until: /\]$/ });
@@ -86,10 +87,10 @@ describe("decided by uWebSockets before Troupe sees the request (documented limi
 
   it("a request pipelined behind a reply that waits (a commit) closes the connection; the first request still takes effect", async () => {
     const body = JSON.stringify({ metadata: { pipelined: "yes" } });
-    const r = await rawExchange(server.url, `POST /threads HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}` + get("/ok"), { timeoutMs: 3000 });
+    const r = await rawExchange(server.url, `POST /threads HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}` + get("/ok"), { timeoutMs: 10_000 });
     expect(r).toMatchObject({ text: "", closed: true });
-    const found = await fetch(`${server.url}/threads/search`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ metadata: { pipelined: "yes" } }) });
-    expect(await found.json()).toHaveLength(1);
+    const search = async () => (await (await fetch(`${server.url}/threads/search`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ metadata: { pipelined: "yes" } }) })).json()) as unknown[];
+    await waitUntil(async () => (await search()).length === 1, { what: "the pipelined POST's thread" });
   });
 
   it("49 or more header lines get no answer (uWS keeps at most 48 and waits for the rest)", async () => {
@@ -100,19 +101,19 @@ describe("decided by uWebSockets before Troupe sees the request (documented limi
 
   it("a request head still incomplete at 4 KiB, e.g. a 128 KiB URL arriving in pieces, closes the connection", async () => {
     const head = get(`/ok?${"a".repeat(128 * 1024)}`);
-    const r = await rawExchange(server.url, head.slice(0, 64 * 1024), { more: [head.slice(64 * 1024)], gapMs: 100, timeoutMs: 1500 });
+    const r = await rawExchange(server.url, head.slice(0, 64 * 1024), { more: [head.slice(64 * 1024)], gapMs: 100, timeoutMs: 10_000 });
     expect(r).toMatchObject({ text: "", closed: true });
   });
 
   it("methods other than GET POST PUT PATCH DELETE HEAD OPTIONS TRACE CONNECT, and lower-case ones, close the connection", async () => {
     for (const method of ["PURGE", "PROPFIND", "get"]) {
-      const r = await rawExchange(server.url, `${method} /ok HTTP/1.1\r\nHost: t\r\n\r\n`, { timeoutMs: 1500 });
+      const r = await rawExchange(server.url, `${method} /ok HTTP/1.1\r\nHost: t\r\n\r\n`, { timeoutMs: 10_000 });
       expect(r, method).toMatchObject({ text: "", closed: true });
     }
   });
 
   it("a Content-Length list (`2, 2`) closes the connection", async () => {
-    const r = await rawExchange(server.url, "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2, 2\r\n\r\n{}", { timeoutMs: 1500 });
+    const r = await rawExchange(server.url, "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2, 2\r\n\r\n{}", { timeoutMs: 10_000 });
     expect(r).toMatchObject({ text: "", closed: true });
   });
 });

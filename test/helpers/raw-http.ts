@@ -30,7 +30,7 @@ export function rawExchange(url: string, data: string | Buffer, opts: { timeoutM
       socket.destroy();
       resolve({ text, closed, ms: Date.now() - started });
     };
-    const timer = setTimeout(() => finish(false), opts.timeoutMs ?? 3_000);
+    const timer = setTimeout(() => finish(false), opts.timeoutMs ?? 10_000);
     socket.on("data", (d: Buffer) => {
       text += d.toString("latin1");
       if (opts.until?.test(text)) finish(false);
