@@ -105,6 +105,11 @@ async function main(argv: string[]): Promise<void> {
   });
   // The line tests and scripts wait for: keep its format stable.
   process.stdout.write(`troupe listening on ${server.url} (graphs: ${server.config.graphs.map((g) => g.graphId).join(", ")})\n`);
+  // uWebSockets.js 20.30 answers HTTP/1.1 only: an HTTP/1.0 request (nginx's default to upstreams)
+  // gets no reply at all. Say so where an operator looks (README "Behind nginx").
+  if (command === "serve") {
+    process.stdout.write("troupe: HTTP/1.1 only (HTTP/1.0 requests get no answer); behind nginx set `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";`\n");
+  }
   const stop = () => {
     void server.close().then(() => process.exit(0));
   };

@@ -10,6 +10,7 @@ export const ERROR_CODES = {
   BAD_REQUEST: "request is well-formed but cannot be processed",
   MALFORMED_JSON: "request body is not valid JSON",
   PAYLOAD_TOO_LARGE: "request body exceeds the size limit",
+  URI_TOO_LONG: "request target (path and query) exceeds the length limit",
   UNSUPPORTED_MEDIA_TYPE: "request content type is not supported",
   UNAUTHORIZED: "missing or invalid credentials",
   FORBIDDEN: "credentials do not allow this operation",

@@ -19,6 +19,9 @@ import { toJsonSegments, toJsonText, toPlain } from "./value-json.ts";
 import { putThreadValues } from "../storage/thread-values.ts";
 import { newWebhookDelivery } from "../webhooks/outbox.ts";
 
+/** setTimeout's longest delay */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 interface InFlight {
   /** the run's record as last written (or about to be: see execute): queued, then running, with a recorded stop */
   record: RunRecord;
@@ -251,7 +254,7 @@ export class ThreadActor {
     const graphId = this.graphIdOf(t, cmd.assistant);
     if (!graphId) throw new TroupeError("BAD_REQUEST", `Thread ${this.threadId} has no graph ID`);
     const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.update" });
-    const cfg = await asBadRequest(() => graph.updateState(stateConfig(t, cmd.checkpoint), cmd.values, cmd.asNode));
+    const cfg = await asBadRequest(() => graph.updateState(stateConfig(t, cmd.checkpoint), cmd.values, cmd.asNode), { inferredNode: cmd.asNode === undefined });
     const snap = await graph.getState(stateConfig(t));
     await this.saveThread(this.threadId, { ...t, updated_at: nowIso() }, toJsonText(snap.values));
     const c = (cfg as { configurable?: Record<string, unknown> }).configurable ?? {};
@@ -471,7 +474,7 @@ export class ThreadActor {
       this.timer = setTimeout(() => {
         this.timer = undefined;
         this.pump();
-      }, dueIn);
+      }, Math.min(dueIn, MAX_TIMER_MS)); // a longer delay would fire at once (Node clamps it to 1 ms): wake up and re-arm
       return;
     }
     this.queue.shift();

@@ -86,7 +86,9 @@ export async function currentState(graph: CompiledGraphLike, config: Record<stri
 
 export async function readState(graph: CompiledGraphLike, thread: ThreadRecord, sel: CheckpointSelector | undefined, subgraphs: boolean): Promise<JsonObject> {
   const snap = await currentState(graph, stateConfig(thread, sel), { subgraphs });
-  if (sel?.checkpoint_id && !snap.config?.configurable?.checkpoint_id) {
+  // LangGraph answers a checkpoint it does not have with an empty snapshot of the config it was
+  // given (no metadata, no creation time), not with an error
+  if (sel?.checkpoint_id && (!snap.config?.configurable?.checkpoint_id || (snap.metadata === undefined && !snap.createdAt))) {
     throw new TroupeError("NOT_FOUND", `Checkpoint ${sel.checkpoint_id} not found on thread ${thread.thread_id}`);
   }
   return formatState(snap, subgraphs);

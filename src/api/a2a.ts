@@ -8,6 +8,7 @@ import { matchesAuthFilter, type AuthEvent } from "../auth/index.ts";
 import { TroupeError } from "../errors.ts";
 import { empty, json, type AuthInfo, type Reply, type RouteDef } from "../http/types.ts";
 import type { AppContext } from "../server/context.ts";
+import { keyString } from "../http/schemas/common.ts";
 import type { AssistantRecord } from "../storage/records.ts";
 import { canonicalUuidOf } from "../util/ids.ts";
 import { agentCard, baseUrlOf } from "./a2a/card.ts";
@@ -193,7 +194,7 @@ export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
     },
     {
       method: "GET", path: "/.well-known/agent-card.json", operationId: "a2a_agent_card_by_query", summary: "A2A agent card (assistant_id query parameter)", tag: TAG,
-      query: { type: "object", properties: { assistant_id: { type: "string" } } },
+      query: { type: "object", properties: { assistant_id: keyString } },
       handler: async ({ query, headers, auth }) => {
         const id = (query as { assistant_id?: string }).assistant_id;
         if (!id) return json(rpcError(null, { code: RPC.INVALID_PARAMS, message: "Missing required query parameter: assistant_id" }), 400);

@@ -4,7 +4,7 @@ import { conflict, TroupeError, assistantNotFound } from "../errors.ts";
 import { json, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent } from "../auth/index.ts";
 import { canonicalUuid, defaultAssistantId, uuid7 } from "../util/ids.ts";
-import { body, configSchema, int, limit, nullable, object, offset, sortOrder, str, strings, uuid, anyValue } from "../http/schemas/common.ts";
+import { body, configSchema, int, keyString, limit, nullable, object, offset, sortOrder, str, strings, uuid, anyValue } from "../http/schemas/common.ts";
 import { page, select, sortBy } from "../http/paging.ts";
 import type { AppContext } from "../server/context.ts";
 import { entriesInChunks } from "../storage/scan.ts";
@@ -16,7 +16,7 @@ const TAG = "assistants";
 
 const assistantCreate = body({
   assistant_id: uuid,
-  graph_id: str,
+  graph_id: keyString,
   config: configSchema,
   context: anyValue,
   metadata: object,
@@ -26,7 +26,7 @@ const assistantCreate = body({
 }, ["graph_id"]);
 
 const assistantPatch = body({
-  graph_id: str,
+  graph_id: keyString,
   config: configSchema,
   context: anyValue,
   metadata: object,
@@ -36,7 +36,7 @@ const assistantPatch = body({
 
 const assistantSearch = body({
   metadata: object,
-  graph_id: str,
+  graph_id: keyString,
   name: str,
   limit: limit(1000, 10),
   offset,

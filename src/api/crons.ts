@@ -3,7 +3,7 @@
 import { TroupeError, notFound, threadNotFound } from "../errors.ts";
 import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
-import { body, bool, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
+import { body, bool, keyString, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
 import { page, select } from "../http/paging.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
@@ -32,9 +32,9 @@ const cronFields: Record<string, JsonSchema> = {
   end_time: nullable({ type: "string", format: "date-time" }),
   on_run_completed: nullable({ type: "string", enum: ["delete", "keep"] }),
 };
-const cronCreate = body({ ...cronFields, assistant_id: str }, ["assistant_id", "schedule"]);
+const cronCreate = body({ ...cronFields, assistant_id: keyString }, ["assistant_id", "schedule"]);
 const cronPatch = body(cronFields);
-const filterFields = { assistant_id: nullable(str), thread_id: nullable(uuid), metadata: nullable(object) };
+const filterFields = { assistant_id: nullable(keyString), thread_id: nullable(uuid), metadata: nullable(object) };
 const cronSearch = body({
   ...filterFields,
   enabled: nullable(bool),

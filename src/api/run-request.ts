@@ -3,7 +3,7 @@
 import { canonicalUuid } from "../util/ids.ts";
 import { TroupeError, validationError } from "../errors.ts";
 import type { CreateRunCommand } from "../bridge/messages.ts";
-import { anyValue, body, bool, checkpointSelector, configSchema, nullable, object, str, strings, uuid } from "../http/schemas/common.ts";
+import { anyValue, body, bool, checkpointSelector, configSchema, keyString, nullable, object, str, strings, uuid } from "../http/schemas/common.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import { DEFAULTS } from "../config/defaults.ts";
@@ -13,13 +13,16 @@ import { addAuthUserFields } from "../auth/run-access.ts";
 import type { Json, JsonObject, MultitaskStrategy, RunnableConfigJson, StreamMode } from "../storage/records.ts";
 import { validateWebhookUrl } from "../webhooks/url-policy.ts";
 
+/** 10 years: a run's scheduled start must be a valid date (before: 500 "Invalid time value") */
+const MAX_AFTER_SECONDS = 10 * 365 * 24 * 3600;
+
 export const STREAM_MODES: StreamMode[] = ["values", "messages", "messages-tuple", "updates", "events", "tasks", "checkpoints", "debug", "custom", "tools"];
 const streamMode: JsonSchema = { type: "string", enum: STREAM_MODES };
 const interruptNodes: JsonSchema = nullable({ anyOf: [{ type: "string", enum: ["*"] }, strings] });
 const gotoTarget: JsonSchema = { anyOf: [str, { type: "object", properties: { node: str, input: anyValue }, required: ["node"] }] };
 
 export const runCreateSchema: JsonSchema = body({
-  assistant_id: str,
+  assistant_id: keyString,
   input: anyValue,
   command: nullable({
     type: "object",
@@ -42,7 +45,7 @@ export const runCreateSchema: JsonSchema = body({
   stream_subgraphs: nullable(bool),
   stream_resumable: nullable(bool),
   on_disconnect: nullable({ type: "string", enum: ["cancel", "continue"] }),
-  after_seconds: nullable({ type: "number", minimum: 0 }),
+  after_seconds: nullable({ type: "number", minimum: 0, maximum: MAX_AFTER_SECONDS }),
   if_not_exists: nullable({ type: "string", enum: ["reject", "create"] }),
   on_completion: nullable({ type: "string", enum: ["delete", "keep"] }),
   feedback_keys: nullable(strings),

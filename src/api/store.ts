@@ -8,6 +8,7 @@ import type { MatchCondition } from "@langchain/langgraph-checkpoint";
 import { empty, json, type RouteDef } from "../http/types.ts";
 import { anyValue, body, limit, nullable, object, offset, str, strings } from "../http/schemas/common.ts";
 import { validationError } from "../errors.ts";
+import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { JsonObject } from "../storage/records.ts";
 import type { LmdbStore } from "../storage/store.ts";
@@ -15,11 +16,24 @@ import { StoreAccess } from "../auth/index.ts";
 
 const TAG = "store";
 
-const itemPut = body({ namespace: strings, key: str, value: object, index: { anyOf: [{ const: false }, strings, { type: "null" }] }, ttl: { type: ["number", "null"], minimum: 0 } }, ["namespace", "key", "value"]);
-const itemDelete = body({ namespace: strings, key: str }, ["key"]);
-const itemQuery = { type: "object", properties: { namespace: str, key: str, refresh_ttl: { type: "boolean" } }, required: ["key"] };
+// An item's LMDB key is [namespace labels joined by NUL, key] (also in store_ttl and store_vectors):
+// a key of 256 characters is at most 1 KiB of UTF-8, a namespace at most MAX_NAMESPACE_BYTES, which
+// leaves room under LMDB's 1,978 bytes. Prefixes and suffixes are bounded alike (they bound scans).
+export const MAX_STORE_KEY_CHARS = 256;
+export const MAX_NAMESPACE_LABEL_CHARS = 192;
+export const MAX_NAMESPACE_BYTES = 768;
+const storeKey: JsonSchema = { type: "string", maxLength: MAX_STORE_KEY_CHARS };
+const labels: JsonSchema = {
+  type: "array",
+  items: { type: "string", maxLength: MAX_NAMESPACE_LABEL_CHARS },
+  description: `Namespace labels; at most ${MAX_NAMESPACE_BYTES} bytes of UTF-8 in all, counting one separator between labels`,
+};
+
+const itemPut = body({ namespace: labels, key: storeKey, value: object, index: { anyOf: [{ const: false }, strings, { type: "null" }] }, ttl: { type: ["number", "null"], minimum: 0 } }, ["namespace", "key", "value"]);
+const itemDelete = body({ namespace: labels, key: storeKey }, ["key"]);
+const itemQuery = { type: "object", properties: { namespace: { type: "string", maxLength: MAX_NAMESPACE_BYTES }, key: storeKey, refresh_ttl: { type: "boolean" } }, required: ["key"] };
 const itemSearch = body({
-  namespace_prefix: strings,
+  namespace_prefix: labels,
   filter: nullable(object),
   limit: limit(1000, 10),
   offset,
@@ -27,8 +41,8 @@ const itemSearch = body({
   refresh_ttl: { type: ["boolean", "null"] },
 }, ["namespace_prefix"]);
 const namespaceList = body({
-  prefix: nullable(strings),
-  suffix: nullable(strings),
+  prefix: nullable(labels),
+  suffix: nullable(labels),
   max_depth: { type: ["integer", "null"], minimum: 1 },
   limit: limit(1000, 100),
   offset,
@@ -42,6 +56,15 @@ function checkNamespace(ns: string[], loc: string[], required: boolean): void {
   }
   if (ns.some((l) => l.includes("\u0000"))) {
     throw validationError([{ loc, msg: "Namespace labels cannot contain NUL characters", type: "value_error" }]);
+  }
+  checkNamespaceSize(ns, loc);
+}
+
+function checkNamespaceSize(ns: readonly string[], loc: string[]): void {
+  let bytes = Math.max(0, ns.length - 1);
+  for (const l of ns) bytes += Buffer.byteLength(l);
+  if (bytes > MAX_NAMESPACE_BYTES) {
+    throw validationError([{ loc, msg: `Namespace should have at most ${MAX_NAMESPACE_BYTES} bytes of UTF-8 (labels and separators), got ${bytes}`, type: "string_too_long" }]);
   }
 }
 

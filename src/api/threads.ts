@@ -7,7 +7,7 @@ import { matchesFilter } from "../domain/lifecycle.ts";
 import { deepEqual } from "../util/deep-equal.ts";
 import type { CheckpointSelector } from "../bridge/messages.ts";
 import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
-import { body, checkpointSelector, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
+import { body, checkpointIdString, checkpointSelector, keyString, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
 
 /** A state update's values (reference: ThreadStateUpdate): an object, a list of them, or null. */
 const stateValues = { type: ["object", "array", "null"], items: object };
@@ -39,7 +39,7 @@ const threadCreate = body({
   thread_id: uuid,
   metadata: nullable(object),
   if_exists: nullable({ type: "string", enum: ["raise", "do_nothing"] }),
-  graph_id: nullable(str),
+  graph_id: nullable(keyString),
   ttl: ttlSchema,
   supersteps: nullable({
     type: "array",
@@ -49,6 +49,7 @@ const threadCreate = body({
       properties: {
         updates: {
           type: "array",
+          minItems: 1,
           items: { type: "object", required: ["as_node"], properties: { values: stateValues, command: nullable(object), as_node: str } },
         },
       },
@@ -78,7 +79,12 @@ interface ThreadQuery {
 
 const historyBody = body({
   limit: { type: "integer", minimum: 1, default: 10 },
-  before: nullable({ anyOf: [str, object] }),
+  before: nullable({
+    anyOf: [
+      checkpointIdString,
+      { type: "object", properties: { checkpoint_id: checkpointIdString, checkpoint_ns: keyString, configurable: { type: "object", properties: { checkpoint_id: checkpointIdString, checkpoint_ns: keyString } } } },
+    ],
+  }),
   metadata: nullable(object),
   checkpoint: nullable(checkpointSelector),
   select: nullable(stateSelectSchema),
@@ -302,7 +308,7 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     {
       method: "GET", path: "/threads/:thread_id/history", operationId: "get_thread_history", summary: "States a thread went through, newest first", tag: TAG,
       params: threadParams,
-      query: { type: "object", properties: { limit: { type: "integer", minimum: 1, default: 10 }, before: str, select: stateSelectSchema } },
+      query: { type: "object", properties: { limit: { type: "integer", minimum: 1, default: 10 }, before: checkpointIdString, select: stateSelectSchema } },
       handler: async ({ params, query, auth }) => {
         const t = mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const q = query as { limit: number; before?: string; select?: string[] };

@@ -1,5 +1,9 @@
 // Builds the WHATWG `Request` an `authenticate` callback receives from the HTTP layer's
 // RawRequest: method, absolute URL (Host header + path + query), headers and body.
+//
+// `authenticate` runs as soon as the headers are in, before the body is read (a refused request
+// never has its body kept beyond UNADMITTED_BODY_BYTES). The body is still there for a callback
+// that reads it: a stream that reads the whole body (admitting the request) when first pulled.
 import type { RawRequest } from "../http/dispatch.ts";
 
 const NO_BODY = new Set(["GET", "HEAD"]);
@@ -21,6 +25,22 @@ export function toWebRequest(req: RawRequest): Request {
       // a header value fetch refuses (e.g. control characters) is left out, not fatal
     }
   }
-  const body = !NO_BODY.has(req.method) && req.body && req.body.length > 0 ? new Uint8Array(req.body) : undefined;
+  if (NO_BODY.has(req.method)) return new Request(url, { method: req.method, headers, signal: req.signal });
+  if (req.body === null && req.bodyArrival) {
+    const arrival = req.bodyArrival;
+    const body = new ReadableStream<Uint8Array>(
+      {
+        async pull(controller) {
+          const refused = await arrival.complete();
+          if (refused) return controller.error(new Error("request body refused"));
+          if (req.body && req.body.length > 0) controller.enqueue(new Uint8Array(req.body));
+          controller.close();
+        },
+      },
+      { highWaterMark: 0 }, // nothing is pulled until the callback reads
+    );
+    return new Request(url, { method: req.method, headers, body, signal: req.signal, duplex: "half" } as RequestInit);
+  }
+  const body = req.body && req.body.length > 0 ? new Uint8Array(req.body) : undefined;
   return new Request(url, { method: req.method, headers, body, signal: req.signal });
 }

@@ -6,6 +6,7 @@ import { errorReply } from "./errors.ts";
 import { Router } from "./router.ts";
 import type { Headers, Reply, RequestContext, RouteDef } from "./types.ts";
 import { compileBody, compileQuery, type Validator } from "./validation.ts";
+import { MAX_KEY_CHARS as MAX_PATH_PARAM_CHARS } from "./schemas/common.ts";
 
 export interface RawRequest {
   method: string;
@@ -15,10 +16,25 @@ export interface RawRequest {
   body: Buffer | null;
   clientIp: string;
   signal: AbortSignal;
+  /**
+   * A body still arriving (socket front end): `body` is null until `complete()` resolves. Guards
+   * run before it is read; the dispatcher completes it before the first guard that reads bodies
+   * and before the route, so a refusal from the headers (401, 403, 429) keeps none of it.
+   */
+  bodyArrival?: BodyArrival;
 }
 
-/** A guard may answer the request itself (429, 401 …) and may add headers to whatever reply goes out. */
-export type Guard = (req: RawRequest, ctx: GuardContext) => Reply | undefined | Promise<Reply | undefined>;
+export interface BodyArrival {
+  /** read the whole body into `body`; resolves with the reply refusing it instead (413), if any */
+  complete(): Promise<Reply | undefined>;
+}
+
+/**
+ * A guard may answer the request itself (429, 401 …) and may add headers to whatever reply goes out.
+ * A guard that answers synchronously runs while the socket front end still holds the request's
+ * headers, before its body is read. `readsBody`: the guard needs `body` (it is read first).
+ */
+export type Guard = ((req: RawRequest, ctx: GuardContext) => Reply | undefined | Promise<Reply | undefined>) & { readsBody?: boolean };
 export interface GuardContext {
   responseHeaders: Headers;
   auth?: RequestContext["auth"];
@@ -112,8 +128,19 @@ export class Dispatcher {
   async runFrom(req: RawRequest, gctx: GuardCall, first: number): Promise<Reply> {
     for (let i = first; i < this.guards.length; i++) {
       gctx.guard = i;
-      const early = await this.guards[i](req, gctx);
+      const guard = this.guards[i];
+      if (guard.readsBody && req.bodyArrival) {
+        const refused = await req.bodyArrival.complete();
+        if (refused) return refused;
+      }
+      // not awaited unless it is a promise: guards deciding from headers finish before the body is read
+      const answer = guard(req, gctx);
+      const early = answer instanceof Promise ? await answer : answer;
       if (early) return early;
+    }
+    if (req.bodyArrival) {
+      const refused = await req.bodyArrival.complete();
+      if (refused) return refused;
     }
     const m = this.router.match(req.method, req.path);
     if ("notFound" in m) throw new TroupeError("NOT_FOUND", `Not Found: ${req.method} ${req.path}`);
@@ -123,6 +150,12 @@ export class Dispatcher {
     const route = this.compiled.get(m.route)!;
     const def = route.def;
 
+    for (const name in m.params) {
+      // a path id longer than any key names nothing (and LMDB would refuse it as a key)
+      if (m.params[name].length > MAX_PATH_PARAM_CHARS && def.params?.[name] !== "uuid") {
+        throw new TroupeError("NOT_FOUND", `Not Found: ${name} is longer than ${MAX_PATH_PARAM_CHARS} characters`);
+      }
+    }
     if (def.params) {
       for (const [name, kind] of Object.entries(def.params)) {
         if (kind !== "uuid") continue;

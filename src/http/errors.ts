@@ -12,6 +12,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   BAD_REQUEST: 400,
   MALFORMED_JSON: 400,
   PAYLOAD_TOO_LARGE: 413,
+  URI_TOO_LONG: 414,
   UNSUPPORTED_MEDIA_TYPE: 415,
   UNAUTHORIZED: 401,
   FORBIDDEN: 403,
@@ -43,7 +44,7 @@ export const upgradeRequiredReply = (): JsonReply =>
 export const STATUS_TEXT: Record<number, string> = {
   200: "200 OK", 201: "201 Created", 202: "202 Accepted", 204: "204 No Content", 207: "207 Multi-Status",
   400: "400 Bad Request", 401: "401 Unauthorized", 403: "403 Forbidden", 404: "404 Not Found",
-  405: "405 Method Not Allowed", 409: "409 Conflict", 413: "413 Payload Too Large",
+  405: "405 Method Not Allowed", 409: "409 Conflict", 413: "413 Payload Too Large", 414: "414 URI Too Long",
   415: "415 Unsupported Media Type", 422: "422 Unprocessable Entity", 426: "426 Upgrade Required", 429: "429 Too Many Requests",
   500: "500 Internal Server Error", 501: "501 Not Implemented", 503: "503 Service Unavailable",
 };

@@ -2,6 +2,7 @@
 // validates with, so /docs can never drift from what the server accepts.
 import type { JsonSchema } from "./schema-types.ts";
 import type { RouteDef } from "./types.ts";
+import { MAX_KEY_CHARS } from "./schemas/common.ts";
 
 const VALIDATION_ERROR: JsonSchema = {
   type: "object",
@@ -69,7 +70,7 @@ export function buildOpenApi(
     const parameters: Record<string, unknown>[] = [];
     for (const m of r.path.matchAll(/:([A-Za-z_]+)/g)) {
       const kind = r.params?.[m[1]];
-      parameters.push({ name: m[1], in: "path", required: true, schema: kind === "uuid" ? { type: "string", format: "uuid" } : { type: "string" } });
+      parameters.push({ name: m[1], in: "path", required: true, schema: kind === "uuid" ? { type: "string", format: "uuid" } : { type: "string", maxLength: MAX_KEY_CHARS } });
     }
     for (const [name, schema] of Object.entries(r.query?.properties ?? {})) {
       parameters.push({ name, in: "query", required: r.query?.required?.includes(name) ?? false, schema });

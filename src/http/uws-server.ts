@@ -2,7 +2,8 @@
 // body, hands a RawRequest to the Dispatcher and writes the Reply back (corked, abort-safe).
 import { createRequire } from "node:module";
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket, us_socket_context_t, WebSocket } from "uWebSockets.js";
-import type { Dispatcher, RawRequest } from "./dispatch.ts";
+import type { BodyArrival, Dispatcher, RawRequest } from "./dispatch.ts";
+import { BodyReader, frontEndError, tooLarge } from "./body-reader.ts";
 import { upgradeRequiredReply, statusLine } from "./errors.ts";
 import { jsonReplyText, type Headers, type Reply, type WebSocketReply, type WsSession } from "./types.ts";
 
@@ -121,7 +122,17 @@ function onUpgrade(dispatcher: Dispatcher, res: HttpResponse, req: HttpRequest, 
   });
 }
 
-const BODYLESS = new Set(["GET", "HEAD", "OPTIONS", "DELETE"]);
+/**
+ * Longest request target (path and query) answered; a longer one that reaches us gets 414. uWS
+ * itself gives up on a request head (request line and headers) that is incomplete at 4 KiB of
+ * buffered bytes, and closes the connection: a head arriving in one read may be larger.
+ */
+export const MAX_URL_CHARS = 8 * 1024;
+
+const contentLengthOf = (headers: Record<string, string>): number => {
+  const declared = headers["content-length"];
+  return declared === undefined ? 0 : Number(declared);
+};
 
 function onRequest(dispatcher: Dispatcher, res: HttpResponse, req: HttpRequest): void {
   // HttpRequest is only valid synchronously: copy everything now.
@@ -129,7 +140,10 @@ function onRequest(dispatcher: Dispatcher, res: HttpResponse, req: HttpRequest):
   const path = req.getUrl();
   const query = req.getQuery() ?? "";
   const headers: Record<string, string> = {};
+  let conflictingLength = false;
   req.forEach((k, v) => {
+    // uWS frames the body by the first Content-Length; a proxy may use another one (smuggling)
+    if (k === "content-length" && headers[k] !== undefined && headers[k] !== v) conflictingLength = true;
     headers[k] = v;
   });
   const state: ResState = { aborted: false, done: false, onAbort: [] };
@@ -141,39 +155,37 @@ function onRequest(dispatcher: Dispatcher, res: HttpResponse, req: HttpRequest):
     for (const fn of state.onAbort) fn();
   });
 
-  const contentLength = Number(headers["content-length"] ?? "0");
-  const maxBody = dispatcher.opts.maxBodyBytes;
-  const expectsBody = !BODYLESS.has(method) || contentLength > 0 || headers["transfer-encoding"] !== undefined;
-  if (!expectsBody || (contentLength === 0 && headers["transfer-encoding"] === undefined)) {
-    void handle(dispatcher, raw, res, state);
+  const common = dispatcher.opts.commonHeaders;
+  if (path.length + query.length > MAX_URL_CHARS) {
+    const detail = `Request URL is longer than ${MAX_URL_CHARS} characters`;
+    writeReply(res, state, frontEndError("URI_TOO_LONG", detail, common), false);
     return;
   }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  res.onData((ab, isLast) => {
-    if (state.done) return;
-    size += ab.byteLength;
-    if (size > maxBody || contentLength > maxBody) {
-      // Drain the rest so the client sees the 413 instead of a broken pipe, but give up on
-      // clients that keep sending far past the limit.
-      chunks.length = 0;
-      if (isLast) writeReply(res, state, tooLarge(maxBody), false);
-      else if (size > 4 * maxBody) writeReply(res, state, tooLarge(maxBody), true);
-      return;
-    }
-    chunks.push(Buffer.from(new Uint8Array(ab)));
-    if (isLast) {
-      raw.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
-      void handle(dispatcher, raw, res, state);
-    }
-  });
+  if (conflictingLength) {
+    writeReply(res, state, frontEndError("BAD_REQUEST", "Conflicting Content-Length headers", common), true);
+    return;
+  }
+  const contentLength = contentLengthOf(headers);
+  const chunked = headers["transfer-encoding"] !== undefined;
+  if (contentLength === 0 && !chunked) {
+    void handle(dispatcher, raw, res, state, undefined);
+    return;
+  }
+  const maxBody = dispatcher.opts.maxBodyBytes;
+  if (contentLength > maxBody) {
+    // refused from the header, at once (also behind `Expect: 100-continue`, which uWS has answered
+    // with 100 Continue before we see the request: the 413 follows it in the same write). With no
+    // data handler uWS drops the body as it comes, so a client still sending can read the 413.
+    writeReply(res, state, tooLarge(maxBody, common), false);
+    return;
+  }
+  // The body is read only once the guards admit the request (BodyReader); the dispatcher runs them now.
+  const reader = new BodyReader(res, raw, maxBody, common);
+  raw.bodyArrival = reader;
+  state.onAbort.push(() => reader.abort());
+  res.onData(reader.onData);
+  void handle(dispatcher, raw, res, state, reader);
 }
-
-const tooLarge = (max: number): Reply => ({
-  kind: "json",
-  status: 413,
-  body: { detail: `Request body exceeds the limit of ${max} bytes` },
-});
 
 interface ResState {
   aborted: boolean;
@@ -189,6 +201,7 @@ interface ResState {
  */
 class UwsRawRequest implements RawRequest {
   body: Buffer | null = null;
+  bodyArrival: BodyArrival | undefined = undefined;
   private abort: AbortController | undefined;
 
   constructor(
@@ -214,12 +227,14 @@ class UwsRawRequest implements RawRequest {
   }
 }
 
-async function handle(dispatcher: Dispatcher, raw: RawRequest, res: HttpResponse, state: ResState): Promise<void> {
+async function handle(dispatcher: Dispatcher, raw: RawRequest, res: HttpResponse, state: ResState, body: BodyReader | undefined): Promise<void> {
   const reply = await dispatcher.dispatch(raw);
   if (state.aborted) {
     if (reply.kind === "deferred") reply.onAbort?.();
     return;
   }
+  // answered before the body was read (a refusal from the headers): none of it is kept
+  if (body && !body.finished) body.discard();
   if (raw.method === "HEAD") writeHeadReply(res, state, reply);
   else writeReply(res, state, reply, false);
 }

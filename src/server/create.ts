@@ -33,6 +33,7 @@ import { AssistantStore } from "../storage/assistants.ts";
 import { dataFilePath, openStorage } from "../storage/env.ts";
 import { canonicalUuidOf, defaultAssistantId } from "../util/ids.ts";
 import { assistantNotFound } from "../errors.ts";
+import { MAX_KEY_CHARS } from "../http/schemas/common.ts";
 import type { AppContext } from "./context.ts";
 import { RUNTIME_DEFAULTS } from "../config/runtime-defaults.ts";
 import type { JsonObject } from "../storage/records.ts";
@@ -165,6 +166,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     storeTtl,
     webhookCounters: webhooks.counters,
     resolveAssistant: (idOrGraph) => {
+      if (idOrGraph.length > MAX_KEY_CHARS) throw assistantNotFound(); // no key that long exists (or fits LMDB)
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : canonicalUuidOf(idOrGraph) ?? idOrGraph;
       const a = storage.assistants.get(id);
       if (!a) throw assistantNotFound();
@@ -197,7 +199,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     dispatcher.addGuard(customAuthGuard(auth));
     groups.forEach((g, i) => (groups[i] = auth.exactErrors(g)));
   }
-  if (customApp) dispatcher.addGuard(customAppGuard(customApp)); // http.app: after auth; its routes win over the built-ins
+  if (customApp) dispatcher.addGuard(Object.assign(customAppGuard(customApp), { readsBody: true })); // http.app: after auth; its routes win over the built-ins
   // --- end custom auth ---
   for (const g of groups) dispatcher.add(...g);
 

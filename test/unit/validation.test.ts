@@ -1,7 +1,7 @@
 // 422 wording (src/http/validation.ts): ajv errors as pydantic-style {loc, msg, type}, with unions
 // reported by the branch that says what is wrong.
 import { describe, expect, it } from "vitest";
-import { compileBody } from "../../src/http/validation.ts";
+import { compileBody, MAX_REPORTED_ISSUES } from "../../src/http/validation.ts";
 import { nullable } from "../../src/http/schemas/common.ts";
 import type { JsonSchema } from "../../src/http/schema-types.ts";
 
@@ -43,5 +43,46 @@ describe("validation issues", () => {
     expect(check({ name: { type: "string", minLength: 1 } }, { name: "" })).toEqual([{ loc: ["body", "name"], msg: "String should have at least 1 character(s)", type: "string_too_short" }]);
     expect(check({ name: { type: "string", pattern: "^[a-z]+$" } }, { name: "A" })).toEqual([{ loc: ["body", "name"], msg: "String should match pattern '^[a-z]+$'", type: "string_pattern_mismatch" }]);
     expect(compileBody({ type: "object", properties: {}, additionalProperties: false })({ x: 1 })).toEqual([{ loc: ["body", "x"], msg: "Extra inputs are not permitted", type: "extra_forbidden" }]);
+  });
+});
+
+describe("validation cost", () => {
+  // before: building the report copied an array per failed item (quadratic) and ajv listed every
+  // one of a million errors; 32,000 nulls took ~40 s, a million took minutes and ~2 GB
+  it("reports at most MAX_REPORTED_ISSUES issues for a million bad items, in linear time", { timeout: 20_000 }, () => {
+    const million = new Array<null>(1_000_000).fill(null);
+    const plain = check({ suffix: { type: "array", items: { type: "string" } } }, { suffix: million });
+    expect(plain).toHaveLength(MAX_REPORTED_ISSUES);
+    expect(plain![0]).toEqual({ loc: ["body", "suffix", 0], msg: "Input should be a valid string", type: "string_type" });
+    expect(plain!.at(-1)!.loc).toEqual(["body", "suffix", MAX_REPORTED_ISSUES - 1]);
+    // a nullable list (a union): the list branch's item errors, as for a short list
+    const union = check({ index: nullable({ type: "array", items: { type: "string" } }) }, { index: million });
+    expect(union!.length).toBeGreaterThan(0);
+    expect(union!.length).toBeLessThanOrEqual(MAX_REPORTED_ISSUES);
+    expect(union![0]).toEqual({ loc: ["body", "index", 0], msg: "Input should be a valid string", type: "string_type" });
+    // a million bad values of a dictionary
+    const dict = Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`k${i}`, i]));
+    const values = check({ extract: { type: "object", additionalProperties: { type: "string" } } }, { extract: dict });
+    expect(values).toHaveLength(MAX_REPORTED_ISSUES);
+    expect(values![0]).toEqual({ loc: ["body", "extract", "k0"], msg: "Input should be a valid string", type: "string_type" });
+  });
+
+  it("caps extra-key reports of a strict object, worded as before", () => {
+    const strict = compileBody({ type: "object", properties: { a: { type: "integer" } }, additionalProperties: false });
+    const many = Object.fromEntries(Array.from({ length: 100_000 }, (_, i) => [`x${i}`, 1]));
+    const issues = strict({ a: "no", ...many });
+    expect(issues).toHaveLength(MAX_REPORTED_ISSUES);
+    expect(issues).toContainEqual({ loc: ["body", "x0"], msg: "Extra inputs are not permitted", type: "extra_forbidden" });
+  });
+
+  it("still lists every error of a small body, and applies defaults to valid ones", () => {
+    const v = compileBody({ type: "object", properties: { a: { type: "string" }, b: { type: "integer" }, c: { type: "string", default: "x" } } });
+    expect(v({ a: 1, b: "2" })).toEqual([
+      { loc: ["body", "a"], msg: "Input should be a valid string", type: "string_type" },
+      { loc: ["body", "b"], msg: "Input should be a valid integer", type: "int_type" },
+    ]);
+    const ok: Record<string, unknown> = { a: "y" };
+    expect(v(ok)).toBeNull();
+    expect(ok.c).toBe("x");
   });
 });

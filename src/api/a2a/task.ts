@@ -73,6 +73,7 @@ export function viewOf(storage: Storage, threadId: string): ThreadView | undefin
 
 /** Load a task by run id; `threadId` narrows the lookup (and must match). */
 export function loadTask(storage: Storage, runId: string, threadId?: string): TaskSource | undefined {
+  if (runId.length > 64) return undefined; // task ids are run ids (UUIDs); a longer one is no LMDB key
   const tid = threadId ?? storage.runThread.get(runId);
   if (!tid) return undefined;
   const run = storage.runs.get([tid, runId]);

@@ -2,6 +2,7 @@
 // each command's params, and the event filter shared by SSE stream requests and WebSocket
 // subscriptions. Validated with the same ajv setup as every request body.
 import type { JsonSchema } from "../../http/schema-types.ts";
+import { MAX_KEY_CHARS } from "../../http/schemas/common.ts";
 
 const CHANNEL_PATTERN = "^(values|updates|messages|tools|lifecycle|input|checkpoints|tasks|custom)$|^custom:.+$";
 const strings: JsonSchema = { type: "array", items: { type: "string" } };
@@ -44,7 +45,7 @@ const interruptResponse: JsonSchema = {
 
 /** params of each command (extra keys are allowed: the protocol's types are extensible). */
 export const COMMAND_PARAMS: Record<string, JsonSchema> = {
-  "run.start": { type: "object", properties: { assistant_id: { type: "string", minLength: 1 }, input: {}, ...runOptions }, required: ["assistant_id"] },
+  "run.start": { type: "object", properties: { assistant_id: { type: "string", minLength: 1, maxLength: MAX_KEY_CHARS }, input: {}, ...runOptions }, required: ["assistant_id"] },
   "input.respond": {
     type: "object",
     properties: {
@@ -59,9 +60,9 @@ export const COMMAND_PARAMS: Record<string, JsonSchema> = {
     },
   },
   "state.get": { type: "object", properties: { namespace: strings, keys: strings } },
-  "state.listCheckpoints": { type: "object", properties: { namespace: strings, limit: { type: "integer", minimum: 1 }, before: { type: "string" } } },
-  "state.fork": { type: "object", properties: { checkpoint_id: { type: "string", minLength: 1 }, input: {}, ...runOptions }, required: ["checkpoint_id"] },
-  "agent.getTree": { type: "object", properties: { run_id: { type: "string" } } },
+  "state.listCheckpoints": { type: "object", properties: { namespace: strings, limit: { type: "integer", minimum: 1 }, before: { type: "string", maxLength: 64 } } },
+  "state.fork": { type: "object", properties: { checkpoint_id: { type: "string", minLength: 1, maxLength: 64 }, input: {}, ...runOptions }, required: ["checkpoint_id"] },
+  "agent.getTree": { type: "object", properties: { run_id: { type: "string", maxLength: 64 } } },
   "subscription.subscribe": { type: "object", properties: filterProperties, required: ["channels"] },
   "subscription.unsubscribe": { type: "object", properties: { subscription_id: { type: "string" } }, required: ["subscription_id"] },
 };

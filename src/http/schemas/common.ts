@@ -3,6 +3,15 @@
 import type { JsonSchema } from "../schema-types.ts";
 
 export const anyValue: JsonSchema = {};
+
+// Strings that become (part of) an LMDB key are bounded: LMDB takes at most 1,978 bytes per key
+// (a composite key's parts together), and a character is up to 4 bytes of UTF-8, while ajv's
+// maxLength counts characters. The limits are documented in README ("HTTP limits").
+/** ids and names that are keys or looked up as keys: assistant ids (UUID or graph name), graph ids, checkpoint namespaces */
+export const MAX_KEY_CHARS = 256;
+export const keyString: JsonSchema = { type: "string", maxLength: MAX_KEY_CHARS };
+/** a checkpoint id given as a plain string (a UUID in practice) */
+export const checkpointIdString: JsonSchema = { type: "string", maxLength: 64 };
 export const object: JsonSchema = { type: "object" };
 export const uuid: JsonSchema = { type: "string", format: "uuid" };
 export const str: JsonSchema = { type: "string" };
@@ -19,7 +28,7 @@ export const configSchema: JsonSchema = {
   properties: {
     tags: strings,
     recursion_limit: int,
-    configurable: object,
+    configurable: { type: "object", properties: { checkpoint_ns: keyString, checkpoint_id: checkpointIdString } },
   },
 };
 
@@ -27,7 +36,7 @@ export const checkpointSelector: JsonSchema = {
   type: "object",
   properties: {
     checkpoint_id: uuid,
-    checkpoint_ns: str,
+    checkpoint_ns: keyString,
     checkpoint_map: nullable(object),
   },
 };
