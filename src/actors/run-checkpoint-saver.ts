@@ -7,6 +7,7 @@
 import type { RunnableConfig } from "@langchain/core/runnables";
 import type { ChannelVersions, Checkpoint, CheckpointMetadata } from "@langchain/langgraph-checkpoint";
 import { LmdbCheckpointSaver } from "../storage/checkpointer.ts";
+import type { ThreadCheckpointOps } from "../storage/port.ts";
 
 /** configurable keys that address the checkpoint rather than describe the run (as upstream) */
 const ADDRESS_KEYS = new Set(["checkpoint_ns", "checkpoint_id", "run_id", "thread_id"]);
@@ -26,4 +27,18 @@ export class RunCheckpointSaver extends LmdbCheckpointSaver {
   override put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     return super.put(config, checkpoint, runCheckpointMetadata(config, metadata), newVersions);
   }
+}
+
+/** The whole-thread checkpoint operations a thread actor uses (ShardContext.saver), on a saver. */
+export function threadCheckpointOps(saver: LmdbCheckpointSaver): ThreadCheckpointOps {
+  return {
+    deleteThread: (t) => saver.deleteThread(t),
+    copyThread: (a, b) => saver.copyThread(a, b),
+    deleteCheckpointsOfRun: async (t, r) => void (await saver.deleteCheckpointsOfRun(t, r)),
+    hasCheckpointOfRun: async (t, r) => saver.hasCheckpointOfRun(t, r),
+    hasCheckpoint: (t, ns, id) => saver.hasCheckpoint(t, ns, id),
+    patchMetadata: (t, patch, id) => saver.patchMetadata(t, patch, id),
+    pruneToLatest: (t) => saver.pruneToLatest(t),
+    holdWritesUntil: (t, until) => saver.holdWritesUntil(t, until),
+  };
 }

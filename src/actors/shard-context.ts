@@ -6,6 +6,7 @@ import type { FromShard, RunDone } from "../bridge/messages.ts";
 import type { RunOutput } from "./run-outputs.ts";
 import type { ThreadActor } from "./thread-actor.ts";
 import type { ThreadCheckpointOps } from "../storage/port.ts";
+import type { Clock } from "../util/clock.ts";
 
 export type { ThreadCheckpointOps };
 
@@ -15,6 +16,8 @@ export interface ShardContext {
   storage: Storage;
   registry: GraphRegistry;
   saver: ThreadCheckpointOps;
+  /** when queued runs with after_seconds become due */
+  clock: Clock;
   post(msg: FromShard): void;
   /** a run ended: its run.done to the HTTP thread, with the output or (large, not awaited) keeping it here */
   runDone(done: Omit<RunDone, "output">, output: RunOutput): void;

@@ -3,14 +3,15 @@
 import type { MessagePort } from "node:worker_threads";
 import type { BaseStore } from "@langchain/langgraph-checkpoint";
 import { serializeError, TroupeError } from "../errors.ts";
-import { RunCheckpointSaver } from "./run-checkpoint-saver.ts";
+import { RunCheckpointSaver, threadCheckpointOps } from "./run-checkpoint-saver.ts";
 import { useFastEnv } from "../util/fast-env.ts";
 import { openStorage } from "../storage/env.ts";
-import type { RunRecord } from "../storage/records.ts";
 import { GraphRegistry } from "./graph-registry.ts";
 import { describeGraph } from "./graph-describe.ts";
 import type { FromShard, RunEvent, ShardRequest, ShardTask, ToShard } from "../bridge/messages.ts";
-import type { ShardContext, ThreadCheckpointOps } from "./shard-context.ts";
+import { recoverActiveRuns } from "./recovery.ts";
+import { systemClock } from "../util/clock.ts";
+import type { ShardContext } from "./shard-context.ts";
 import { RunOutputs } from "./run-outputs.ts";
 import { RunEventGates, type ProducedRunEvent } from "./event-gate.ts";
 import { shardOf } from "../bridge/sharding.ts";
@@ -70,16 +71,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     else post({ type: "run.events", runId, events: [event] });
   };
 
-  const checkpointOps: ThreadCheckpointOps = {
-    deleteThread: (t) => saver.deleteThread(t),
-    copyThread: (a, b) => saver.copyThread(a, b),
-    deleteCheckpointsOfRun: async (t, r) => void (await saver.deleteCheckpointsOfRun(t, r)),
-    hasCheckpointOfRun: async (t, r) => saver.hasCheckpointOfRun(t, r),
-    hasCheckpoint: (t, ns, id) => saver.hasCheckpoint(t, ns, id),
-    patchMetadata: (t, patch, id) => saver.patchMetadata(t, patch, id),
-    pruneToLatest: (t) => saver.pruneToLatest(t),
-    holdWritesUntil: (t, until) => saver.holdWritesUntil(t, until),
-  };
+  const checkpointOps = threadCheckpointOps(saver);
 
   const actors = new Map<string, ThreadActor>();
   const ctx: ShardContext = {
@@ -87,6 +79,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     storage,
     registry,
     saver: checkpointOps,
+    clock: systemClock,
     post,
     runDone: (done, output) => {
       gates.done(done.runId, done.threadStatus !== "deleted");
@@ -142,7 +135,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     return p;
   };
 
-  recover(storage, task, actorFor);
+  recoverActiveRuns(storage, (threadId) => shardOf(threadId, task.shardCount) === task.shardIndex, actorFor);
 
   return new Promise<string>((resolve) => {
     port.on("message", (msg: ToShard) => {
@@ -167,25 +160,4 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
       void reply(msg.reqId, Promise.resolve().then(() => handle(msg.cmd)));
     });
   });
-}
-
-/** After a restart: runs still pending or running go back to their actors' queues. */
-function recover(storage: ReturnType<typeof openStorage>, task: ShardTask, actorFor: (t: string) => ThreadActor): void {
-  const byThread = new Map<string, RunRecord[]>();
-  for (const { key } of storage.activeRuns.getRange({})) {
-    const [threadId, runId] = key;
-    if (shardOf(threadId, task.shardCount) !== task.shardIndex) continue;
-    const run = storage.runs.get([threadId, runId]);
-    if (!run) {
-      void storage.activeRuns.remove(key);
-      continue;
-    }
-    let list = byThread.get(threadId);
-    if (!list) byThread.set(threadId, (list = []));
-    list.push(run);
-  }
-  for (const [threadId, runs] of byThread) {
-    runs.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0));
-    actorFor(threadId).recover(runs);
-  }
 }

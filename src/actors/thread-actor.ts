@@ -19,9 +19,6 @@ import { toJsonSegments, toJsonText, toPlain } from "./value-json.ts";
 import { putThreadValues } from "../storage/thread-values.ts";
 import { newWebhookDelivery } from "../webhooks/outbox.ts";
 
-/** setTimeout's longest delay */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
 interface InFlight {
   /** the run's record as last written (or about to be: see execute): queued, then running, with a recorded stop */
   record: RunRecord;
@@ -44,7 +41,8 @@ export class ThreadActor {
   private pendingOps = 0;
   private readonly queue: RunRecord[] = [];
   private current: InFlight | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  /** cancels the wait for the queue head's after_seconds */
+  private timer: (() => void) | undefined;
   /** the queued run the timer waits for (its after_seconds) */
   private timerFor: RunRecord | undefined;
   /** runs found running after a restart: they resume from their last checkpoint if they reached one */
@@ -320,7 +318,7 @@ export class ThreadActor {
     // as upstream, the stored config carries the run's metadata too (the graph's config.metadata is built from it)
     const config = { ...mergeConfigs(assistant.config, runConfig), configurable, metadata };
     const context = mergeContexts(assistant.context, cmd.kwargs.context);
-    const created = new Date(Date.now() + Math.max(0, cmd.afterSeconds) * 1000).toISOString();
+    const created = new Date(this.ctx.clock.now() + Math.max(0, cmd.afterSeconds) * 1000).toISOString();
     const run: RunRecord = {
       run_id: cmd.runId,
       thread_id: this.threadId,
@@ -462,19 +460,19 @@ export class ThreadActor {
   private pump(): void {
     if (this.timer && this.timerFor !== this.queue[0]) {
       // the head changed (a run due earlier came in, or the delayed one was cancelled): re-arm
-      clearTimeout(this.timer);
+      this.timer();
       this.timer = undefined;
     }
     if (this.current || this.queue.length === 0 || this.timer || this.ctx.draining) return;
     const next = this.queue[0];
     if (this.uncommittedRuns.has(next)) return; // pumped again when its create commits
-    const dueIn = Date.parse(next.created_at) - Date.now();
-    if (dueIn > 0) {
+    const dueAt = Date.parse(next.created_at);
+    if (dueAt > this.ctx.clock.now()) {
       this.timerFor = next;
-      this.timer = setTimeout(() => {
+      this.timer = this.ctx.clock.at(dueAt, () => {
         this.timer = undefined;
         this.pump();
-      }, Math.min(dueIn, MAX_TIMER_MS)); // a longer delay would fire at once (Node clamps it to 1 ms): wake up and re-arm
+      });
       return;
     }
     this.queue.shift();

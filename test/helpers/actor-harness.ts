@@ -1,0 +1,155 @@
+// Thread actors in-process, hosted the way src/actors/shard-host.ts hosts them but with a shard
+// context that records what the actors send (instead of posting it to the HTTP thread) and a
+// ManualClock. Storage, checkpointer and graphs are real: LMDB in a temp dir, LangGraph graphs
+// from test/fixtures/actor/. A "crash" is kill() — every storage call of the old harness (its
+// actors and its checkpointer) then never completes — and restarted(): a new harness with its own
+// storage handle on the same data dir whose actors recover the active runs.
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { GraphRegistry } from "../../src/actors/graph-registry.ts";
+import { recoverActiveRuns } from "../../src/actors/recovery.ts";
+import { RunCheckpointSaver, threadCheckpointOps } from "../../src/actors/run-checkpoint-saver.ts";
+import type { ShardContext } from "../../src/actors/shard-context.ts";
+import { ThreadActor } from "../../src/actors/thread-actor.ts";
+import type { CreateRunCommand } from "../../src/bridge/messages.ts";
+import { openStorage, type Storage } from "../../src/storage/env.ts";
+import type { AssistantRecord, MultitaskStrategy, RunRecord, ThreadRecord } from "../../src/storage/records.ts";
+import { threadValues } from "../../src/storage/thread-values.ts";
+import { ManualClock } from "../../src/util/clock.ts";
+import { waitUntil } from "./wait.ts";
+
+const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/actor");
+
+export const GATE_ASSISTANT: AssistantRecord = {
+  assistant_id: "00000000-0000-4000-8000-00000000ga7e", graph_id: "gate", version: 1, config: {}, context: null,
+  created_at: "2026-01-01T00:00:00.000Z", updated_at: "2026-01-01T00:00:00.000Z", metadata: {}, name: "gate", description: null,
+};
+
+export interface CreateOptions {
+  strategy?: MultitaskStrategy;
+  afterSeconds?: number;
+  input?: string;
+}
+
+export class ActorHarness {
+  /** what the actors sent, in order: "start <run>", "done <run> <status> <thread status>", "webhook <run>" */
+  readonly sent: string[] = [];
+  /** called (synchronously) when a thread's run has queued its final transaction, before it commits */
+  onFinishQueued: ((threadId: string) => void) | undefined;
+  readonly ctx: ShardContext;
+  private readonly actors = new Map<string, ThreadActor>();
+  private killed = false;
+  /** storage handles opened by restarted() (closed by close()) */
+  private readonly opened: Storage[] = [];
+
+  /** `dir`: the data dir of `storage` (restarted() opens it again) */
+  constructor(readonly storage: Storage, private readonly dir: string, readonly clock = new ManualClock(Date.now())) {
+    // what this harness's actors and checkpointer see: the storage until kill(), then nothing
+    const view = new Proxy(storage, { get: (target, prop) => (this.killed ? FROZEN : Reflect.get(target, prop)) });
+    const saver = new RunCheckpointSaver(view);
+    const ops = threadCheckpointOps(saver);
+    const registry = new GraphRegistry([{ graphId: "gate", filePath: path.join(FIXTURES, "gate.ts"), exportName: "graph" }], {
+      checkpointer: () => saver,
+      store: undefined,
+    });
+    this.ctx = {
+      draining: false,
+      storage: view,
+      registry,
+      saver: {
+        ...ops,
+        holdWritesUntil: (threadId, until) => {
+          ops.holdWritesUntil(threadId, until);
+          this.onFinishQueued?.(threadId);
+        },
+      },
+      clock,
+      post: (msg) => {
+        if (msg.type === "run.start") this.sent.push(`start ${msg.runId}`);
+      },
+      runDone: (done) => this.sent.push(`done ${done.runId} ${done.status} ${done.threadStatus}`),
+      emit: () => undefined,
+      webhooks: true,
+      webhookDue: (_threadId, runId) => this.sent.push(`webhook ${runId}`),
+      maybeRelease: () => undefined,
+      log: () => undefined,
+    };
+  }
+
+  actor(threadId: string): ThreadActor {
+    let a = this.actors.get(threadId);
+    if (!a) this.actors.set(threadId, (a = new ThreadActor(threadId, this.ctx)));
+    return a;
+  }
+
+  /** Creates a run on a gate-graph thread (the thread is created with it); resolves with the stored run. */
+  create(threadId: string, runId: string, opts: CreateOptions = {}): Promise<RunRecord> {
+    const cmd: CreateRunCommand = {
+      type: "run.create", threadId, runId, assistant: GATE_ASSISTANT,
+      kwargs: { input: { messages: [{ role: "human", content: opts.input ?? runId }] }, config: {}, stream_mode: ["values"], temporary: false, subgraphs: false, resumable: false },
+      metadata: {}, multitaskStrategy: opts.strategy ?? "enqueue", ifNotExists: "create", afterSeconds: opts.afterSeconds ?? 0,
+      stateless: false, onCompletion: "keep", observed: false, outputAwaited: false,
+    };
+    return this.actor(threadId).handle(cmd);
+  }
+
+  cancel(threadId: string, runId: string, action: "interrupt" | "rollback" = "interrupt", wait = false): Promise<{ found: boolean }> {
+    return this.actor(threadId).handle({ type: "run.cancel", threadId, runId, action, wait });
+  }
+
+  /** The run as stored now (a fresh read snapshot). */
+  run(threadId: string, runId: string): RunRecord | undefined {
+    this.storage.root.resetReadTxn();
+    return this.storage.runs.get([threadId, runId]);
+  }
+
+  thread(threadId: string): ThreadRecord | undefined {
+    this.storage.root.resetReadTxn();
+    return this.storage.threads.get(threadId);
+  }
+
+  /** The messages of the thread's stored values, as "type:content". */
+  messages(threadId: string): string[] {
+    this.storage.root.resetReadTxn();
+    const values = threadValues(this.storage, threadId) as { messages?: { type: string; content: string }[] } | undefined;
+    return (values?.messages ?? []).map((m) => `${m.type}:${m.content}`);
+  }
+
+  /** Resolves once the actors have sent `line`. */
+  async sentLine(line: string): Promise<void> {
+    await waitUntil(() => this.sent.includes(line), { what: `"${line}" (sent: ${this.sent.join(", ")})` });
+  }
+
+  /**
+   * The process dies here: its actors start nothing more, and every storage call they or their
+   * checkpointer make from now on never completes (a graph released later writes nothing).
+   */
+  kill(): void {
+    this.ctx.draining = true;
+    this.killed = true;
+  }
+
+  /** A server started on the same data after a crash: fresh actors recover the active runs. */
+  restarted(): ActorHarness {
+    const storage = openStorage(this.dir);
+    this.opened.push(storage);
+    const next = new ActorHarness(storage, this.dir, this.clock);
+    recoverActiveRuns(storage, () => true, (threadId) => next.actor(threadId));
+    return next;
+  }
+
+  /** Closes the storage handles restarted() opened (the test's own storage is closed by its owner). */
+  async close(): Promise<void> {
+    for (const s of this.opened.splice(0)) await s.close();
+  }
+}
+
+/** Storage after a crash: every property leads here again and every call returns a promise that never settles. */
+const FROZEN: unknown = (() => {
+  const never = new Promise<never>(() => undefined);
+  const proxy: unknown = new Proxy(() => undefined, {
+    get: (_t, prop) => (prop === "then" ? undefined : proxy),
+    apply: () => never,
+  });
+  return proxy;
+})();

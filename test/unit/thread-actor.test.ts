@@ -1,0 +1,158 @@
+// The thread actor in-process (test/helpers/actor-harness.ts): the orderings its commit overlap
+// must get right — a run created while the previous one's final commit is in flight, a cancel
+// arriving during that commit or while a run executes, a crash between an answered stop and the
+// run's end — plus after_seconds on a manual clock. Real LMDB, real LangGraph (the gate graph).
+import { describe, expect, it } from "vitest";
+import { gateOf } from "../fixtures/actor/gate.ts";
+import { ActorHarness } from "../helpers/actor-harness.ts";
+import { useTempStorage } from "../helpers/storage.ts";
+import { waitUntil } from "../helpers/wait.ts";
+
+let n = 0;
+/** fresh thread and run ids per test (gates are per run id, process-wide) */
+const ids = () => {
+  const k = ++n;
+  return { t: `thread-${k}-${Date.now()}`, r1: `run-${k}-a`, r2: `run-${k}-b`, r3: `run-${k}-c` };
+};
+
+describe("ThreadActor", () => {
+  const tmp = useTempStorage("troupe-actor-");
+
+  it("runs queued runs one at a time in acceptance order, each after the previous one's end was sent", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1, r2 } = ids();
+    await h.create(t, r1);
+    await h.create(t, r2);
+    await waitUntil(() => gateOf(r1).arrivals === 1, { what: "the first run at its gate" });
+    expect(gateOf(r2).arrivals).toBe(0); // one run at a time
+    expect(h.thread(t)?.status).toBe("busy");
+    gateOf(r2).open();
+    gateOf(r1).open();
+    await h.sentLine(`done ${r2} success idle`);
+    expect(h.sent).toEqual([`start ${r1}`, `done ${r1} success busy`, `start ${r2}`, `done ${r2} success idle`]);
+    // the second run started before the first one's final commit landed (commit overlap), from its checkpoint
+    expect(h.messages(t)).toEqual([`human:${r1}`, `ai:echo ${r1}`, `human:${r2}`, `ai:echo ${r2}`]);
+  });
+
+  it("a run created while the previous run's final commit is in flight is handled after that commit, from its state", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1, r2 } = ids();
+    let created: Promise<unknown> | undefined;
+    h.onFinishQueued = (threadId) => {
+      if (threadId === t && created === undefined) created = h.create(t, r2); // inside the finish, before its commit
+    };
+    await h.create(t, r1);
+    gateOf(r1).open();
+    gateOf(r2).open();
+    await waitUntil(() => created, { what: "the create issued during the finish" });
+    await created;
+    await h.sentLine(`done ${r2} success idle`);
+    // the end was decided with nothing queued (idle); the create came after it in the mailbox
+    expect(h.sent).toEqual([`start ${r1}`, `done ${r1} success idle`, `start ${r2}`, `done ${r2} success idle`]);
+    expect(h.messages(t)).toEqual([`human:${r1}`, `ai:echo ${r1}`, `human:${r2}`, `ai:echo ${r2}`]);
+    expect(h.run(t, r2)?.status).toBe("success");
+  });
+
+  it("a cancel that arrives while the run's end is committing is answered and changes nothing", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1 } = ids();
+    let cancelled: Promise<{ found: boolean }> | undefined;
+    h.onFinishQueued = (threadId) => {
+      if (threadId === t && cancelled === undefined) cancelled = h.cancel(t, r1);
+    };
+    await h.create(t, r1);
+    gateOf(r1).open();
+    await h.sentLine(`done ${r1} success idle`);
+    expect(await cancelled).toEqual({ found: true });
+    expect(h.run(t, r1)).toMatchObject({ status: "success" });
+    expect(h.run(t, r1)?.cancel_reason ?? null).toBeNull();
+  });
+
+  it("a cancel of a running run is committed before its reply; the run then ends interrupted", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1 } = ids();
+    await h.create(t, r1);
+    await waitUntil(() => gateOf(r1).arrivals === 1, { what: "the run at its gate" });
+    expect(await h.cancel(t, r1)).toEqual({ found: true });
+    // what a reader sees right after the 202: the stop, on a run that has not ended yet or just did
+    expect(h.run(t, r1)?.cancel_reason).toBe("interrupt");
+    await h.sentLine(`done ${r1} interrupted idle`);
+    expect(h.run(t, r1)).toMatchObject({ status: "interrupted", cancel_reason: "interrupt" });
+  });
+
+  it("after a crash between an answered cancel and the run's end, recovery ends the run interrupted without running it, then runs the next", async () => {
+    const first = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1, r2 } = ids();
+    await first.create(t, r1);
+    await first.create(t, r2);
+    await waitUntil(() => gateOf(r1).arrivals === 1, { what: "the run at its gate" });
+    // the process dies the moment the stop's write is issued: the stop commits (the cancel is
+    // answered), the run's end never does
+    const runs = tmp.storage.runs;
+    const put = runs.put;
+    runs.put = function (this: typeof runs, ...args: Parameters<typeof put>) {
+      const written = put.apply(this, args);
+      if (args[1]?.cancel_reason) first.kill();
+      return written;
+    } as typeof put;
+    try {
+      expect(await first.cancel(t, r1)).toEqual({ found: true });
+    } finally {
+      runs.put = put;
+    }
+
+    const second = first.restarted();
+    gateOf(r2).open();
+    await second.sentLine(`done ${r2} success idle`);
+    expect(second.sent).toEqual([`done ${r1} interrupted busy`, `start ${r2}`, `done ${r2} success idle`]);
+    expect(gateOf(r1).arrivals).toBe(1); // the cancelled run never ran again
+    expect(second.run(t, r1)).toMatchObject({ status: "interrupted", cancel_reason: "interrupt" });
+    // an interrupted run keeps its progress: its input stays, the next run goes on from there
+    expect(second.messages(t)).toEqual([`human:${r1}`, `human:${r2}`, `ai:echo ${r2}`]);
+    await second.close();
+  });
+
+  it("after a crash mid-run, recovery resumes the run (once) and the queue keeps its order", async () => {
+    const first = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1, r2 } = ids();
+    await first.create(t, r1);
+    await first.create(t, r2);
+    await waitUntil(() => gateOf(r1).arrivals === 1, { what: "the run at its gate" });
+    first.kill();
+    const second = first.restarted();
+    await waitUntil(() => gateOf(r1).arrivals === 2, { what: "the run resumed at its gate" });
+    expect(gateOf(r2).arrivals).toBe(0);
+    gateOf(r1).open();
+    gateOf(r2).open();
+    await second.sentLine(`done ${r2} success idle`);
+    expect(second.sent).toEqual([`start ${r1}`, `done ${r1} success busy`, `start ${r2}`, `done ${r2} success idle`]);
+    expect(second.run(t, r1)).toMatchObject({ status: "success", attempt: 2 });
+    await second.close();
+  });
+
+  it("a run with multitask_strategy rollback stops the running one in the same commit as its own create", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1, r2 } = ids();
+    await h.create(t, r1);
+    await waitUntil(() => gateOf(r1).arrivals === 1, { what: "the run at its gate" });
+    await h.create(t, r2, { strategy: "rollback" });
+    expect(h.run(t, r1)?.cancel_reason).toBe("rollback"); // committed with the create's reply
+    gateOf(r2).open();
+    await h.sentLine(`done ${r2} success idle`);
+    expect(h.run(t, r1)).toBeUndefined(); // rolled back: the run and its checkpoints are gone
+    expect(h.messages(t)).toEqual([`human:${r2}`, `ai:echo ${r2}`]);
+  });
+
+  it("starts a run with after_seconds when the clock reaches it, not before", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1 } = ids();
+    gateOf(r1).open();
+    await h.create(t, r1, { afterSeconds: 60 });
+    await h.clock.advance(59_000);
+    expect(h.sent).toEqual([]);
+    expect(h.thread(t)?.status).toBe("busy");
+    await h.clock.advance(1_000);
+    await h.sentLine(`done ${r1} success idle`);
+    expect(h.sent).toEqual([`start ${r1}`, `done ${r1} success idle`]);
+  });
+});
