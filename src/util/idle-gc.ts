@@ -99,6 +99,9 @@ export function startIdleGc(opts: Partial<IdleGcOptions> = {}, onCollect?: (busy
       // workers' heaps went to ~33 MB instead of 45-75 MB with gc(), which only V8's own memory
       // reducer would shrink further, ~10-20 s later)
       if (!reduceHeap()) collector()();
+      // the collection's own time is not busy time that earns the next one (a GC slower than
+      // minBusyMs, e.g. on a loaded machine, would otherwise collect again at every idle pair)
+      last = performance.eventLoopUtilization();
       justCollected = true;
       trims.start();
       onCollect?.(busy);
