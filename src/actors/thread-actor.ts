@@ -18,6 +18,7 @@ import { jsonBytes, type JsonSegments } from "../bridge/json-segments.ts";
 import { toJsonSegments, toJsonText, toPlain } from "./value-json.ts";
 import { putThreadValues } from "../storage/thread-values.ts";
 import { newWebhookDelivery } from "../webhooks/outbox.ts";
+import { putThread, removeThread } from "../storage/indexes/threads.ts";
 
 interface InFlight {
   /** the run's record as last written (or about to be: see execute): queued, then running, with a recorded stop */
@@ -153,14 +154,14 @@ export class ThreadActor {
       await this.saveThread(this.threadId, thread, toJsonText(snap.values));
       return thread;
     }
-    await this.ctx.storage.threads.put(this.threadId, thread);
+    await this.ctx.storage.root.batch(() => putThread(this.ctx.storage, thread, undefined));
     return thread;
   }
 
   private async patchThread(metadata: JsonObject): Promise<ThreadRecord> {
     const t = this.getThread();
     const next: ThreadRecord = { ...t, metadata: { ...t.metadata, ...metadata }, updated_at: nowIso() };
-    await this.ctx.storage.threads.put(this.threadId, next);
+    await this.ctx.storage.root.batch(() => putThread(this.ctx.storage, next, t));
     return next;
   }
 
@@ -189,7 +190,7 @@ export class ThreadActor {
   private async saveThread(threadId: string, record: ThreadRecord, valuesJson: string | undefined): Promise<void> {
     const s = this.ctx.storage;
     await s.root.transaction(() => {
-      s.threads.put(threadId, record);
+      putThread(s, record, s.threads.get(threadId));
       if (valuesJson !== undefined) s.threadValues.put(threadId, valuesJson);
     });
   }
@@ -211,7 +212,8 @@ export class ThreadActor {
       s.activeRuns.remove(key);
       s.webhookOutcomes.remove(key); // (a delivery still in the outbox is made all the same)
     }
-    s.threads.remove(this.threadId);
+    const thread = s.threads.get(this.threadId);
+    if (thread) removeThread(s, thread);
     s.threadValues.remove(this.threadId);
     s.threadTtl.remove(this.threadId);
   }
@@ -289,7 +291,8 @@ export class ThreadActor {
     }
     const now = nowIso();
     const assistant = cmd.assistant;
-    let thread = this.latestThread();
+    const prevThread = this.latestThread(); // what this create's thread record replaces (none: it makes the thread)
+    let thread = prevThread;
     const bound = thread?.metadata.assistant_id;
     if (cmd.requireBoundAssistant && typeof bound === "string" && bound !== assistant.assistant_id) {
       throw new TroupeError("BAD_REQUEST", `Thread ${this.threadId} is bound to assistant ${bound}; start runs on it with that assistant`);
@@ -342,12 +345,12 @@ export class ThreadActor {
     };
     if (action !== "none") {
       // the mailbox stays held until it commits: what comes next sees the superseded runs ended
-      const created = await this.createSuperseding(run, nextThread, action === "cancel-rollback" ? "rollback" : "interrupt");
+      const created = await this.createSuperseding(run, nextThread, prevThread, action === "cancel-rollback" ? "rollback" : "interrupt");
       return { committed: Promise.resolve(created) };
     }
     // a batch (writes only): lmdb-js' write thread commits it without calling back into this thread
     const stored = s.root.batch(() => {
-      s.threads.put(this.threadId, nextThread);
+      putThread(s, nextThread, prevThread);
       s.runs.put([this.threadId, run.run_id], run);
       s.runThread.put(run.run_id, this.threadId);
       s.activeRuns.put([this.threadId, run.run_id], 1);
@@ -383,7 +386,7 @@ export class ThreadActor {
    * transaction stores it and stops the others (the queued ones end at once; the running one is
    * marked with the stop, see markStop), so its reply promises nothing a crash could undo.
    */
-  private async createSuperseding(run: RunRecord, nextThread: ThreadRecord, stop: StopAction): Promise<RunRecord> {
+  private async createSuperseding(run: RunRecord, nextThread: ThreadRecord, prevThread: ThreadRecord | undefined, stop: StopAction): Promise<RunRecord> {
     const s = this.ctx.storage;
     const now = nowIso();
     // taken in the same turn as the batch: from here no superseded run can start or end unnoticed
@@ -393,7 +396,7 @@ export class ThreadActor {
     const runningStopped = running && this.markStop(running, stop);
     let stopped: StoppedQueuedRun[] = [];
     const stored = s.root.batch(() => {
-      s.threads.put(this.threadId, nextThread);
+      putThread(s, nextThread, prevThread);
       s.runs.put([this.threadId, run.run_id], run);
       s.runThread.put(run.run_id, this.threadId);
       s.activeRuns.put([this.threadId, run.run_id], 1);
@@ -626,7 +629,7 @@ export class ThreadActor {
         s.activeRuns.remove([this.threadId, run.run_id]);
         const next: ThreadRecord = { ...thread, status: threadStatus as ThreadStatus, updated_at: endedAt };
         if (interrupts) next.interrupts = interrupts as ThreadRecord["interrupts"];
-        s.threads.put(this.threadId, next);
+        putThread(s, next, thread);
         if (valuesBytes !== undefined) putThreadValues(s, this.threadId, valuesBytes);
         else s.threadValues.remove(this.threadId);
         delivery = this.recordWebhook(final, valuesBytes, false);
@@ -684,12 +687,12 @@ export class ThreadActor {
     if (i >= 0) this.queue.splice(i, 1);
     const s = this.ctx.storage;
     const now = nowIso();
-    const thread = s.threads.get(this.threadId);
     const threadStatus: ThreadStatus = this.current || this.queue.length ? "busy" : "idle";
     let stopped!: StoppedQueuedRun;
     await s.root.transaction(() => {
+      const thread = s.threads.get(this.threadId);
       stopped = this.writeQueuedStopped(run, action, now);
-      if (thread) s.threads.put(this.threadId, { ...thread, status: threadStatus, updated_at: now });
+      if (thread) putThread(s, { ...thread, status: threadStatus, updated_at: now }, thread);
     });
     this.announceQueuedStopped(stopped, threadStatus);
     this.pump(); // it may have been the delayed head the timer waited for

@@ -5,10 +5,11 @@ import { json, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent } from "../auth/index.ts";
 import { canonicalUuid, defaultAssistantId, uuid7 } from "../util/ids.ts";
 import { body, configSchema, int, keyString, limit, nullable, object, offset, sortOrder, str, strings, uuid, anyValue } from "../http/schemas/common.ts";
-import { page, select, sortBy } from "../http/paging.ts";
+import { pageHeaders, select } from "../http/paging.ts";
 import type { AppContext } from "../server/context.ts";
 import { entriesInChunks } from "../storage/scan.ts";
-import { AssistantStore, type AssistantCreate, type AssistantPatch, type AssistantQuery } from "../storage/assistants.ts";
+import { searchThreads } from "../storage/indexes/threads.ts";
+import { AssistantStore, type AssistantCreate, type AssistantFilter, type AssistantPatch, type AssistantSearch } from "../storage/assistants.ts";
 import type { AssistantRecord, JsonObject } from "../storage/records.ts";
 import { assistantSelectSchema } from "./field-select.ts";
 
@@ -61,7 +62,7 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
     if (!matchesAuthFilter(filter, a.metadata)) throw assistantNotFound();
     return a;
   };
-  const searchFilter = (auth: AuthInfo | undefined, q: AssistantQuery & { limit?: number; offset?: number }) =>
+  const searchFilter = (auth: AuthInfo | undefined, q: AssistantFilter & { limit?: number; offset?: number }) =>
     app.auth?.authorize(auth, "assistants:search", { graph_id: q.graph_id, metadata: q.metadata, limit: q.limit ?? 0, offset: q.offset ?? 0 });
   const describe = (what: "graph" | "schemas" | "subgraphs") =>
     async (a: AssistantRecord, xray: boolean | number, namespace: string | undefined, recurse: boolean) => {
@@ -88,20 +89,18 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/assistants/search", operationId: "search_assistants", summary: "Search assistants", tag: TAG,
       body: assistantSearch, bodyOptional: true,
       handler: async ({ body: b, auth }) => {
-        const q = b as AssistantQuery & { limit: number; offset: number; sort_by?: keyof AssistantRecord; sort_order?: "asc" | "desc"; select?: string[] };
+        const q = b as AssistantFilter & { limit: number; offset: number; sort_by?: AssistantSearch["sortBy"]; sort_order?: "asc" | "desc"; select?: string[] };
         const filter = await searchFilter(auth, q);
-        const found = store.search(q).filter((a) => matchesAuthFilter(filter, a.metadata));
-        const sorted = sortBy(found, q.sort_by ?? "created_at", q.sort_order ?? "desc");
-        const p = page(sorted, q.offset, q.limit);
-        return json(select(p.items, q.select), 200, p.headers);
+        const found = await store.search({ ...q, auth: filter, sortBy: q.sort_by ?? "created_at", order: q.sort_order ?? "desc" });
+        return json(select(found.items, q.select), 200, pageHeaders(found, q.offset));
       },
     },
     {
       method: "POST", path: "/assistants/count", operationId: "count_assistants", summary: "Count assistants", tag: TAG,
       body: body({ metadata: object, graph_id: str, name: str }), bodyOptional: true,
       handler: async ({ body: b, auth }) => {
-        const filter = await searchFilter(auth, b as AssistantQuery);
-        return json(store.search(b as AssistantQuery).filter((a) => matchesAuthFilter(filter, a.metadata)).length);
+        const filter = await searchFilter(auth, b as AssistantFilter);
+        return json(await store.count({ ...(b as AssistantFilter), auth: filter }));
       },
     },
     {
@@ -127,9 +126,8 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
         await store.delete(a.assistant_id);
         await deleteRunsOf(app, a.assistant_id);
         if (truthy((query as { delete_threads?: string }).delete_threads)) {
-          const ids: string[] = [];
-          for await (const { key, value } of entriesInChunks(app.storage.threads)) if (value.metadata.assistant_id === a.assistant_id) ids.push(key);
-          await Promise.all(ids.map((threadId) => app.pool.deleteThread(threadId).catch(() => undefined)));
+          const bound = await searchThreads(app.storage, { metadata: { assistant_id: a.assistant_id }, sortBy: "created_at", order: "asc", offset: 0, limit: Number.MAX_SAFE_INTEGER });
+          await Promise.all(bound.items.map((t) => app.pool.deleteThread(t.thread_id).catch(() => undefined)));
         }
         return json([a.assistant_id]);
       },

@@ -4,7 +4,7 @@ import { TroupeError, notFound, threadNotFound } from "../errors.ts";
 import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
 import { body, bool, keyString, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
-import { page, select } from "../http/paging.ts";
+import { pageHeaders, select } from "../http/paging.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { CronRecord } from "../storage/records.ts";
@@ -44,19 +44,6 @@ const cronSearch = body({
   sort_order: nullable(sortOrder),
   select: cronSelectSchema,
 });
-
-/** Ascending by `key`, nulls last; `desc` reverses the non-null order and keeps nulls last. */
-function sortCrons(items: CronRecord[], key: SortField, order: "asc" | "desc"): CronRecord[] {
-  const dir = order === "asc" ? 1 : -1;
-  return items.sort((a, b) => {
-    const x = a[key];
-    const y = b[key];
-    if (x === y) return 0;
-    if (x === null) return 1;
-    if (y === null) return -1;
-    return x < y ? -dir : dir;
-  });
-}
 
 /** The RunCreate body of one tick. Runs are tagged with `cron_id` in their metadata. */
 export function runBodyOf(rec: CronRecord): RunCreateBody {
@@ -145,10 +132,8 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef<
       handler: async ({ body: b, auth }) => {
         const q = b as CronQuery & { limit: number; offset: number; sort_by?: SortField | null; sort_order?: "asc" | "desc" | null; select?: string[] | null };
         const filter = await authorize(auth, "crons:search", { assistant_id: q.assistant_id, thread_id: q.thread_id, limit: q.limit, offset: q.offset });
-        const found = store.search(filterOf(q)).filter((c) => matchesAuthFilter(filter, c.metadata));
-        const sorted = sortCrons(found, q.sort_by ?? "created_at", q.sort_order ?? "desc");
-        const p = page(sorted, q.offset, q.limit);
-        return json(select(p.items, q.select ?? undefined), 200, p.headers);
+        const found = await store.search({ ...filterOf(q), auth: filter, sortBy: q.sort_by ?? "created_at", order: q.sort_order ?? "desc", offset: q.offset, limit: q.limit });
+        return json(select(found.items, q.select ?? undefined), 200, pageHeaders(found, q.offset));
       },
     },
     {
@@ -157,7 +142,7 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef<
       handler: async ({ body: b, auth }) => {
         const q = b as CronQuery;
         const filter = await authorize(auth, "crons:search", { assistant_id: q.assistant_id, thread_id: q.thread_id, limit: 0, offset: 0 });
-        return json(store.search(filterOf(q)).filter((c) => matchesAuthFilter(filter, c.metadata)).length);
+        return json(await store.count({ ...filterOf(q), auth: filter }));
       },
     },
     {

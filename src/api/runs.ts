@@ -17,6 +17,7 @@ import { wireRun } from "./run-view.ts";
 import { runSelectSchema } from "./field-select.ts";
 import { select } from "../http/paging.ts";
 import { webhookDeliveryOf } from "../webhooks/outbox.ts";
+import { entriesInChunks, SCAN_CHUNK } from "../storage/scan.ts";
 
 const TAG = "runs";
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
@@ -194,14 +195,20 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
           return json(select(out, q.select));
         }
         let skipped = 0;
-        for (const { value } of storage.runs.getRange(range)) {
-          if (value.status !== q.status) continue;
-          if (skipped < q.offset) {
-            skipped++;
-            continue;
-          }
-          out.push(wireRun(value));
-          if (out.length >= q.limit) break;
+        /** adds a run with the status; true once the page is full */
+        const take = (run: RunRecord | undefined): boolean => {
+          if (run === undefined || run.status !== q.status) return false;
+          if (skipped < q.offset) skipped++;
+          else out.push(wireRun(run));
+          return out.length >= q.limit;
+        };
+        const bounds = range as { start: [string, string]; end: [string, string] };
+        if (q.status === "pending" || q.status === "running") {
+          // active_runs lists exactly the thread's pending and running runs, in the same order
+          for (const { key } of storage.activeRuns.getRange(bounds)) if (take(storage.runs.get(key))) break;
+        } else {
+          // a finished status: a walk of the thread's runs, in chunks (a long thread does not stall other requests)
+          for await (const { value } of entriesInChunks(storage.runs, SCAN_CHUNK, bounds)) if (take(value)) break;
         }
         return json(select(out, q.select));
       },

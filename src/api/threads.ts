@@ -3,7 +3,6 @@
 import { conflict, TroupeError, threadNotFound } from "../errors.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
 import { canonicalUuid, uuid7 } from "../util/ids.ts";
-import { matchesFilter } from "../domain/lifecycle.ts";
 import { deepEqual } from "../util/deep-equal.ts";
 import type { CheckpointSelector } from "../bridge/messages.ts";
 import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
@@ -11,11 +10,12 @@ import { body, checkpointIdString, checkpointSelector, keyString, limit, nullabl
 
 /** A state update's values (reference: ThreadStateUpdate): an object, a list of them, or null. */
 const stateValues = { type: ["object", "array", "null"], items: object };
-import { page, select, sortBy } from "../http/paging.ts";
+import { pageHeaders, select } from "../http/paging.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { Json, JsonObject, ThreadRecord, ThreadStatus } from "../storage/records.ts";
-import { threadValues, threadView } from "../storage/thread-values.ts";
+import { threadView } from "../storage/thread-values.ts";
+import { countThreads, searchThreads, type ThreadFilter, type ThreadSort } from "../storage/indexes/threads.ts";
 import { threadStreamRoutes } from "./thread-stream.ts";
 import { threadProtocolRoutes } from "./thread-protocol.ts";
 import { selectState, stateSelectSchema, threadSelectSchema } from "./field-select.ts";
@@ -119,25 +119,10 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
     if (minutes !== undefined) await storage.threadTtl.put(threadId, minutes);
     else if (storage.threadTtl.doesExist(threadId)) await storage.threadTtl.remove(threadId);
   };
-  const search = (q: ThreadQuery, filter: AuthFilter | undefined): ThreadRecord[] => {
-    const out: ThreadRecord[] = [];
-    const consider = (t: ThreadRecord) => {
-      if (!matchesAuthFilter(filter, t.metadata)) return;
-      if (q.status && t.status !== q.status) return;
-      if (q.metadata && !matchesFilter(q.metadata, t.metadata)) return;
-      if (q.values && !matchesFilter(q.values, threadValues(storage, t.thread_id) ?? {})) return;
-      out.push(t);
-    };
-    if (q.ids?.length) {
-      for (const id of q.ids) {
-        const t = storage.threads.get(canonicalUuid(id));
-        if (t) consider(t);
-      }
-    } else {
-      for (const { value } of storage.threads.getRange({})) consider(value);
-    }
-    return out;
-  };
+  /** The search's conditions as a storage query (ids in canonical form). */
+  const threadFilter = (q: ThreadQuery, filter: AuthFilter | undefined): ThreadFilter => ({
+    metadata: q.metadata, values: q.values, status: q.status, auth: filter, ids: q.ids?.map(canonicalUuid),
+  });
   const graphAssistant = (t: ThreadRecord) => {
     const g = t.metadata.graph_id;
     return typeof g === "string" && app.graphIds.has(g) ? app.resolveAssistant(g) : undefined;
@@ -174,16 +159,15 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
       method: "POST", path: "/threads/search", operationId: "search_threads", summary: "Search threads", tag: TAG,
       body: threadSearch, bodyOptional: true,
       handler: async ({ body: b, auth }) => {
-        const q = b as ThreadQuery & { limit: number; offset: number; sort_by?: keyof ThreadRecord | null; sort_order?: "asc" | "desc" | null; select?: string[] | null; extract?: Record<string, string> | null };
+        const q = b as ThreadQuery & { limit: number; offset: number; sort_by?: ThreadSort | null; sort_order?: "asc" | "desc" | null; select?: string[] | null; extract?: Record<string, string> | null };
         const filter = await authorize(auth, "threads:search", { metadata: q.metadata, ids: q.ids, status: q.status, values: q.values, limit: q.limit, offset: q.offset });
-        const sorted = sortBy(search(q, filter), q.sort_by ?? "created_at", q.sort_order ?? "desc");
-        const p = page(sorted, q.offset, q.limit);
+        const found = await searchThreads(storage, { ...threadFilter(q, filter), sortBy: q.sort_by ?? "created_at", order: q.sort_order ?? "desc", offset: q.offset, limit: q.limit });
         const extract = q.extract && Object.keys(q.extract).length ? q.extract : undefined;
         const withValues = !q.select?.length || q.select.includes("values") || extract !== undefined;
-        const threads = withValues ? p.items.map(view) : p.items;
+        const threads = withValues ? found.items.map(view) : found.items;
         const selected = select(threads, q.select ?? undefined) as Record<string, unknown>[];
         if (extract) selected.forEach((t, i) => (t.extracted = extractFields(threads[i], extract)));
-        return json(selected, 200, p.headers);
+        return json(selected, 200, pageHeaders(found, q.offset));
       },
     },
     {
@@ -191,7 +175,8 @@ export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
       body: body({ metadata: nullable(object), values: nullable(object), status: nullable(threadStatus) }), bodyOptional: true,
       handler: async ({ body: b, auth }) => {
         const q = b as ThreadQuery;
-        return json(search(q, await authorize(auth, "threads:search", { metadata: q.metadata, values: q.values, status: q.status, limit: 0, offset: 0 })).length);
+        const filter = await authorize(auth, "threads:search", { metadata: q.metadata, values: q.values, status: q.status, limit: 0, offset: 0 });
+        return json(await countThreads(storage, threadFilter(q, filter)));
       },
     },
     {

@@ -1,16 +1,14 @@
 // Cron records in the `crons` LMDB database. Only the HTTP thread writes them (API handlers and
 // the scheduler); every read-modify-write runs inside one write transaction so a tick persisting
-// next_run_date can never undo a concurrent PATCH or DELETE.
-import { matchesFilter } from "../domain/lifecycle.ts";
+// next_run_date can never undo a concurrent PATCH or DELETE. Writes go through putCron/removeCron
+// (storage/indexes/crons.ts), which keep the crons' index in the same transaction.
 import type { Storage } from "../storage/env.ts";
-import type { CronRecord, JsonObject } from "../storage/records.ts";
+import type { CronRecord } from "../storage/records.ts";
+import { countCrons, putCron, removeCron, searchCrons, type CronFilter, type CronSearch } from "../storage/indexes/crons.ts";
+import type { Page } from "../storage/indexes/planner.ts";
 
-export interface CronQuery {
-  assistant_id?: string | null;
-  thread_id?: string | null;
-  enabled?: boolean | null;
-  metadata?: JsonObject | null;
-}
+/** The conditions of a cron search or count. */
+export type CronQuery = CronFilter;
 
 export class CronStore {
   constructor(private readonly s: Storage) {}
@@ -23,16 +21,17 @@ export class CronStore {
     return [...this.s.crons.getRange({})].map((e) => e.value);
   }
 
-  search(q: CronQuery): CronRecord[] {
-    return this.all().filter((c) =>
-      (q.assistant_id == null || c.assistant_id === q.assistant_id) &&
-      (q.thread_id == null || c.thread_id === q.thread_id) &&
-      (q.enabled == null || c.enabled === q.enabled) &&
-      (q.metadata == null || matchesFilter(q.metadata, c.metadata)));
+  /** A page of matching crons and how many match (storage/indexes/crons.ts). */
+  search(q: CronSearch): Promise<Page<CronRecord>> {
+    return searchCrons(this.s, q);
+  }
+
+  count(f: CronFilter): Promise<number> {
+    return countCrons(this.s, f);
   }
 
   async put(rec: CronRecord): Promise<void> {
-    await this.s.crons.put(rec.cron_id, rec);
+    await this.s.root.transaction(() => putCron(this.s, rec, this.s.crons.get(rec.cron_id)));
   }
 
   /**
@@ -40,21 +39,22 @@ export class CronStore {
    * Resolves to the stored record, or undefined when the cron does not exist.
    */
   update(cronId: string, change: (cur: CronRecord) => CronRecord | undefined): Promise<CronRecord | undefined> {
-    return this.s.crons.transaction(() => {
+    return this.s.root.transaction(() => {
       const cur = this.s.crons.get(cronId);
       if (!cur) return undefined;
       const next = change(cur);
       if (!next) return cur;
-      this.s.crons.put(cronId, next);
+      putCron(this.s, next, cur);
       return next;
     });
   }
 
   /** Resolves to false when the cron did not exist. */
   remove(cronId: string): Promise<boolean> {
-    return this.s.crons.transaction(() => {
-      if (this.s.crons.get(cronId) === undefined) return false;
-      this.s.crons.remove(cronId);
+    return this.s.root.transaction(() => {
+      const cur = this.s.crons.get(cronId);
+      if (cur === undefined) return false;
+      removeCron(this.s, cur);
       return true;
     });
   }

@@ -12,9 +12,14 @@ export function sortBy<T>(items: T[], key: keyof T, order: "asc" | "desc"): T[] 
 
 export function page<T>(items: T[], offset: number, limit: number): { items: T[]; headers: Record<string, string> } {
   const slice = items.slice(offset, offset + limit);
-  const headers: Record<string, string> = { "x-pagination-total": String(items.length) };
-  if (offset + slice.length < items.length) headers["x-pagination-next"] = String(offset + slice.length);
-  return { items: slice, headers };
+  return { items: slice, headers: pageHeaders({ items: slice, total: items.length }, offset) };
+}
+
+/** Headers of a page that starts at `offset`, of `total` matches in all. */
+export function pageHeaders(p: { items: readonly unknown[]; total: number }, offset: number): Record<string, string> {
+  const headers: Record<string, string> = { "x-pagination-total": String(p.total) };
+  if (offset + p.items.length < p.total) headers["x-pagination-next"] = String(offset + p.items.length);
+  return headers;
 }
 
 export function select<T extends object>(items: T[], fields: string[] | undefined): Partial<T>[] {

@@ -31,6 +31,7 @@ import { listen, loadNativeUws } from "../http/uws-server.ts";
 import type { RouteDef } from "../http/types.ts";
 import { AssistantStore } from "../storage/assistants.ts";
 import { dataFilePath, openStorage } from "../storage/env.ts";
+import { ensureIndexes } from "../storage/indexes/build.ts";
 import { canonicalUuidOf, defaultAssistantId } from "../util/ids.ts";
 import { assistantNotFound } from "../errors.ts";
 import { MAX_KEY_CHARS } from "../http/schemas/common.ts";
@@ -116,6 +117,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   const apiKeys = opts.apiKeyAuth ? openApiKeyGuard(opts.apiKeyAuth) : null; // api keys: fail fast on a bad dir/org
   const storage = openStorage(opts.dataDir, { syncCommits: opts.syncCommits });
+  ensureIndexes(storage); // a data dir from before the indexes (or a build cut short) gets them now, before anything reads or writes
   const graphIds = new Set(config.graphs.map((g) => g.graphId));
   const assistants = new AssistantStore(storage);
   await assistants.ensureDefaults(graphIds, parseGraphConfigs(process.env.LANGGRAPH_CONFIG));

@@ -1,10 +1,15 @@
 // Assistant records: written only by the HTTP thread (no actor owns them), read everywhere.
+// Writes go through putAssistant/removeAssistant, which keep the assistants' index.
 import { TroupeError, notFound, assistantNotFound } from "../errors.ts";
 import { defaultAssistantId, uuid7 } from "../util/ids.ts";
 import { matchesFilter } from "../domain/lifecycle.ts";
 import type { Storage } from "./env.ts";
 import type { AssistantRecord, AssistantVersionRecord, Json, JsonObject, RunnableConfigJson } from "./records.ts";
 import { nowIso } from "./records.ts";
+import { countAssistants, putAssistant, removeAssistant, searchAssistants, type AssistantFilter, type AssistantSearch } from "./indexes/assistants.ts";
+import type { Page } from "./indexes/planner.ts";
+
+export type { AssistantFilter, AssistantSearch };
 
 export interface AssistantCreate {
   assistant_id?: string;
@@ -24,12 +29,6 @@ export interface AssistantPatch {
   metadata?: JsonObject;
   name?: string;
   description?: string | null;
-}
-
-export interface AssistantQuery {
-  metadata?: JsonObject;
-  graph_id?: string;
-  name?: string;
 }
 
 const versionOf = (a: AssistantRecord): AssistantVersionRecord => ({
@@ -89,7 +88,7 @@ export class AssistantStore {
     };
     const ok = await this.s.root.transaction(() => {
       if (this.s.assistants.get(id)) return false;
-      this.s.assistants.put(id, a);
+      putAssistant(this.s, a, undefined);
       this.s.assistantVersions.put([id, 1], versionOf(a));
       return true;
     });
@@ -116,7 +115,7 @@ export class AssistantStore {
         version: latest + 1,
         updated_at: nowIso(),
       };
-      this.s.assistants.put(id, next);
+      putAssistant(this.s, next, a);
       this.s.assistantVersions.put([id, next.version], versionOf(next));
       return next;
     });
@@ -136,15 +135,14 @@ export class AssistantStore {
       const v = this.s.assistantVersions.get([id, version]);
       if (!v) throw notFound("Assistant version not found");
       const next: AssistantRecord = { ...a, config: v.config, metadata: v.metadata, name: v.name, version: v.version, updated_at: nowIso() };
-      this.s.assistants.put(id, next);
+      putAssistant(this.s, next, a);
       return next;
     });
   }
 
   async delete(id: string): Promise<void> {
     await this.s.root.transaction(() => {
-      this.mustGet(id);
-      this.s.assistants.remove(id);
+      removeAssistant(this.s, this.mustGet(id));
       for (const key of this.s.assistantVersions.getKeys({ start: [id, 0], end: [id, Number.MAX_SAFE_INTEGER] })) {
         this.s.assistantVersions.remove(key);
       }
@@ -160,16 +158,12 @@ export class AssistantStore {
     return all.slice(q.offset, q.offset + q.limit);
   }
 
-  /** Matching assistants, unpaged (callers sort and page). */
-  search(q: AssistantQuery): AssistantRecord[] {
-    const out: AssistantRecord[] = [];
-    const name = q.name?.toLowerCase();
-    for (const { value } of this.s.assistants.getRange({})) {
-      if (q.graph_id && value.graph_id !== q.graph_id) continue;
-      if (name && !value.name.toLowerCase().includes(name)) continue;
-      if (q.metadata && !matchesFilter(q.metadata, value.metadata)) continue;
-      out.push(value);
-    }
-    return out;
+  /** A page of matching assistants and how many match (indexes/assistants.ts). */
+  search(q: AssistantSearch): Promise<Page<AssistantRecord>> {
+    return searchAssistants(this.s, q);
+  }
+
+  count(f: AssistantFilter): Promise<number> {
+    return countAssistants(this.s, f);
   }
 }

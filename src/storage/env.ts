@@ -5,12 +5,22 @@
 import { open, type Database, type RootDatabase } from "lmdb";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import type { IndexDb } from "./indexes/index-db.ts";
+import type { IndexBuildState } from "./indexes/build.ts";
 import type {
   AssistantRecord, AssistantVersionRecord, CronRecord, RunRecord, StoreItemRecord, ThreadRecord,
   WebhookDeliveryRecord, WebhookOutcomeRecord,
 } from "./records.ts";
 
 export type Key = string | number | (string | number)[];
+
+/**
+ * A records DB as code outside its write functions sees it: reads only. Threads, assistants,
+ * crons and store items have secondary indexes (storage/indexes/) written in the same
+ * transaction as the record, so their writes go through put/remove functions there, never
+ * through the DB itself.
+ */
+export type RecordsDb<V, K extends Key> = Pick<Database<V, K>, "get" | "getRange" | "getKeys" | "doesExist" | "getKeysCount" | "getStats">;
 
 /** A LangGraph channel version (integers by default; savers may use strings). */
 export type StoredChannelVersion = number | string;
@@ -54,10 +64,12 @@ export interface StoredBlob {
 
 export interface Storage {
   root: RootDatabase;
-  assistants: Database<AssistantRecord, string>;
+  /** written by storage/assistants.ts (with assistantIndex) */
+  assistants: RecordsDb<AssistantRecord, string>;
   /** key [assistant_id, version] */
   assistantVersions: Database<AssistantVersionRecord, [string, number]>;
-  threads: Database<ThreadRecord, string>;
+  /** written by putThread/removeThread (storage/indexes/threads.ts, with threadIndex) */
+  threads: RecordsDb<ThreadRecord, string>;
   /** store item key [namespace joined by NUL, key] -> its TTL and when it expires (store.ts) */
   storeTtl: Database<{ minutes: number; expiresAt: number }, [string, string]>;
   /** store item key -> the embeddings of its indexed texts (store-index.ts) */
@@ -85,9 +97,17 @@ export interface Storage {
   blobStamps: Database<number, [string, string, string, StoredChannelVersion, string]>;
   /** shared chunks of long message lists, key [thread_id, checkpoint_ns, channel, chunk id] (message-chunks.ts) */
   blobChunks: Database<Uint8Array, [string, string, string, string]>;
-  /** key [...namespace labels joined by "\u0000", item key] */
-  store: Database<StoreItemRecord, [string, string]>;
-  crons: Database<CronRecord, string>;
+  /** key [...namespace labels joined by "\u0000", item key]; written by storage/indexes/store-items.ts (with storeItemIndex) */
+  store: RecordsDb<StoreItemRecord, [string, string]>;
+  /** written by storage/indexes/crons.ts (with cronIndex) */
+  crons: RecordsDb<CronRecord, string>;
+  /** secondary indexes (storage/indexes/index-db.ts): dupSort, key -> [position..., id] */
+  threadIndex: IndexDb;
+  assistantIndex: IndexDb;
+  cronIndex: IndexDb;
+  storeItemIndex: IndexDb;
+  /** per indexed resource: the index layout version built and, while a build runs, how far it got (indexes/build.ts) */
+  indexMeta: Database<IndexBuildState, string>;
   /** key [thread_id, run_id]: webhook deliveries not yet delivered or given up (the outbox) */
   webhookOutbox: Database<WebhookDeliveryRecord, [string, string]>;
   /** key [thread_id, run_id]: how each finished delivery ended, while its run exists */
@@ -160,6 +180,12 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     crons: db("crons"),
     webhookOutbox: db("webhook_outbox"),
     webhookOutcomes: db("webhook_outcomes"),
+    // ordered-binary duplicates: sorted as tuples, and usable as range bounds (planner.ts)
+    threadIndex: root.openDB({ name: "idx_threads", dupSort: true, encoding: "ordered-binary" }),
+    assistantIndex: root.openDB({ name: "idx_assistants", dupSort: true, encoding: "ordered-binary" }),
+    cronIndex: root.openDB({ name: "idx_crons", dupSort: true, encoding: "ordered-binary" }),
+    storeItemIndex: root.openDB({ name: "idx_store", dupSort: true, encoding: "ordered-binary" }),
+    indexMeta: root.openDB<IndexBuildState, string>({ name: "index_meta", encoding: "msgpack" }),
     close: () => root.close(),
   };
 }

@@ -3,6 +3,7 @@
 // HTTP thread's sweep removes them. Kept apart from store.ts so the sweep does not load LangGraph's
 // BaseStore (and @langchain/core) into the HTTP thread.
 import type { Storage } from "./env.ts";
+import { removeStoreItem } from "./indexes/store-items.ts";
 
 type StoreKey = [string, string];
 
@@ -42,7 +43,8 @@ export async function sweepExpiredItems(s: Storage, limit: number): Promise<numb
     for (const k of expired) {
       const t = s.storeTtl.get(k);
       if (t === undefined || t.expiresAt > now) continue; // refreshed or rewritten meanwhile
-      s.store.remove(k);
+      const item = s.store.get(k);
+      if (item !== undefined) removeStoreItem(s, item);
       s.storeTtl.remove(k);
       s.storeVectors.remove(k);
       removed++;

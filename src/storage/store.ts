@@ -6,20 +6,21 @@ import {
   type Operation, type OperationResults, type PutOperation, type SearchItem, type SearchOperation,
 } from "@langchain/langgraph-checkpoint";
 import { TroupeError } from "../errors.ts";
+import type { Transaction } from "lmdb";
 import type { Storage } from "./env.ts";
 import type { StoreTtlOptions } from "../bridge/messages.ts";
 import { itemExpired, refreshItemTtls } from "./store-ttl.ts";
 import { cosine, StoreIndex, textsOf, type StoreIndexOptions } from "./store-index.ts";
 import type { JsonObject, StoreItemRecord } from "./records.ts";
 import { nowIso } from "./records.ts";
+import { NS_AFTER, NS_SEP, putStoreItem, removeStoreItem, storeFilterTerms, storeItemsMatching, storeKeyOf, type StoreKey } from "./indexes/store-items.ts";
+import { Slicer } from "./indexes/slices.ts";
 
 /** Joins namespace labels in keys; labels may not contain it (LangGraph rejects NUL too). */
-const SEP = "\u0000";
+const SEP = NS_SEP;
 /** One past SEP: [joined + NEXT] sorts after every key of `joined` and of its descendants. */
-const AFTER = "\u0001";
-
-type StoreKey = [string, string];
-const keyOf = (namespace: readonly string[], key: string): StoreKey => [namespace.join(SEP), key];
+const AFTER = NS_AFTER;
+const keyOf = storeKeyOf;
 
 /** Key range holding exactly the namespaces that start with `labels` (the whole table for []). */
 function subtree(labels: readonly string[]): { start?: StoreKey | [string]; end?: [string] } {
@@ -27,9 +28,6 @@ function subtree(labels: readonly string[]): { start?: StoreKey | [string]; end?
   const joined = labels.join(SEP);
   return { start: [joined], end: [joined + AFTER] };
 }
-
-const hasPrefix = (ns: readonly string[], prefix: readonly string[]) =>
-  prefix.length <= ns.length && prefix.every((p, i) => p === ns[i]);
 
 export function toItem(r: StoreItemRecord): Item {
   return { value: r.value, key: r.key, namespace: r.namespace, createdAt: new Date(r.created_at), updatedAt: new Date(r.updated_at) };
@@ -118,19 +116,19 @@ export class LmdbStore extends BaseStore {
           if (v) this.s.storeVectors.put(k, v);
           else this.s.storeVectors.remove(k);
         }
+        const prev = this.s.store.get(k);
         if (op.value === null) {
-          this.s.store.remove(k);
+          if (prev !== undefined) removeStoreItem(this.s, prev);
           this.s.storeTtl.remove(k);
           continue;
         }
-        const prev = this.s.store.get(k);
-        this.s.store.put(k, {
+        putStoreItem(this.s, {
           namespace: [...op.namespace],
           key: op.key,
           value: op.value as JsonObject,
           created_at: prev?.created_at ?? now,
           updated_at: now,
-        });
+        }, prev);
         if (minutes === null) this.s.storeTtl.remove(k);
         else this.s.storeTtl.put(k, { minutes, expiresAt });
       }
@@ -159,8 +157,8 @@ export class LmdbStore extends BaseStore {
    * item is scored: its best field's cosine similarity; unindexed items last, without a score).
    */
   async searchItems(op: SearchOperation): Promise<(StoreItemRecord & { score?: number })[]> {
-    if (!op.query || !this.index) return this.searchRecords(op);
-    const all = this.searchRecords({ ...op, limit: Number.MAX_SAFE_INTEGER, offset: 0, query: undefined });
+    if (!op.query || !this.index) return this.findRecords(op);
+    const all = await this.findRecords({ ...op, limit: Number.MAX_SAFE_INTEGER, offset: 0, query: undefined });
     const offset = op.offset ?? 0;
     return (await this.rank(all, op.query)).slice(offset, offset + (op.limit ?? 10));
   }
@@ -181,28 +179,66 @@ export class LmdbStore extends BaseStore {
     refreshItemTtls(this.s, records.map((r) => keyOf(r.namespace, r.key)));
   }
 
-  /** Wire shape of matching items: a range scan of the namespace prefix, stopping at offset + limit. */
+  /**
+   * Wire shape of matching items in key order, from `offset`, at most `limit`: a walk of the
+   * namespace prefix, or of the smallest equality condition's index entries within it
+   * (indexes/store-items.ts). Synchronous, for callers that bound it themselves (auth's scan).
+   */
   searchRecords(op: SearchOperation): StoreItemRecord[] {
+    const page = this.page(op);
+    this.s.root.resetReadTxn();
+    const txn = this.s.root.useReadTransaction();
+    try {
+      for (const r of this.matching(txn, op)) if (r !== null && page.take(r)) break;
+    } finally {
+      txn.done();
+    }
+    return page.items;
+  }
+
+  /** searchRecords in slices (indexes/slices.ts): a long walk lets other requests in every few ms. */
+  async findRecords(op: SearchOperation): Promise<StoreItemRecord[]> {
+    const page = this.page(op);
+    const slicer = new Slicer();
+    this.s.root.resetReadTxn();
+    const txn = this.s.root.useReadTransaction();
+    try {
+      for (const r of this.matching(txn, op)) {
+        if (r === null) await slicer.tick();
+        else if (page.take(r)) break;
+      }
+    } finally {
+      txn.done();
+    }
+    return page.items;
+  }
+
+  private matching(txn: Transaction, op: SearchOperation): Generator<StoreItemRecord | null> {
+    const filter = op.filter;
+    return storeItemsMatching(this.s, txn, op.namespacePrefix, storeFilterTerms(filter), (r) => !filter || matchesFilter(r.value, filter));
+  }
+
+  /** Collects a page of items, skipping expired ones; take() says when it is full. */
+  private page(op: SearchOperation): { items: StoreItemRecord[]; take(r: StoreItemRecord): boolean } {
     const limit = op.limit ?? 10;
     const offset = op.offset ?? 0;
-    const out: StoreItemRecord[] = [];
-    if (limit <= 0) return out;
-    this.s.root.resetReadTxn();
-    let skipped = 0;
+    const items: StoreItemRecord[] = [];
     const now = Date.now();
     const anyTtl = this.s.storeTtl.getKeysCount({ limit: 1 }) > 0;
-    for (const { key, value } of this.s.store.getRange(subtree(op.namespacePrefix))) {
-      if (!hasPrefix(value.namespace, op.namespacePrefix)) continue;
-      if (op.filter && !matchesFilter(value.value, op.filter)) continue;
-      if (anyTtl && this.expired(key as StoreKey, now)) continue;
-      if (skipped < offset) {
-        skipped++;
-        continue;
-      }
-      out.push(value);
-      if (out.length >= limit) break;
-    }
-    return out;
+    let skipped = 0;
+    return {
+      items,
+      take: (r) => {
+        if (items.length >= limit) return true;
+        if (anyTtl && this.expired(keyOf(r.namespace, r.key), now)) return false;
+        if (skipped < offset) {
+          skipped++;
+          return false;
+        }
+        items.push(r);
+        return items.length >= limit;
+      },
+    };
   }
 
   /**
