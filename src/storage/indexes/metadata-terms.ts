@@ -7,7 +7,7 @@
 //   - auth filters (auth/filter.ts matchesAuthFilter): a scalar, null or array value, or
 //     {$eq: that}, is equality; $contains and object values are left to the record.
 import type { JsonObject } from "../records.ts";
-import type { IndexEntry, IndexKey } from "./index-db.ts";
+import type { IndexDb, IndexEntry, IndexKey } from "./index-db.ts";
 import { indexName, indexValue } from "./index-value.ts";
 
 export interface Terms {
@@ -24,6 +24,24 @@ export function metadataEntries(kind: string, metadata: JsonObject | null | unde
   for (const k of Object.keys(metadata)) {
     const iv = indexValue(metadata[k]);
     if (iv !== undefined) out.push({ key: [kind, indexName(k), iv], dup });
+  }
+}
+
+/** Queues the entry changes between two metadata objects of one record (same duplicate `dup`). */
+export function applyMetadataDiff(index: IndexDb, kind: string, prev: JsonObject | null | undefined, next: JsonObject | null | undefined, dup: string[]): void {
+  const before = prev ?? {};
+  const after = next ?? {};
+  for (const k of Object.keys(after)) {
+    const was = Object.hasOwn(before, k) ? indexValue(before[k]) : undefined;
+    const now = indexValue(after[k]);
+    if (was === now) continue;
+    if (was !== undefined) index.remove([kind, indexName(k), was], dup);
+    if (now !== undefined) index.put([kind, indexName(k), now], dup);
+  }
+  for (const k of Object.keys(before)) {
+    if (Object.hasOwn(after, k)) continue;
+    const was = indexValue(before[k]);
+    if (was !== undefined) index.remove([kind, indexName(k), was], dup);
   }
 }
 

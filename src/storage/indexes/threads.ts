@@ -15,7 +15,7 @@ import type { Storage } from "../env.ts";
 import type { JsonObject, ThreadRecord, ThreadStatus } from "../records.ts";
 import { threadValues } from "../thread-values.ts";
 import { applyIndexDiff, writable, type IndexEntry, type IndexKey } from "./index-db.ts";
-import { authFilterTerms, metadataEntries, metadataFilterTerms, noTerms } from "./metadata-terms.ts";
+import { applyMetadataDiff, authFilterTerms, metadataEntries, metadataFilterTerms, noTerms } from "./metadata-terms.ts";
 import { countRecords, searchRecords, type Collection, type Page, type PageSpec, type RecordQuery } from "./planner.ts";
 
 const ALL: IndexKey = ["@c"];
@@ -40,7 +40,22 @@ export function threadEntries(t: ThreadRecord): IndexEntry[] {
  */
 export function putThread(s: Storage, next: ThreadRecord, prev: ThreadRecord | undefined): void {
   writable(s.threads).put(next.thread_id, next);
-  applyIndexDiff(s.threadIndex, prev === undefined ? [] : threadEntries(prev), threadEntries(next));
+  const index = s.threadIndex;
+  if (prev === undefined || prev.thread_id !== next.thread_id || prev.created_at !== next.created_at) {
+    applyIndexDiff(index, prev === undefined ? [] : threadEntries(prev), threadEntries(next));
+    return;
+  }
+  // run creates and finishes change updated_at and status: only those entries are rewritten
+  const at = [next.created_at, next.thread_id];
+  if (prev.updated_at !== next.updated_at) {
+    index.remove(BY_UPDATED, [prev.updated_at, prev.created_at, prev.thread_id]);
+    index.put(BY_UPDATED, [next.updated_at, next.created_at, next.thread_id]);
+  }
+  if (prev.status !== next.status) {
+    index.remove(["s", prev.status], at);
+    index.put(["s", next.status], at);
+  }
+  if (prev.metadata !== next.metadata) applyMetadataDiff(index, "m", prev.metadata, next.metadata, at);
 }
 
 /** Queues the removal of a thread record (as read in the same transaction) and its entries. */
