@@ -5,7 +5,7 @@
 // duplicates in O(1) (mdb_cursor_count), which is what the planner's estimates and counts read.
 // Entries are written in the same transaction (or lmdb-js batch) as their record, by the
 // resource's write functions only; `indexDiff` computes what a record change adds and removes.
-import type { Database, RangeOptions, Transaction } from "lmdb";
+import type { Database } from "lmdb";
 import type { Key, RecordsDb } from "../env.ts";
 
 /** An index key: the kind of entry first, then its parts. */
@@ -39,7 +39,3 @@ export function applyIndexDiff(index: IndexDb, prev: readonly IndexEntry[], next
 /** The writable DB behind a RecordsDb: for the put/remove functions in storage/ that keep its indexes. */
 export const writable = <V, K extends Key>(db: RecordsDb<V, K>): Database<V, K> => db as Database<V, K>;
 
-/** Whether `key` has the duplicate `dup`, read through `txn` (exactMatch is honoured by lmdb-js but missing from its typings). */
-export function hasIndexEntry(index: IndexDb, key: IndexKey, dup: IndexDup, txn: Transaction): boolean {
-  return index.getValuesCount(key, { start: dup, exactMatch: true, transaction: txn } as RangeOptions) > 0;
-}

@@ -5,8 +5,8 @@
 //   - estimates each term by its key's duplicate count (O(1) in LMDB) and drives the query from
 //     the smallest; a term with no entries answers at once;
 //   - counts in O(1) when one exact term (or none) is the whole filter, else walks the driver and
-//     checks the other terms by index lookups ([created_at, id] under their keys), reading a
-//     record only for what the terms cannot decide;
+//     checks each candidate's record against the whole filter (one record read costs less than
+//     one index lookup per other term: ~4 vs ~6 us);
 //   - pages: sorted by created_at it walks the driver in order (each key's duplicates are
 //     [created_at, id]) and stops at offset + limit; sorted by another field with an order index
 //     (updated_at, a group of keys such as the statuses, the id) it walks that order checking
@@ -18,7 +18,7 @@
 // Order: by the sort field, ties by created_at, then by id, all in the sort direction; null values
 // (crons' end_time) last in both directions.
 import type { Database, RootDatabase, Transaction } from "lmdb";
-import { hasIndexEntry, type IndexDb, type IndexDup, type IndexKey } from "./index-db.ts";
+import type { IndexDb, IndexDup, IndexKey } from "./index-db.ts";
 import { Slicer } from "./slices.ts";
 
 export type SortValue = string | number | boolean | null | undefined;
@@ -141,7 +141,7 @@ async function search<R>(x: Ctx<R>, q: RecordQuery<R>, p: PageSpec): Promise<Pag
     }
     let matched = 0;
     await walkDups(x, driver.key, reverse, (dup) => {
-      const hit = candidate(x, q, rest, dup);
+      const hit = candidate(x, q, rest.length > 0, dup);
       if (hit === undefined) return;
       if (matched >= p.offset && matched < want) items.push(hit === true ? read(x, dup[1])! : hit);
       matched++;
@@ -174,12 +174,12 @@ async function idMatches<R>(x: Ctx<R>, q: RecordQuery<R>): Promise<R[]> {
 }
 
 /**
- * Whether the record at `dup` ([created_at, id], found under the driver) matches: undefined if
- * not; true when the terms decided it (record not read); the record when it was read to decide.
+ * Whether the record at `dup` ([created_at, id], found under a key that is one of the terms, or
+ * an order) matches: undefined if not; true when being under that key decides it (`others`
+ * false: no other term, and the terms are the whole filter); else the record, read to decide.
  */
-function candidate<R>(x: Ctx<R>, q: RecordQuery<R>, terms: readonly Term[], dup: IndexDup): R | true | undefined {
-  for (const t of terms) if (!hasEntry(x, t.key, dup)) return undefined;
-  if (q.exact) return true;
+function candidate<R>(x: Ctx<R>, q: RecordQuery<R>, others: boolean, dup: IndexDup): R | true | undefined {
+  if (!others && q.exact) return true;
   const r = read(x, dup[1]);
   return r !== undefined && q.matches(r) ? r : undefined;
 }
@@ -188,7 +188,7 @@ async function countMatches<R>(x: Ctx<R>, q: RecordQuery<R>, driver: Term, rest:
   if (q.exact && rest.length === 0) return driver.n;
   let matched = 0;
   await walkDups(x, driver.key, false, (dup) => {
-    if (candidate(x, q, rest, dup) !== undefined) matched++;
+    if (candidate(x, q, rest.length > 0, dup) !== undefined) matched++;
   });
   return matched;
 }
@@ -198,7 +198,7 @@ async function collectSorted<R>(x: Ctx<R>, q: RecordQuery<R>, driver: Term, rest
   let kept: R[] = [];
   let total = 0;
   await walkDups(x, driver.key, false, (dup) => {
-    const hit = candidate(x, q, rest, dup);
+    const hit = candidate(x, q, rest.length > 0, dup);
     if (hit === undefined) return;
     total++;
     const r = hit === true ? read(x, dup[1]) : hit;
@@ -220,7 +220,6 @@ function hasOrder<R>(c: Collection<R>, field: string): boolean {
 async function walkOrder<R>(x: Ctx<R>, q: RecordQuery<R>, p: PageSpec, budget: number): Promise<R[] | undefined> {
   const want = p.offset + p.limit;
   const reverse = p.order === "desc";
-  const terms = q.terms.map((key) => ({ key, n: 0 }));
   const out: R[] = [];
   let seen = 0;
   let over = false;
@@ -229,7 +228,7 @@ async function walkOrder<R>(x: Ctx<R>, q: RecordQuery<R>, p: PageSpec, budget: n
       over = true;
       return false;
     }
-    const hit = candidate(x, q, terms, dup);
+    const hit = candidate(x, q, q.terms.length > 0, dup);
     if (hit !== undefined) {
       const r = hit === true ? read(x, dup[1]) : hit;
       if (r !== undefined) out.push(r);
@@ -306,10 +305,6 @@ async function walkRecords<R>(x: Ctx<R>, reverse: boolean, visit: (r: R) => bool
 
 function count<R>(x: Ctx<R>, key: IndexKey): number {
   return x.c.index.getValuesCount(key, { transaction: x.txn });
-}
-
-function hasEntry<R>(x: Ctx<R>, key: IndexKey, dup: IndexDup): boolean {
-  return hasIndexEntry(x.c.index, key, dup, x.txn);
 }
 
 function read<R>(x: Ctx<R>, id: string): R | undefined {

@@ -4,12 +4,12 @@
 // namespace prefix is a range of them. Values are spelled by index-value.ts, objects included
 // (store filters compare a field's whole value). A search whose filter has an equality condition
 // ({field: value} or {field: {$eq: value}}) walks the smallest such entry within the namespace
-// prefix instead of every item under the prefix; the other conditions are checked on each item.
+// prefix instead of every item under the prefix; each item found is checked against the whole filter.
 // Results come in key order, as a prefix walk gives them.
 import type { Transaction } from "lmdb";
 import type { Storage } from "../env.ts";
 import type { StoreItemRecord } from "../records.ts";
-import { applyIndexDiff, hasIndexEntry, writable, type IndexEntry, type IndexKey } from "./index-db.ts";
+import { applyIndexDiff, writable, type IndexEntry, type IndexKey } from "./index-db.ts";
 import { indexName, indexValue } from "./index-value.ts";
 
 /** Joins namespace labels in keys; labels may not contain it. */
@@ -91,7 +91,7 @@ export function* storeItemsMatching(
   }
   const counted = terms.map((key) => ({ key, n: s.storeItemIndex.getValuesCount(key, { transaction: txn }) })).sort((a, b) => a.n - b.n);
   if (counted[0].n === 0) return;
-  const [driver, ...rest] = counted;
+  const driver = counted[0];
   let after: string[] | undefined;
   for (;;) {
     let n = 0;
@@ -99,7 +99,6 @@ export function* storeItemsMatching(
     for (const dup of s.storeItemIndex.getValues(driver.key, range)) {
       n++;
       after = dup;
-      if (!rest.every((t) => hasIndexEntry(s.storeItemIndex, t.key, dup, txn))) continue;
       const item = s.store.get(dup as StoreKey, { transaction: txn });
       if (item !== undefined && hasPrefix(item.namespace) && matches(item)) yield item;
     }
