@@ -39,7 +39,8 @@ interface Indexed<R> {
 
 /** Records indexed per transaction while building. */
 const CHUNK = 5_000;
-const PROGRESS_MS = 2_000;
+/** A progress line every this many records. */
+const PROGRESS_EVERY = 50_000;
 
 function indexedResources(s: Storage): Indexed<unknown>[] {
   const list = [
@@ -75,7 +76,6 @@ function ensureIndex<R>(s: Storage, r: Indexed<R>, log: (line: string) => void):
     s.indexMeta.putSync(r.name, { version: r.version, built: false });
   }
   const started = performance.now();
-  let lastLog = started;
   let done = after === undefined ? 0 : r.records.getKeysCount({ end: after, inclusiveEnd: true });
   if (total > 0) log(`indexing ${r.name}: ${total} records${done > 0 ? ` (resuming after ${done})` : ""}`);
   for (;;) {
@@ -88,11 +88,10 @@ function ensureIndex<R>(s: Storage, r: Indexed<R>, log: (line: string) => void):
       s.indexMeta.put(r.name, { version: r.version, built: false, after: last });
     });
     after = last;
-    done += chunk.length;
-    if (performance.now() - lastLog >= PROGRESS_MS) {
-      lastLog = performance.now();
-      log(`indexing ${r.name}: ${done} / ${total}`);
+    if (Math.floor((done + chunk.length) / PROGRESS_EVERY) > Math.floor(done / PROGRESS_EVERY) && done + chunk.length < total) {
+      log(`indexing ${r.name}: ${done + chunk.length} / ${total}`);
     }
+    done += chunk.length;
   }
   s.indexMeta.putSync(r.name, { version: r.version, built: true });
   if (total > 0) log(`indexed ${done} ${r.name} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
