@@ -15,9 +15,12 @@ export const SCENARIO_NAMES = [
   "enqueue-1000",
   "slow-200",
   "ratelimit",
+  "scale",
   "rss",
 ] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
+/** Scenarios a run without --only leaves out (long-running: ask for them by name). */
+const OPT_IN: readonly ScenarioName[] = ["scale"];
 
 export interface ResolvedOptions {
   readonly url: URL;
@@ -39,6 +42,14 @@ export interface ResolvedOptions {
   readonly pidTree: boolean;
   /** idle time after the last scenario before rss_idle is read */
   readonly rssSettleMs: number;
+  /** scale: threads to grow to, users their metadata is spread over, store items, samples per query, runs/wait per size */
+  readonly scaleThreads: number;
+  readonly scaleUsers: number;
+  readonly scaleStoreItems: number;
+  readonly scaleSamples: number;
+  readonly scaleWaitRuns: number;
+  /** scale: the server's data dir (local servers), for its size */
+  readonly scaleDataDir: string | null;
   readonly outFile: string;
 }
 
@@ -47,7 +58,7 @@ export const HELP = `troupe-bench — load benchmark for any LangGraph-compatibl
 Usage: npm run bench -- --url http://127.0.0.1:PORT [options]
        node bin/troupe-bench.js --url http://127.0.0.1:PORT [options]
 
-Scenarios (all by default, in this order; pick with --only a,b,c):
+Scenarios (all but scale by default, in this order; pick with --only a,b,c):
   ok              GET /ok at concurrency 64 for --duration s: req/s, p50/p99
   thread-create   POST /threads {} at concurrency 16: creates/s, p50/p99
   wait-c1         POST /threads, then POST /threads/{id}/runs/wait (echo graph) on that
@@ -64,13 +75,19 @@ Scenarios (all by default, in this order; pick with --only a,b,c):
                   the slow graph all at once: total wall seconds (ideal ≈ --slow-sleep-ms)
   ratelimit       Troupe's own rate limiter, in the bench process (not the server's): CPU ns
                   per check as a share of /ok req/s, and a 2-thread race on one bucket
+  scale           (only with --only) grows threads (metadata.user_id over --scale-users users)
+                  and store items to 1k, 10k, 100k, ... --scale-threads; at each size: thread
+                  search by user, count, count of all, newest 10 by updated_at, get (p50/p99 of
+                  --scale-samples sequential requests), GET /ok while 4 clients search (for
+                  --duration s), runs/wait (--scale-wait-runs), store search by namespace +
+                  filter; creates/s and puts/s while growing; data dir bytes (--scale-data-dir)
   rss             VmRSS of --pid (plus descendants with --pid-tree) at the end, again
                   after --rss-settle s of idle (rss_idle: a server at rest after the load),
                   and the peak sampled every 500 ms during the whole bench; "n/a" without --pid
 
 Options:
   --url URL                 server base URL, http only (required)
-  --only LIST               comma-separated scenario names (default: all)
+  --only LIST               comma-separated scenario names (default: all but scale)
   --duration S              measured seconds of each concurrency scenario (default 5)
   --warmup S                unmeasured seconds before each of them (default 1)
   --echo-graph ID           graph/assistant id of the echo graph (default "echo")
@@ -90,6 +107,12 @@ Options:
   --pid PID                 server process whose memory the rss scenario reports
   --pid-tree                add the RSS of every descendant process of --pid
   --rss-settle S            idle seconds before rss_idle is read (default 5; 0 = skip)
+  --scale-threads N         threads the scale scenario grows to (default 1000000)
+  --scale-users N           distinct metadata.user_id values (default 1000)
+  --scale-store-items N     store items it grows to alongside (default: --scale-threads; 0 = none)
+  --scale-samples N         sequential requests per query and size (default 200)
+  --scale-wait-runs N       runs/wait per size (default 50)
+  --scale-data-dir DIR      the server's data directory, to report its size per thread
   --out FILE                JSON results file (default bench/out/<timestamp>.json)
   -h, --help                this text
 
@@ -146,6 +169,12 @@ export function parseOptions(argv: string[], now = new Date()): ResolvedOptions 
         pid: { type: "string" },
         "pid-tree": { type: "boolean" },
         "rss-settle": { type: "string" },
+        "scale-threads": { type: "string" },
+        "scale-users": { type: "string" },
+        "scale-store-items": { type: "string" },
+        "scale-samples": { type: "string" },
+        "scale-wait-runs": { type: "string" },
+        "scale-data-dir": { type: "string" },
         out: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
@@ -164,7 +193,7 @@ export function parseOptions(argv: string[], now = new Date()): ResolvedOptions 
   }
   if (url.protocol !== "http:") throw new OptionError(`--url must be http:// (got ${url.protocol})`);
 
-  let scenarios: ScenarioName[] = [...SCENARIO_NAMES];
+  let scenarios: ScenarioName[] = SCENARIO_NAMES.filter((s) => !OPT_IN.includes(s));
   if (values.only !== undefined) {
     const picked = values.only.split(",").map((s) => s.trim()).filter((s) => s !== "");
     for (const s of picked) {
@@ -188,6 +217,7 @@ export function parseOptions(argv: string[], now = new Date()): ResolvedOptions 
     return v;
   };
 
+  const scaleThreads = num(values["scale-threads"], "scale-threads", 1_000_000, { min: 1, integer: true });
   return Object.freeze({
     url,
     scenarios: Object.freeze(scenarios),
@@ -207,6 +237,12 @@ export function parseOptions(argv: string[], now = new Date()): ResolvedOptions 
     pid,
     pidTree: values["pid-tree"] === true,
     rssSettleMs: num(values["rss-settle"], "rss-settle", 5, { min: 0 }) * 1000,
+    scaleThreads,
+    scaleUsers: num(values["scale-users"], "scale-users", 1_000, { min: 1, integer: true }),
+    scaleStoreItems: num(values["scale-store-items"], "scale-store-items", scaleThreads, { min: 0, integer: true }),
+    scaleSamples: num(values["scale-samples"], "scale-samples", 200, { min: 1, integer: true }),
+    scaleWaitRuns: num(values["scale-wait-runs"], "scale-wait-runs", 50, { min: 1, integer: true }),
+    scaleDataDir: values["scale-data-dir"] === undefined ? null : path.resolve(process.env.INIT_CWD ?? process.cwd(), values["scale-data-dir"]),
     outFile: values.out === undefined ? defaultOutFile(now) : path.resolve(process.env.INIT_CWD ?? process.cwd(), values.out),
   });
 }

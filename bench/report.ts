@@ -81,6 +81,9 @@ export function buildJson(options: ResolvedOptions, info: RunInfo, results: read
       client_workers: options.clientWorkers,
       pid: options.pid,
       pid_tree: options.pidTree,
+      ...(options.scenarios.includes("scale")
+        ? { scale_threads: options.scaleThreads, scale_users: options.scaleUsers, scale_store_items: options.scaleStoreItems, scale_samples: options.scaleSamples, scale_wait_runs: options.scaleWaitRuns, scale_data_dir: options.scaleDataDir }
+        : {}),
     },
     scenarios: results.map((r) => ({
       name: r.scenario,

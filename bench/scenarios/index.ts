@@ -11,6 +11,7 @@ import {
 import { enqueueScenario } from "./enqueue.ts";
 import { ratelimitScenario } from "./ratelimit.ts";
 import { rssScenario } from "./rss.ts";
+import { scaleScenario } from "./scale.ts";
 import { slowBurstScenario } from "./slow-burst.ts";
 import { streamTtfeScenario } from "./stream-ttfe.ts";
 import type { Scenario } from "./types.ts";
@@ -27,4 +28,5 @@ export const SCENARIOS: Readonly<Record<ScenarioName, Scenario>> = {
   "slow-200": slowBurstScenario,
   ratelimit: ratelimitScenario,
   rss: rssScenario,
+  scale: scaleScenario,
 };
