@@ -69,6 +69,8 @@ export interface Page<R> {
 
 /** Duplicates read per LMDB range call (then the slice clock is checked). */
 const BATCH = 256;
+/** Entries visited between two looks at the slice clock. */
+const CHECK_EVERY = 16;
 /** Most entries a native offset skip passes over in one call. */
 const SKIP_STEP = 50_000;
 
@@ -272,12 +274,18 @@ async function walkDups<R>(x: Ctx<R>, key: IndexKey, reverse: boolean, visit: (d
   }
   for (;;) {
     let n = 0;
+    let cut = false;
     for (const dup of x.c.index.getValues(key, dupRange(x, reverse, after, 0, BATCH))) {
       n++;
       after = dup;
       if (visit(dup) === false) return;
+      // a visit may read a record (and a values filter parse its state): check the clock often
+      if (n % CHECK_EVERY === 0 && x.slicer.due()) {
+        cut = true;
+        break;
+      }
     }
-    if (n < BATCH) return;
+    if (!cut && n < BATCH) return;
     await x.slicer.tick();
   }
 }
@@ -292,13 +300,18 @@ async function walkRecords<R>(x: Ctx<R>, reverse: boolean, visit: (r: R) => bool
   for (;;) {
     let n = 0;
     const range = { transaction: x.txn, reverse, limit: BATCH, ...(after === undefined ? {} : { start: after, exclusiveStart: true }) };
+    let cut = false;
     for (const { key, value } of x.c.records.getRange(range)) {
       n++;
       after = key;
       if (typeof key !== "string") continue; // the DB's shared-structures key
       if (!visit(value)) return;
+      if (n % CHECK_EVERY === 0 && x.slicer.due()) {
+        cut = true;
+        break;
+      }
     }
-    if (n < BATCH) return;
+    if (!cut && n < BATCH) return;
     await x.slicer.tick();
   }
 }
