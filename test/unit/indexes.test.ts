@@ -6,16 +6,16 @@ import os from "node:os";
 import path from "node:path";
 import { open } from "lmdb";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { dataFilePath, openStorage, type Storage } from "../src/storage/env.ts";
-import type { AssistantRecord, CronRecord, Json, JsonObject, StoreItemRecord, ThreadRecord, ThreadStatus } from "../src/storage/records.ts";
-import { countThreads, putThread, removeThread, searchThreads, threadEntries, type ThreadFilter, type ThreadSort } from "../src/storage/indexes/threads.ts";
-import { countAssistants, putAssistant, removeAssistant, searchAssistants, type AssistantFilter, type AssistantSort } from "../src/storage/indexes/assistants.ts";
-import { countCrons, putCron, removeCron, searchCrons, type CronFilter, type CronSort } from "../src/storage/indexes/crons.ts";
-import { putStoreItem, removeStoreItem } from "../src/storage/indexes/store-items.ts";
-import { ensureIndexes } from "../src/storage/indexes/build.ts";
-import { matchesFilter } from "../src/domain/lifecycle.ts";
-import { matchesAuthFilter } from "../src/auth/filter.ts";
-import { deepEqual } from "../src/util/deep-equal.ts";
+import { dataFilePath, openStorage, type Storage } from "../../src/storage/env.ts";
+import type { AssistantRecord, CronRecord, Json, JsonObject, StoreItemRecord, ThreadRecord, ThreadStatus } from "../../src/storage/records.ts";
+import { countThreads, putThread, removeThread, searchThreads, threadEntries, type ThreadFilter, type ThreadSort } from "../../src/storage/indexes/threads.ts";
+import { countAssistants, putAssistant, removeAssistant, searchAssistants, type AssistantFilter, type AssistantSort } from "../../src/storage/indexes/assistants.ts";
+import { countCrons, putCron, removeCron, searchCrons, type CronFilter, type CronSort } from "../../src/storage/indexes/crons.ts";
+import { putStoreItem, removeStoreItem } from "../../src/storage/indexes/store-items.ts";
+import { ensureIndexes } from "../../src/storage/indexes/build.ts";
+import { matchesFilter } from "../../src/domain/lifecycle.ts";
+import { matchesAuthFilter } from "../../src/auth/filter.ts";
+import { deepEqual } from "../../src/util/deep-equal.ts";
 
 let dir: string;
 let storage: Storage;
@@ -278,7 +278,7 @@ describe("assistants and crons", () => {
 
 describe("store items", () => {
   it("search exactly as a scan of the namespace prefix would", async () => {
-    const { LmdbStore, matchesFilter: storeMatches } = await import("../src/storage/store.ts");
+    const { LmdbStore, matchesFilter: storeMatches } = await import("../../src/storage/store.ts");
     const r = rng(21);
     const namespaces = [["a"], ["a", "b"], ["a", "b", "c"], ["ab"], ["b"], ["a", "c"]];
     await storage.root.transaction(() => {
@@ -337,20 +337,20 @@ describe("index build", () => {
   const expectedEntries = (n: number) => Array.from({ length: n }, (_, i) => threadEntries(thread(i))).flat().map((e) => JSON.stringify([e.key, e.dup])).sort();
 
   it("indexes an old data dir on start with progress lines, once", async () => {
-    await writeLegacy(12_000);
+    await writeLegacy(6_000);
     const lines: string[] = [];
     ensureIndexes(storage, (l) => lines.push(l));
-    expect(indexed()).toEqual(expectedEntries(12_000));
-    expect(lines[0]).toBe("indexing threads: 12000 records");
-    expect(lines.at(-1)).toMatch(/^indexed 12000 threads in [\d.]+ s$/);
-    expect(await countThreads(storage, { metadata: { user: "u1" }, status: "busy" })).toBe(3000);
+    expect(indexed()).toEqual(expectedEntries(6_000));
+    expect(lines[0]).toBe("indexing threads: 6000 records");
+    expect(lines.at(-1)).toMatch(/^indexed 6000 threads in [\d.]+ s$/);
+    expect(await countThreads(storage, { metadata: { user: "u1" }, status: "busy" })).toBe(1500);
     const again: string[] = [];
     ensureIndexes(storage, (l) => again.push(l));
     expect(again).toEqual([]);
   });
 
   it("resumes a build cut short (kill -9 between chunks) and ends with the same index", async () => {
-    await writeLegacy(12_000);
+    await writeLegacy(6_000);
     // a build that committed its first chunk, then died: its state says how far it got
     const firstChunk = [...storage.threads.getRange({ limit: 5_000 })];
     await storage.root.transaction(() => {
@@ -359,8 +359,8 @@ describe("index build", () => {
     });
     const lines: string[] = [];
     ensureIndexes(storage, (l) => lines.push(l));
-    expect(lines[0]).toBe("indexing threads: 12000 records (resuming after 5000)");
-    expect(indexed()).toEqual(expectedEntries(12_000));
+    expect(lines[0]).toBe("indexing threads: 6000 records (resuming after 5000)");
+    expect(indexed()).toEqual(expectedEntries(6_000));
     expect(storage.indexMeta.get("threads")).toEqual({ version: 1, built: true });
   });
 
