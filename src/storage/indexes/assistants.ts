@@ -10,33 +10,24 @@ import { matchesFilter } from "../../domain/lifecycle.ts";
 import { matchesAuthFilter } from "../../auth/filter.ts";
 import type { Storage } from "../env.ts";
 import type { AssistantRecord, JsonObject } from "../records.ts";
-import { applyIndexDiff, writable, type IndexEntry, type IndexKey } from "./index-db.ts";
+import { putIndexed, removeIndexed, type IndexEntry } from "./index-db.ts";
 import { authFilterTerms, metadataEntries, metadataFilterTerms, noTerms } from "./metadata-terms.ts";
-import { countRecords, searchRecords, type Collection, type Page, type RecordQuery } from "./planner.ts";
-
-const ALL: IndexKey = ["@c"];
-const BY_UPDATED: IndexKey = ["@u"];
+import { countRecords, createdOrderCollection, orderEntries, searchRecords, type Page, type RecordQuery, type SearchPage } from "./planner.ts";
 
 export function assistantEntries(a: AssistantRecord): IndexEntry[] {
-  const at = [a.created_at, a.assistant_id];
-  const out: IndexEntry[] = [
-    { key: ALL, dup: at },
-    { key: BY_UPDATED, dup: [a.updated_at, a.created_at, a.assistant_id] },
-    { key: ["g", a.graph_id], dup: at },
-  ];
-  metadataEntries("m", a.metadata, at, out);
-  return out;
+  const { at, entries } = orderEntries(a, a.assistant_id);
+  entries.push({ key: ["g", a.graph_id], dup: at });
+  metadataEntries("m", a.metadata, at, entries);
+  return entries;
 }
 
 /** Queues an assistant record with its index entries (inside a transaction); `prev` as read in it. */
 export function putAssistant(s: Storage, next: AssistantRecord, prev: AssistantRecord | undefined): void {
-  writable(s.assistants).put(next.assistant_id, next);
-  applyIndexDiff(s.assistantIndex, prev === undefined ? [] : assistantEntries(prev), assistantEntries(next));
+  putIndexed(s.assistants, s.assistantIndex, next.assistant_id, next, prev, assistantEntries);
 }
 
 export function removeAssistant(s: Storage, prev: AssistantRecord): void {
-  writable(s.assistants).remove(prev.assistant_id);
-  applyIndexDiff(s.assistantIndex, assistantEntries(prev), []);
+  removeIndexed(s.assistants, s.assistantIndex, prev.assistant_id, prev, assistantEntries);
 }
 
 export interface AssistantFilter {
@@ -49,26 +40,10 @@ export interface AssistantFilter {
 
 export type AssistantSort = "assistant_id" | "graph_id" | "created_at" | "updated_at" | "name";
 
-export interface AssistantSearch extends AssistantFilter {
-  sortBy: AssistantSort;
-  order: "asc" | "desc";
-  offset: number;
-  limit: number;
-}
+export type AssistantSearch = AssistantFilter & SearchPage<AssistantSort>;
 
-function collection(s: Storage): Collection<AssistantRecord> {
-  return {
-    root: s.root,
-    index: s.assistantIndex,
-    records: s.assistants,
-    all: ALL,
-    position: (a) => [a.created_at, a.assistant_id],
-    orders: { updated_at: BY_UPDATED },
-    groups: {},
-    idField: "assistant_id",
-    sortValue: (a, field) => a[field as AssistantSort],
-  };
-}
+const collection = (s: Storage) =>
+  createdOrderCollection<AssistantRecord>({ root: s.root, index: s.assistantIndex, records: s.assistants, id: (a) => a.assistant_id, idField: "assistant_id" });
 
 function query(f: AssistantFilter): RecordQuery<AssistantRecord> {
   const t = noTerms();
@@ -89,7 +64,7 @@ function query(f: AssistantFilter): RecordQuery<AssistantRecord> {
 }
 
 export function searchAssistants(s: Storage, q: AssistantSearch): Promise<Page<AssistantRecord>> {
-  return searchRecords(collection(s), query(q), { sortBy: q.sortBy, order: q.order, offset: q.offset, limit: q.limit });
+  return searchRecords(collection(s), query(q), q);
 }
 
 export function countAssistants(s: Storage, f: AssistantFilter): Promise<number> {

@@ -11,35 +11,25 @@ import { matchesFilter } from "../../domain/lifecycle.ts";
 import { matchesAuthFilter } from "../../auth/filter.ts";
 import type { Storage } from "../env.ts";
 import type { CronRecord, JsonObject } from "../records.ts";
-import { applyIndexDiff, writable, type IndexEntry, type IndexKey } from "./index-db.ts";
+import { putIndexed, removeIndexed, type IndexEntry } from "./index-db.ts";
 import { authFilterTerms, metadataEntries, metadataFilterTerms, noTerms } from "./metadata-terms.ts";
-import { countRecords, searchRecords, type Collection, type Page, type RecordQuery } from "./planner.ts";
-
-const ALL: IndexKey = ["@c"];
-const BY_UPDATED: IndexKey = ["@u"];
+import { countRecords, createdOrderCollection, orderEntries, searchRecords, type Page, type RecordQuery, type SearchPage } from "./planner.ts";
 
 export function cronEntries(c: CronRecord): IndexEntry[] {
-  const at = [c.created_at, c.cron_id];
-  const out: IndexEntry[] = [
-    { key: ALL, dup: at },
-    { key: BY_UPDATED, dup: [c.updated_at, c.created_at, c.cron_id] },
-    { key: ["a", c.assistant_id], dup: at },
-    { key: ["e", c.enabled ? "t" : "f"], dup: at },
-  ];
-  if (c.thread_id !== null) out.push({ key: ["t", c.thread_id], dup: at });
-  metadataEntries("m", c.metadata, at, out);
-  return out;
+  const { at, entries } = orderEntries(c, c.cron_id);
+  entries.push({ key: ["a", c.assistant_id], dup: at }, { key: ["e", c.enabled ? "t" : "f"], dup: at });
+  if (c.thread_id !== null) entries.push({ key: ["t", c.thread_id], dup: at });
+  metadataEntries("m", c.metadata, at, entries);
+  return entries;
 }
 
 /** Queues a cron record with its index entries (inside a transaction); `prev` as read in it. */
 export function putCron(s: Storage, next: CronRecord, prev: CronRecord | undefined): void {
-  writable(s.crons).put(next.cron_id, next);
-  applyIndexDiff(s.cronIndex, prev === undefined ? [] : cronEntries(prev), cronEntries(next));
+  putIndexed(s.crons, s.cronIndex, next.cron_id, next, prev, cronEntries);
 }
 
 export function removeCron(s: Storage, prev: CronRecord): void {
-  writable(s.crons).remove(prev.cron_id);
-  applyIndexDiff(s.cronIndex, cronEntries(prev), []);
+  removeIndexed(s.crons, s.cronIndex, prev.cron_id, prev, cronEntries);
 }
 
 export interface CronFilter {
@@ -52,26 +42,9 @@ export interface CronFilter {
 
 export type CronSort = "cron_id" | "assistant_id" | "thread_id" | "next_run_date" | "end_time" | "created_at" | "updated_at";
 
-export interface CronSearch extends CronFilter {
-  sortBy: CronSort;
-  order: "asc" | "desc";
-  offset: number;
-  limit: number;
-}
+export type CronSearch = CronFilter & SearchPage<CronSort>;
 
-function collection(s: Storage): Collection<CronRecord> {
-  return {
-    root: s.root,
-    index: s.cronIndex,
-    records: s.crons,
-    all: ALL,
-    position: (c) => [c.created_at, c.cron_id],
-    orders: { updated_at: BY_UPDATED },
-    groups: {},
-    idField: "cron_id",
-    sortValue: (c, field) => c[field as CronSort],
-  };
-}
+const collection = (s: Storage) => createdOrderCollection<CronRecord>({ root: s.root, index: s.cronIndex, records: s.crons, id: (c) => c.cron_id, idField: "cron_id" });
 
 function query(f: CronFilter): RecordQuery<CronRecord> {
   const t = noTerms();
@@ -93,7 +66,7 @@ function query(f: CronFilter): RecordQuery<CronRecord> {
 }
 
 export function searchCrons(s: Storage, q: CronSearch): Promise<Page<CronRecord>> {
-  return searchRecords(collection(s), query(q), { sortBy: q.sortBy, order: q.order, offset: q.offset, limit: q.limit });
+  return searchRecords(collection(s), query(q), q);
 }
 
 export function countCrons(s: Storage, f: CronFilter): Promise<number> {

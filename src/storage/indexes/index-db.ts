@@ -39,3 +39,15 @@ export function applyIndexDiff(index: IndexDb, prev: readonly IndexEntry[], next
 /** The writable DB behind a RecordsDb: for the put/remove functions in storage/ that keep its indexes. */
 export const writable = <V, K extends Key>(db: RecordsDb<V, K>): Database<V, K> => db as Database<V, K>;
 
+/** Queues a record and its entries' changes from `prev` (the record it replaces, or undefined); inside a transaction or batch. */
+export function putIndexed<V, K extends Key>(db: RecordsDb<V, K>, index: IndexDb, key: K, next: V, prev: V | undefined, entries: (r: V) => IndexEntry[]): void {
+  writable(db).put(key, next);
+  applyIndexDiff(index, prev === undefined ? [] : entries(prev), entries(next));
+}
+
+/** Queues the removal of a record (as read in the same transaction) and its entries. */
+export function removeIndexed<V, K extends Key>(db: RecordsDb<V, K>, index: IndexDb, key: K, prev: V, entries: (r: V) => IndexEntry[]): void {
+  writable(db).remove(key);
+  applyIndexDiff(index, entries(prev), []);
+}
+

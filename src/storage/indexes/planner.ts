@@ -18,7 +18,7 @@
 // Order: by the sort field, ties by created_at, then by id, all in the sort direction; null values
 // (crons' end_time) last in both directions.
 import type { Database, RootDatabase, Transaction } from "lmdb";
-import type { IndexDb, IndexDup, IndexKey } from "./index-db.ts";
+import type { IndexDb, IndexDup, IndexEntry, IndexKey } from "./index-db.ts";
 import { Slicer } from "./slices.ts";
 
 export type SortValue = string | number | boolean | null | undefined;
@@ -54,12 +54,14 @@ export interface RecordQuery<R> {
   ids?: readonly string[];
 }
 
-export interface PageSpec {
-  sortBy: string;
+/** The order and window of a search over records sortable by the fields S. */
+export interface SearchPage<S extends string = string> {
+  sortBy: S;
   order: "asc" | "desc";
   offset: number;
   limit: number;
 }
+type PageSpec = SearchPage;
 
 export interface Page<R> {
   items: R[];
@@ -86,7 +88,39 @@ interface Term {
 }
 
 export async function searchRecords<R>(c: Collection<R>, q: RecordQuery<R>, p: PageSpec): Promise<Page<R>> {
-  return withSnapshot(c, (x) => search(x, q, p));
+  return withSnapshot(c, (x) => search(x, q, { sortBy: p.sortBy, order: p.order, offset: p.offset, limit: p.limit }));
+}
+
+/** The keys of the two orders every record with created_at/updated_at is under. */
+export const CREATED_ORDER: IndexKey = ["@c"];
+export const UPDATED_ORDER: IndexKey = ["@u"];
+
+interface Timestamped {
+  created_at: string;
+  updated_at: string;
+}
+
+/** A record's entries under the two orders, and its duplicate [created_at, id] for its other keys. */
+export function orderEntries(r: Timestamped, id: string): { at: IndexDup; entries: IndexEntry[] } {
+  const at = [r.created_at, id];
+  return { at, entries: [{ key: CREATED_ORDER, dup: at }, { key: UPDATED_ORDER, dup: [r.updated_at, r.created_at, id] }] };
+}
+
+/** A collection whose records are under the two orders (orderEntries), sortable by any of their fields. */
+export function createdOrderCollection<R extends Timestamped>(c: {
+  root: RootDatabase; index: IndexDb; records: Collection<R>["records"]; id: (r: R) => string; idField: string; groups?: Collection<R>["groups"];
+}): Collection<R> {
+  return {
+    root: c.root,
+    index: c.index,
+    records: c.records,
+    all: CREATED_ORDER,
+    position: (r) => [r.created_at, c.id(r)],
+    orders: { updated_at: UPDATED_ORDER },
+    groups: c.groups ?? {},
+    idField: c.idField,
+    sortValue: (r, field) => (r as unknown as Record<string, SortValue>)[field],
+  };
 }
 
 export async function countRecords<R>(c: Collection<R>, q: RecordQuery<R>): Promise<number> {

@@ -9,7 +9,7 @@
 import type { Transaction } from "lmdb";
 import type { Storage } from "../env.ts";
 import type { StoreItemRecord } from "../records.ts";
-import { applyIndexDiff, writable, type IndexEntry, type IndexKey } from "./index-db.ts";
+import { putIndexed, removeIndexed, type IndexEntry, type IndexKey } from "./index-db.ts";
 import { indexName, indexValue } from "./index-value.ts";
 
 /** Joins namespace labels in keys; labels may not contain it. */
@@ -35,14 +35,12 @@ export function storeItemEntries(r: StoreItemRecord): IndexEntry[] {
 
 /** Queues a store item with its index entries (inside a transaction); `prev` as read in it. */
 export function putStoreItem(s: Storage, next: StoreItemRecord, prev: StoreItemRecord | undefined): void {
-  writable(s.store).put(storeKeyOf(next.namespace, next.key), next);
-  applyIndexDiff(s.storeItemIndex, prev === undefined ? [] : storeItemEntries(prev), storeItemEntries(next));
+  putIndexed(s.store, s.storeItemIndex, storeKeyOf(next.namespace, next.key), next, prev, storeItemEntries);
 }
 
 /** Queues the removal of a store item (as read in the same transaction) and its entries. */
 export function removeStoreItem(s: Storage, prev: StoreItemRecord): void {
-  writable(s.store).remove(storeKeyOf(prev.namespace, prev.key));
-  applyIndexDiff(s.storeItemIndex, storeItemEntries(prev), []);
+  removeIndexed(s.store, s.storeItemIndex, storeKeyOf(prev.namespace, prev.key), prev, storeItemEntries);
 }
 
 /** The equality conditions of a store filter as index terms (every item found is still checked against the whole filter). */

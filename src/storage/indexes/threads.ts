@@ -14,23 +14,17 @@ import { matchesAuthFilter } from "../../auth/filter.ts";
 import type { Storage } from "../env.ts";
 import type { JsonObject, ThreadRecord, ThreadStatus } from "../records.ts";
 import { threadValues } from "../thread-values.ts";
-import { applyIndexDiff, writable, type IndexEntry, type IndexKey } from "./index-db.ts";
+import { putIndexed, removeIndexed, writable, type IndexEntry } from "./index-db.ts";
 import { applyMetadataDiff, authFilterTerms, metadataEntries, metadataFilterTerms, noTerms } from "./metadata-terms.ts";
-import { countRecords, searchRecords, type Collection, type Page, type PageSpec, type RecordQuery } from "./planner.ts";
+import { countRecords, createdOrderCollection, orderEntries, searchRecords, UPDATED_ORDER, type Page, type RecordQuery, type SearchPage } from "./planner.ts";
 
-const ALL: IndexKey = ["@c"];
-const BY_UPDATED: IndexKey = ["@u"];
 const STATUSES: readonly ThreadStatus[] = ["busy", "error", "idle", "interrupted"]; // ascending
 
 export function threadEntries(t: ThreadRecord): IndexEntry[] {
-  const at = [t.created_at, t.thread_id];
-  const out: IndexEntry[] = [
-    { key: ALL, dup: at },
-    { key: BY_UPDATED, dup: [t.updated_at, t.created_at, t.thread_id] },
-    { key: ["s", t.status], dup: at },
-  ];
-  metadataEntries("m", t.metadata, at, out);
-  return out;
+  const { at, entries } = orderEntries(t, t.thread_id);
+  entries.push({ key: ["s", t.status], dup: at });
+  metadataEntries("m", t.metadata, at, entries);
+  return entries;
 }
 
 /**
@@ -39,17 +33,17 @@ export function threadEntries(t: ThreadRecord): IndexEntry[] {
  * the one this writer queued last (an actor's batches) — undefined for a new thread.
  */
 export function putThread(s: Storage, next: ThreadRecord, prev: ThreadRecord | undefined): void {
-  writable(s.threads).put(next.thread_id, next);
-  const index = s.threadIndex;
   if (prev === undefined || prev.thread_id !== next.thread_id || prev.created_at !== next.created_at) {
-    applyIndexDiff(index, prev === undefined ? [] : threadEntries(prev), threadEntries(next));
+    putIndexed(s.threads, s.threadIndex, next.thread_id, next, prev, threadEntries);
     return;
   }
+  writable(s.threads).put(next.thread_id, next);
+  const index = s.threadIndex;
   // run creates and finishes change updated_at and status: only those entries are rewritten
   const at = [next.created_at, next.thread_id];
   if (prev.updated_at !== next.updated_at) {
-    index.remove(BY_UPDATED, [prev.updated_at, prev.created_at, prev.thread_id]);
-    index.put(BY_UPDATED, [next.updated_at, next.created_at, next.thread_id]);
+    index.remove(UPDATED_ORDER, [prev.updated_at, prev.created_at, prev.thread_id]);
+    index.put(UPDATED_ORDER, [next.updated_at, next.created_at, next.thread_id]);
   }
   if (prev.status !== next.status) {
     index.remove(["s", prev.status], at);
@@ -60,8 +54,7 @@ export function putThread(s: Storage, next: ThreadRecord, prev: ThreadRecord | u
 
 /** Queues the removal of a thread record (as read in the same transaction) and its entries. */
 export function removeThread(s: Storage, prev: ThreadRecord): void {
-  writable(s.threads).remove(prev.thread_id);
-  applyIndexDiff(s.threadIndex, threadEntries(prev), []);
+  removeIndexed(s.threads, s.threadIndex, prev.thread_id, prev, threadEntries);
 }
 
 /** The conditions of a thread search or count. */
@@ -77,28 +70,15 @@ export interface ThreadFilter {
 
 export type ThreadSort = "thread_id" | "status" | "created_at" | "updated_at";
 
-export interface ThreadSearch extends ThreadFilter {
-  sortBy: ThreadSort;
-  order: "asc" | "desc";
-  offset: number;
-  limit: number;
-}
+export type ThreadSearch = ThreadFilter & SearchPage<ThreadSort>;
 
-export function threadCollection(s: Storage): Collection<ThreadRecord> {
-  return {
-    root: s.root,
-    index: s.threadIndex,
-    records: s.threads,
-    all: ALL,
-    position: (t) => [t.created_at, t.thread_id],
-    orders: { updated_at: BY_UPDATED },
-    groups: { status: STATUSES.map((st) => ["s", st]) },
-    idField: "thread_id",
-    sortValue: (t, field) => t[field as ThreadSort],
-  };
-}
+/** Sorted by status, the planner walks the status keys in turn. */
+const threadCollection = (s: Storage) =>
+  createdOrderCollection<ThreadRecord>({
+    root: s.root, index: s.threadIndex, records: s.threads, id: (t) => t.thread_id, idField: "thread_id", groups: { status: STATUSES.map((st) => ["s", st]) },
+  });
 
-export function threadQuery(s: Storage, f: ThreadFilter): RecordQuery<ThreadRecord> {
+function threadQuery(s: Storage, f: ThreadFilter): RecordQuery<ThreadRecord> {
   const t = noTerms();
   if (f.status) t.terms.push(["s", f.status]);
   metadataFilterTerms("m", f.metadata, t);
@@ -117,8 +97,7 @@ export function threadQuery(s: Storage, f: ThreadFilter): RecordQuery<ThreadReco
 }
 
 export function searchThreads(s: Storage, q: ThreadSearch): Promise<Page<ThreadRecord>> {
-  const page: PageSpec = { sortBy: q.sortBy, order: q.order, offset: q.offset, limit: q.limit };
-  return searchRecords(threadCollection(s), threadQuery(s, q), page);
+  return searchRecords(threadCollection(s), threadQuery(s, q), q);
 }
 
 export function countThreads(s: Storage, f: ThreadFilter): Promise<number> {
