@@ -87,17 +87,21 @@ class Scale {
     const o = this.ctx.options;
     const notes: string[] = [];
     this.threads = countOf(parseJson(await this.client.request(this.client.prepare("POST", "/threads/count", {}))));
-    if (this.threads > 0) notes.push(`the server had ${this.threads} threads before the scenario; sizes count them`);
+    this.items = await this.itemsAlreadyPut(Math.min(o.scaleThreads, o.scaleStoreItems));
+    if (this.threads > 0) notes.push(`the server had ${this.threads} threads and ${this.items} of this scenario's store items before it; sizes count them`);
     let lastBytes = o.scaleDataDir === null ? 0 : dirBytes(o.scaleDataDir);
-    for (const size of scaleSizes(o.scaleThreads)) {
-      if (size <= this.threads) continue;
+    const sizes = scaleSizes(o.scaleThreads).filter((size) => size > this.threads);
+    if (sizes.length === 0) notes.push(`nothing to grow: measured once at the server's ${this.threads} threads, reported as @${label(o.scaleThreads)}`);
+    for (const size of sizes.length > 0 ? sizes : [o.scaleThreads]) {
       const at = `@${label(size)}`;
       const newThreads = size - this.threads;
-      this.metrics.push(metric(`${at} create rate`, await this.grow("threads", newThreads), "creates/s"));
-      if (o.scaleDataDir !== null) {
-        const bytes = dirBytes(o.scaleDataDir);
-        this.metrics.push(metric(`${at} bytes/thread (growth)`, (bytes - lastBytes) / newThreads, "B"));
-        lastBytes = bytes;
+      if (newThreads > 0) {
+        this.metrics.push(metric(`${at} create rate`, await this.grow("threads", newThreads), "creates/s"));
+        if (o.scaleDataDir !== null) {
+          const bytes = dirBytes(o.scaleDataDir);
+          this.metrics.push(metric(`${at} bytes/thread (growth)`, (bytes - lastBytes) / newThreads, "B"));
+          lastBytes = bytes;
+        }
       }
       const newItems = Math.min(size, o.scaleStoreItems) - this.items;
       if (newItems > 0) {
@@ -113,6 +117,27 @@ class Scale {
       if (o.scaleDataDir !== null) this.metrics.push(metric(`${at} data dir`, dirBytes(o.scaleDataDir) / 1024 ** 2, "MB"));
     }
     return { metrics: this.metrics, errors: this.errors.report(), notes };
+  }
+
+  /** How many of this scenario's store items (item-0 … item-n-1) an earlier run left, checked at each size up to `max`. */
+  private async itemsAlreadyPut(max: number): Promise<number> {
+    let found = 0;
+    for (const size of scaleSizes(max)) {
+      const i = size - 1;
+      const res = await this.client.request(this.client.prepare("GET", `/store/items?namespace=users.${this.user(i)}&key=item-${i}`));
+      if (res.status !== 200 || parseJson(res) === null) break;
+      found = size;
+    }
+    return found;
+  }
+
+  /** Thread ids for the get requests when this run created none (measuring an existing data dir). */
+  private async sampleIds(): Promise<void> {
+    for (let k = 0; k < 20 && this.ids.length < 1_000; k++) {
+      const res = await this.client.request(this.client.prepare("POST", "/threads/search", { metadata: { user_id: this.randomUser() }, limit: 50, select: ["thread_id"] }));
+      expectOk(res);
+      for (const t of parseJson(res) as { thread_id: string }[]) this.ids.push(t.thread_id);
+    }
   }
 
   /** `n` more threads or store items, GROW_CONCURRENCY requests at a time; returns requests/s. Keeps a sample of thread ids. */
@@ -190,6 +215,7 @@ class Scale {
     await this.sequential(at, "count", () => c.prepare("POST", "/threads/count", { metadata: { user_id: this.randomUser() } }), countOf);
     await this.sequential(at, "count-all", () => c.prepare("POST", "/threads/count", {}), countOf);
     await this.sequential(at, "newest", () => c.prepare("POST", "/threads/search", { sort_by: "updated_at", sort_order: "desc", limit: 10 }), tenThreads);
+    if (this.ids.length === 0) await this.sampleIds();
     if (this.ids.length > 0) await this.sequential(at, "get", () => c.prepare("GET", `/threads/${this.ids[Math.floor(Math.random() * this.ids.length)]}`));
     await this.okWhileSearching(at);
     await this.waits(at);
