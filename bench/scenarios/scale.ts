@@ -27,7 +27,7 @@ const GROW_CONCURRENCY = 32;
 const SEARCH_CLIENTS = 4;
 const KINDS = 10;
 /** runs/wait not recorded before each size's (the first size's would pay the JIT's warm-up) */
-const WAIT_WARMUP = 5;
+const WAIT_WARMUP = 20;
 /** thread ids kept for the get requests */
 const ID_SAMPLE = 10_000;
 

@@ -142,12 +142,11 @@ async function withSnapshot<R, T>(c: Collection<R>, fn: (x: Ctx<R>) => Promise<T
 }
 
 /** The driver (smallest term, or every record) and the other terms; undefined when a term has no entries. */
-function planTerms<R>(x: Ctx<R>, q: RecordQuery<R>): { driver: Term; rest: Term[]; all: number } | undefined {
-  const all = count(x, x.c.all);
+function planTerms<R>(x: Ctx<R>, q: RecordQuery<R>): { driver: Term; rest: Term[] } | undefined {
   const terms = q.terms.map((key) => ({ key, n: count(x, key) })).sort((a, b) => a.n - b.n);
   if (terms.length > 0 && terms[0].n === 0) return undefined;
-  if (terms.length === 0) return { driver: { key: x.c.all, n: all }, rest: [], all };
-  return { driver: terms[0], rest: terms.slice(1), all };
+  if (terms.length === 0) return { driver: { key: x.c.all, n: count(x, x.c.all) }, rest: [] };
+  return { driver: terms[0], rest: terms.slice(1) };
 }
 
 async function search<R>(x: Ctx<R>, q: RecordQuery<R>, p: PageSpec): Promise<Page<R>> {
@@ -187,7 +186,8 @@ async function search<R>(x: Ctx<R>, q: RecordQuery<R>, p: PageSpec): Promise<Pag
 
   if (countKnown) {
     // walking an order that has the sort field costs about want / (share of matches) entries
-    const cost = Math.min(plan.all, (want * plan.all) / Math.max(driver.n, 1));
+    const all = driver.key === x.c.all ? driver.n : count(x, x.c.all);
+    const cost = Math.min(all, (want * all) / Math.max(driver.n, 1));
     if (hasOrder(x.c, p.sortBy) && cost < driver.n) {
       const items = await walkOrder(x, q, p, 2 * driver.n + BATCH);
       if (items !== undefined) return { items: items.slice(p.offset), total: driver.n };
