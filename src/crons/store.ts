@@ -5,7 +5,7 @@
 import type { Storage } from "../storage/env.ts";
 import type { CronRecord } from "../storage/records.ts";
 import { countCrons, putCron, removeCron, searchCrons, type CronFilter, type CronSearch } from "../storage/indexes/crons.ts";
-import type { Page } from "../storage/indexes/planner.ts";
+import type { Page } from "../storage/port.ts";
 
 /** The conditions of a cron search or count. */
 export type CronQuery = CronFilter;

@@ -7,7 +7,7 @@ import type { Storage } from "./env.ts";
 import type { AssistantRecord, AssistantVersionRecord, Json, JsonObject, RunnableConfigJson } from "./records.ts";
 import { nowIso } from "./records.ts";
 import { countAssistants, putAssistant, removeAssistant, searchAssistants, type AssistantFilter, type AssistantSearch } from "./indexes/assistants.ts";
-import type { Page } from "./indexes/planner.ts";
+import type { Page } from "./port.ts";
 
 export type { AssistantFilter, AssistantSearch };
 

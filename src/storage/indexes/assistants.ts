@@ -9,10 +9,11 @@
 import { matchesFilter } from "../../domain/lifecycle.ts";
 import { matchesAuthFilter } from "../../auth/filter.ts";
 import type { Storage } from "../env.ts";
-import type { AssistantRecord, JsonObject } from "../records.ts";
+import type { AssistantRecord } from "../records.ts";
 import { putIndexed, removeIndexed, type IndexEntry } from "./index-db.ts";
 import { authFilterTerms, metadataEntries, metadataFilterTerms, noTerms } from "./metadata-terms.ts";
-import { countRecords, createdOrderCollection, orderEntries, searchRecords, type Page, type RecordQuery, type SearchPage } from "./planner.ts";
+import { countRecords, createdOrderCollection, orderEntries, searchRecords, type RecordQuery } from "./planner.ts";
+import type { AssistantFilter, AssistantSort, Page, PageSpec } from "../port.ts";
 
 export function assistantEntries(a: AssistantRecord): IndexEntry[] {
   const { at, entries } = orderEntries(a, a.assistant_id);
@@ -30,17 +31,8 @@ export function removeAssistant(s: Storage, prev: AssistantRecord): void {
   removeIndexed(s.assistants, s.assistantIndex, prev.assistant_id, prev, assistantEntries);
 }
 
-export interface AssistantFilter {
-  metadata?: JsonObject;
-  graph_id?: string;
-  /** case-insensitive substring of the name */
-  name?: string;
-  auth?: Record<string, unknown>;
-}
-
-export type AssistantSort = "assistant_id" | "graph_id" | "created_at" | "updated_at" | "name";
-
-export type AssistantSearch = AssistantFilter & SearchPage<AssistantSort>;
+export type { AssistantFilter, AssistantSort };
+export type AssistantSearch = AssistantFilter & PageSpec<AssistantSort>;
 
 const collection = (s: Storage) =>
   createdOrderCollection<AssistantRecord>({ root: s.root, index: s.assistantIndex, records: s.assistants, id: (a) => a.assistant_id, idField: "assistant_id" });

@@ -10,10 +10,11 @@
 import { matchesFilter } from "../../domain/lifecycle.ts";
 import { matchesAuthFilter } from "../../auth/filter.ts";
 import type { Storage } from "../env.ts";
-import type { CronRecord, JsonObject } from "../records.ts";
+import type { CronRecord } from "../records.ts";
 import { putIndexed, removeIndexed, type IndexEntry } from "./index-db.ts";
 import { authFilterTerms, metadataEntries, metadataFilterTerms, noTerms } from "./metadata-terms.ts";
-import { countRecords, createdOrderCollection, orderEntries, searchRecords, type Page, type RecordQuery, type SearchPage } from "./planner.ts";
+import { countRecords, createdOrderCollection, orderEntries, searchRecords, type RecordQuery } from "./planner.ts";
+import type { CronFilter, CronSort, Page, PageSpec } from "../port.ts";
 
 export function cronEntries(c: CronRecord): IndexEntry[] {
   const { at, entries } = orderEntries(c, c.cron_id);
@@ -32,17 +33,8 @@ export function removeCron(s: Storage, prev: CronRecord): void {
   removeIndexed(s.crons, s.cronIndex, prev.cron_id, prev, cronEntries);
 }
 
-export interface CronFilter {
-  assistant_id?: string | null;
-  thread_id?: string | null;
-  enabled?: boolean | null;
-  metadata?: JsonObject | null;
-  auth?: Record<string, unknown>;
-}
-
-export type CronSort = "cron_id" | "assistant_id" | "thread_id" | "next_run_date" | "end_time" | "created_at" | "updated_at";
-
-export type CronSearch = CronFilter & SearchPage<CronSort>;
+export type { CronFilter, CronSort };
+export type CronSearch = CronFilter & PageSpec<CronSort>;
 
 const collection = (s: Storage) => createdOrderCollection<CronRecord>({ root: s.root, index: s.cronIndex, records: s.crons, id: (c) => c.cron_id, idField: "cron_id" });
 

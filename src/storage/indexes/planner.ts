@@ -18,6 +18,7 @@
 // Order: by the sort field, ties by created_at, then by id, all in the sort direction; null values
 // (crons' end_time) last in both directions.
 import type { Database, RootDatabase, Transaction } from "lmdb";
+import type { Page, PageSpec } from "../port.ts";
 import type { IndexDb, IndexDup, IndexEntry, IndexKey } from "./index-db.ts";
 import { Slicer } from "./slices.ts";
 
@@ -54,20 +55,8 @@ export interface RecordQuery<R> {
   ids?: readonly string[];
 }
 
-/** The order and window of a search over records sortable by the fields S. */
-export interface SearchPage<S extends string = string> {
-  sortBy: S;
-  order: "asc" | "desc";
-  offset: number;
-  limit: number;
-}
-type PageSpec = SearchPage;
+type Window = PageSpec<string>;
 
-export interface Page<R> {
-  items: R[];
-  /** how many records match in all */
-  total: number;
-}
 
 /** Duplicates read per LMDB range call (then the slice clock is checked). */
 const BATCH = 256;
@@ -87,7 +76,7 @@ interface Term {
   n: number;
 }
 
-export async function searchRecords<R>(c: Collection<R>, q: RecordQuery<R>, p: PageSpec): Promise<Page<R>> {
+export async function searchRecords<R>(c: Collection<R>, q: RecordQuery<R>, p: Window): Promise<Page<R>> {
   return withSnapshot(c, (x) => search(x, q, { sortBy: p.sortBy, order: p.order, offset: p.offset, limit: p.limit }));
 }
 
@@ -149,7 +138,7 @@ function planTerms<R>(x: Ctx<R>, q: RecordQuery<R>): { driver: Term; rest: Term[
   return { driver: terms[0], rest: terms.slice(1) };
 }
 
-async function search<R>(x: Ctx<R>, q: RecordQuery<R>, p: PageSpec): Promise<Page<R>> {
+async function search<R>(x: Ctx<R>, q: RecordQuery<R>, p: Window): Promise<Page<R>> {
   if (q.none) return { items: [], total: 0 };
   const cmp = comparator(x.c, p.sortBy, p.order);
   if (q.ids) {
@@ -253,7 +242,7 @@ function hasOrder<R>(c: Collection<R>, field: string): boolean {
  * The first offset + limit matches in sort order, by walking the sort field's order and checking
  * every term on each candidate; undefined once more than `budget` candidates were looked at.
  */
-async function walkOrder<R>(x: Ctx<R>, q: RecordQuery<R>, p: PageSpec, budget: number): Promise<R[] | undefined> {
+async function walkOrder<R>(x: Ctx<R>, q: RecordQuery<R>, p: Window, budget: number): Promise<R[] | undefined> {
   const want = p.offset + p.limit;
   const reverse = p.order === "desc";
   const out: R[] = [];

@@ -12,11 +12,12 @@
 import { matchesFilter } from "../../domain/lifecycle.ts";
 import { matchesAuthFilter } from "../../auth/filter.ts";
 import type { Storage } from "../env.ts";
-import type { JsonObject, ThreadRecord, ThreadStatus } from "../records.ts";
+import type { ThreadRecord, ThreadStatus } from "../records.ts";
 import { threadValues } from "../thread-values.ts";
 import { putIndexed, removeIndexed, writable, type IndexEntry } from "./index-db.ts";
 import { applyMetadataDiff, authFilterTerms, metadataEntries, metadataFilterTerms, noTerms } from "./metadata-terms.ts";
-import { countRecords, createdOrderCollection, orderEntries, searchRecords, UPDATED_ORDER, type Page, type RecordQuery, type SearchPage } from "./planner.ts";
+import { countRecords, createdOrderCollection, orderEntries, searchRecords, UPDATED_ORDER, type RecordQuery } from "./planner.ts";
+import type { Page, PageSpec, ThreadFilter, ThreadSort } from "../port.ts";
 
 const STATUSES: readonly ThreadStatus[] = ["busy", "error", "idle", "interrupted"]; // ascending
 
@@ -57,20 +58,8 @@ export function removeThread(s: Storage, prev: ThreadRecord): void {
   removeIndexed(s.threads, s.threadIndex, prev.thread_id, prev, threadEntries);
 }
 
-/** The conditions of a thread search or count. */
-export interface ThreadFilter {
-  metadata?: JsonObject | null;
-  /** matched against the thread's state values: no index, so its candidates' values are read */
-  values?: JsonObject | null;
-  status?: ThreadStatus | null;
-  ids?: readonly string[] | null;
-  /** a custom auth handler's filter on metadata */
-  auth?: Record<string, unknown>;
-}
-
-export type ThreadSort = "thread_id" | "status" | "created_at" | "updated_at";
-
-export type ThreadSearch = ThreadFilter & SearchPage<ThreadSort>;
+export type { ThreadFilter, ThreadSort };
+export type ThreadSearch = ThreadFilter & PageSpec<ThreadSort>;
 
 /** Sorted by status, the planner walks the status keys in turn. */
 const threadCollection = (s: Storage) =>
