@@ -212,6 +212,28 @@ describe("threads", () => {
   });
 });
 
+describe("long names and ids", () => {
+  it("answer filters longer than an LMDB key like any other, and no short name stands for a long one", async () => {
+    const long = "é".repeat(1_500); // 3,000 bytes of UTF-8: more than a key holds
+    // what a long name's digest spells (index-value.ts): a short metadata key written as that text
+    // must not be taken for the long key
+    const { createHash } = await import("node:crypto");
+    const digestOfLong = "#" + createHash("sha256").update("k" + long).digest("base64");
+    const at = TIMES[0];
+    await storage.root.transaction(() => {
+      putThread(storage, { thread_id: uuidOf(1), created_at: at, updated_at: at, metadata: { [long]: long }, status: "idle", config: {} }, undefined);
+      putThread(storage, { thread_id: uuidOf(2), created_at: at, updated_at: at, metadata: { [digestOfLong]: long }, status: "idle", config: {} }, undefined);
+      putAssistant(storage, { assistant_id: uuidOf(3), version: 1, config: {}, context: {}, created_at: at, updated_at: at, graph_id: long, metadata: {}, name: "a", description: null }, undefined);
+    });
+    const found = await searchThreads(storage, { metadata: { [long]: long }, sortBy: "created_at", order: "desc", offset: 0, limit: 10 });
+    expect(found.items.map((t) => t.thread_id)).toEqual([uuidOf(1)]);
+    expect(await countThreads(storage, { metadata: { [digestOfLong]: long } })).toBe(1);
+    expect(await countAssistants(storage, { graph_id: long })).toBe(1);
+    expect(await countAssistants(storage, { graph_id: long + "x" })).toBe(0);
+    expect((await searchCrons(storage, { assistant_id: long, thread_id: long, sortBy: "created_at", order: "desc", offset: 0, limit: 10 })).total).toBe(0);
+  });
+});
+
 describe("assistants and crons", () => {
   it("search and count exactly as a scan would", async () => {
     const r = rng(11);

@@ -2,7 +2,7 @@
 // with the duplicate [created_at, assistant_id] unless noted:
 //   ["@c"]                every assistant (the created_at order)
 //   ["@u"]                duplicate [updated_at, created_at, assistant_id] (the updated_at order)
-//   ["g", graph_id]       its graph
+//   ["g", graph_id]       its graph (ids spelled by indexName, as everywhere)
 //   ["m", key, spelling]  each top-level metadata pair with a scalar, null or array value
 // `name` filters are case-insensitive substrings: no entry decides them, so they are checked on
 // the records the other conditions leave (all assistants when there is none).
@@ -11,13 +11,14 @@ import { matchesAuthFilter } from "../../auth/filter.ts";
 import type { Storage } from "../env.ts";
 import type { AssistantRecord } from "../records.ts";
 import { putIndexed, removeIndexed, type IndexEntry } from "./index-db.ts";
+import { indexName } from "./index-value.ts";
 import { authFilterTerms, metadataEntries, metadataFilterTerms, noTerms } from "./metadata-terms.ts";
 import { countRecords, createdOrderCollection, orderEntries, searchRecords, type RecordQuery } from "./planner.ts";
 import type { AssistantFilter, AssistantSort, Page, PageSpec } from "../port.ts";
 
 export function assistantEntries(a: AssistantRecord): IndexEntry[] {
   const { at, entries } = orderEntries(a, a.assistant_id);
-  entries.push({ key: ["g", a.graph_id], dup: at });
+  entries.push({ key: ["g", indexName(a.graph_id)], dup: at });
   metadataEntries("m", a.metadata, at, entries);
   return entries;
 }
@@ -39,7 +40,7 @@ const collection = (s: Storage) =>
 
 function query(f: AssistantFilter): RecordQuery<AssistantRecord> {
   const t = noTerms();
-  if (f.graph_id) t.terms.push(["g", f.graph_id]);
+  if (f.graph_id) t.terms.push(["g", indexName(f.graph_id)]);
   metadataFilterTerms("m", f.metadata, t);
   authFilterTerms("m", f.auth, t);
   const name = f.name?.toLowerCase();

@@ -2,7 +2,7 @@
 // duplicate [created_at, cron_id] unless noted:
 //   ["@c"]                every cron (the created_at order)
 //   ["@u"]                duplicate [updated_at, created_at, cron_id] (the updated_at order)
-//   ["a", assistant_id]   its assistant
+//   ["a", assistant_id]   its assistant (ids spelled by indexName, as everywhere)
 //   ["t", thread_id]      its thread (thread crons only)
 //   ["e", "t" | "f"]      enabled
 //   ["m", key, spelling]  each top-level metadata pair with a scalar, null or array value
@@ -12,14 +12,15 @@ import { matchesAuthFilter } from "../../auth/filter.ts";
 import type { Storage } from "../env.ts";
 import type { CronRecord } from "../records.ts";
 import { putIndexed, removeIndexed, type IndexEntry } from "./index-db.ts";
+import { indexName } from "./index-value.ts";
 import { authFilterTerms, metadataEntries, metadataFilterTerms, noTerms } from "./metadata-terms.ts";
 import { countRecords, createdOrderCollection, orderEntries, searchRecords, type RecordQuery } from "./planner.ts";
 import type { CronFilter, CronSort, Page, PageSpec } from "../port.ts";
 
 export function cronEntries(c: CronRecord): IndexEntry[] {
   const { at, entries } = orderEntries(c, c.cron_id);
-  entries.push({ key: ["a", c.assistant_id], dup: at }, { key: ["e", c.enabled ? "t" : "f"], dup: at });
-  if (c.thread_id !== null) entries.push({ key: ["t", c.thread_id], dup: at });
+  entries.push({ key: ["a", indexName(c.assistant_id)], dup: at }, { key: ["e", c.enabled ? "t" : "f"], dup: at });
+  if (c.thread_id !== null) entries.push({ key: ["t", indexName(c.thread_id)], dup: at });
   metadataEntries("m", c.metadata, at, entries);
   return entries;
 }
@@ -40,8 +41,8 @@ const collection = (s: Storage) => createdOrderCollection<CronRecord>({ root: s.
 
 function query(f: CronFilter): RecordQuery<CronRecord> {
   const t = noTerms();
-  if (f.assistant_id != null) t.terms.push(["a", f.assistant_id]);
-  if (f.thread_id != null) t.terms.push(["t", f.thread_id]);
+  if (f.assistant_id != null) t.terms.push(["a", indexName(f.assistant_id)]);
+  if (f.thread_id != null) t.terms.push(["t", indexName(f.thread_id)]);
   if (f.enabled != null) t.terms.push(["e", f.enabled ? "t" : "f"]);
   metadataFilterTerms("m", f.metadata, t);
   authFilterTerms("m", f.auth, t);

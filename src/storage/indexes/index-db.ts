@@ -1,5 +1,5 @@
 // The secondary indexes' shape in LMDB: one dupSort DB per indexed resource. An entry is an
-// index key (what is looked up: ["s", "idle"], ["m", "user_id", "sann"]) and a sorted duplicate
+// index key (what is looked up: ["s", "idle"], ["m", "kuser_id", "sann"]) and a sorted duplicate
 // value naming the record, whose first parts order the record within that key ([created_at, id]
 // for threads, assistants and crons; [namespace, key] for store items). LMDB counts a key's
 // duplicates in O(1) (mdb_cursor_count), which is what the planner's estimates and counts read.

@@ -2,7 +2,8 @@
 // records an equality filter accepts (util/deep-equal.ts): two values get the same spelling if and
 // only if they are deep-equal. Type-tagged ("1" and 1 differ), numbers by value (1 and 1.0, 0 and -0
 // are equal), arrays and objects as JSON with object keys sorted (deepEqual ignores key order).
-// Long spellings are replaced by a SHA-256 digest: LMDB keys are at most 1978 bytes.
+// Long spellings are replaced by a SHA-256 digest ("#…", which no other spelling starts with): LMDB
+// keys are at most 1978 bytes, and ids and filter values come from requests.
 import { createHash } from "node:crypto";
 
 /** Longest spelling (UTF-16 units) kept as it is; longer ones become a digest. */
@@ -36,9 +37,12 @@ export function indexValue(v: unknown, objects = false): string | undefined {
   return s.length > MAX_SPELLING ? digest(s) : s;
 }
 
-/** A key name (metadata key, store field) as an index key part: long names become a digest too. */
+/**
+ * A name or id (metadata key, store field, graph/assistant/thread id) as an index key part:
+ * tagged like the values, so no name can spell another's digest; long ones become a digest.
+ */
 export function indexName(name: string): string {
-  return name.length > MAX_SPELLING ? digest("k" + name) : name;
+  return name.length > MAX_SPELLING ? digest("k" + name) : "k" + name;
 }
 
 function digest(s: string): string {
