@@ -52,8 +52,10 @@ export interface ServerOptions {
   dataDir: string;
   workers?: number;
   syncCommits?: boolean;
-  /** platform rate limits (spec table) for a region; null/undefined = off */
-  rateLimit?: { region: "us" | "eu"; scale?: number } | null;
+  /** platform rate limits (spec table) of a region; null = off; undefined = the config's `http.rate_limit` (default off) */
+  rateLimit?: "us" | "eu" | null;
+  /** multiply every limit by this (whichever option named the region) */
+  rateLimitScale?: number;
   /** require X-Api-Key of this org, checked against the control plane's LMDB (src/http/api-key-guard.ts); null/undefined = off */
   apiKeyAuth?: ApiKeyAuthOptions | null;
   /** the config and every file it names must be inside this directory (LoadConfigOptions.root) */
@@ -183,7 +185,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors) });
   dispatcher.addGuard(corsGuard(config.http.cors));
   // before authentication: only keys that verify get key buckets, everything else counts against its IP
-  if (opts.rateLimit) dispatcher.addGuard(rateLimitGuard(opts.rateLimit, { verifiesKey: apiKeys?.verifies, trustedProxies: opts.trustedProxies }));
+  const rateLimitRegion = opts.rateLimit === undefined ? config.http.rateLimit : opts.rateLimit;
+  if (rateLimitRegion) {
+    dispatcher.addGuard(rateLimitGuard({ region: rateLimitRegion, scale: opts.rateLimitScale }, { verifiesKey: apiKeys?.verifies, trustedProxies: opts.trustedProxies }));
+  }
   if (apiKeys) dispatcher.addGuard(apiKeys.guard); // api keys: after rate limits, before custom auth
   const groups: RouteDef<any, any>[][] = [];
   if (!config.http.disableMeta) groups.push(systemRoutes(app, () => dispatcher.routes));
