@@ -140,6 +140,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       if (!dispatcher) return { status: 503 };
       const [p, q = ""] = path.split("?");
       const reply = await dispatcher.dispatch({ method, path: p, query: q, headers, body: body === undefined ? null : Buffer.from(body), clientIp: "127.0.0.1", signal: new AbortController().signal });
+      if (reply.kind === "stream") reply.cancel(); // a delivery reads only the status
       return { status: "status" in reply ? reply.status : 200 };
     },
   }).unref();
