@@ -1,6 +1,7 @@
 // Starts a deployment server: config → LMDB → default assistants → webhook worker host → actor
 // shards → routes → uWebSockets.js listener. Returns a handle to stop it cleanly.
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { createRequire } from "node:module";
 import { WebhookWorkerHost } from "../webhooks/host.ts";
 import { webhookUrlPolicy } from "../webhooks/url-policy.ts";
@@ -42,6 +43,7 @@ import { uiRoutes } from "../api/ui.ts";
 import { ThreadTtlSweeper } from "../ttl/thread-sweeper.ts";
 import { startStoreTtlSweep } from "../ttl/store-sweeper.ts";
 import { customAppGuard, loadCustomApp } from "../http/custom-app.ts";
+import { StaticSchemas } from "../schemas/static-schemas.ts";
 import type { ResolvedStoreIndex } from "../config/types.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 
@@ -170,6 +172,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     storeIndex,
     storeTtl,
     webhookCounters: webhooks.counters,
+    staticSchemas: new StaticSchemas(new Map(config.graphs.map((g) => [g.graphId, g])), {
+      entryUrl: workerModules.schemaExtract,
+      cacheDir: join(opts.dataDir, "modules", "schemas"),
+    }),
     resolveAssistant: (idOrGraph) => {
       if (idOrGraph.length > MAX_KEY_CHARS) throw assistantNotFound(); // no key that long exists (or fits LMDB)
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : canonicalUuidOf(idOrGraph) ?? idOrGraph;
