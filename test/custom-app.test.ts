@@ -1,6 +1,7 @@
 // `http.app` end to end: a real Hono app (test/fixtures/custom-app/app.ts) mounted before the
 // built-in routes of a spawned server — its routes, a route that overrides a built-in, a relative
-// webhook delivered to it in-process, and fall-through to the built-ins wrapped in its middleware.
+// webhook delivered to it in-process, fall-through to the built-ins wrapped in its middleware, and
+// its streamed responses (sent as produced, pulled no faster than the client reads).
 import { connect } from "node:net";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
