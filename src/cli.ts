@@ -25,7 +25,8 @@ Usage:
   --sync-commits    fsync every commit (survives power loss; slower). Default survives kill -9.
   --low-memory      favour memory over speed (V8 --optimize-for-size; also TROUPE_LOW_MEMORY=1):
                     about 40% less RSS under load for about half the throughput at high concurrency
-  --rate-limit R    platform rate limits of region us|eu, or off (serve: default us; dev: always off)
+  --rate-limit R    platform rate limits (the hosted platform's table, docs/RATE_LIMITS.md) of region us|eu,
+                    or off. serve: default off, or the config's http.rate_limit; dev: always off
   --rate-limit-scale F  multiply every limit by F (e.g. 100000 to measure the limiter's cost under load)
   --trusted-proxies CIDRS  comma-separated addresses/CIDRs of reverse proxies whose X-Forwarded-For
                     names the client the rate limits count (env TROUPE_TRUSTED_PROXIES; default none)
@@ -88,8 +89,9 @@ async function main(argv: string[]): Promise<void> {
   const workers = values.workers === undefined ? undefined : Number(values.workers);
   if (workers !== undefined && (!Number.isInteger(workers) || workers < 1)) throw new UsageError(`--workers must be a positive integer, got "${values.workers}"`);
   const host = command === "dev" ? D.loopbackHost : values.host ?? D.serveHost;
-  const rl = command === "dev" ? "off" : values["rate-limit"] ?? process.env.TROUPE_RATE_LIMIT ?? "us";
-  if (rl !== "us" && rl !== "eu" && rl !== "off") throw new UsageError(`--rate-limit must be us, eu or off, got "${rl}"`);
+  // undefined: the config's http.rate_limit decides (default off)
+  const rl = command === "dev" ? "off" : values["rate-limit"] ?? process.env.TROUPE_RATE_LIMIT;
+  if (rl !== undefined && rl !== "us" && rl !== "eu" && rl !== "off") throw new UsageError(`--rate-limit must be us, eu or off, got "${rl}"`);
   const server = await startServer({
     configPath,
     host,
@@ -97,7 +99,8 @@ async function main(argv: string[]): Promise<void> {
     dataDir: resolve(values["data-dir"] ?? D.dataDir),
     workers,
     syncCommits: values["sync-commits"] ?? false,
-    rateLimit: rl === "off" ? null : { region: rl, scale: rateLimitScale(values["rate-limit-scale"] ?? process.env.TROUPE_RATE_LIMIT_SCALE) },
+    rateLimit: rl === "off" ? null : rl,
+    rateLimitScale: rateLimitScale(values["rate-limit-scale"] ?? process.env.TROUPE_RATE_LIMIT_SCALE),
     apiKeyAuth: apiKeyAuthFromFlags(command, values), // api keys
     dev: command === "dev",
     trustedProxies: trustedProxiesFrom(values["trusted-proxies"]),

@@ -60,6 +60,9 @@ export const badRequest = (message: string) => new TroupeError("BAD_REQUEST", me
 export const threadNotFound = (threadId: string) => notFound(`Thread with ID ${threadId} not found`);
 export const assistantNotFound = () => notFound("Assistant not found");
 export const runNotFound = () => notFound("Run not found");
+/** A run naming an assistant (or graph) id that resolves to none. */
+export const noAssistantFor = (assistantId: string) =>
+  notFound(`No assistant found for "${assistantId}". Make sure the assistant ID is for a valid assistant or a valid graph ID.`);
 
 /** Serializable form for crossing thread boundaries (Error objects lose their class). */
 export interface SerializedError {

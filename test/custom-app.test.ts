@@ -1,12 +1,15 @@
 // `http.app` end to end: a real Hono app (test/fixtures/custom-app/app.ts) mounted before the
 // built-in routes of a spawned server — its routes, a route that overrides a built-in, a relative
-// webhook delivered to it in-process, and fall-through to the built-ins wrapped in its middleware.
+// webhook delivered to it in-process, fall-through to the built-ins wrapped in its middleware, and
+// its streamed responses (sent as produced, pulled no faster than the client reads).
+import { connect } from "node:net";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { REPO } from "./helpers/server.ts";
 import { loadCustomApp, pathPattern } from "../src/http/custom-app.ts";
 import { ConfigError } from "../src/config/index.ts";
 import { rawRequest, useServer } from "./helpers/suite.ts";
+import { waitUntil } from "./helpers/wait.ts";
 
 const fx = useServer({ config: join(REPO, "test/fixtures/custom-app/service.json") });
 
@@ -90,6 +93,77 @@ describe("http.app (custom routes)", () => {
       hooks = (await rawRequest(fx.server.url, "/custom/webhooks")).body as typeof hooks;
     }
     expect(hooks).toEqual([expect.objectContaining({ status: "success", thread_id: t.thread_id })]);
+  });
+});
+
+/** Reads a streamed body until `until` matches what arrived (rejects once the body ends without it). */
+async function readUntil(reader: ReadableStreamDefaultReader<Uint8Array>, got: { text: string }, until: RegExp): Promise<void> {
+  const decoder = new TextDecoder();
+  while (!until.test(got.text)) {
+    const r = await reader.read();
+    if (r.done) throw new Error(`the body ended without ${until}: ${JSON.stringify(got.text)}`);
+    got.text += decoder.decode(r.value, { stream: true });
+  }
+}
+
+describe("http.app streaming responses", () => {
+  // The route writes three chunks, then waits for /custom/stream/release before its fourth: a
+  // client that reads the three before releasing saw them as they were produced.
+  for (const sse of [false, true]) {
+    it(`streams a ${sse ? "streamSSE" : "stream"} response as it is produced`, async () => {
+      const got = { text: "" };
+      try {
+        const res = await Promise.race([
+          fetch(`${fx.server.url}/custom/stream${sse ? "?sse=1" : ""}`),
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error("no response head while the route still streams")), 15_000)),
+        ]);
+        expect(res.status).toBe(200);
+        if (sse) expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+        expect(res.headers.get("x-custom-app")).toBe("yes"); // its middleware still wraps it
+        const reader = res.body!.getReader();
+        await Promise.race([
+          readUntil(reader, got, sse ? /id: 3\n\n/ : /chunk 3\n/),
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`chunks 1-3 not seen before the last was produced: ${JSON.stringify(got.text)}`)), 15_000)),
+        ]);
+        expect(got.text).not.toMatch(/4/);
+        expect((await rawRequest(fx.server.url, "/custom/stream/release")).body).toEqual({ released: true });
+        await readUntil(reader, got, sse ? /id: 4\n\n/ : /chunk 4\n/);
+        expect((await reader.read()).done).toBe(true);
+        if (sse) expect(got.text.match(/^event: chunk$/gm)).toHaveLength(4);
+        else expect(got.text).toBe("chunk 1\nchunk 2\nchunk 3\nchunk 4\n");
+      } finally {
+        await rawRequest(fx.server.url, "/custom/stream/release"); // never leave the route waiting
+      }
+    });
+  }
+
+  it("pulls a streamed body no faster than the client reads it", async () => {
+    const total = 64 * 16; // 64 MiB in 64 KiB chunks
+    const produced = async () => ((await rawRequest(fx.server.url, "/custom/large/produced")).body as { produced: number }).produced;
+    const { port } = new URL(fx.server.url);
+    const socket = connect(Number(port), "127.0.0.1");
+    let received = 0;
+    let head = "";
+    socket.on("data", (d: Buffer) => {
+      received += d.length;
+      if (head.length < 200) head += d.toString("latin1");
+    });
+    socket.write("GET /custom/large?mb=64 HTTP/1.1\r\nHost: x\r\n\r\n");
+    await waitUntil(() => head.includes("\r\n\r\n"), { what: "the response head" });
+    socket.pause(); // a client that stops reading
+    // production stalls once the socket's buffers are full: the same count twice, 1 s apart
+    let last = -1;
+    const stalledAt = await waitUntil(async () => {
+      const n = await produced();
+      const stable = n === last;
+      last = n;
+      return stable ? n + 1 : 0; // +1: truthy even at 0
+    }, { intervalMs: 1_000, timeoutMs: 30_000, what: "the producer to stop while the client does not read" });
+    expect(stalledAt - 1).toBeLessThan(total / 2);
+    socket.resume();
+    await waitUntil(async () => (await produced()) === total, { timeoutMs: 60_000, what: "the whole body to be produced once the client reads" });
+    await waitUntil(() => received >= total * 64 * 1024, { timeoutMs: 60_000, what: "the whole body to arrive" });
+    socket.destroy();
   });
 });
 

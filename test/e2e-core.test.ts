@@ -86,7 +86,8 @@ describe("assistants", () => {
     expect(detail.some((d) => d.loc.join(".") === "body.config")).toBe(true);
   });
 
-  it("describes the graph", async () => {
+  // the first /schemas of an Annotation graph runs the TypeScript checker over it (tens of seconds here)
+  it("describes the graph", { timeout: 180_000 }, async () => {
     const g = (await fx.client.assistants.getGraph("agent")) as { nodes: { id: string }[]; edges: unknown[] };
     expect(g.nodes.map((n) => n.id)).toContain("__start__");
     const s = await fx.client.assistants.getSchemas("agent");

@@ -1,14 +1,17 @@
 // Platform rate limits on a real `troupe serve` with API keys: budget headers on every reply, 429
 // with Retry-After and a JSON detail once an identity's bucket is empty; only keys that verify get
 // buckets of their own (made-up keys and user ids count against the client's IP), and
-// X-Forwarded-For names the client only when the connection comes from a trusted proxy.
+// X-Forwarded-For names the client only when the connection comes from a trusted proxy; off unless
+// asked for.
 import { request } from "node:http";
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REPO, startTestServer, type TestServer } from "./helpers/server.ts";
+import { waitUntil } from "./helpers/wait.ts";
+import { startControlPlane } from "../src/control-plane/server.ts";
 
 let cpDir: string;
 let server: TestServer;
@@ -115,5 +118,87 @@ describe("rate limits", () => {
     expect(spoofed.status === 429 || Number(spoofed.headers["x-ratelimit-remaining"]) < 10).toBe(true);
     // from an untrusted peer (127.0.0.2) the header is ignored: rotating it mints nothing
     expectOneIpBudget(await untilLimited((i) => get(ANY_THREAD, { "x-forwarded-for": `192.0.2.${i}` }, "127.0.0.2")));
+  });
+});
+
+// Rate limits are the hosted platform's table: a standalone `troupe serve` limits no one unless
+// asked (flag or config); servers the control plane starts keep its region.
+describe("rate-limit defaults", () => {
+  const limited = (res: Response) => res.headers.get("x-ratelimit-limit") !== null;
+
+  /** 120 searches without a key: over the IP catch-all (100/60) when limits are on */
+  async function burst(url: string): Promise<Response[]> {
+    const out: Response[] = [];
+    for (let i = 0; i < 6; i++) {
+      const batch = await Promise.all(Array.from({ length: 20 }, () => fetch(`${url}/threads/search`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })));
+      for (const r of batch) await r.arrayBuffer();
+      out.push(...batch);
+    }
+    return out;
+  }
+
+  it("a standalone `troupe serve` answers every request of a client without a key", async () => {
+    const plain = await startTestServer({ command: "serve", extraArgs: ["--host", "127.0.0.1"] });
+    try {
+      const replies = await burst(plain.url);
+      expect(replies.map((r) => r.status).filter((s) => s !== 200)).toEqual([]);
+      expect(replies.some(limited)).toBe(false);
+    } finally {
+      await plain.stop();
+      plain.cleanup();
+    }
+  });
+
+  it("turns them on with the config's http.rate_limit, and --rate-limit off wins over it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "troupe-rl-config-"));
+    const config = join(dir, "service.json");
+    writeFileSync(config, JSON.stringify({ graphs: { echo: `${join(REPO, "examples/echo.ts")}:graph` }, http: { rate_limit: "eu" } }));
+    const fromConfig = await startTestServer({ command: "serve", config, extraArgs: ["--host", "127.0.0.1"] });
+    try {
+      const replies = await burst(fromConfig.url);
+      expect(replies.every(limited)).toBe(true);
+      expect(replies.filter((r) => r.status === 429).length).toBeGreaterThan(0);
+    } finally {
+      await fromConfig.stop();
+      fromConfig.cleanup();
+    }
+    const off = await startTestServer({ command: "serve", config, extraArgs: ["--host", "127.0.0.1", "--rate-limit", "off"] });
+    try {
+      expect((await burst(off.url)).some(limited)).toBe(false);
+    } finally {
+      await off.stop();
+      off.cleanup();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a deployment server started by the control plane applies the control plane's region", { timeout: 180_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "troupe-rl-cp-"));
+    const cp = await startControlPlane({
+      host: "127.0.0.1", port: 0, dataDir: dir, region: "eu", rateLimit: null, log: () => undefined,
+      projects: { root: REPO, perTenant: false }, // examples/service.json is a source it may deploy
+      deployments: { workers: 1, readyTimeoutMs: 90_000 },
+    });
+    try {
+      const res = await fetch(`${cp.url}/v2/deployments`, {
+        method: "POST", headers: { "content-type": "application/json" },
+        body: JSON.stringify({ name: "limited", source: "internal_source", source_config: {}, source_revision_config: { langgraph_config_path: join(REPO, "examples/service.json") }, secrets: [] }),
+      });
+      expect(res.status).toBe(201);
+      const deployment = (await res.json()) as { id: string; url: string; latest_revision_id: string };
+      await waitUntil(async () => {
+        const r = await fetch(`${cp.url}/v2/deployments/${deployment.id}/revisions/${deployment.latest_revision_id}`);
+        const status = ((await r.json()) as { status: string }).status;
+        if (status.endsWith("_FAILED")) throw new Error(`revision ${status}`);
+        return status === "DEPLOYED";
+      }, { timeoutMs: 150_000, intervalMs: 200, what: "the deployment to be DEPLOYED" });
+      const reply = await fetch(`${deployment.url}/threads/search`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+      await reply.arrayBuffer();
+      expect(reply.status).toBe(200);
+      expect(reply.headers.get("x-ratelimit-limit")).toBe("100"); // the IP catch-all (eu: 100/60)
+    } finally {
+      await cp.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

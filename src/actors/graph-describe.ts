@@ -1,5 +1,9 @@
 // Answers GET /assistants/{id}/graph, /schemas and /subgraphs inside an actor worker: loads the
-// assistant's graph and describes it as plain JSON (drawable graph, JSON schemas, subgraphs).
+// assistant's graph and describes it as plain JSON (drawable graph, JSON schemas, subgraphs). The
+// schemas it can read off the loaded graph are of two grades: `runtime` (zod, StateSchema: what
+// the JS server answers when the graph has them) and `channels` (names, messages lists: the last
+// resort). The HTTP thread puts them together with the ones the graph file's TypeScript types
+// give (src/api/graph-schemas.ts).
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -9,33 +13,21 @@ import * as ourJsonSchema from "@langchain/core/utils/json_schema";
 import { TroupeError } from "../errors.ts";
 import type { Json, JsonObject } from "../storage/records.ts";
 import type { CompiledGraphLike, DrawableGraphLike, GraphRegistry } from "./graph-registry.ts";
-import type { GraphSpecLite, ShardCommand } from "../bridge/messages.ts";
+import type { DescribedSchemas, GraphSchemas, GraphSpecLite, ShardCommand } from "../bridge/messages.ts";
 
 type DescribeCommand = Extract<ShardCommand, { type: "graph.describe" }>;
 
 const JSON_SCHEMA_DRAFT_07 = "http://json-schema.org/draft-07/schema#";
-
-/** The four schemas of one graph; null when the graph does not expose that one. */
-export interface GraphSchemas {
-  input_schema: JsonObject | null;
-  output_schema: JsonObject | null;
-  state_schema: JsonObject | null;
-  config_schema: JsonObject | null;
-  context_schema: JsonObject | null;
-}
 
 export async function describeGraph(registry: GraphRegistry, cmd: DescribeCommand): Promise<Json> {
   const graphId = cmd.assistant.graph_id;
   const graph = await registry.get(graphId, cmd.assistant.config as Record<string, unknown>, { accessContext: "assistants.read" });
   if (cmd.what === "graph") return drawGraph(graph, cmd.xray);
   const tools = await schemaTools(registry, graphId);
-  const root = graphSchemas(graph, tools);
-  if (cmd.what === "schemas") return { graph_id: graphId, ...root };
+  if (cmd.what === "schemas") return describedSchemas(graph, tools) as unknown as Json;
   const out: JsonObject = {};
   for await (const [namespace, subgraph] of subgraphsOf(graph, cmd.namespace, cmd.recurse)) {
-    const own = graphSchemas(subgraph, tools);
-    const described = Object.values(own).some((s) => s !== null);
-    out[namespace] = { graph_id: graphId, ...(described ? own : root) };
+    out[namespace] = describedSchemas(subgraph, tools) as unknown as Json;
   }
   return out;
 }
@@ -110,31 +102,29 @@ type Kind = "state" | "input" | "output" | "config";
 const MESSAGE_REDUCER_NAMES = new Set(["messagesStateReducer", "messagesDeltaReducer"]);
 
 /**
- * Upstream order: StateSchema / zod getters first, then a lenient zod conversion, then channels.
- * As in the JS server, `state_schema` is the graph's *update* type (what updateState accepts).
+ * Upstream order: StateSchema / zod getters first, then a lenient zod conversion (`runtime`); the
+ * channels apart. As in the JS server, `state_schema` is the graph's *update* type (what
+ * updateState accepts).
  */
-function graphSchemas(graph: unknown, tools: SchemaTools): GraphSchemas {
-  const state = schemaOf(graph, "state", tools);
-  const config = schemaOf(graph, "config", tools);
-  return {
-    input_schema: schemaOf(graph, "input", tools),
-    output_schema: schemaOf(graph, "output", tools),
-    state_schema: state,
-    config_schema: config,
-    context_schema: config,
-  };
+function describedSchemas(graph: unknown, tools: SchemaTools): DescribedSchemas {
+  const builder = isObject(graph) && isObject(graph.builder) ? (graph.builder as BuilderLike) : undefined;
+  const runtime = (kind: Kind) => (builder ? runtimeSchema(graph, builder, kind, tools) : null);
+  const channels = (kind: Exclude<Kind, "config">) => (builder ? channelSchema(builder, kind, tools) : null);
+  const fromRuntime = schemaSet(runtime("input"), runtime("output"), runtime("state"), runtime("config"));
+  const saysAnything = Object.values(fromRuntime).some((v) => v !== null);
+  return { runtime: saysAnything ? fromRuntime : null, channels: schemaSet(channels("input"), channels("output"), channels("state"), null) };
 }
 
-function schemaOf(graph: unknown, kind: Kind, tools: SchemaTools): JsonObject | null {
-  const builder = isObject(graph) && isObject(graph.builder) ? (graph.builder as BuilderLike) : undefined;
-  if (!builder) return null;
+function schemaSet(input: JsonObject | null, output: JsonObject | null, state: JsonObject | null, config: JsonObject | null): GraphSchemas {
+  return { input_schema: input, output_schema: output, state_schema: state, config_schema: config, context_schema: config };
+}
+
+function runtimeSchema(graph: unknown, builder: BuilderLike, kind: Kind, tools: SchemaTools): JsonObject | null {
   const getter = { state: tools.zod.getUpdateTypeSchema, input: tools.zod.getInputTypeSchema, output: tools.zod.getOutputTypeSchema, config: tools.zod.getConfigTypeSchema }[kind];
   const fromLangGraph = attempt(() => (builder._metaRegistry ? getter(graph, builder._metaRegistry) : getter(graph)));
   if (isObject(fromLangGraph)) return finish(fromLangGraph);
   const lenient = attempt(() => lenientZodSchema(builder, kind, tools));
-  if (isObject(lenient)) return finish(lenient);
-  if (kind === "config") return null;
-  return channelSchema(builder, kind, tools);
+  return isObject(lenient) ? finish(lenient) : null;
 }
 
 /** The zod path again, converting what JSON Schema cannot express (z.custom) to `{}` instead of throwing. */

@@ -597,12 +597,15 @@ export class ThreadActor {
       const ranToEnd =
         outcome.status === "success" && !outcome.rolledBack && outcome.lastValues !== undefined &&
         outcome.lastValuesInterrupt !== true && !run.kwargs.interrupt_before && !run.kwargs.interrupt_after;
+      // As upstream (reference §6.6): a run cancelled while it ran leaves the thread without
+      // values and interrupts (its state, read through the checkpoints, is kept).
+      const cancelled = outcome.status === "interrupted" && !outcome.rolledBack;
       if (ranToEnd) {
         // The graph reached END: its last root values chunk is the final state and no task is
         // pending, so the state read (and re-serialization) below is not needed.
         valuesJson = outcome.lastValues;
         interrupts = {};
-      } else if (this.ctx.registry.has(run.graph_id)) {
+      } else if (!cancelled && this.ctx.registry.has(run.graph_id)) {
         try {
           const graph = await this.ctx.registry.get(run.graph_id, run.kwargs.config as Record<string, unknown>, { accessContext: "threads.read" });
           const snap = await currentState(graph, stateConfig(thread));
@@ -629,6 +632,7 @@ export class ThreadActor {
         s.activeRuns.remove([this.threadId, run.run_id]);
         const next: ThreadRecord = { ...thread, status: threadStatus as ThreadStatus, updated_at: endedAt };
         if (interrupts) next.interrupts = interrupts as ThreadRecord["interrupts"];
+        else if (cancelled) delete next.interrupts;
         putThread(s, next, thread);
         if (valuesBytes !== undefined) putThreadValues(s, this.threadId, valuesBytes);
         else s.threadValues.remove(this.threadId);

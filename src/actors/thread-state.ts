@@ -26,7 +26,11 @@ export function checkpointOf(cfg: unknown, requireId = true): JsonObject | null 
   };
 }
 
-export function formatState(s: StateSnapshotLike, subgraphs: boolean): JsonObject {
+/**
+ * The ThreadState of a snapshot. A subgraph's state nested in a task carries exactly upstream's
+ * fields; the root's also has the flat `checkpoint_id` / `parent_checkpoint_id` older clients read.
+ */
+export function formatState(s: StateSnapshotLike, subgraphs: boolean, nested = false): JsonObject {
   const checkpoint = checkpointOf(s.config);
   const parent = checkpointOf(s.parentConfig);
   const metadata = { ...(s.metadata ?? {}) } as Record<string, unknown>;
@@ -44,7 +48,7 @@ export function formatState(s: StateSnapshotLike, subgraphs: boolean): JsonObjec
         interrupts: (t.interrupts ?? []).map((i) => ({ id: i.id, value: i.value })),
         path: t.path ?? [],
         checkpoint: !isSnapshot && sub ? (sub as { configurable?: Record<string, unknown> }).configurable ?? null : null,
-        state: isSnapshot && subgraphs ? formatState(sub as StateSnapshotLike, subgraphs) : null,
+        state: isSnapshot && subgraphs ? formatState(sub as StateSnapshotLike, subgraphs, true) : null,
         result: t.result ?? null,
       };
     }),
@@ -52,8 +56,7 @@ export function formatState(s: StateSnapshotLike, subgraphs: boolean): JsonObjec
     created_at: s.createdAt ?? null,
     checkpoint,
     parent_checkpoint: parent,
-    checkpoint_id: checkpoint?.checkpoint_id ?? null,
-    parent_checkpoint_id: parent?.checkpoint_id ?? null,
+    ...(nested ? {} : { checkpoint_id: checkpoint?.checkpoint_id ?? null, parent_checkpoint_id: parent?.checkpoint_id ?? null }),
   });
 }
 

@@ -12,6 +12,7 @@ import { searchThreads } from "../storage/indexes/threads.ts";
 import { AssistantStore, type AssistantCreate, type AssistantFilter, type AssistantPatch, type AssistantSearch } from "../storage/assistants.ts";
 import type { AssistantRecord, JsonObject } from "../storage/records.ts";
 import { assistantSelectSchema } from "./field-select.ts";
+import { graphSchemas, subgraphSchemas } from "./graph-schemas.ts";
 
 const TAG = "assistants";
 
@@ -64,11 +65,10 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
   };
   const searchFilter = (auth: AuthInfo | undefined, q: AssistantFilter & { limit?: number; offset?: number }) =>
     app.auth?.authorize(auth, "assistants:search", { graph_id: q.graph_id, metadata: q.metadata, limit: q.limit ?? 0, offset: q.offset ?? 0 });
-  const describe = (what: "graph" | "schemas" | "subgraphs") =>
-    async (a: AssistantRecord, xray: boolean | number, namespace: string | undefined, recurse: boolean) => {
-      if (!app.graphIds.has(a.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${a.graph_id}" of assistant ${a.assistant_id} is not registered`);
-      return app.pool.request({ type: "graph.describe", assistant: a, what, xray, namespace, recurse });
-    };
+  const drawGraph = async (a: AssistantRecord, xray: boolean | number) => {
+    if (!app.graphIds.has(a.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${a.graph_id}" of assistant ${a.assistant_id} is not registered`);
+    return app.pool.request({ type: "graph.describe", assistant: a, what: "graph", xray, recurse: false });
+  };
 
   return [
     {
@@ -154,26 +154,26 @@ export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
       handler: async ({ params, query, auth }) => {
         const x = (query as { xray?: string }).xray;
         const xray: boolean | number = x === undefined ? false : /^\d+$/.test(x) && x !== "1" && x !== "0" ? Number(x) : truthy(x);
-        return json(await describe("graph")(await resolve(auth, "assistants:read", params.assistant_id), xray, undefined, false));
+        return json(await drawGraph(await resolve(auth, "assistants:read", params.assistant_id), xray));
       },
     },
     {
       method: "GET", path: "/assistants/:assistant_id/schemas", operationId: "get_assistant_schemas", summary: "JSON schemas of an assistant's graph", tag: TAG,
-      handler: async ({ params, auth }) => json(await describe("schemas")(await resolve(auth, "assistants:read", params.assistant_id), false, undefined, false)),
+      handler: async ({ params, auth }) => json(await graphSchemas(app, await resolve(auth, "assistants:read", params.assistant_id))),
     },
     {
       method: "GET", path: "/assistants/:assistant_id/subgraphs", operationId: "get_assistant_subgraphs", summary: "Subgraphs of an assistant's graph", tag: TAG,
       query: { type: "object", properties: { recurse: boolQuery, namespace: str } },
       handler: async ({ params, query, auth }) => {
         const q = query as { recurse?: string; namespace?: string };
-        return json(await describe("subgraphs")(await resolve(auth, "assistants:read", params.assistant_id), false, q.namespace, truthy(q.recurse)));
+        return json(await subgraphSchemas(app, await resolve(auth, "assistants:read", params.assistant_id), q.namespace, truthy(q.recurse)));
       },
     },
     {
       method: "GET", path: "/assistants/:assistant_id/subgraphs/:namespace", operationId: "get_assistant_subgraphs_by_namespace", summary: "One subgraph of an assistant's graph", tag: TAG,
       query: { type: "object", properties: { recurse: boolQuery } },
       handler: async ({ params, query, auth }) =>
-        json(await describe("subgraphs")(await resolve(auth, "assistants:read", params.assistant_id), false, params.namespace, truthy((query as { recurse?: string }).recurse))),
+        json(await subgraphSchemas(app, await resolve(auth, "assistants:read", params.assistant_id), params.namespace, truthy((query as { recurse?: string }).recurse))),
     },
   ];
 }

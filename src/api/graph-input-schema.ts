@@ -1,8 +1,10 @@
-// Input JSON schema of an assistant's graph, asked of an actor worker (graphs load there) and
-// cached per assistant version: MCP tool listings and A2A message checks need it per request.
+// Input JSON schema of an assistant's graph (src/api/graph-schemas.ts, without waiting for a
+// TypeScript extraction), cached per assistant version: MCP tool listings and A2A message checks
+// need it per request.
 import type { AppContext } from "../server/context.ts";
 import type { AssistantRecord, JsonObject } from "../storage/records.ts";
 import { isRecord } from "./jsonrpc.ts";
+import { graphSchemas } from "./graph-schemas.ts";
 
 const MAX_ENTRIES = 1_000;
 
@@ -14,8 +16,8 @@ export interface InputSchemas {
 export function inputSchemas(app: AppContext): InputSchemas {
   const cache = new Map<string, Promise<JsonObject | null>>();
   const fetch = async (a: AssistantRecord): Promise<JsonObject | null> => {
-    const described = await app.pool.request({ type: "graph.describe", assistant: a, what: "schemas", xray: false, recurse: false });
-    const schema = isRecord(described) ? described.input_schema : null;
+    // never waits for a TypeScript extraction: its answer when one already ran, else the channels
+    const schema = (await graphSchemas(app, a, "known")).input_schema;
     if (!isRecord(schema)) return null;
     const { $schema: _drop, ...rest } = schema as JsonObject;
     return rest;

@@ -1,7 +1,7 @@
 // Turns a RunCreate body plus request headers into the actor's CreateRunCommand: defaults
 // (enqueue, values), checkpoint and header fields folded into config, webhook policy checks.
 import { canonicalUuid } from "../util/ids.ts";
-import { TroupeError, validationError } from "../errors.ts";
+import { noAssistantFor, TroupeError, validationError } from "../errors.ts";
 import type { CreateRunCommand } from "../bridge/messages.ts";
 import { anyValue, body, bool, checkpointSelector, configSchema, keyString, nullable, object, str, strings, uuid } from "../http/schemas/common.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
@@ -10,7 +10,7 @@ import { DEFAULTS } from "../config/defaults.ts";
 import type { ResolvedHeaderFilter } from "../config/types.ts";
 import type { AuthInfo } from "../http/types.ts";
 import { addAuthUserFields } from "../auth/run-access.ts";
-import type { Json, JsonObject, MultitaskStrategy, RunnableConfigJson, StreamMode } from "../storage/records.ts";
+import type { AssistantRecord, Json, JsonObject, MultitaskStrategy, RunnableConfigJson, StreamMode } from "../storage/records.ts";
 import { validateWebhookUrl } from "../webhooks/url-policy.ts";
 
 /** 10 years: a run's scheduled start must be a valid date (before: 500 "Invalid time value") */
@@ -110,6 +110,16 @@ function headerMatches(name: string, patterns: readonly string[]): boolean {
   });
 }
 
+/** The run's assistant; none → the JS server's text, which clients match on (`/No assistant found for/`). */
+function runAssistant(app: AppContext, assistantId: string): AssistantRecord {
+  try {
+    return app.resolveAssistant(assistantId);
+  } catch (err) {
+    if (err instanceof TroupeError && err.code === "NOT_FOUND") throw noAssistantFor(assistantId);
+    throw err;
+  }
+}
+
 export function buildCreateRun(
   app: AppContext,
   b: RunCreateBody,
@@ -125,7 +135,7 @@ export function buildCreateRun(
     outputAwaited?: boolean;
   },
 ): CreateRunCommand {
-  const assistant = app.resolveAssistant(b.assistant_id);
+  const assistant = runAssistant(app, b.assistant_id);
   const resumable = b.stream_resumable ?? false;
   if (!app.graphIds.has(assistant.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${assistant.graph_id}" of assistant ${assistant.assistant_id} is not registered on this server`);
   if (b.webhook) {

@@ -102,9 +102,14 @@ export function runRoutes(app: AppContext): RouteDef<any, any>[] {
     }
     const tid = threadId ?? storage.runThread.get(runId);
     const run = tid ? storage.runs.get([tid, runId]) : undefined;
-    if (!run || (!threadId && !matchesAuthFilter(filter, storage.threads.get(run.thread_id)?.metadata))) throw runNotFound();
-    const from = lastEventId(headers) ?? "live";
     const extra = threadId ? undefined : { "content-location": `/runs/${runId}` };
+    if (!run || (!threadId && !matchesAuthFilter(filter, storage.threads.get(run.thread_id)?.metadata))) {
+      // As upstream: a stream that says so (an `error` event on a thread's run; the threadless
+      // route ignores it), not a 404 — the SDK's joinStream reads it as a stream event.
+      if (!threadId) return { kind: "sse", headers: extra, start: (sink) => void sink.end() };
+      return { kind: "sse", start: (sink) => void (sink.write(sseSynthetic("error", JSON.stringify("Run not found"))), sink.end()) };
+    }
+    const from = lastEventId(headers) ?? "live";
     // Finished and no longer in the hub (before a restart, or forgotten by its retention, which can
     // also happen while observeRun waits for the worker): nothing left to stream.
     const finishedUnseen = (status: RunStatus | undefined) => (status === undefined || isFinal(status)) && !hub.doneOf(runId);

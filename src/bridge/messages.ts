@@ -94,6 +94,23 @@ export type ShardCommand =
   | { type: "run.output"; threadId: string; runId: string }
   | { type: "graph.describe"; assistant: AssistantRecord; what: "graph" | "schemas" | "subgraphs"; xray: boolean | number; namespace?: string; recurse: boolean };
 
+/** The four schemas of one graph (`/schemas` wire names); null when the graph does not expose that one. */
+export interface GraphSchemas {
+  input_schema: JsonObject | null;
+  output_schema: JsonObject | null;
+  state_schema: JsonObject | null;
+  config_schema: JsonObject | null;
+  context_schema: JsonObject | null;
+}
+
+/** What a loaded graph says about its schemas (graph.describe `schemas`; `subgraphs` gives one per namespace). */
+export interface DescribedSchemas {
+  /** from zod / StateSchema definitions; null when the graph has none (then its TypeScript types decide) */
+  runtime: GraphSchemas | null;
+  /** from the state channels: names, messages lists typed; the fallback for what nothing else says */
+  channels: GraphSchemas;
+}
+
 /** Either kind of command: what ShardPool.request sends. */
 export type ShardRequest = ActorCommand | ShardCommand;
 

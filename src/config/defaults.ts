@@ -4,6 +4,8 @@
 export const DEFAULTS = {
   nodeVersion: "20",
   maxBodyBytes: 10 * 1024 * 1024,
+  /** A standalone server limits no one: the spec's table is the hosted platform's (docs/RATE_LIMITS.md). */
+  rateLimit: "off" as const,
   cors: {
     allowOrigins: ["*"],
     allowMethods: ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH"],

@@ -1,5 +1,6 @@
 // Resolves the `http` block: route-group switches, CORS (defaults, env CORS_ALLOW_ORIGINS fallback,
-// forced expose headers), configurable-header filter, mount prefix (env MOUNT_PREFIX fallback), body limit.
+// forced expose headers), configurable-header filter, mount prefix (env MOUNT_PREFIX fallback), body limit,
+// rate-limit region.
 
 import { DEFAULTS } from "./defaults.ts";
 import { optionalImportRef } from "./resolve-graphs.ts";
@@ -58,6 +59,10 @@ function resolveMountPrefix(http: RawHttp, ctx: ResolveContext): string {
   return prefix;
 }
 
+function resolveRateLimit(region: "us" | "eu" | "off"): "us" | "eu" | null {
+  return region === "off" ? null : region;
+}
+
 export function resolveHttp(raw: RawConfig["http"], ctx: ResolveContext): ResolvedHttpConfig {
   const http: RawHttp = raw ?? {};
   return {
@@ -78,5 +83,6 @@ export function resolveHttp(raw: RawConfig["http"], ctx: ResolveContext): Resolv
     },
     mountPrefix: resolveMountPrefix(http, ctx),
     maxBodyBytes: http.max_body_bytes ?? DEFAULTS.maxBodyBytes,
+    rateLimit: resolveRateLimit(http.rate_limit ?? DEFAULTS.rateLimit),
   };
 }

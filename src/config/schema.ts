@@ -59,6 +59,8 @@ const http = {
     mount_prefix: str,
     /** Troupe addition: request bodies above this answer 413. */
     max_body_bytes: { ...posInt, default: DEFAULTS.maxBodyBytes },
+    /** Troupe addition: the platform rate limits of a region (docs/RATE_LIMITS.md); `troupe serve --rate-limit` wins. */
+    rate_limit: { enum: ["us", "eu", "off"], default: DEFAULTS.rateLimit },
   },
   additionalProperties: false,
 } as const;

@@ -53,6 +53,8 @@ export interface ResolvedHttpConfig {
   /** "" or a path like "/api" (leading slash, no trailing slash). */
   readonly mountPrefix: string;
   readonly maxBodyBytes: number;
+  /** Platform rate limits of this region; null = off. */
+  readonly rateLimit: "us" | "eu" | null;
 }
 
 export interface ResolvedAuthConfig {
@@ -175,6 +177,7 @@ export interface RawConfig {
     configurable_headers?: { includes?: string[]; excludes?: string[] };
     mount_prefix?: string;
     max_body_bytes?: number;
+    rate_limit?: "us" | "eu" | "off";
   };
   auth?: { path?: string; disable_studio_auth?: boolean; allow_studio_on_serve?: boolean };
   webhooks?: {

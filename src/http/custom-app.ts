@@ -4,10 +4,10 @@
 // upstream, its middleware (`app.use(...)`) also wraps the built-in routes under its paths: the
 // request goes through the app, whose last route hands it on to the built-ins, and the app's
 // response to that (middleware headers, a short-circuit, a status change) becomes the reply.
-// Everything else goes straight to the built-ins. Differences from upstream (docs in README): the
-// app's own responses are buffered (a streaming response arrives whole); a built-in route reads
-// the request as it arrived (middleware cannot rewrite it); middleware sees a built-in reply's
-// body only for JSON/text replies (streams stay streams, and pass through untouched).
+// Everything else goes straight to the built-ins. The app's streamed responses are streamed
+// through. Differences from upstream (docs in README): a built-in route reads the request as it
+// arrived (middleware cannot rewrite it); middleware sees a built-in reply's body only for
+// JSON/text replies (streams stay streams, and pass through untouched).
 import { randomUUID } from "node:crypto";
 import { ConfigError, type ImportRef } from "../config/index.ts";
 import type { Guard, RawRequest } from "./dispatch.ts";
@@ -172,12 +172,63 @@ function toRequest(req: RawRequest): Request {
   return new Request(url, { method: req.method, headers: req.headers, body: hasBody ? new Uint8Array(req.body!) : undefined, signal: req.signal });
 }
 
+/** Bodies larger than this are streamed even when they are complete at once. */
+const WHOLE_BODY_LIMIT = 1024 * 1024;
+const PENDING = Symbol("pending");
+
+/** Resolves with PENDING when `read` has not settled by the end of this event-loop turn. */
+function withinTurn<T>(read: Promise<T>): Promise<T | typeof PENDING> {
+  return Promise.race([read, new Promise<typeof PENDING>((resolve) => setImmediate(resolve, PENDING))]);
+}
+
+/**
+ * The app's Response as a reply. A body complete within this event-loop turn (c.json, c.text, a
+ * buffer) is sent whole, with its length; one still being produced (hono/streaming, a
+ * ReadableStream) is streamed as it comes, pulled no faster than the client reads it.
+ */
 async function toReply(res: Response): Promise<Reply> {
   const headers: Record<string, string> = {};
   res.headers.forEach((value, name) => {
     if (name !== "content-type" && name !== "content-length" && name !== BRIDGE_HEADER) headers[name] = value;
   });
-  const body = new Uint8Array(await res.arrayBuffer());
+  const contentType = res.headers.get("content-type") ?? "application/octet-stream";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body?.getReader();
+  while (reader) {
+    if (size > WHOLE_BODY_LIMIT) return streamReply(res.status, contentType, headers, chunks, reader, undefined);
+    const read = reader.read();
+    const got = await withinTurn(read);
+    if (got === PENDING) return streamReply(res.status, contentType, headers, chunks, reader, read);
+    if (got.done) break;
+    chunks.push(got.value);
+    size += got.value.byteLength;
+  }
+  const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
   if (body.byteLength === 0 && (res.status === 204 || res.status === 202)) return { kind: "empty", status: res.status, headers };
-  return { kind: "text", status: res.status, contentType: res.headers.get("content-type") ?? "application/octet-stream", body, headers };
+  return { kind: "text", status: res.status, contentType, body, headers };
+}
+
+function streamReply(
+  status: number, contentType: string, headers: Record<string, string>,
+  prefix: Uint8Array[], reader: ReadableStreamDefaultReader<Uint8Array>, inFlight: Promise<ReadableStreamReadResult<Uint8Array>> | undefined,
+): Reply {
+  let pending = inFlight;
+  return {
+    kind: "stream",
+    status,
+    contentType,
+    headers,
+    async next() {
+      const first = prefix.shift();
+      if (first !== undefined) return first;
+      const read = pending ?? reader.read();
+      pending = undefined;
+      const got = await read;
+      return got.done ? null : got.value;
+    },
+    cancel() {
+      reader.cancel().catch(() => undefined);
+    },
+  };
 }

@@ -79,6 +79,11 @@ async function collect(reply: Reply, signal: AbortSignal): Promise<{ status: num
     }
     case "sse":
       return { status: 200, text: await collectSse(reply.start.bind(reply), signal) };
+    case "stream": {
+      const chunks: Uint8Array[] = [];
+      for (let c = await reply.next(); c !== null; c = await reply.next()) chunks.push(c);
+      return { status: reply.status, text: Buffer.concat(chunks).toString("utf8") };
+    }
     case "websocket": {
       // a plain request to a WebSocket route: what the socket front end answers without an upgrade
       const refusal = upgradeRequiredReply();

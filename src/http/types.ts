@@ -59,6 +59,21 @@ export interface DeferredReply {
   onAbort?: () => void;
 }
 
+/**
+ * A body sent as it is produced (chunked), pulled no faster than the client takes it: the front end
+ * calls `next` again only once the previous chunk went out (custom routes returning a stream).
+ */
+export interface StreamReply {
+  kind: "stream";
+  status: number;
+  contentType: string;
+  headers?: Headers;
+  /** the next chunk; null once the body is complete. A rejection ends the reply by closing the connection. */
+  next(): Promise<Uint8Array | null>;
+  /** nobody will read the rest (client gone, HEAD, an in-process caller): the producer may stop */
+  cancel(): void;
+}
+
 /** The server side of an accepted WebSocket (text frames only). */
 export interface WsConnection {
   /** send one text frame; false once the socket is closed */
@@ -80,7 +95,7 @@ export interface WebSocketReply {
   open(conn: WsConnection): WsSession;
 }
 
-export type Reply = JsonReply | TextReply | EmptyReply | SseReply | DeferredReply | WebSocketReply;
+export type Reply = JsonReply | TextReply | EmptyReply | SseReply | DeferredReply | StreamReply | WebSocketReply;
 
 export type Handler<B = unknown, Q = Record<string, unknown>> = (ctx: RequestContext<B, Q>) => Reply | Promise<Reply>;
 

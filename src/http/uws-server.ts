@@ -6,6 +6,7 @@ import type { BodyArrival, Dispatcher, RawRequest } from "./dispatch.ts";
 import { BodyReader, frontEndError, tooLarge } from "./body-reader.ts";
 import { upgradeRequiredReply, statusLine } from "./errors.ts";
 import { jsonReplyText, type Headers, type Reply, type WebSocketReply, type WsSession } from "./types.ts";
+import { ResponseWriter, SSE_MAX_QUEUED } from "./response-writer.ts";
 
 type Uws = typeof import("uWebSockets.js");
 
@@ -270,6 +271,11 @@ function writeHeadReply(res: HttpResponse, state: ResState, reply: Reply): void 
       contentType = reply.contentType;
       reply.body.catch(() => undefined);
       break;
+    case "stream":
+      status = reply.status;
+      contentType = reply.contentType;
+      reply.cancel();
+      break;
     case "websocket":
       status = 426;
       break;
@@ -319,6 +325,8 @@ function writeReply(res: HttpResponse, state: ResState, reply: Reply, closeConne
       return writeSse(res, state, reply);
     case "deferred":
       return writeDeferred(res, state, reply);
+    case "stream":
+      return void writeStream(res, state, reply);
     case "websocket":
       // only an upgrade request (onUpgrade) can be answered with a WebSocket
       return writeReply(res, state, upgradeRequiredReply(), closeConnection);
@@ -326,22 +334,21 @@ function writeReply(res: HttpResponse, state: ResState, reply: Reply, closeConne
 }
 
 function writeSse(res: HttpResponse, state: ResState, reply: Extract<Reply, { kind: "sse" }>): void {
-  res.cork(() => {
-    writeHead(res, 200, "text/event-stream", { "cache-control": "no-cache", connection: "keep-alive", ...reply.headers });
-    // uWS sends the head only with body bytes: an SSE comment opens the stream for the client now
-    // (a join on a queued run may wait long for its first event); SSE readers skip comments.
-    res.write(":\n\n");
-  });
+  res.cork(() => writeHead(res, 200, "text/event-stream", { "cache-control": "no-cache", connection: "keep-alive", ...reply.headers }));
+  // Frames wait (bounded) while the client is slow; one too far behind is dropped (response-writer.ts)
+  const out = new ResponseWriter(res, { maxQueued: SSE_MAX_QUEUED, filler: ":\n" }, () => state.aborted);
+  // uWS sends the head only with body bytes: an SSE comment opens the stream for the client now
+  // (a join on a queued run may wait long for its first event); SSE readers skip comments.
+  out.write(":\n\n");
   let ended = false;
   const heartbeat = reply.heartbeatMs === undefined ? undefined : setInterval(() => {
-    if (!ended && !state.aborted) res.cork(() => res.write(": heartbeat\n\n"));
+    if (!ended && out.idle) out.write(": heartbeat\n\n"); // a reader behind needs no keep-alive
   }, reply.heartbeatMs);
   heartbeat?.unref();
   const cleanup = reply.start({
     write(frame) {
-      if (ended || state.aborted) return false;
-      res.cork(() => res.write(frame));
-      return true;
+      if (ended) return false;
+      return out.write(frame);
     },
     end() {
       if (ended) return;
@@ -349,13 +356,44 @@ function writeSse(res: HttpResponse, state: ResState, reply: Extract<Reply, { ki
       if (heartbeat) clearInterval(heartbeat);
       if (state.aborted) return;
       state.done = true;
-      res.cork(() => res.end());
+      out.end();
     },
   });
   state.onAbort.push(() => {
+    out.abort();
     if (heartbeat) clearInterval(heartbeat);
     if (!ended) cleanup?.();
   });
+}
+
+/**
+ * A body produced over time (a custom route's stream): the next chunk is pulled only once the
+ * last one went out, so a slow client slows the producer instead of filling the server's memory.
+ */
+async function writeStream(res: HttpResponse, state: ResState, reply: Extract<Reply, { kind: "stream" }>): Promise<void> {
+  res.cork(() => writeHead(res, reply.status, reply.contentType, reply.headers));
+  // byte-exact bodies: no filler; at most the chunk being sent waits, so the bound never drops
+  const out = new ResponseWriter(res, { maxQueued: Number.POSITIVE_INFINITY, filler: null }, () => state.aborted);
+  state.onAbort.push(() => {
+    out.abort();
+    reply.cancel();
+  });
+  try {
+    for (;;) {
+      await out.ready();
+      if (out.isClosed) return;
+      const chunk = await reply.next();
+      if (chunk === null) break;
+      if (chunk.byteLength > 0 && !out.write(chunk)) return;
+    }
+  } catch (err) {
+    // the producer failed after the status went out: a truncated body, as a closed connection
+    console.warn(`[troupe] streamed response failed: ${err instanceof Error ? err.message : String(err)}`);
+    if (!state.aborted) res.close();
+    return;
+  }
+  state.done = true;
+  out.end();
 }
 
 function writeDeferred(res: HttpResponse, state: ResState, reply: Extract<Reply, { kind: "deferred" }>): void {

@@ -1,4 +1,4 @@
-// What the server compiles before it starts its worker threads: our two worker entries (with
+// What the server compiles before it starts its worker threads: our worker entries (with
 // everything they import from src/) and the user's modules (graphs and embed function for the
 // workers, custom auth and http.app for the HTTP thread). Ours go to the compile cache bin/troupe.js
 // chose (shared by every server of this install), the user's to the data directory (`modules/`).
@@ -8,12 +8,15 @@ import { compileModules, type CompiledModules } from "./compile-modules.ts";
 
 const ACTOR_SHARD_ENTRY = fileURLToPath(new URL("../../workers/actor-shard.ts", import.meta.url));
 const WEBHOOK_ENTRY = fileURLToPath(new URL("../../workers/webhook.ts", import.meta.url));
+const SCHEMA_EXTRACT_ENTRY = fileURLToPath(new URL("../../workers/schema-extract.ts", import.meta.url));
 
 export interface WorkerModules {
   /** URL of the compiled actor worker entry (Piscina `filename`) */
   actorShard: string;
   /** URL of the compiled webhook worker entry */
   webhook: string;
+  /** URL of the compiled schema-extraction worker entry (src/schemas/) */
+  schemaExtract: string;
   /** the user's graph / embed modules, for the workers' importUserModule */
   user: CompiledModules;
 }
@@ -33,7 +36,7 @@ export async function compileTroupeEntries(entries: readonly string[], name: str
 
 /** Compiles the worker entries and `userFiles`; a runtime that does not compile is a startup error. */
 export async function compileWorkerModules(dataDir: string, userFiles: readonly string[]): Promise<WorkerModules> {
-  const runtime = await compileTroupeEntries([ACTOR_SHARD_ENTRY, WEBHOOK_ENTRY], "runtime", join(dataDir, "modules", "runtime"));
+  const runtime = await compileTroupeEntries([ACTOR_SHARD_ENTRY, WEBHOOK_ENTRY, SCHEMA_EXTRACT_ENTRY], "runtime", join(dataDir, "modules", "runtime"));
   const user = await compileModules(userFiles, join(dataDir, "modules", "user"));
-  return { actorShard: runtime[ACTOR_SHARD_ENTRY]!, webhook: runtime[WEBHOOK_ENTRY]!, user };
+  return { actorShard: runtime[ACTOR_SHARD_ENTRY]!, webhook: runtime[WEBHOOK_ENTRY]!, schemaExtract: runtime[SCHEMA_EXTRACT_ENTRY]!, user };
 }

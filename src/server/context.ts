@@ -9,6 +9,7 @@ import type { StoreIndexOptions } from "../storage/store-index.ts";
 import type { StoreTtlOptions } from "../bridge/messages.ts";
 import type { WebhookUrlPolicy } from "../webhooks/url-policy.ts";
 import type { WebhookCounters } from "../webhooks/counters.ts";
+import type { StaticSchemas } from "../schemas/static-schemas.ts";
 
 export interface AppContext {
   storage: Storage;
@@ -27,6 +28,8 @@ export interface AppContext {
   storeTtl: StoreTtlOptions;
   /** webhook deliveries made, retried and given up since start (counted by the webhook worker; for /metrics) */
   webhookCounters: WebhookCounters;
+  /** graph schemas from the graph files' TypeScript types (extracted off this thread, kept per build) */
+  staticSchemas: StaticSchemas;
   /** resolve a graph id or assistant id to the assistant record; throws 404 */
   resolveAssistant(idOrGraph: string): AssistantRecord;
 }

@@ -1,6 +1,7 @@
 // Starts a deployment server: config → LMDB → default assistants → webhook worker host → actor
 // shards → routes → uWebSockets.js listener. Returns a handle to stop it cleanly.
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { createRequire } from "node:module";
 import { WebhookWorkerHost } from "../webhooks/host.ts";
 import { webhookUrlPolicy } from "../webhooks/url-policy.ts";
@@ -42,6 +43,7 @@ import { uiRoutes } from "../api/ui.ts";
 import { ThreadTtlSweeper } from "../ttl/thread-sweeper.ts";
 import { startStoreTtlSweep } from "../ttl/store-sweeper.ts";
 import { customAppGuard, loadCustomApp } from "../http/custom-app.ts";
+import { StaticSchemas } from "../schemas/static-schemas.ts";
 import type { ResolvedStoreIndex } from "../config/types.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 
@@ -52,8 +54,10 @@ export interface ServerOptions {
   dataDir: string;
   workers?: number;
   syncCommits?: boolean;
-  /** platform rate limits (spec table) for a region; null/undefined = off */
-  rateLimit?: { region: "us" | "eu"; scale?: number } | null;
+  /** platform rate limits (spec table) of a region; null = off; undefined = the config's `http.rate_limit` (default off) */
+  rateLimit?: "us" | "eu" | null;
+  /** multiply every limit by this (whichever option named the region) */
+  rateLimitScale?: number;
   /** require X-Api-Key of this org, checked against the control plane's LMDB (src/http/api-key-guard.ts); null/undefined = off */
   apiKeyAuth?: ApiKeyAuthOptions | null;
   /** the config and every file it names must be inside this directory (LoadConfigOptions.root) */
@@ -138,6 +142,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       if (!dispatcher) return { status: 503 };
       const [p, q = ""] = path.split("?");
       const reply = await dispatcher.dispatch({ method, path: p, query: q, headers, body: body === undefined ? null : Buffer.from(body), clientIp: "127.0.0.1", signal: new AbortController().signal });
+      if (reply.kind === "stream") reply.cancel(); // a delivery reads only the status
       return { status: "status" in reply ? reply.status : 200 };
     },
   }).unref();
@@ -167,6 +172,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     storeIndex,
     storeTtl,
     webhookCounters: webhooks.counters,
+    staticSchemas: new StaticSchemas(new Map(config.graphs.map((g) => [g.graphId, g])), {
+      entryUrl: workerModules.schemaExtract,
+      cacheDir: join(opts.dataDir, "modules", "schemas"),
+    }),
     resolveAssistant: (idOrGraph) => {
       if (idOrGraph.length > MAX_KEY_CHARS) throw assistantNotFound(); // no key that long exists (or fits LMDB)
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : canonicalUuidOf(idOrGraph) ?? idOrGraph;
@@ -183,7 +192,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors) });
   dispatcher.addGuard(corsGuard(config.http.cors));
   // before authentication: only keys that verify get key buckets, everything else counts against its IP
-  if (opts.rateLimit) dispatcher.addGuard(rateLimitGuard(opts.rateLimit, { verifiesKey: apiKeys?.verifies, trustedProxies: opts.trustedProxies }));
+  const rateLimitRegion = opts.rateLimit === undefined ? config.http.rateLimit : opts.rateLimit;
+  if (rateLimitRegion) {
+    dispatcher.addGuard(rateLimitGuard({ region: rateLimitRegion, scale: opts.rateLimitScale }, { verifiesKey: apiKeys?.verifies, trustedProxies: opts.trustedProxies }));
+  }
   if (apiKeys) dispatcher.addGuard(apiKeys.guard); // api keys: after rate limits, before custom auth
   const groups: RouteDef<any, any>[][] = [];
   if (!config.http.disableMeta) groups.push(systemRoutes(app, () => dispatcher.routes));

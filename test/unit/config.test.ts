@@ -57,6 +57,7 @@ describe("loadConfig: good configs", () => {
     expect(config.env).toEqual({});
     expect(config.nodeVersion).toBe("20");
     expect(config.http.maxBodyBytes).toBe(10 * 1024 * 1024);
+    expect(config.http.rateLimit).toBeNull(); // a standalone server limits no one unless asked
     expect(config.http.disableWebhooks).toBe(false);
     expect(config.http.app).toBeNull();
     expect(config.http.mountPrefix).toBe("");
@@ -111,6 +112,7 @@ describe("loadConfig: good configs", () => {
           configurable_headers: { includes: ["X-User-*"], excludes: ["x-secret"] },
           mount_prefix: "/api/",
           max_body_bytes: 1024,
+          rate_limit: "eu",
         },
         auth: { path: "./src/auth.ts", disable_studio_auth: true },
         webhooks: { url: { allowed_domains: ["Hooks.Example.com", "*.example.org"], require_https: true, allowed_ports: [443, 8443], max_url_length: 500 } },
@@ -139,6 +141,7 @@ describe("loadConfig: good configs", () => {
     expect(config.http.configurableHeaders).toEqual({ includes: ["x-user-*"], excludes: ["x-secret"] });
     expect(config.http.mountPrefix).toBe("/api");
     expect(config.http.maxBodyBytes).toBe(1024);
+    expect(config.http.rateLimit).toBe("eu");
     expect(config.auth).toEqual({ path: { filePath: path.join(dir, "src/auth.ts"), exportName: "default" }, disableStudioAuth: true, allowStudioOnServe: false });
     expect(config.webhooks.url).toEqual({
       allowedDomains: ["hooks.example.com", "*.example.org"],

@@ -1,5 +1,5 @@
 // describeGraph over a real GraphRegistry (in-process, real graph files under fixtures/describe):
-// drawable graph JSON, runtime schema extraction (Annotation, zod, StateSchema, none) and
+// drawable graph JSON, the schemas a loaded graph gives (runtime: zod, StateSchema; channels) and
 // subgraph listing with namespaces, recursion and namespace filters.
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -85,22 +85,23 @@ describe("graph", () => {
 });
 
 describe("schemas", () => {
-  it("derives channel schemas for Annotation graphs, typing the messages channel", async () => {
+  it("has no runtime schemas for Annotation graphs (their TypeScript types decide), and channel schemas typing the messages channel", async () => {
     const s = await run("annotation", "schemas");
-    expect(s.graph_id).toBe("annotation");
-    expect(props(s.state_schema)).toEqual(["attempts", "messages", "summary"]);
-    expect(props(s.input_schema)).toEqual(["messages"]);
-    expect(props(s.output_schema)).toEqual(["attempts", "summary"]);
-    expect(prop(s.state_schema, "messages")).toEqual({ type: "array", items: { type: "object" }, langgraph_type: "messages" });
-    expect(prop(s.state_schema, "summary")).toEqual({});
-    expect((s.state_schema as JsonObject).$schema).toBe(DRAFT_07);
-    expect((s.state_schema as JsonObject).type).toBe("object");
-    expect(s.config_schema).toBeNull();
-    expect(s.context_schema).toBeNull();
+    expect(s.runtime).toBeNull();
+    const c = s.channels as JsonObject;
+    expect(props(c.state_schema)).toEqual(["attempts", "messages", "summary"]);
+    expect(props(c.input_schema)).toEqual(["messages"]);
+    expect(props(c.output_schema)).toEqual(["attempts", "summary"]);
+    expect(prop(c.state_schema, "messages")).toEqual({ type: "array", items: { type: "object" }, langgraph_type: "messages" });
+    expect(prop(c.state_schema, "summary")).toEqual({});
+    expect((c.state_schema as JsonObject).$schema).toBe(DRAFT_07);
+    expect((c.state_schema as JsonObject).type).toBe("object");
+    expect(c.config_schema).toBeNull();
+    expect(c.context_schema).toBeNull();
   });
 
   it("converts zod state (z.custom messages included) and the zod context schema", async () => {
-    const s = await run("zod", "schemas");
+    const s = (await run("zod", "schemas")).runtime as JsonObject;
     expect(props(s.state_schema)).toEqual(["messages", "score", "topic"]);
     expect(prop(s.state_schema, "topic")).toEqual({ type: "string" });
     expect(prop(s.state_schema, "messages")).toMatchObject({ langgraph_type: "messages" });
@@ -113,7 +114,7 @@ describe("schemas", () => {
   });
 
   it("uses StateSchema's own JSON schema", async () => {
-    const s = await run("state_schema", "schemas");
+    const s = (await run("state_schema", "schemas")).runtime as JsonObject;
     expect(props(s.state_schema)).toEqual(["count", "label", "messages"]);
     expect(prop(s.state_schema, "messages")).toMatchObject({ langgraph_type: "messages" });
     expect(prop(s.state_schema, "count")).toMatchObject({ type: "number", default: 0 });
@@ -121,10 +122,9 @@ describe("schemas", () => {
     expect(s.config_schema).toBeNull();
   });
 
-  it("answers null schemas for a graph it cannot describe", async () => {
-    expect(await run("functional", "schemas")).toEqual({
-      graph_id: "functional", input_schema: null, output_schema: null, state_schema: null, config_schema: null, context_schema: null,
-    });
+  it("says nothing for a graph it cannot describe", async () => {
+    const none = { input_schema: null, output_schema: null, state_schema: null, config_schema: null, context_schema: null };
+    expect(await run("functional", "schemas")).toEqual({ runtime: null, channels: none });
   });
 });
 
@@ -135,10 +135,9 @@ describe("subgraphs", () => {
     const all = await run("nested", "subgraphs", { recurse: true });
     expect(Object.keys(all)).toEqual(["parent", "parent|child"]);
     const parent = all.parent as JsonObject;
-    expect(parent.graph_id).toBe("nested");
-    expect(Object.keys(parent).sort()).toEqual(["config_schema", "context_schema", "graph_id", "input_schema", "output_schema", "state_schema"]);
-    expect(props(parent.state_schema)).toEqual(["parent_only", "shared"]);
-    expect(props((all["parent|child"] as JsonObject).state_schema)).toEqual(["child_only", "shared"]);
+    expect(Object.keys(parent).sort()).toEqual(["channels", "runtime"]);
+    expect(props((parent.channels as JsonObject).state_schema)).toEqual(["parent_only", "shared"]);
+    expect(props(((all["parent|child"] as JsonObject).channels as JsonObject).state_schema)).toEqual(["child_only", "shared"]);
   });
 
   it("selects one subgraph by namespace", async () => {
