@@ -9,6 +9,7 @@ import type { StoreIndexOptions } from "../storage/store-index.ts";
 import type { StoreTtlOptions } from "../bridge/messages.ts";
 import type { WebhookUrlPolicy } from "../webhooks/url-policy.ts";
 import type { WebhookCounters } from "../webhooks/counters.ts";
+import type { ServerMetrics } from "../metrics/server-metrics.ts";
 
 export interface AppContext {
   storage: Storage;
@@ -27,6 +28,8 @@ export interface AppContext {
   storeTtl: StoreTtlOptions;
   /** webhook deliveries made, retried and given up since start (counted by the webhook worker; for /metrics) */
   webhookCounters: WebhookCounters;
+  /** GET /metrics (absent: a server built without them, e.g. in route tests) */
+  metrics?: ServerMetrics;
   /** resolve a graph id or assistant id to the assistant record; throws 404 */
   resolveAssistant(idOrGraph: string): AssistantRecord;
 }
