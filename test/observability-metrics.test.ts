@@ -19,10 +19,17 @@ let receiver: Server;
 let receiverUrl: string;
 
 beforeAll(async () => {
+  const flakySeen = new Set<string>();
   receiver = createServer((req, res) => {
     req.resume();
     req.on("end", () => {
-      res.statusCode = req.url?.startsWith("/fail") ? 500 : 200;
+      // /gone: 410 (given up at once); /flaky: 500 the first time, then 200; anything else 200
+      const path = req.url ?? "";
+      if (path.startsWith("/gone")) res.statusCode = 410;
+      else if (path.startsWith("/flaky") && !flakySeen.has(path)) {
+        flakySeen.add(path);
+        res.statusCode = 500;
+      }
       res.end();
     });
   });
@@ -110,17 +117,17 @@ describe("GET /metrics", () => {
   it("counts webhook deliveries by outcome, attempts and retries", async () => {
     const before = await metrics();
     const t = await client.threads.create();
-    await client.runs.wait(t.thread_id, "echo", { input: human("hook"), webhook: `${receiverUrl}/ok` });
-    await client.runs.wait(t.thread_id, "echo", { input: human("hook"), webhook: `${receiverUrl}/fail` });
+    for (const path of ["/ok", "/gone", "/flaky"]) await client.runs.wait(t.thread_id, "echo", { input: human("hook"), webhook: `${receiverUrl}${path}` });
+    // the flaky receiver's second attempt comes after the outbox's first retry delay (~2 s)
     const after = await waitUntil(async () => {
       const m = await metrics();
-      return m.value("troupe_webhook_deliveries_total", { outcome: "failed" }) > before.value("troupe_webhook_deliveries_total", { outcome: "failed" }) ? m : undefined;
-    }, { what: "the failed delivery counted (after its retries)", timeoutMs: 20_000 });
+      return m.value("troupe_webhook_deliveries_total", { outcome: "delivered" }) - before.value("troupe_webhook_deliveries_total", { outcome: "delivered" }) >= 2 ? m : undefined;
+    }, { what: "the retried delivery counted", timeoutMs: 20_000 });
     const delta = (name: string, labels?: Record<string, string>) => after.value(name, labels) - before.value(name, labels);
-    expect(delta("troupe_webhook_deliveries_total", { outcome: "delivered" })).toBe(1);
+    expect(delta("troupe_webhook_deliveries_total", { outcome: "delivered" })).toBe(2);
     expect(delta("troupe_webhook_deliveries_total", { outcome: "failed" })).toBe(1);
-    expect(delta("troupe_webhook_attempts_total")).toBe(4); // 1 + 3 (the sender's default attempts)
-    expect(delta("troupe_webhook_retries_total")).toBe(2);
+    expect(delta("troupe_webhook_attempts_total")).toBe(4);
+    expect(delta("troupe_webhook_retries_total")).toBe(1);
   });
 
   it("reports storage size and each thread's event-loop use and heap", async () => {
