@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "@langchain/langgraph-sdk";
 import { REPO, startTestServer, type TestServer } from "./helpers/server.ts";
@@ -143,6 +144,14 @@ describe("GET /metrics", () => {
     expect(m.family("lg_api_num_pending_runs")?.type).toBe("GAUGE");
     expect(m.family("lg_api_http_requests_total")?.type).toBe("COUNTER");
     expect(m.family("troupe_run_duration_seconds")?.type).toBe("HISTOGRAM");
+  });
+
+  it("exposes every series the Grafana dashboard queries (rate-limit decisions: on serve with limits, below)", async () => {
+    const dashboard = readFileSync(join(REPO, "docs/grafana/troupe-dashboard.json"), "utf8");
+    const queried = new Set([...dashboard.matchAll(/\b((?:lg_api|troupe|process)_[a-z_]+?)(?:_bucket)?\{/g)].map((m) => m[1]));
+    expect(queried.size).toBeGreaterThan(15);
+    const exposed = new Set((await metrics()).families.map((f) => f.name));
+    for (const name of queried) if (name !== "troupe_rate_limit_decisions_total") expect(exposed.has(name), name).toBe(true);
   });
 
   it("answers ?format=json in the platform's shape, with every series", async () => {

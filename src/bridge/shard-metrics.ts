@@ -107,7 +107,7 @@ export class ShardMetricsWriter extends Region {
     let oldest = Number.POSITIVE_INFINITY;
     for (const due of q.pendingDue) {
       if (due < oldest) oldest = due;
-      ages[ageBucket(nowMs - due)]++;
+      if (due <= nowMs) ages[ageBucket(nowMs - due)]++; // a run not yet due (after_seconds) has not waited
     }
     for (let i = 0; i < AGE_BUCKETS; i++) Atomics.store(this.slots, AGES + i, BigInt(ages[i]));
     Atomics.store(this.slots, PENDING, BigInt(q.pending));
@@ -178,7 +178,7 @@ export class ShardMetricsReader {
     };
   }
 
-  /** Median wait (seconds) of every shard's pending runs, from their age buckets; 0 when none. */
+  /** Median wait (seconds) of every shard's pending runs that are due, from their age buckets; 0 when none. */
   medianPendingWaitSeconds(nowMs: number): number {
     const ages = new Array<number>(AGE_BUCKETS).fill(0);
     let total = 0;

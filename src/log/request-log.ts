@@ -30,7 +30,7 @@ export class RequestLog {
   private readonly log: ComponentLog;
   private windowStart = 0;
   private linesInWindow = 0;
-  private readonly tallies = new Map<string, Tally>();
+  private readonly tallies = new Map<string, Map<string, Map<number, Tally>>>();
   private suppressed = 0;
   private timer: NodeJS.Timeout | undefined;
 
@@ -61,9 +61,13 @@ export class RequestLog {
   }
 
   private tally(e: RequestLogEntry): void {
-    const key = `${e.method} ${e.status} ${e.route}`;
-    let t = this.tallies.get(key);
-    if (t === undefined) this.tallies.set(key, (t = { method: e.method, route: e.route, status: e.status, count: 0, totalMs: 0, maxMs: 0 }));
+    // route → method → status: no key string built per request
+    let byMethod = this.tallies.get(e.route);
+    if (byMethod === undefined) this.tallies.set(e.route, (byMethod = new Map()));
+    let byStatus = byMethod.get(e.method);
+    if (byStatus === undefined) byMethod.set(e.method, (byStatus = new Map()));
+    let t = byStatus.get(e.status);
+    if (t === undefined) byStatus.set(e.status, (t = { method: e.method, route: e.route, status: e.status, count: 0, totalMs: 0, maxMs: 0 }));
     t.count++;
     t.totalMs += e.durationMs;
     if (e.durationMs > t.maxMs) t.maxMs = e.durationMs;
@@ -79,7 +83,8 @@ export class RequestLog {
     clearTimeout(this.timer);
     this.timer = undefined;
     if (this.suppressed === 0) return;
-    const routes = [...this.tallies.values()].map((t) => ({
+    const tallies = [...this.tallies.values()].flatMap((byMethod) => [...byMethod.values()].flatMap((byStatus) => [...byStatus.values()]));
+    const routes = tallies.map((t) => ({
       method: t.method, route: t.route, status: t.status, count: t.count, avg_ms: round(t.totalMs / t.count), max_ms: round(t.maxMs),
     }));
     this.log.info("requests summary", { requests: this.suppressed, interval_ms: SUMMARY_EVERY_MS, routes });
