@@ -4,17 +4,6 @@
 // Server errors (5xx) are always logged one by one.
 import { componentLog, type ComponentLog } from "./logger.ts";
 
-export interface RequestLogEntry {
-  requestId: string;
-  method: string;
-  /** route template (`/threads/:thread_id/runs`), or the label of unrouted requests */
-  route: string;
-  /** the path without its query string (which may carry credentials) */
-  path: string;
-  status: number;
-  durationMs: number;
-}
-
 interface Tally {
   method: string;
   route: string;
@@ -28,7 +17,8 @@ const SUMMARY_EVERY_MS = 1_000;
 
 export class RequestLog {
   private readonly log: ComponentLog;
-  private windowStart = 0;
+  private windowStart = Number.NEGATIVE_INFINITY;
+  private infoEnabled = true;
   private linesInWindow = 0;
   private readonly tallies = new Map<string, Map<string, Map<number, Tally>>>();
   private suppressed = 0;
@@ -39,38 +29,41 @@ export class RequestLog {
     this.log = log;
   }
 
-  /** `nowMs`: a monotonic clock reading (performance.now()) the caller already has */
-  record(e: RequestLogEntry, nowMs: number): void {
-    if (e.status >= 500) return this.line(e, "error");
-    if (!this.log.enabled("info")) return;
+  /**
+   * One request: `route` its template (or the label of unrouted requests), `path` without its query
+   * string (which may carry credentials); `nowMs` a monotonic clock reading (performance.now())
+   * the caller already has. Positional: nothing is allocated for a request that is only counted.
+   */
+  record(requestId: string, method: string, route: string, path: string, status: number, durationMs: number, nowMs: number): void {
     if (nowMs - this.windowStart >= 1_000) {
       this.windowStart = nowMs;
       this.linesInWindow = 0;
+      this.infoEnabled = this.log.enabled("info"); // looked up once a second, not per request
     }
+    if (status >= 500) return this.line("error", requestId, method, route, path, status, durationMs);
+    if (!this.infoEnabled) return;
     if (this.linesInWindow < this.linesPerSecond) {
       this.linesInWindow++;
-      return this.line(e, "info");
+      return this.line("info", requestId, method, route, path, status, durationMs);
     }
-    this.tally(e);
+    this.tally(method, route, status, durationMs);
   }
 
-  private line(e: RequestLogEntry, level: "info" | "error"): void {
-    this.log[level]("request", {
-      req_id: e.requestId, method: e.method, route: e.route, path: e.path, status: e.status, duration_ms: round(e.durationMs),
-    });
+  private line(level: "info" | "error", requestId: string, method: string, route: string, path: string, status: number, durationMs: number): void {
+    this.log[level]("request", { req_id: requestId, method, route, path, status, duration_ms: round(durationMs) });
   }
 
-  private tally(e: RequestLogEntry): void {
+  private tally(method: string, route: string, status: number, durationMs: number): void {
     // route → method → status: no key string built per request
-    let byMethod = this.tallies.get(e.route);
-    if (byMethod === undefined) this.tallies.set(e.route, (byMethod = new Map()));
-    let byStatus = byMethod.get(e.method);
-    if (byStatus === undefined) byMethod.set(e.method, (byStatus = new Map()));
-    let t = byStatus.get(e.status);
-    if (t === undefined) byStatus.set(e.status, (t = { method: e.method, route: e.route, status: e.status, count: 0, totalMs: 0, maxMs: 0 }));
+    let byMethod = this.tallies.get(route);
+    if (byMethod === undefined) this.tallies.set(route, (byMethod = new Map()));
+    let byStatus = byMethod.get(method);
+    if (byStatus === undefined) byMethod.set(method, (byStatus = new Map()));
+    let t = byStatus.get(status);
+    if (t === undefined) byStatus.set(status, (t = { method, route, status, count: 0, totalMs: 0, maxMs: 0 }));
     t.count++;
-    t.totalMs += e.durationMs;
-    if (e.durationMs > t.maxMs) t.maxMs = e.durationMs;
+    t.totalMs += durationMs;
+    if (durationMs > t.maxMs) t.maxMs = durationMs;
     this.suppressed++;
     if (this.timer === undefined) {
       this.timer = setTimeout(() => this.flush(), SUMMARY_EVERY_MS);

@@ -22,13 +22,11 @@ import { mcpRoutes } from "../api/mcp.ts"; // a2a/mcp
 import { cronRoutes, cronRunner } from "../api/crons.ts";
 import { CronScheduler } from "../crons/scheduler.ts";
 import { CronStore } from "../crons/store.ts";
-import { Dispatcher, type RequestObserver } from "../http/dispatch.ts";
+import { Dispatcher } from "../http/dispatch.ts";
 import { componentLog, configureLogging } from "../log/logger.ts";
 import { resolveLogOptions } from "../log/options.ts";
-import { RequestLog } from "../log/request-log.ts";
 import { registerGraphLogger } from "../log/graph-logger.ts";
-import { HttpRequestMetrics } from "../metrics/http-requests.ts";
-import { OpenStreams } from "../metrics/open-streams.ts";
+import { RequestTelemetry } from "../metrics/request-telemetry.ts";
 import { ServerMetrics } from "../metrics/server-metrics.ts";
 import { RateLimitDecisions } from "../ratelimit/decisions.ts";
 import { corsGuard, corsHeaders } from "../http/cors.ts";
@@ -173,13 +171,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   });
 
   // --- metrics and the request log (src/metrics/, src/log/) ---
-  const httpMetrics = new HttpRequestMetrics();
-  const openStreams = new OpenStreams();
-  const requestLog = new RequestLog(logOptions.requestsPerSecond);
+  const telemetry = new RequestTelemetry(logOptions.requestsPerSecond);
   const rateLimitDecisions = opts.rateLimit ? new RateLimitDecisions() : undefined;
   const metrics = new ServerMetrics({
-    http: httpMetrics,
-    streams: openStreams,
+    http: telemetry.http,
+    streams: telemetry.streams,
     shards: pool.metrics,
     shardAlive: (i) => pool.shardAlive(i),
     idleBoard: pool.idleBoard,
@@ -188,13 +184,6 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     storage: { file: dataFilePath(opts.dataDir), stats: () => storage.root.getStats() as { pageSize: number; lastPageNumber: number } },
     node: process.env.TROUPE_NODE_NAME || hostname(),
   });
-  const observer: RequestObserver = {
-    answered(req, a) {
-      httpMetrics.observe(req.method, a.route, a.status, a.durationMs / 1000);
-      openStreams.track(a.reply);
-      requestLog.record({ requestId: a.requestId, method: req.method, route: a.route, path: req.path, status: a.status, durationMs: a.durationMs }, a.nowMs);
-    },
-  };
   // --- end metrics ---
 
   const app: AppContext = {
@@ -223,7 +212,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const crons = config.http.disableRuns ? null : new CronScheduler(new CronStore(storage), cronRunner(app));
   // --- end crons ---
 
-  dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors), observer });
+  dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors), observer: telemetry });
   dispatcher.addGuard(corsGuard(config.http.cors));
   // before authentication: only keys that verify get key buckets, everything else counts against its IP
   if (opts.rateLimit) dispatcher.addGuard(rateLimitGuard(opts.rateLimit, { verifiesKey: apiKeys?.verifies, trustedProxies: opts.trustedProxies, decisions: rateLimitDecisions }));
@@ -279,7 +268,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       threadTtl.stop();
       stopStoreSweep();
       server.close();
-      requestLog.flush();
+      telemetry.log.flush();
       await crons?.stop(); // crons: before the pool, so in-flight ticks finish creating their runs
       await pool.close(graceMs);
       await webhooks.terminate();

@@ -76,15 +76,14 @@ describe("request log", () => {
     const at = (level: string) => (msg: string, fields?: LogFields) => void lines.push({ level, msg, fields });
     return { lines, error: at("error"), warn: at("warn"), info: at("info"), debug: at("debug"), enabled: () => true };
   }
-  const entry = (status = 200, route = "/ok", durationMs = 1) => ({ requestId: "r", method: "GET", route, path: route, status, durationMs });
 
   it("writes up to its budget of lines a second, then tallies the rest into one summary; 5xx always get a line", () => {
     const log = recorder();
     const rl = new RequestLog(2, log);
-    for (let i = 0; i < 5; i++) rl.record(entry(200, "/ok", i), 10_000 + i);
-    rl.record(entry(404, "unmatched", 7), 10_010);
-    rl.record(entry(500, "/threads", 3), 10_020);
-    rl.record(entry(), 11_000); // a new second: a line again
+    for (let i = 0; i < 5; i++) rl.record("r", "GET", "/ok", "/ok", 200, i, 10_000 + i);
+    rl.record("r", "GET", "unmatched", "/x", 404, 7, 10_010);
+    rl.record("r", "GET", "/threads", "/threads", 500, 3, 10_020);
+    rl.record("r", "GET", "/ok", "/ok", 200, 1, 11_000); // a new second: a line again
     rl.flush();
     expect(log.lines.filter((l) => l.msg === "request").map((l) => [l.level, l.fields?.status])).toEqual([["info", 200], ["info", 200], ["error", 500], ["info", 200]]);
     const summary = log.lines.find((l) => l.msg === "requests summary")!;
