@@ -93,6 +93,8 @@ describe("troupe serve: JSON lines", () => {
       return all.some((l) => l.msg.startsWith("loud:")) ? all : undefined;
     }, { what: "the node's warning" });
     expect(graphLines.find((l) => l.msg === "logger_graph module loaded")).toMatchObject({ level: "info", module: "logger_graph" });
+    // custom auth, loaded on the HTTP thread, has it too
+    expect(graphLines.find((l) => l.msg === "auth module loaded")).toMatchObject({ level: "info", module: "auth", thread: "http" });
     const runIds = { run_id: run.run_id, thread_id: t.thread_id, graph_id: "logger_graph", assistant_id: assistant.assistant_id, node: "shout" };
     expect(graphLines.find((l) => l.msg === "shouting")).toMatchObject({ ...runIds, level: "info", words: 3 });
     expect(graphLines.find((l) => l.msg === "loud: MAKE SOME NOISE")).toMatchObject({ ...runIds, level: "warn" });
