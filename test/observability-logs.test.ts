@@ -51,6 +51,8 @@ describe("troupe serve: JSON lines", () => {
     const made = await fetch(`${server.url}/threads/${t.thread_id}`, { headers: { authorization: `Bearer ${SECRETS.token}`, "x-request-id": "not a plain token" } });
     const madeId = made.headers.get("x-request-id") ?? "";
     expect(madeId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    const next = (await fetch(`${server.url}/ok`, { headers: { authorization: `Bearer ${SECRETS.token}` } })).headers.get("x-request-id");
+    expect(next).not.toBe(madeId); // unique per request
 
     const line = await waitUntil(() => jsonLines(server.output()).find((l) => l.req_id === "obs-req-1"), { what: "the request's line" });
     expect(line).toMatchObject({ level: "info", msg: "request", component: "http", method: "GET", route: "/threads/:thread_id", path: `/threads/${t.thread_id}`, status: 200 });

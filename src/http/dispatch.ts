@@ -84,7 +84,18 @@ function failureReply(req: RawRequest, gctx: GuardCall, err: unknown): Reply {
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:/+=@-]{1,128}$/;
 
 function requestIdOf(header: string | undefined): string {
-  return header !== undefined && CLIENT_REQUEST_ID.test(header) ? header : randomUUID();
+  return header !== undefined && CLIENT_REQUEST_ID.test(header) ? header : nextRequestId();
+}
+
+/**
+ * Made-up request ids are UUID-shaped: a random prefix drawn once per process and a counter in the
+ * last 12 hex digits (unique without a random draw per request: randomUUID() cost ~170 ns).
+ */
+const REQUEST_ID_PREFIX = randomUUID().slice(0, 24);
+let requestCounter = 0;
+function nextRequestId(): string {
+  requestCounter = (requestCounter + 1) % 0x1000000000000;
+  return REQUEST_ID_PREFIX + requestCounter.toString(16).padStart(12, "0");
 }
 
 /** Sees every request once its reply is decided (metrics, the request log). */
