@@ -55,9 +55,12 @@ export class ServerMetrics {
   readonly registry = new Registry();
   private readonly elu: Int32Array;
   private scrapeQueue: QueueFigures | undefined;
+  private readonly constLabels: Record<string, string>;
 
   constructor(private readonly src: MetricsSources) {
-    this.registry.setDefaultLabels({ node: src.node });
+    // the node label is put on each series by the metrics themselves (constLabels), not as the
+    // registry's default labels: prom-client would merge those into every line of every scrape
+    this.constLabels = { node: src.node };
     this.elu = new Int32Array(src.idleBoard);
     this.platformSeries();
     this.runSeries();
@@ -109,8 +112,9 @@ export class ServerMetrics {
   /** lg_api_*: the Agent Server's names; "workers" are the actor worker threads. */
   private platformSeries(): void {
     const registry = this.registry;
+    const constLabels = this.constLabels;
     const read = () => this.queueNow();
-    const gauge = (name: string, help: string, value: () => number) => new ScrapedGauge({ name, help, registry }, () => [s({}, value())]);
+    const gauge = (name: string, help: string, value: () => number) => new ScrapedGauge({ name, help, registry, constLabels }, () => [s({}, value())]);
     gauge("lg_api_num_pending_runs", "The number of runs currently pending.", () => read().pending);
     gauge("lg_api_num_running_runs", "The number of runs currently running.", () => read().running);
     gauge("lg_api_pending_runs_wait_time_max", "The maximum time a run has been pending, in seconds.", () => read().oldest);
@@ -121,24 +125,24 @@ export class ServerMetrics {
     gauge("lg_api_workers_available", "The number of available (idle) workers.", () => read().available);
 
     const http = this.src.http;
-    new ScrapedCounter({ name: "lg_api_http_requests_total", help: "Total number of HTTP requests (path: the route template).", labelNames: ["method", "path", "status"], registry }, () => {
+    new ScrapedCounter({ name: "lg_api_http_requests_total", help: "Total number of HTTP requests (path: the route template).", labelNames: ["method", "path", "status"], registry, constLabels }, () => {
       const out: Sample<"method" | "path" | "status">[] = [];
       for (const c of http.cells()) for (const [status, count] of c.statuses) out.push(s({ method: c.method, path: c.route, status }, count));
       return out;
     });
-    new ScrapedHistogram({ name: "lg_api_http_requests_latency_seconds", help: "HTTP request latency in seconds, to the response head (a stream: until it opened).", labelNames: ["method", "path"], registry }, HTTP_LATENCY_BUCKETS, () =>
+    new ScrapedHistogram({ name: "lg_api_http_requests_latency_seconds", help: "HTTP request latency in seconds, to the response head (a stream: until it opened).", labelNames: ["method", "path"], registry, constLabels }, HTTP_LATENCY_BUCKETS, () =>
       http.cells().map((c) => ({ labels: { method: c.method, path: c.route }, values: { counts: [...c.buckets], sum: c.sum, count: c.count } })),
     );
   }
 
   private runSeries(): void {
-    const { registry } = this;
+    const { registry, constLabels } = this;
     const shards = this.src.shards;
     const graphs = shards.graphLabels;
-    new ScrapedCounter({ name: "troupe_runs_started_total", help: "Run executions started (a run resumed after a restart starts again).", labelNames: ["graph_id"], registry }, () =>
+    new ScrapedCounter({ name: "troupe_runs_started_total", help: "Run executions started (a run resumed after a restart starts again).", labelNames: ["graph_id"], registry, constLabels }, () =>
       graphs.map((g, i) => s({ graph_id: g }, shards.started(i))).filter((x) => x.value > 0 || x.labels.graph_id !== "other"),
     );
-    new ScrapedCounter({ name: "troupe_runs_finished_total", help: "Runs that ended, by final status (a run cancelled while pending included).", labelNames: ["graph_id", "status"], registry }, () => {
+    new ScrapedCounter({ name: "troupe_runs_finished_total", help: "Runs that ended, by final status (a run cancelled while pending included).", labelNames: ["graph_id", "status"], registry, constLabels }, () => {
       const out: Sample<"graph_id" | "status">[] = [];
       graphs.forEach((g, i) => {
         for (const status of RUN_END_STATUSES) {
@@ -148,7 +152,7 @@ export class ServerMetrics {
       });
       return out;
     });
-    new ScrapedHistogram({ name: "troupe_run_duration_seconds", help: "Run execution time (start to final status), by final status.", labelNames: ["graph_id", "status"], registry }, RUN_DURATION_BUCKETS, () => {
+    new ScrapedHistogram({ name: "troupe_run_duration_seconds", help: "Run execution time (start to final status), by final status.", labelNames: ["graph_id", "status"], registry, constLabels }, RUN_DURATION_BUCKETS, () => {
       const out: HistogramSample<"graph_id" | "status">[] = [];
       graphs.forEach((g, i) => {
         for (const status of RUN_END_STATUSES) {
@@ -158,32 +162,32 @@ export class ServerMetrics {
       });
       return out;
     });
-    new ScrapedHistogram({ name: "troupe_run_queue_wait_seconds", help: "Time a run waited from its creation (or its scheduled start) until it started.", labelNames: ["graph_id"], registry }, QUEUE_WAIT_BUCKETS, () =>
+    new ScrapedHistogram({ name: "troupe_run_queue_wait_seconds", help: "Time a run waited from its creation (or its scheduled start) until it started.", labelNames: ["graph_id"], registry, constLabels }, QUEUE_WAIT_BUCKETS, () =>
       graphs.map((g, i) => ({ labels: { graph_id: g }, values: shards.queueWait(i) })).filter((h) => h.values.count > 0),
     );
   }
 
   private serverSeries(): void {
-    const { registry, src } = this;
-    new ScrapedGauge({ name: "troupe_stream_subscribers", help: "Streams open now: SSE responses and WebSocket connections.", labelNames: ["kind"], registry }, () => [
+    const { registry, src, constLabels } = this;
+    new ScrapedGauge({ name: "troupe_stream_subscribers", help: "Streams open now: SSE responses and WebSocket connections.", labelNames: ["kind"], registry, constLabels }, () => [
       s({ kind: "sse" }, src.streams.sse), s({ kind: "websocket" }, src.streams.websocket),
     ]);
     const webhooks = src.webhooks;
     if (webhooks) {
-      new ScrapedCounter({ name: "troupe_webhook_deliveries_total", help: "Run webhook deliveries by outcome: delivered (the receiver answered 2xx), failed (given up: retries exhausted, 410 Gone, or refused by the URL policy).", labelNames: ["outcome"], registry }, () => {
+      new ScrapedCounter({ name: "troupe_webhook_deliveries_total", help: "Run webhook deliveries by outcome: delivered (the receiver answered 2xx), failed (given up: retries exhausted, 410 Gone, or refused by the URL policy).", labelNames: ["outcome"], registry, constLabels }, () => {
         const c = webhooks.snapshot();
         return [s({ outcome: "delivered" }, c.delivered), s({ outcome: "failed" }, c.failed)];
       });
-      new ScrapedCounter({ name: "troupe_webhook_attempts_total", help: "Webhook delivery attempts (HTTP requests made).", registry }, () => [s({}, webhooks.snapshot().attempts)]);
-      new ScrapedCounter({ name: "troupe_webhook_retries_total", help: "Webhook attempts that failed and were scheduled again (the outbox's retry schedule).", registry }, () => [s({}, webhooks.snapshot().retried)]);
+      new ScrapedCounter({ name: "troupe_webhook_attempts_total", help: "Webhook delivery attempts (HTTP requests made).", registry, constLabels }, () => [s({}, webhooks.snapshot().attempts)]);
+      new ScrapedCounter({ name: "troupe_webhook_retries_total", help: "Webhook attempts that failed and were scheduled again (the outbox's retry schedule).", registry, constLabels }, () => [s({}, webhooks.snapshot().retried)]);
     }
     const rateLimits = src.rateLimits;
     if (rateLimits) {
-      new ScrapedCounter({ name: "troupe_rate_limit_decisions_total", help: "Rate-limit decisions by rule: allowed (the rule reported in X-RateLimit-*) or limited (429).", labelNames: ["rule", "decision"], registry }, () =>
+      new ScrapedCounter({ name: "troupe_rate_limit_decisions_total", help: "Rate-limit decisions by rule: allowed (the rule reported in X-RateLimit-*) or limited (429).", labelNames: ["rule", "decision"], registry, constLabels }, () =>
         rateLimits.entries().flatMap(([rule, d]) => [s({ rule, decision: "allowed" }, d.allowed), s({ rule, decision: "limited" }, d.limited)]),
       );
     }
-    new ScrapedGauge({ name: "troupe_storage_bytes", help: "LMDB storage: size of the data file, and pages in use up to the highest one written.", labelNames: ["kind"], registry }, () => {
+    new ScrapedGauge({ name: "troupe_storage_bytes", help: "LMDB storage: size of the data file, and pages in use up to the highest one written.", labelNames: ["kind"], registry, constLabels }, () => {
       const out: Sample<"kind">[] = [];
       try {
         out.push(s({ kind: "file" }, statSync(src.storage.file).size));
@@ -195,15 +199,15 @@ export class ServerMetrics {
       return out;
     });
     const threads = (): string[] => ["http", ...Array.from({ length: src.shards.shards }, (_, i) => `actor-${i}`)];
-    new ScrapedGauge({ name: "troupe_thread_event_loop_utilization", help: "Event-loop utilisation (0-1) of the HTTP thread and each actor worker over its last 1 s sample.", labelNames: ["thread"], registry }, () =>
+    new ScrapedGauge({ name: "troupe_thread_event_loop_utilization", help: "Event-loop utilisation (0-1) of the HTTP thread and each actor worker over its last 1 s sample.", labelNames: ["thread"], registry, constLabels }, () =>
       threads().map((thread, i) => s({ thread }, Atomics.load(this.elu, i) / 1000)),
     );
-    new ScrapedGauge({ name: "troupe_thread_heap_used_bytes", help: "V8 heap in use per thread (actor workers: as of their last 1 s snapshot).", labelNames: ["thread"], registry }, () => {
+    new ScrapedGauge({ name: "troupe_thread_heap_used_bytes", help: "V8 heap in use per thread (actor workers: as of their last 1 s snapshot).", labelNames: ["thread"], registry, constLabels }, () => {
       const now = Date.now();
       return threads().map((thread, i) => s({ thread }, i === 0 ? getHeapStatistics().used_heap_size : src.shards.queue(i - 1, now).heapUsed));
     });
-    new ScrapedGauge({ name: "process_resident_memory_bytes", help: "Resident memory size in bytes (the whole process).", registry }, () => [s({}, process.memoryUsage.rss())]);
-    new ScrapedCounter({ name: "process_cpu_seconds_total", help: "Total user and system CPU time spent in seconds (the whole process).", registry }, () => {
+    new ScrapedGauge({ name: "process_resident_memory_bytes", help: "Resident memory size in bytes (the whole process).", registry, constLabels }, () => [s({}, process.memoryUsage.rss())]);
+    new ScrapedCounter({ name: "process_cpu_seconds_total", help: "Total user and system CPU time spent in seconds (the whole process).", registry, constLabels }, () => {
       const u = process.cpuUsage();
       return [s({}, (u.user + u.system) / 1e6)];
     });
