@@ -5,6 +5,7 @@ import { existsSync } from "node:fs";
 import { ConfigError } from "./config/index.ts";
 import { isParseArgsError, UsageError, wantsHelp } from "./cli-usage.ts";
 import { startServer } from "./server/create.ts";
+import { componentLog } from "./log/logger.ts";
 import { RUNTIME_DEFAULTS as D } from "./config/runtime-defaults.ts";
 import { apiKeyAuthFromFlags, SERVE_AUTH_USAGE } from "./control-plane/auth/serve-flags.ts"; // api keys
 import { trustedProxiesFrom } from "./cli-usage.ts";
@@ -111,7 +112,7 @@ async function main(argv: string[]): Promise<void> {
   // uWebSockets.js 20.30 answers HTTP/1.1 only: an HTTP/1.0 request (nginx's default to upstreams)
   // gets no reply at all. Say so where an operator looks (README "Behind nginx").
   if (command === "serve") {
-    process.stdout.write("troupe: HTTP/1.1 only (HTTP/1.0 requests get no answer); behind nginx set `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";`\n");
+    componentLog("server").info("HTTP/1.1 only (HTTP/1.0 requests get no answer); behind nginx set `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";`");
   }
   const stop = () => {
     void server.close().then(() => process.exit(0));

@@ -7,6 +7,7 @@ import type { RunOutput } from "./run-outputs.ts";
 import type { ThreadActor } from "./thread-actor.ts";
 import type { ThreadCheckpointOps } from "../storage/port.ts";
 import type { Clock } from "../util/clock.ts";
+import type { RunTelemetry } from "./run-telemetry.ts";
 
 export type { ThreadCheckpointOps };
 
@@ -28,5 +29,7 @@ export interface ShardContext {
   /** a run's webhook delivery was committed to the outbox: tell the webhook worker */
   webhookDue(threadId: string, runId: string): void;
   maybeRelease(actor: ThreadActor): void;
+  /** run start/end: log lines and the shard's run metrics */
+  telemetry: RunTelemetry;
   log(message: string): void;
 }

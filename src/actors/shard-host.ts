@@ -20,13 +20,24 @@ import { startIdleGc } from "../util/idle-gc.ts";
 import { useCompiledModules } from "../loader/user-modules.ts";
 import { ThreadActor } from "./thread-actor.ts";
 import type { WebhookDueMessage } from "../webhooks/messages.ts";
+import { getHeapStatistics } from "node:v8";
+import { ShardMetricsWriter } from "../bridge/shard-metrics.ts";
+import { RunTelemetry } from "./run-telemetry.ts";
+import { componentLog, configureLogging } from "../log/logger.ts";
+import { registerGraphLogger } from "../log/graph-logger.ts";
 
 export interface ShardHostOptions {
   /** builds the LangGraph store graphs see (shared with the /store routes) */
   createStore?: (storage: ReturnType<typeof openStorage>) => BaseStore | undefined;
 }
 
+/** How often a shard publishes its queue gauges and heap to the metrics board. */
+const QUEUE_SNAPSHOT_MS = 1_000;
+
 export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {}): Promise<string> {
+  configureLogging(task.log, `actor-${task.shardIndex}`);
+  const shardLog = componentLog("shard");
+  registerGraphLogger(); // before any graph module loads: getLogger() at import must find it
   const profiler = startCpuProfile(process.env.TROUPE_CPU_PROFILE_DIR, `shard${task.shardIndex}`);
   const stopIdleGc = startIdleGc({ board: task.idleBoard });
   for (const [k, v] of Object.entries(task.env)) process.env[k] ??= v;
@@ -74,6 +85,8 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   const checkpointOps = threadCheckpointOps(saver);
 
   const actors = new Map<string, ThreadActor>();
+  const board = new ShardMetricsWriter(task.metricsBoard, task.shardIndex, task.graphs.map((g) => g.graphId));
+  const stopSnapshots = startQueueSnapshots(board, actors);
   const ctx: ShardContext = {
     draining: false,
     storage,
@@ -97,7 +110,8 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
         if (actor.idle && actors.get(actor.threadId) === actor) actors.delete(actor.threadId);
       });
     },
-    log: (m) => console.error(`[troupe shard ${task.shardIndex}] ${m}`),
+    telemetry: new RunTelemetry(board),
+    log: (m) => shardLog.error(m),
   };
   const actorFor = (threadId: string): ThreadActor => {
     let a = actors.get(threadId);
@@ -146,6 +160,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
           const busy = [...actors.values()].some((a) => a.running);
           if (busy && Date.now() < deadline) return void setTimeout(() => void finish(), 25);
           stopIdleGc();
+          stopSnapshots();
           await profiler.stop().catch((err: unknown) => ctx.log(`cpu profile not written: ${String(err)}`));
           flush();
           port.close();
@@ -160,4 +175,36 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
       void reply(msg.reqId, Promise.resolve().then(() => handle(msg.cmd)));
     });
   });
+}
+
+/**
+ * Publishes the shard's queue (pending and running runs, when the pending ones became due) and
+ * heap to the metrics board every QUEUE_SNAPSHOT_MS: a walk over the live actors, off every run's path.
+ */
+function startQueueSnapshots(board: ShardMetricsWriter, actors: ReadonlyMap<string, ThreadActor>): () => void {
+  const snapshot = () => {
+    const now = Date.now();
+    let running = 0;
+    let oldestUnblockedDue = Number.NaN;
+    const pendingDue: number[] = [];
+    for (const actor of actors.values()) {
+      if (actor.executing) running++;
+      const pending = actor.pendingRuns;
+      for (const run of pending) pendingDue.push(Date.parse(run.created_at));
+      if (!actor.executing && pending.length > 0) {
+        const due = Date.parse(pending[0].created_at);
+        if (due <= now && !(due >= oldestUnblockedDue)) oldestUnblockedDue = due;
+      }
+    }
+    board.publishQueue({ pending: pendingDue.length, running, pendingDue, oldestUnblockedDue }, now);
+    const heap = getHeapStatistics();
+    board.publishHeap(heap.used_heap_size, heap.total_heap_size);
+  };
+  snapshot();
+  const timer = setInterval(snapshot, QUEUE_SNAPSHOT_MS);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    board.clearGauges();
+  };
 }

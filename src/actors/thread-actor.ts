@@ -174,7 +174,11 @@ export class ThreadActor {
 
   private async deleteThread(): Promise<{ deleted: boolean }> {
     this.getThread();
-    for (const run of [...this.queue]) run.status = "interrupted";
+    const endedAt = nowIso();
+    for (const run of [...this.queue]) {
+      run.status = "interrupted";
+      this.ctx.telemetry.ended({ ...run, updated_at: endedAt, ended_at: endedAt });
+    }
     this.queue.length = 0;
     if (this.current) {
       this.current.outcomeFixed = true; // its records go with the thread: a later cancel must not write them back
@@ -449,6 +453,16 @@ export class ThreadActor {
     this.pump();
   }
 
+  /** pending runs, oldest first (the shard's queue snapshot for /metrics) */
+  get pendingRuns(): readonly RunRecord[] {
+    return this.queue;
+  }
+
+  /** whether a run of this thread executes now */
+  get executing(): boolean {
+    return this.current !== undefined;
+  }
+
   /** whether a run executes or has not yet committed its outcome */
   get running(): boolean {
     return this.current !== undefined || this.finishing > 0;
@@ -517,6 +531,7 @@ export class ThreadActor {
     inflight.record = running;
     // (written as it is when the write goes out: a stop recorded meanwhile is in it)
     this.send(() => void s.runs.put([run.thread_id, run.run_id], inflight.record));
+    this.ctx.telemetry.started(running);
     const protocol = run.kwargs.protocol === true;
     const start = { type: "run.start", runId: run.run_id, threadId: run.thread_id, resumable: run.kwargs.resumable, attempt: running.attempt, protocol } as const;
     this.send(() => this.ctx.post(start));
@@ -682,6 +697,7 @@ export class ThreadActor {
     // on enqueue-1000).
     const output = { json: outputJson, bytes: outputJson === valuesJson ? valuesBytes : undefined };
     this.ctx.runDone({ runId: final.run_id, threadId: this.threadId, status: final.status, threadStatus }, output);
+    this.ctx.telemetry.ended(final);
     if (delivery) this.ctx.webhookDue(this.threadId, final.run_id);
   }
 
@@ -721,6 +737,7 @@ export class ThreadActor {
   }
 
   private announceQueuedStopped({ run, delivery }: StoppedQueuedRun, threadStatus: ThreadStatus): void {
+    this.ctx.telemetry.ended({ ...run, status: "interrupted", ended_at: run.ended_at ?? nowIso() });
     this.send(() => this.ctx.runDone({ runId: run.run_id, threadId: this.threadId, status: "interrupted", threadStatus }, { json: ["null"] }));
     if (delivery) this.send(() => this.ctx.webhookDue(this.threadId, run.run_id));
   }

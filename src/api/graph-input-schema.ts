@@ -5,6 +5,9 @@ import type { AppContext } from "../server/context.ts";
 import type { AssistantRecord, JsonObject } from "../storage/records.ts";
 import { isRecord } from "./jsonrpc.ts";
 import { graphSchemas } from "./graph-schemas.ts";
+import { componentLog } from "../log/logger.ts";
+
+const log = componentLog("api");
 
 const MAX_ENTRIES = 1_000;
 
@@ -31,7 +34,7 @@ export function inputSchemas(app: AppContext): InputSchemas {
         if (cache.size >= MAX_ENTRIES) cache.delete(cache.keys().next().value as string);
         p = fetch(a).catch((err: unknown) => {
           cache.delete(key); // a failing graph may load next time (e.g. after a worker restart)
-          console.warn(`[troupe] input schema of assistant ${a.assistant_id} unavailable: ${(err as Error).message}`);
+          log.warn(`input schema of assistant ${a.assistant_id} unavailable: ${(err as Error).message}`, { assistant_id: a.assistant_id });
           return null;
         });
         cache.set(key, p);

@@ -1,6 +1,7 @@
 // JSON-RPC 2.0 envelopes shared by the A2A and MCP endpoints: envelope classification that
 // reports protocol errors as values, response builders, and domain-error → RPC-error mapping.
 import { TroupeError } from "../errors.ts";
+import { componentLog } from "../log/logger.ts";
 
 export const RPC = {
   PARSE_ERROR: -32700,
@@ -76,7 +77,7 @@ export function toRpcError(err: unknown, prefix = ""): RpcErrorObject {
     if (PARAM_CODES.has(err.code)) return { code: RPC.INVALID_PARAMS, message: `${prefix}${err.message}` };
     return { code: RPC.INTERNAL_ERROR, message: err.message };
   }
-  console.error("[troupe] JSON-RPC method failed:", err);
+  componentLog("api").error("JSON-RPC method failed", { err });
   return { code: RPC.INTERNAL_ERROR, message: "Internal error" };
 }
 

@@ -2,6 +2,7 @@
 import { json, type RouteDef } from "../http/types.ts";
 import { buildOpenApi, renderDocsHtml } from "../http/openapi.ts";
 import type { AppContext } from "../server/context.ts";
+import { TroupeError } from "../errors.ts";
 
 export function systemRoutes(app: AppContext, allRoutes: () => readonly RouteDef<any, any>[]): RouteDef<any, any>[] {
   let doc: Record<string, unknown> | undefined;
@@ -17,6 +18,17 @@ export function systemRoutes(app: AppContext, allRoutes: () => readonly RouteDef
           context: "js",
           flags: { assistants: true, crons: true, langsmith: false, langsmith_tracing_replicas: true },
         }),
+    },
+    {
+      method: "GET", path: "/metrics", operationId: "metrics", summary: "Server metrics (Prometheus text format, or JSON with ?format=json)", tag: "system",
+      query: { type: "object", properties: { format: { type: "string", description: "prometheus (default) or json; anything else is prometheus" } } },
+      response: { status: 200, contentType: "text/plain", description: "Prometheus text exposition format 0.0.4" },
+      handler: async (ctx) => {
+        if (!app.metrics) throw new TroupeError("NOT_FOUND", "Not Found: GET /metrics");
+        const format = ctx.query.format === "json" ? "json" : "prometheus";
+        const m = await app.metrics.render(format);
+        return { kind: "text", status: 200, contentType: m.contentType, body: m.body };
+      },
     },
     { method: "GET", path: "/openapi.json", operationId: "openapi", summary: "OpenAPI document", tag: "system", handler: () => json(openapi()) },
     {

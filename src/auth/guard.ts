@@ -1,5 +1,5 @@
 // The authentication guard (reference §11.3): runs after CORS and rate limiting on every request
-// except `/info` and `GET /ui/*`; Studio requests act as the Studio user where that is allowed
+// except `/info`, `/metrics` and `GET /ui/*`; Studio requests act as the Studio user where that is allowed
 // (AuthRuntimeOptions.studioHeader: `troupe dev`, or opted in for `troupe serve`).
 // Success puts the normalized user into the request's `auth`; failure answers the request.
 import type { Guard, RawRequest } from "../http/dispatch.ts";
@@ -8,7 +8,7 @@ import type { AuthRuntime } from "./runtime.ts";
 import { STUDIO_USER, toAuthInfo } from "./user.ts";
 
 export function isAuthExempt(req: Pick<RawRequest, "method" | "path">): boolean {
-  if (req.path === "/info") return true;
+  if (req.path === "/info" || req.path === "/metrics") return true; // /metrics follows /info's rules
   return req.method === "GET" && (req.path === "/ui" || req.path.startsWith("/ui/"));
 }
 

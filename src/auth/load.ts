@@ -5,6 +5,9 @@ import { ConfigError, type ImportRef } from "../config/index.ts";
 import { AuthRuntime, type AuthRuntimeOptions } from "./runtime.ts";
 import type { AuthHandlerCache } from "./types.ts";
 import { importUserModule } from "../loader/user-modules.ts";
+import { componentLog } from "../log/logger.ts";
+
+const authWarn = (m: string) => componentLog("auth").warn(m);
 
 const EVENT_KEY = /^(\*|threads|assistants|crons|store)(:(\*|[a-z_]+))?$/;
 
@@ -36,10 +39,10 @@ export async function loadAuth(ref: ImportRef, opts: LoadAuthOptions): Promise<A
   if (handlers.authenticate !== undefined && typeof handlers.authenticate !== "function") fail("the Auth object's authenticate handler is not a function");
   for (const [key, fn] of Object.entries(handlers.callbacks ?? {})) {
     if (typeof fn !== "function") fail(`the Auth object's handler for "${key}" is not a function`);
-    if (!EVENT_KEY.test(key)) (opts.warn ?? console.warn)(`[troupe] auth: handler registered for unknown event "${key}" will never run`);
+    if (!EVENT_KEY.test(key)) (opts.warn ?? authWarn)(`auth: handler registered for unknown event "${key}" will never run`);
   }
   if (!handlers.authenticate) {
-    (opts.warn ?? console.warn)("[troupe] auth: the Auth object has no authenticate handler, so no request is authenticated or authorized");
+    (opts.warn ?? authWarn)("auth: the Auth object has no authenticate handler, so no request is authenticated or authorized");
   }
   return new AuthRuntime(handlers, { studioHeader: opts.studioHeader });
 }

@@ -181,11 +181,16 @@ export interface ShardTask {
   modules: CompiledModules;
   /** this shard's slot on the server's idle board (src/util/idle-gc.ts) */
   idleBoard: IdleBoardSlot;
+  /** the run metrics board of all shards (src/bridge/shard-metrics.ts); this shard writes region shardIndex */
+  metricsBoard: SharedArrayBuffer;
+  /** level and format of the structured log */
+  log: LogOptions;
 }
 
 export type { StoreIndexOptions } from "../storage/store-index.ts";
 import type { CompiledModules } from "../loader/compile-modules.ts";
 import type { IdleBoardSlot } from "../util/idle-gc.ts";
+import type { LogOptions } from "../log/logger.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 
 export interface StoreTtlOptions {

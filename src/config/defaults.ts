@@ -12,7 +12,7 @@ export const DEFAULTS = {
     allowHeaders: [] as string[],
     allowCredentials: false,
     /** Force-added to any configured list: the SDK reads them from browsers. */
-    exposeHeaders: ["content-location", "x-pagination-total", "x-pagination-next"],
+    exposeHeaders: ["content-location", "x-pagination-total", "x-pagination-next", "x-request-id"],
   },
   configurableHeaders: {
     includes: ["x-*", "user-agent"],
@@ -38,6 +38,10 @@ export const DEFAULTS = {
     strategy: "delete" as const,
     sweepIntervalMinutes: 5,
     sweepLimit: 1000,
+  },
+  logging: {
+    /** request lines logged one by one per second before the rest are summarized */
+    requestsPerSecond: 100,
   },
 } as const;
 

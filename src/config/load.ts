@@ -58,6 +58,11 @@ export async function loadConfig(configPath: string, opts: LoadConfigOptions = {
     webhooks: resolveWebhooks(raw.webhooks, ctx),
     store: resolveStore(raw.store, ctx),
     checkpointer: resolveCheckpointer(raw.checkpointer),
+    logging: {
+      level: raw.logging?.level ?? null,
+      format: raw.logging?.format ?? null,
+      requestsPerSecond: raw.logging?.requests_per_second ?? DEFAULTS.logging.requestsPerSecond,
+    },
     ui: resolveUi(raw.ui, ctx),
     uiConfig: { shared: [...(raw.ui_config?.shared ?? [])] },
     warnings: [],

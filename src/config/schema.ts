@@ -128,6 +128,16 @@ const checkpointer = {
   additionalProperties: false,
 } as const;
 
+const logging = {
+  type: "object",
+  properties: {
+    level: { enum: ["fatal", "error", "warn", "info", "debug", "trace", "silent"] },
+    format: { enum: ["json", "pretty"] },
+    requests_per_second: { type: "integer", minimum: 0, default: DEFAULTS.logging.requestsPerSecond },
+  },
+  additionalProperties: false,
+} as const;
+
 export const CONFIG_SCHEMA = {
   $schema: "http://json-schema.org/draft-07/schema#",
   title: "Troupe deployment config (service.json / langgraph.json)",
@@ -148,6 +158,7 @@ export const CONFIG_SCHEMA = {
     webhooks,
     store,
     checkpointer,
+    logging,
     ui: { type: "object", additionalProperties: nonEmpty },
     ui_config: {
       type: "object",

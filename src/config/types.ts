@@ -122,6 +122,15 @@ export interface ResolvedCheckpointerConfig {
   };
 }
 
+/** Troupe's `logging` section; LOG_LEVEL / LOG_JSON in the environment win over it (src/log/options.ts). */
+export interface ResolvedLoggingConfig {
+  /** null: LOG_LEVEL, else info */
+  readonly level: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent" | null;
+  /** null: LOG_JSON, else the command's (dev: pretty, serve: json) */
+  readonly format: "json" | "pretty" | null;
+  readonly requestsPerSecond: number;
+}
+
 export interface ResolvedConfig {
   /** Absolute path of the file that was loaded. */
   readonly configPath: string;
@@ -138,6 +147,7 @@ export interface ResolvedConfig {
   readonly webhooks: ResolvedWebhooksConfig;
   readonly store: ResolvedStoreConfig;
   readonly checkpointer: ResolvedCheckpointerConfig;
+  readonly logging: ResolvedLoggingConfig;
   /** UI bundle name → absolute path of its entry file. */
   readonly ui: Readonly<Record<string, string>>;
   readonly uiConfig: { readonly shared: readonly string[] };
@@ -205,6 +215,7 @@ export interface RawConfig {
       sweep_limit?: number;
     };
   };
+  logging?: { level?: ResolvedLoggingConfig["level"]; format?: "json" | "pretty"; requests_per_second?: number };
   ui?: Record<string, string>;
   ui_config?: { shared?: string[] };
 }

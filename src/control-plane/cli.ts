@@ -4,6 +4,8 @@
 import { parseArgs } from "node:util";
 import { join, resolve } from "node:path";
 import { startControlPlane } from "./server.ts";
+import { configureLogging } from "../log/logger.ts";
+import { resolveLogOptions } from "../log/options.ts";
 import { controlPlaneAuth } from "./auth/wiring.ts"; // auth
 import { trustedProxiesFrom, UsageError } from "../cli-usage.ts";
 import { RUNTIME_DEFAULTS as D } from "../config/runtime-defaults.ts";
@@ -29,6 +31,8 @@ export async function runControlPlaneCommand(args: string[]): Promise<void> {
   const off = process.env.TROUPE_RATE_LIMIT === "off";
   const dataDir = resolve(values["data-dir"] ?? D.controlPlaneDataDir);
   const auth = controlPlaneAuth(dataDir);
+  const logOptions = resolveLogOptions({ level: null, format: null, requestsPerSecond: 0 }, process.env, false);
+  configureLogging(logOptions, "control-plane");
   const cp = await startControlPlane({
     host: values.host ?? D.loopbackHost,
     port,

@@ -17,6 +17,7 @@ import type { DeploymentRecord } from "./deployments/types.ts";
 import { controlPlaneRoutes } from "./routes.ts";
 import { openControlPlaneStorage, type ControlPlaneStorage } from "./storage.ts";
 import { RUNTIME_DEFAULTS } from "../config/runtime-defaults.ts";
+import { componentLog } from "../log/logger.ts";
 
 export type Region = "us" | "eu";
 
@@ -88,7 +89,7 @@ function troupeVersion(): string {
 export async function startControlPlane(opts: ControlPlaneOptions): Promise<RunningControlPlane> {
   const dataDir = resolve(opts.dataDir);
   const region = opts.region ?? "us";
-  const log = opts.log ?? ((m: string) => console.log(`[troupe control-plane] ${m}`));
+  const log = opts.log ?? ((m: string) => componentLog("control-plane").info(m));
   const dep = opts.deployments ?? {};
   const depHost = dep.host ?? "127.0.0.1";
   const storage = openControlPlaneStorage(dataDir);

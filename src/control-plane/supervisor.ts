@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createWriteStream, readFileSync, type WriteStream } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { OutputTail } from "./output-tail.ts";
+import { componentLog } from "../log/logger.ts";
 
 export interface ServerSpec {
   /** one server per key (the deployment id) */
@@ -82,7 +83,7 @@ export class Supervisor {
       onRestarted: opts.onRestarted,
       onCrash: opts.onCrash,
       onPid: opts.onPid,
-      log: opts.log ?? ((m) => console.log(`[troupe control-plane] ${m}`)),
+      log: opts.log ?? ((m) => componentLog("control-plane").info(m)),
     };
   }
 

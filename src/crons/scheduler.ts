@@ -7,6 +7,9 @@ import type { CronRecord } from "../storage/records.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 import { cronerOptions, isLive } from "./schedule.ts";
 import type { CronStore } from "./store.ts";
+import { componentLog } from "../log/logger.ts";
+
+const log = componentLog("crons");
 
 /** What a tick does. */
 export interface CronRunner {
@@ -113,7 +116,7 @@ export class CronScheduler {
     if (next) entry.dueAt = next.getTime();
     else this.unschedule(entry.cronId);
     const p: Promise<void> = this.tick(entry, next ? next.toISOString() : null)
-      .catch((err: unknown) => console.warn(`[troupe] cron ${entry.cronId}: ${(err as Error)?.message ?? String(err)}`))
+      .catch((err: unknown) => log.warn(`cron ${entry.cronId}: ${(err as Error)?.message ?? String(err)}`, { cron_id: entry.cronId }))
       .finally(() => this.inflight.delete(p));
     this.inflight.add(p);
   }
@@ -128,7 +131,7 @@ export class CronScheduler {
     }
     const { gone } = await this.runner.createRun(rec);
     if (gone !== undefined) {
-      console.warn(`[troupe] cron ${rec.cron_id}: ${gone} no longer exists, deleting the cron`);
+      log.warn(`cron ${rec.cron_id}: ${gone} no longer exists, deleting the cron`, { cron_id: rec.cron_id });
       if (this.scheduled.get(entry.cronId) === entry) this.unschedule(entry.cronId);
       await this.store.remove(rec.cron_id);
       return;

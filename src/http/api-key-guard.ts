@@ -33,9 +33,9 @@ export interface ApiKeyGuardHandle {
 
 export const DEFAULT_KEY_CACHE_TTL_MS = 2_000;
 
-/** Health checks stay open so load balancers and the supervisor can probe without a key. */
+/** Health checks stay open so load balancers and the supervisor can probe without a key; /metrics as /info. */
 export function isApiKeyExempt(req: Pick<RawRequest, "method" | "path">): boolean {
-  return (req.method === "GET" || req.method === "HEAD") && (req.path === "/ok" || req.path === "/info");
+  return (req.method === "GET" || req.method === "HEAD") && (req.path === "/ok" || req.path === "/info" || req.path === "/metrics");
 }
 
 const MISSING = "Missing or invalid API key";

@@ -13,6 +13,7 @@ import { ConfigError, type ImportRef } from "../config/index.ts";
 import type { Guard, RawRequest } from "./dispatch.ts";
 import { jsonReplyText, type Reply } from "./types.ts";
 import { importUserModule } from "../loader/user-modules.ts";
+import { componentLog } from "../log/logger.ts";
 
 interface FetchApp {
   fetch(request: Request, env?: unknown): Response | Promise<Response>;
@@ -30,6 +31,8 @@ interface BridgeContext {
 
 interface RouteMatcher {
   method: string;
+  /** the app's path pattern as written (the route label in /metrics and the log) */
+  path: string;
   pattern: RegExp;
   /** Hono's own test (hono/dev inspectRoutes): a handler taking `next` is middleware */
   middleware: boolean;
@@ -123,7 +126,7 @@ function mountBuiltIns(app: FetchApp): boolean {
     });
     return true;
   } catch (err) {
-    console.warn(`[troupe] http.app: its middleware will wrap only its own routes (${err instanceof Error ? err.message : String(err)})`);
+    componentLog("http.app").warn(`http.app: its middleware will wrap only its own routes (${err instanceof Error ? err.message : String(err)})`);
     return false;
   }
 }
@@ -134,14 +137,18 @@ const encoder = new TextEncoder();
 export function customAppGuard(app: FetchApp): Guard {
   const routes: RouteMatcher[] = (app.routes ?? []).map((r) => ({
     method: r.method.toUpperCase(),
+    path: r.path,
     pattern: pathPattern(r.path),
     middleware: typeof r.handler === "function" ? r.handler.length > 1 : r.path === "*" || r.path === "/*",
   }));
   const bridged = routes.some((r) => r.middleware) && mountBuiltIns(app);
   // without the bridge, middleware is not a route: a request matching only middleware is not the app's
   const matchers = bridged ? routes : routes.filter((r) => !r.middleware);
+  const matches = (r: RouteMatcher, req: RawRequest) => (r.method === "ALL" || r.method === req.method || (req.method === "HEAD" && r.method === "GET")) && r.pattern.test(req.path);
   return async (req, ctx) => {
-    if (!matchers.some((r) => (r.method === "ALL" || r.method === req.method || (req.method === "HEAD" && r.method === "GET")) && r.pattern.test(req.path))) return undefined;
+    if (!matchers.some((r) => matches(r, req))) return undefined;
+    // counted under the app's own route (its path as written; the built-ins overwrite it when they answer)
+    ctx.route = `http.app ${(matchers.find((r) => !r.middleware && matches(r, req)) ?? matchers.find((r) => matches(r, req)))!.path}`;
     if (!bridged) return toReply(await app.fetch(toRequest(req)));
     const call = new BridgeCall(() => ctx.proceed());
     const res = await app.fetch(toRequest(req), { [BRIDGE]: call });

@@ -1,6 +1,8 @@
 // Request pipeline independent of the socket library: guards (rate limit, auth) → route match →
 // param/query/body validation → handler → error mapping. Validators are compiled at registration.
+import { randomUUID } from "node:crypto";
 import { TroupeError, validationError } from "../errors.ts";
+import { componentLog } from "../log/logger.ts";
 import { canonicalUuid, isUuid } from "../util/ids.ts";
 import { errorReply } from "./errors.ts";
 import { Router } from "./router.ts";
@@ -38,6 +40,13 @@ export type Guard = ((req: RawRequest, ctx: GuardContext) => Reply | undefined |
 export interface GuardContext {
   responseHeaders: Headers;
   auth?: RequestContext["auth"];
+  /** this request's id (its X-Request-Id, or one made up): log lines about it carry it */
+  readonly requestId: string;
+  /**
+   * The route template the request is counted under in /metrics and the log; set by the router,
+   * or by a guard answering from routes of its own (http.app). Unset: matched once more at the end.
+   */
+  route?: string;
   /**
    * The reply the rest of the pipeline (later guards, then the route) gives this request, errors
    * mapped to their replies: for a guard that wraps the built-in routes (http.app middleware).
@@ -49,22 +58,62 @@ export interface GuardContext {
 class GuardCall implements GuardContext {
   readonly responseHeaders: Headers = {};
   auth?: RequestContext["auth"];
+  route?: string;
   /** index of the guard running now */
   guard = 0;
 
   constructor(
     private readonly dispatcher: Dispatcher,
     private readonly req: RawRequest,
+    readonly requestId: string,
   ) {}
 
   proceed(): Promise<Reply> {
-    return this.dispatcher.runFrom(this.req, this, this.guard + 1).catch((err: unknown) => failureReply(this.req, err));
+    return this.dispatcher.runFrom(this.req, this, this.guard + 1).catch((err: unknown) => failureReply(this.req, this, err));
   }
 }
 
-function failureReply(req: RawRequest, err: unknown): Reply {
-  if (!(err instanceof TroupeError)) console.error(`[troupe] ${req.method} ${req.path} failed:`, err);
+const log = componentLog("http");
+
+function failureReply(req: RawRequest, gctx: GuardCall, err: unknown): Reply {
+  if (!(err instanceof TroupeError)) log.error("request failed", { req_id: gctx.requestId, method: req.method, path: req.path, err });
   return errorReply(err);
+}
+
+/** A client's X-Request-Id is kept when it is a plain token (it is echoed in a header and logged). */
+const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:/+=@-]{1,128}$/;
+
+function requestIdOf(header: string | undefined): string {
+  return header !== undefined && CLIENT_REQUEST_ID.test(header) ? header : nextRequestId();
+}
+
+/**
+ * Made-up request ids are UUID-shaped: a random prefix drawn once per process and a counter in the
+ * last 12 hex digits (unique without a random draw per request: randomUUID() cost ~170 ns).
+ */
+const REQUEST_ID_PREFIX = randomUUID().slice(0, 24);
+let requestCounter = 0;
+function nextRequestId(): string {
+  requestCounter = (requestCounter + 1) % 0x1000000000000;
+  return REQUEST_ID_PREFIX + requestCounter.toString(16).padStart(12, "0");
+}
+
+/** Sees every request once its reply is decided (metrics, the request log). */
+export interface RequestObserver {
+  /**
+   * `durationMs`: from the request's arrival at the dispatcher to its reply (a stream's head);
+   * `nowMs`: performance.now() at the reply. Positional: no object per request.
+   */
+  answered(req: RawRequest, requestId: string, route: string, status: number, durationMs: number, nowMs: number, reply: Reply): void;
+}
+
+/** The status a reply goes out with (streams and deferred bodies: 200 once their head is sent). */
+function statusOf(reply: Reply): number {
+  switch (reply.kind) {
+    case "json": case "text": case "empty": return reply.status;
+    case "websocket": return 101;
+    default: return 200;
+  }
 }
 
 interface CompiledRoute {
@@ -78,7 +127,11 @@ export interface DispatcherOptions {
   guards?: Guard[];
   /** headers added to every reply (CORS) */
   commonHeaders?: Headers;
+  observer?: RequestObserver;
 }
+
+/** The route label of requests no route matches: one label, so scanners cannot mint series. */
+export const UNMATCHED_ROUTE = "unmatched";
 
 export class Dispatcher {
   private readonly router = new Router();
@@ -109,19 +162,32 @@ export class Dispatcher {
   }
 
   async dispatch(req: RawRequest): Promise<Reply> {
-    const gctx = new GuardCall(this, req);
+    const observer = this.opts.observer;
+    const started = observer === undefined ? 0 : performance.now();
+    const gctx = new GuardCall(this, req, requestIdOf(req.headers["x-request-id"]));
     let reply: Reply;
     try {
       reply = await this.runFrom(req, gctx, 0);
     } catch (err) {
-      reply = failureReply(req, err);
+      reply = failureReply(req, gctx, err);
     }
     // Merge without spreading (this runs on every request): the reply's own headers win, then
     // the guards' (rate-limit budget), then the common ones (CORS).
     const headers = reply.headers ?? (reply.headers = {});
     mergeMissing(headers, gctx.responseHeaders);
     if (this.opts.commonHeaders) mergeMissing(headers, this.opts.commonHeaders);
+    headers["x-request-id"] ??= gctx.requestId;
+    if (observer !== undefined) {
+      const now = performance.now();
+      observer.answered(req, gctx.requestId, gctx.route ?? this.routeOf(req), statusOf(reply), now - started, now, reply);
+    }
     return reply;
+  }
+
+  /** The template of the route a request names, for a request answered before routing (a guard's reply). */
+  private routeOf(req: RawRequest): string {
+    const m = this.router.match(req.method, req.path);
+    return "route" in m ? m.route.path : UNMATCHED_ROUTE;
   }
 
   /** Guards from index `first` on, then the route (GuardCall.proceed continues from a guard). */
@@ -143,12 +209,17 @@ export class Dispatcher {
       if (refused) return refused;
     }
     const m = this.router.match(req.method, req.path);
-    if ("notFound" in m) throw new TroupeError("NOT_FOUND", `Not Found: ${req.method} ${req.path}`);
+    if ("notFound" in m) {
+      gctx.route = UNMATCHED_ROUTE;
+      throw new TroupeError("NOT_FOUND", `Not Found: ${req.method} ${req.path}`);
+    }
     if ("methodNotAllowed" in m) {
+      gctx.route = UNMATCHED_ROUTE;
       throw new TroupeError("METHOD_NOT_ALLOWED", `Method ${req.method} not allowed on ${req.path}`, { headers: { allow: m.methodNotAllowed.join(", ") } });
     }
     const route = this.compiled.get(m.route)!;
     const def = route.def;
+    gctx.route = def.path;
 
     for (const name in m.params) {
       // a path id longer than any key names nothing (and LMDB would refuse it as a key)

@@ -15,6 +15,10 @@ import type { ThreadProtocolSessions } from "./thread-protocol-hub.ts";
 import { shardOf } from "../bridge/sharding.ts";
 import { createIdleBoard } from "../util/idle-gc.ts";
 import { RUNTIME_DEFAULTS } from "../config/runtime-defaults.ts";
+import { createShardMetricsBuffer, ShardMetricsReader, ShardMetricsWriter } from "../bridge/shard-metrics.ts";
+import { componentLog, logOptions, type LogOptions } from "../log/logger.ts";
+
+const log = componentLog("shard-pool");
 
 export interface ShardPoolOptions {
   /** URL of the compiled actor worker entry (src/loader/runtime-modules.ts) */
@@ -36,6 +40,8 @@ export interface ShardPoolOptions {
    * here gives read-your-writes (seen in CI: a thread re-created by the worker read as missing).
    */
   onShardMessages?: () => void;
+  /** the structured log's level and format, for the workers */
+  log?: LogOptions;
 }
 
 interface Pending {
@@ -63,6 +69,9 @@ export class ShardPool {
   readonly size: number;
   /** idle board of the server's threads: slot 0 is the thread that owns the pool, shard i has slot i + 1 */
   readonly idleBoard: SharedArrayBuffer;
+  /** run metrics the shards publish (src/bridge/shard-metrics.ts), read by /metrics */
+  readonly metrics: ShardMetricsReader;
+  private readonly metricsBoard: SharedArrayBuffer;
   private readonly pool: Piscina;
   private readonly shards: Shard[] = [];
   private nextReqId = 1;
@@ -71,6 +80,9 @@ export class ShardPool {
   constructor(private readonly opts: ShardPoolOptions) {
     this.size = Math.max(1, opts.workers ?? availableParallelism());
     this.idleBoard = createIdleBoard(this.size + 1);
+    const graphIds = opts.graphs.map((g) => g.graphId);
+    this.metricsBoard = createShardMetricsBuffer(this.size, graphIds);
+    this.metrics = new ShardMetricsReader(this.metricsBoard, this.size, graphIds);
     this.pool = new Piscina({
       filename: opts.workerEntry,
       // compiled code: stack traces point into the .ts sources through the linked source maps
@@ -91,6 +103,11 @@ export class ShardPool {
 
   private readonly restarts: number[] = [];
 
+  /** whether shard i is up (not restarting after a crash) */
+  shardAlive(index: number): boolean {
+    return !this.shards[index]?.dead;
+  }
+
   private startShard(index: number): Shard {
     const { port1, port2 } = new MessageChannel();
     const webhookPort = this.opts.webhookPortFor?.() ?? null;
@@ -106,6 +123,8 @@ export class ShardPool {
       storeIndex: this.opts.storeIndex,
       modules: this.opts.modules,
       idleBoard: { buffer: this.idleBoard, slot: index + 1 },
+      metricsBoard: this.metricsBoard,
+      log: this.opts.log ?? logOptions(),
     };
     const transferList = webhookPort ? [port2, webhookPort] : [port2];
     const shard: Shard = {
@@ -122,7 +141,8 @@ export class ShardPool {
         if (this.closing) return;
         shard.dead = true;
         Atomics.store(new Int32Array(this.idleBoard), index + 1, 0); // its last sample must not hold the others back
-        console.error(`[troupe] actor shard ${index} died: ${(err as Error)?.stack ?? String(err)}; restarting`);
+        new ShardMetricsWriter(this.metricsBoard, index, this.metrics.graphIds).clearGauges(); // its queue is gone with it (counters stay)
+        log.error("actor shard died; restarting", { shard: index, err });
         this.failPending(shard, new TroupeError("UNAVAILABLE", "The worker handling this thread restarted; retry the request"));
         port1.close();
         // back off when a shard keeps dying at startup (e.g. a graph that crashes the worker)

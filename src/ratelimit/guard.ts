@@ -4,6 +4,7 @@
 import type { Guard } from "../http/dispatch.ts";
 import { errorReply } from "../http/errors.ts";
 import type { TrustedProxies } from "./client-ip.ts";
+import type { RateLimitDecisions } from "./decisions.ts";
 import { RateLimiter, rateLimitError, type RateLimiterOptions } from "./limiter.ts";
 
 export interface RateLimitIdentity {
@@ -11,16 +12,19 @@ export interface RateLimitIdentity {
   verifiesKey?: (key: string) => boolean;
   /** peers whose X-Forwarded-For names the client (client-ip.ts); absent: the peer is the client */
   trustedProxies?: TrustedProxies;
+  /** where decisions are counted per rule (/metrics) */
+  decisions?: RateLimitDecisions;
 }
 
 export function rateLimitGuard(opts: RateLimiterOptions, identity: RateLimitIdentity = {}): Guard {
   const limiter = new RateLimiter(opts);
-  const { verifiesKey, trustedProxies } = identity;
+  const { verifiesKey, trustedProxies, decisions } = identity;
   return (req, ctx) => {
     const key = req.headers["x-api-key"];
     const verified = key !== undefined && verifiesKey !== undefined && verifiesKey(key.trim());
     const ip = trustedProxies ? trustedProxies.clientIp(req.clientIp, req.headers["x-forwarded-for"]) : req.clientIp;
     const result = limiter.check(req.method, req.path, req.headers, ip, Date.now(), verified);
+    if (decisions !== undefined && result.ruleId !== undefined) decisions.count(result.ruleId, result.allowed);
     if (result.allowed) {
       if (result.ruleId !== undefined) {
         const h = ctx.responseHeaders;

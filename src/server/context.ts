@@ -10,6 +10,7 @@ import type { StoreTtlOptions } from "../bridge/messages.ts";
 import type { WebhookUrlPolicy } from "../webhooks/url-policy.ts";
 import type { WebhookCounters } from "../webhooks/counters.ts";
 import type { StaticSchemas } from "../schemas/static-schemas.ts";
+import type { ServerMetrics } from "../metrics/server-metrics.ts";
 
 export interface AppContext {
   storage: Storage;
@@ -30,6 +31,8 @@ export interface AppContext {
   webhookCounters: WebhookCounters;
   /** graph schemas from the graph files' TypeScript types (extracted off this thread, kept per build) */
   staticSchemas: StaticSchemas;
+  /** GET /metrics (absent: a server built without them, e.g. in route tests) */
+  metrics?: ServerMetrics;
   /** resolve a graph id or assistant id to the assistant record; throws 404 */
   resolveAssistant(idOrGraph: string): AssistantRecord;
 }

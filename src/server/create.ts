@@ -2,6 +2,7 @@
 // shards → routes → uWebSockets.js listener. Returns a handle to stop it cleanly.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { hostname } from "node:os";
 import { createRequire } from "node:module";
 import { WebhookWorkerHost } from "../webhooks/host.ts";
 import { webhookUrlPolicy } from "../webhooks/url-policy.ts";
@@ -23,6 +24,12 @@ import { cronRoutes, cronRunner } from "../api/crons.ts";
 import { CronScheduler } from "../crons/scheduler.ts";
 import { CronStore } from "../crons/store.ts";
 import { Dispatcher } from "../http/dispatch.ts";
+import { componentLog, configureLogging } from "../log/logger.ts";
+import { resolveLogOptions } from "../log/options.ts";
+import { registerGraphLogger } from "../log/graph-logger.ts";
+import { RequestTelemetry } from "../metrics/request-telemetry.ts";
+import { ServerMetrics } from "../metrics/server-metrics.ts";
+import { RateLimitDecisions } from "../ratelimit/decisions.ts";
 import { corsGuard, corsHeaders } from "../http/cors.ts";
 import { rateLimitGuard } from "../ratelimit/guard.ts";
 import type { TrustedProxies } from "../ratelimit/client-ip.ts";
@@ -89,12 +96,18 @@ export function packageVersion(): string {
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   loadNativeUws(); // refuse early, before spawning workers, if only the JS fallback is available
   const config = await loadConfig(opts.configPath, { root: opts.projectRoot });
-  for (const w of config.warnings) console.warn(`[troupe] ${w}`);
+  for (const [k, v] of Object.entries(config.env)) process.env[k] ??= v;
+  const logOptions = resolveLogOptions(config.logging, process.env, opts.dev === true);
+  configureLogging(logOptions, "http");
+  const threadLog = { level: logOptions.level, format: logOptions.format }; // for the workers
+  const log = componentLog("server");
+  for (const p of logOptions.problems) log.warn(p);
+  for (const w of config.warnings) log.warn(w);
   const nativeMemoryProblem = nativeMemoryError();
   if (nativeMemoryProblem !== undefined) {
-    console.warn(`[troupe] native memory addon not loaded (${nativeMemoryProblem}); run \`npm install\` with a C compiler present. Freed C-heap memory then stays resident after load bursts.`);
+    log.warn(`native memory addon not loaded (${nativeMemoryProblem}); run \`npm install\` with a C compiler present. Freed C-heap memory then stays resident after load bursts.`);
   }
-  for (const [k, v] of Object.entries(config.env)) process.env[k] ??= v;
+  registerGraphLogger(); // auth and http.app modules load on this thread
   // Nothing runs through tsx: the worker entries and every user module (graphs and embed function
   // in the workers; auth and http.app here) are compiled before anything imports them (src/loader/)
   const storeIndex = storeIndexOptions(config.store.index);
@@ -109,7 +122,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   // auth and http.app are loaded below, on this thread, and fail startup with the same message
   const loadedHere = new Set([config.auth.path?.filePath, config.http.app?.filePath]);
   for (const [file, message] of Object.entries(workerModules.user.errors)) {
-    if (!loadedHere.has(file)) console.warn(`[troupe] ${file} does not compile: ${message}`);
+    if (!loadedHere.has(file)) log.warn(`${file} does not compile: ${message}`);
   }
   useCompiledModules(workerModules.user);
   const customApp = config.http.app ? await loadCustomApp(config.http.app, config.configPath) : undefined; // http.app
@@ -135,6 +148,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const webhooks = new WebhookWorkerHost({
     entryUrl: workerModules.webhook,
     dataDir: opts.dataDir,
+    log: threadLog,
     headers: { ...config.webhooks.headers },
     signingSecret: config.webhooks.signingSecret,
     urlPolicy: webhookPolicy,
@@ -158,7 +172,24 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     workers: opts.workers,
     webhookPortFor: config.http.disableWebhooks ? undefined : () => webhooks.connectPort(),
     onShardMessages: () => storage.root.resetReadTxn(),
+    log: threadLog,
   });
+
+  // --- metrics and the request log (src/metrics/, src/log/) ---
+  const telemetry = new RequestTelemetry(logOptions.requestsPerSecond);
+  const rateLimitDecisions = opts.rateLimit ? new RateLimitDecisions() : undefined;
+  const metrics = new ServerMetrics({
+    http: telemetry.http,
+    streams: telemetry.streams,
+    shards: pool.metrics,
+    shardAlive: (i) => pool.shardAlive(i),
+    idleBoard: pool.idleBoard,
+    webhooks: config.http.disableWebhooks ? undefined : webhooks.counters,
+    rateLimits: rateLimitDecisions,
+    storage: { file: dataFilePath(opts.dataDir), stats: () => storage.root.getStats() as { pageSize: number; lastPageNumber: number } },
+    node: process.env.TROUPE_NODE_NAME || hostname(),
+  });
+  // --- end metrics ---
 
   const app: AppContext = {
     storage,
@@ -176,6 +207,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       entryUrl: workerModules.schemaExtract,
       cacheDir: join(opts.dataDir, "modules", "schemas"),
     }),
+    metrics,
     resolveAssistant: (idOrGraph) => {
       if (idOrGraph.length > MAX_KEY_CHARS) throw assistantNotFound(); // no key that long exists (or fits LMDB)
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : canonicalUuidOf(idOrGraph) ?? idOrGraph;
@@ -189,15 +221,16 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const crons = config.http.disableRuns ? null : new CronScheduler(new CronStore(storage), cronRunner(app));
   // --- end crons ---
 
-  dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors) });
+  dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors), observer: telemetry });
   dispatcher.addGuard(corsGuard(config.http.cors));
   // before authentication: only keys that verify get key buckets, everything else counts against its IP
   const rateLimitRegion = opts.rateLimit === undefined ? config.http.rateLimit : opts.rateLimit;
   if (rateLimitRegion) {
-    dispatcher.addGuard(rateLimitGuard({ region: rateLimitRegion, scale: opts.rateLimitScale }, { verifiesKey: apiKeys?.verifies, trustedProxies: opts.trustedProxies }));
+    dispatcher.addGuard(rateLimitGuard({ region: rateLimitRegion, scale: opts.rateLimitScale }, { verifiesKey: apiKeys?.verifies, trustedProxies: opts.trustedProxies, decisions: rateLimitDecisions }));
   }
   if (apiKeys) dispatcher.addGuard(apiKeys.guard); // api keys: after rate limits, before custom auth
   const groups: RouteDef<any, any>[][] = [];
+  // http.disable_meta removes /openapi.json, /info, /metrics and /docs; /ok stays
   if (!config.http.disableMeta) groups.push(systemRoutes(app, () => dispatcher.routes));
   else groups.push(systemRoutes(app, () => dispatcher.routes).filter((r) => r.path === "/ok"));
   if (!config.http.disableAssistants) groups.push(assistantRoutes(app));
@@ -247,6 +280,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       threadTtl.stop();
       stopStoreSweep();
       server.close();
+      telemetry.log.flush();
       await crons?.stop(); // crons: before the pool, so in-flight ticks finish creating their runs
       await pool.close(graceMs);
       await webhooks.terminate();
@@ -260,7 +294,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 export function storeIndexOptions(index: ResolvedStoreIndex | null): StoreIndexOptions | undefined {
   if (!index) return undefined;
   if (index.embed.kind !== "module") {
-    console.warn(`[troupe] store.index.embed "${index.embed.provider}:${index.embed.model}": provider embeddings are not supported; give a module ("./embed.ts:fn"). The store has no semantic index.`);
+    componentLog("server").warn(`store.index.embed "${index.embed.provider}:${index.embed.model}": provider embeddings are not supported; give a module ("./embed.ts:fn"). The store has no semantic index.`);
     return undefined;
   }
   return { dims: index.dims, fields: [...index.fields], embed: { filePath: index.embed.filePath, exportName: index.embed.exportName } };

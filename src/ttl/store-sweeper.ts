@@ -2,6 +2,7 @@
 // items stay hidden from reads). Runs on the HTTP thread; see src/storage/store-ttl.ts.
 import type { Storage } from "../storage/env.ts";
 import { sweepExpiredItems } from "../storage/store-ttl.ts";
+import { componentLog } from "../log/logger.ts";
 
 /** Items removed per transaction; a sweep repeats until none are left. */
 const BATCH = 1000;
@@ -15,7 +16,7 @@ export function startStoreTtlSweep(storage: Storage, intervalMinutes: number): (
     void (async () => {
       while ((await sweepExpiredItems(storage, BATCH)) === BATCH) await new Promise((r) => setImmediate(r));
     })()
-      .catch((err: unknown) => console.error(`[troupe] store TTL sweep failed: ${(err as Error).message}`))
+      .catch((err: unknown) => componentLog("ttl").error("store TTL sweep failed", { err }))
       .finally(() => (running = false));
   }, intervalMinutes * 60_000);
   timer.unref();

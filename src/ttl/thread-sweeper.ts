@@ -6,6 +6,7 @@
 // threads' actors like the API's own.
 import type { ShardPool } from "../hub/shard-pool.ts";
 import type { Storage } from "../storage/env.ts";
+import { componentLog } from "../log/logger.ts";
 
 export interface ThreadTtlOptions {
   /** TTL of threads without their own; null: only threads given a `ttl` expire */
@@ -33,7 +34,7 @@ export class ThreadTtlSweeper {
 
   start(): void {
     this.timer = setInterval(() => {
-      this.running ??= this.sweep().catch((err: unknown) => console.error(`[troupe] thread TTL sweep failed: ${(err as Error).message}`)).finally(() => (this.running = undefined));
+      this.running ??= this.sweep().catch((err: unknown) => componentLog("ttl").error("thread TTL sweep failed", { err })).finally(() => (this.running = undefined));
     }, this.opts.sweepIntervalMinutes * 60_000);
     this.timer.unref();
   }

@@ -4,6 +4,7 @@
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import { serializeError } from "../errors.ts";
 import { WebhookCounters } from "./counters.ts";
+import { componentLog } from "../log/logger.ts";
 import type { FromWebhookWorker, ToWebhookWorker, WebhookDispatchResultMessage, WebhookWorkerData } from "./messages.ts";
 import type { InProcessDispatch } from "./sender.ts";
 
@@ -46,7 +47,7 @@ export class WebhookWorkerHost {
     const workerData: WebhookWorkerData = { ...rest, headers: { ...rest.headers }, inProcessDispatch: !!dispatch, counters: this.counters.buffer };
     const worker = new Worker(new URL(entryUrl), { execArgv: ["--enable-source-maps"], workerData });
     this.worker = worker;
-    worker.on("error", (err) => console.error(`[troupe webhook] worker failed: ${err.message}`));
+    worker.on("error", (err) => componentLog("webhook").error("webhook worker failed", { err }));
     if (dispatch) {
       worker.on("message", (msg: FromWebhookWorker) => {
         if (msg?.type === "webhook.dispatch") void this.answer(worker, msg, dispatch);

@@ -3,6 +3,7 @@
 import type { MessagePort } from "node:worker_threads";
 import type { SerializedError } from "../errors.ts";
 import type { WebhookUrlPolicy } from "./url-policy.ts";
+import type { LogOptions } from "../log/logger.ts";
 
 /**
  * A run's delivery was committed to the outbox (key [threadId, runId]): deliver it now. Accepted
@@ -62,6 +63,8 @@ export interface WebhookWorkerData {
   urlPolicy?: WebhookUrlPolicy | null;
   /** true = relative URLs are sent to the parent as `webhook.dispatch` requests. */
   inProcessDispatch?: boolean;
+  /** level and format of the structured log */
+  log?: LogOptions;
 }
 
 export function isToWebhookWorker(msg: unknown): msg is ToWebhookWorker {

@@ -4,6 +4,7 @@ import type { MessagePort } from "node:worker_threads";
 import { deserializeError } from "../errors.ts";
 import { openStorage, type Storage } from "../storage/env.ts";
 import { WebhookCounters } from "./counters.ts";
+import { componentLog, configureLogging } from "../log/logger.ts";
 import { OutboxDeliverer } from "./deliverer.ts";
 import { BoundedRunner } from "./limiter.ts";
 import type { FromWebhookWorker, ToWebhookWorker, WebhookDispatchResultMessage, WebhookWorkerData } from "./messages.ts";
@@ -24,7 +25,9 @@ export interface WebhookWorkerHandle {
 const DEFAULT_MAX_IN_FLIGHT = 64;
 
 export function runWebhookWorker(parent: MessagePort, data: WebhookWorkerData, opts: WebhookWorkerOptions = {}): WebhookWorkerHandle {
-  const log = opts.log ?? ((m: string) => console.warn(`[troupe webhook] ${m}`));
+  if (data.log) configureLogging(data.log, "webhook");
+  const webhookLog = componentLog("webhook");
+  const log = opts.log ?? ((m: string) => webhookLog.warn(m));
   const pending = new Map<number, { resolve: (r: WebhookDispatchResultMessage) => void; timer: NodeJS.Timeout }>();
   let nextId = 1;
 

@@ -17,6 +17,7 @@ import type { AssistantRecord, MultitaskStrategy, RunRecord, ThreadRecord } from
 import { threadValues } from "../../src/storage/thread-values.ts";
 import { ManualClock } from "../../src/util/clock.ts";
 import { waitUntil } from "./wait.ts";
+import { RunTelemetry } from "../../src/actors/run-telemetry.ts";
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/actor");
 
@@ -72,6 +73,7 @@ export class ActorHarness {
       webhooks: true,
       webhookDue: (_threadId, runId) => this.sent.push(`webhook ${runId}`),
       maybeRelease: () => undefined,
+      telemetry: new RunTelemetry(undefined, { error: () => undefined, warn: () => undefined, info: () => undefined, debug: () => undefined, enabled: () => false }),
       log: () => undefined,
     };
   }

@@ -67,7 +67,7 @@ describe("loadConfig: good configs", () => {
       allowHeaders: [],
       allowCredentials: false,
       allowOriginRegex: null,
-      exposeHeaders: ["content-location", "x-pagination-total", "x-pagination-next"],
+      exposeHeaders: ["content-location", "x-pagination-total", "x-pagination-next", "x-request-id"],
       maxAgeSeconds: null,
     });
     expect(config.http.configurableHeaders.excludes).toEqual(["x-api-key", "x-tenant-id", "x-service-key"]);
@@ -135,7 +135,7 @@ describe("loadConfig: good configs", () => {
     expect(config.http.disableMcp).toBe(true);
     expect(config.http.disableRuns).toBe(false);
     expect(config.http.cors.allowOrigins).toEqual(["https://a.example"]);
-    expect(config.http.cors.exposeHeaders).toEqual(["x-custom", "content-location", "x-pagination-total", "x-pagination-next"]);
+    expect(config.http.cors.exposeHeaders).toEqual(["x-custom", "content-location", "x-pagination-total", "x-pagination-next", "x-request-id"]);
     expect(config.http.cors.maxAgeSeconds).toBe(600);
     expect(config.http.cors.allowOriginRegex).toBe("^https://.*\\.example$");
     expect(config.http.configurableHeaders).toEqual({ includes: ["x-user-*"], excludes: ["x-secret"] });

@@ -11,6 +11,7 @@ import { loadConfig } from "../../config/index.ts";
 import { compileModules } from "../../loader/compile-modules.ts";
 import { importUserModule, useCompiledModules } from "../../loader/user-modules.ts";
 import { CHILD_FLAG, RESULT_MARKER, type BuildCheckResult } from "./build-check-messages.ts";
+import { registerGraphLogger } from "../../log/graph-logger.ts";
 
 function looksLikeGraph(v: unknown): boolean {
   if (typeof v === "function") return true; // a graph factory: checked when the server calls it
@@ -25,6 +26,7 @@ async function check(configPath: string, buildDir: string): Promise<BuildCheckRe
   const config = await loadConfig(configPath);
   for (const [k, v] of Object.entries(config.env)) process.env[k] ??= v;
   useCompiledModules(await compileModules(config.graphs.map((g) => g.filePath), buildDir));
+  registerGraphLogger(); // a graph calling getLogger() at import loads as it does on the server
   for (const g of config.graphs) {
     let mod: Record<string, unknown>;
     try {
