@@ -60,8 +60,12 @@ describe("error replies with headers", () => {
     d.addGuard(() => errorReply(new TroupeError("UNAUTHORIZED", "Missing API key", { headers: SHARED })));
     const first = await d.dispatch(raw("/x"));
     const second = await d.dispatch(raw("/x"));
-    expect(first.headers).toEqual({ "www-authenticate": "ApiKey", "x-ratelimit-remaining": "9" });
-    expect(second.headers).toEqual({ "www-authenticate": "ApiKey", "x-ratelimit-remaining": "8" });
+    // every reply also carries its own request id (issue 23); the guard headers are what this checks
+    const { "x-request-id": firstId, ...firstHeaders } = first.headers ?? {};
+    const { "x-request-id": secondId, ...secondHeaders } = second.headers ?? {};
+    expect(firstId).not.toBe(secondId);
+    expect(firstHeaders).toEqual({ "www-authenticate": "ApiKey", "x-ratelimit-remaining": "9" });
+    expect(secondHeaders).toEqual({ "www-authenticate": "ApiKey", "x-ratelimit-remaining": "8" });
     expect(SHARED).toEqual({ "www-authenticate": "ApiKey" });
   });
 });
