@@ -4,7 +4,6 @@
 // file that does not compile fails only its own runs, with esbuild's message.
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Client } from "@langchain/langgraph-sdk";

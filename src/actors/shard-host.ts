@@ -8,7 +8,7 @@ import { useFastEnv } from "../util/fast-env.ts";
 import { openStorage } from "../storage/env.ts";
 import { GraphRegistry } from "./graph-registry.ts";
 import { describeGraph } from "./graph-describe.ts";
-import type { FromShard, RunEvent, ShardRequest, ShardTask, ToShard } from "../bridge/messages.ts";
+import type { FromShard, ShardRequest, ShardTask, ToShard } from "../bridge/messages.ts";
 import { recoverActiveRuns } from "./recovery.ts";
 import { systemClock } from "../util/clock.ts";
 import type { ShardContext } from "./shard-context.ts";

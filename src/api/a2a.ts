@@ -43,7 +43,7 @@ function taskIdOf(params: RpcParams): string {
   throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: task id is required");
 }
 
-export function a2aRoutes(app: AppContext): RouteDef<any, any>[] {
+export function a2aRoutes(app: AppContext): RouteDef[] {
   const { storage, pool } = app;
   const schemas = inputSchemas(app);
   const graphDescription = new Map(app.config.graphs.map((g) => [g.graphId, g.description]));

@@ -4,7 +4,7 @@ import { conflict, TroupeError, assistantNotFound } from "../errors.ts";
 import { json, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent } from "../auth/index.ts";
 import { canonicalUuid, defaultAssistantId, uuid7 } from "../util/ids.ts";
-import { body, configSchema, int, keyString, limit, nullable, object, offset, sortOrder, str, strings, uuid, anyValue } from "../http/schemas/common.ts";
+import { body, configSchema, int, keyString, limit, nullable, object, offset, sortOrder, str, uuid, anyValue } from "../http/schemas/common.ts";
 import { pageHeaders, select } from "../http/paging.ts";
 import type { AppContext } from "../server/context.ts";
 import { entriesInChunks } from "../storage/scan.ts";
@@ -50,7 +50,7 @@ const assistantSearch = body({
 const boolQuery = { type: "string" } as const;
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
 
-export function assistantRoutes(app: AppContext): RouteDef<any, any>[] {
+export function assistantRoutes(app: AppContext): RouteDef[] {
   const store = new AssistantStore(app.storage);
   /**
    * Fires `event` for the assistant a path names (graph ids resolved first), then resolves it:

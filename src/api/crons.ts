@@ -3,7 +3,7 @@
 import { TroupeError, notFound, threadNotFound } from "../errors.ts";
 import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
-import { body, bool, keyString, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
+import { body, bool, keyString, limit, nullable, object, offset, sortOrder, str, uuid } from "../http/schemas/common.ts";
 import { pageHeaders, select } from "../http/paging.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
@@ -76,7 +76,7 @@ export function cronRunner(app: AppContext): CronRunner {
   };
 }
 
-export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef<any, any>[] {
+export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[] {
   const { store } = scheduler;
   /** The cron, or 404 when it is missing or the auth filter hides it. */
   const mustCron = (id: string, filter?: AuthFilter): CronRecord => {

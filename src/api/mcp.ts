@@ -23,7 +23,7 @@ export function toolName(assistantName: string): string {
   return s === "" ? "assistant" : s;
 }
 
-export function mcpRoutes(app: AppContext): RouteDef<any, any>[] {
+export function mcpRoutes(app: AppContext): RouteDef[] {
   const schemas = inputSchemas(app);
   const graphDescription = new Map(app.config.graphs.map((g) => [g.graphId, g.description]));
 

@@ -22,7 +22,7 @@ import { entriesInChunks, SCAN_CHUNK } from "../storage/scan.ts";
 const TAG = "runs";
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
 
-export function runRoutes(app: AppContext): RouteDef<any, any>[] {
+export function runRoutes(app: AppContext): RouteDef[] {
   const { pool, storage } = app;
   const hub = pool.runs;
 

@@ -6,7 +6,7 @@
 // when the config has one (store.index, src/storage/store-index.ts).
 import type { MatchCondition } from "@langchain/langgraph-checkpoint";
 import { empty, json, type RouteDef } from "../http/types.ts";
-import { anyValue, body, limit, nullable, object, offset, str, strings } from "../http/schemas/common.ts";
+import { body, limit, nullable, object, offset, str, strings } from "../http/schemas/common.ts";
 import { validationError } from "../errors.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
@@ -68,7 +68,7 @@ function checkNamespaceSize(ns: readonly string[], loc: string[]): void {
   }
 }
 
-export function storeRoutes(app: AppContext): RouteDef<any, any>[] {
+export function storeRoutes(app: AppContext): RouteDef[] {
   const ttl = app.storeTtl;
   // Loaded on the first store request: LmdbStore extends LangGraph's BaseStore, and importing it
   // pulls @langchain/core (~470 modules, ~45 MB of heap) into the HTTP thread, which needs none

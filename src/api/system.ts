@@ -4,7 +4,7 @@ import { buildOpenApi, renderDocsHtml } from "../http/openapi.ts";
 import type { AppContext } from "../server/context.ts";
 import { TroupeError } from "../errors.ts";
 
-export function systemRoutes(app: AppContext, allRoutes: () => readonly RouteDef<any, any>[]): RouteDef<any, any>[] {
+export function systemRoutes(app: AppContext, allRoutes: () => readonly RouteDef[]): RouteDef[] {
   let doc: Record<string, unknown> | undefined;
   const openapi = () => (doc ??= buildOpenApi(allRoutes(), { title: "Troupe deployment server", version: app.version, description: "LangGraph-compatible deployment server API" }));
   return [

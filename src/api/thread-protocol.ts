@@ -21,7 +21,7 @@ function toFilter(body: { channels: string[]; namespaces?: string[][]; depth?: n
   return { channels: body.channels, ...(body.namespaces ? { namespaces: body.namespaces } : {}), ...(body.depth !== undefined ? { depth: body.depth } : {}) };
 }
 
-export function threadProtocolRoutes(app: AppContext): RouteDef<any, any>[] {
+export function threadProtocolRoutes(app: AppContext): RouteDef[] {
   const hub = app.pool.sessions;
   const commands = new ThreadCommands(app);
 

@@ -20,7 +20,7 @@ const streamModeQuery: JsonSchema = {
   },
 };
 
-export function threadStreamRoutes(app: AppContext): RouteDef<any, any>[] {
+export function threadStreamRoutes(app: AppContext): RouteDef[] {
   const { storage } = app;
   const streams = app.pool.threadStreams;
 

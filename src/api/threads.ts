@@ -6,7 +6,7 @@ import { canonicalUuid, uuid7 } from "../util/ids.ts";
 import { deepEqual } from "../util/deep-equal.ts";
 import type { CheckpointSelector } from "../bridge/messages.ts";
 import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
-import { body, checkpointIdString, checkpointSelector, keyString, limit, nullable, object, offset, sortOrder, str, strings, uuid } from "../http/schemas/common.ts";
+import { body, checkpointIdString, checkpointSelector, keyString, limit, nullable, object, offset, sortOrder, str, uuid } from "../http/schemas/common.ts";
 
 /** A state update's values (reference: ThreadStateUpdate): an object, a list of them, or null. */
 const stateValues = { type: ["object", "array", "null"], items: object };
@@ -101,7 +101,7 @@ function beforeId(before: unknown): string | undefined {
   return undefined;
 }
 
-export function threadRoutes(app: AppContext): RouteDef<any, any>[] {
+export function threadRoutes(app: AppContext): RouteDef[] {
   const { pool, storage } = app;
   const streams = pool.threadStreams; // GET /threads/{t}/stream listeners
   /** The thread, or 404 when it is missing or the auth filter hides it. */

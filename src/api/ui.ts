@@ -19,7 +19,7 @@ const ATTRIBUTE_ESCAPES: Record<string, string> = { "&": "&amp;", "'": "&#39;", 
  */
 const attribute = (text: string, quote: "'" | '"'): string => text.replace(quote === "'" ? /[&'<>]/g : /[&"<>]/g, (c) => ATTRIBUTE_ESCAPES[c]);
 
-export function uiRoutes(app: AppContext): RouteDef<any, any>[] {
+export function uiRoutes(app: AppContext): RouteDef[] {
   const { ui, uiConfig, configDir } = app.config;
   const bundles = new Map<string, Promise<UiFile[]>>();
 

@@ -79,7 +79,7 @@ export class AuthRuntime {
   }
 
   /** Wraps route handlers so auth errors go out with the exact status the user's code chose. */
-  exactErrors<R extends RouteDef<any, any>>(routes: R[]): R[] {
+  exactErrors<R extends RouteDef>(routes: R[]): R[] {
     return routes.map((def) => ({
       ...def,
       handler: async (ctx: Parameters<R["handler"]>[0]): Promise<Reply> => {

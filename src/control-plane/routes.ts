@@ -3,7 +3,7 @@
 // platform's FastAPI naming.
 import { TroupeError } from "../errors.ts";
 import { canonicalUuid, isUuid } from "../util/ids.ts";
-import { empty, json, type RequestContext, type RouteDef } from "../http/types.ts";
+import { empty, json, route, type RequestContext, type RouteDef } from "../http/types.ts";
 import type { DeploymentService } from "./deployments/service.ts";
 import { DEPLOYMENT_STATUSES, REVISION_STATUSES, deploymentToWire, revisionToWire, type DeploymentRecord } from "./deployments/types.ts";
 import type { CreateRequest, PatchRequest } from "./deployments/validate.ts";
@@ -65,7 +65,7 @@ function paged<T>(items: T[], q: { limit: number; offset: number }): { resources
   return { resources, offset: q.offset + resources.length };
 }
 
-export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef<any, any>[] {
+export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef[] {
   const svc = ctx.deployments;
   const wire = (d: DeploymentRecord) => deploymentToWire(d, svc.deployer.url(d));
   const params = { deployment_id: "uuid" } as const;
@@ -78,12 +78,12 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef<any,
       response: { status: 201, schema: deploymentSchema },
       handler: async (c) => json(wire(await svc.create(c.body as CreateRequest, tenantOf(c))), 201),
     },
-    {
+    route<unknown, ListQuery>({
       method: "GET", path: "/v2/deployments", operationId: "list_deployments_v2_deployments_get", summary: "List deployments, newest first", tag: TAG,
       query: deploymentListQuery,
       response: { status: 200, schema: listOf(deploymentSchema) },
       handler: (c) => {
-        const q = c.query as ListQuery;
+        const q = c.query;
         const found = svc.store.list({
           tenantId: tenantOf(c),
           nameContains: q.name_contains,
@@ -93,7 +93,7 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef<any,
         const p = paged(found, q);
         return json({ resources: p.resources.map(wire), offset: p.offset });
       },
-    },
+    }),
     {
       method: "GET", path: "/v2/deployments/:deployment_id", operationId: "get_deployment_v2_deployments__deployment_id__get", summary: "Get a deployment", tag: TAG,
       params,
@@ -117,18 +117,18 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef<any,
         return empty(204);
       },
     },
-    {
+    route<unknown, ListQuery>({
       method: "GET", path: "/v2/deployments/:deployment_id/revisions", operationId: "list_revisions_v2_deployments__deployment_id__revisions_get",
       summary: "List revisions of a deployment, newest first", tag: TAG,
       params, query: revisionListQuery,
       response: { status: 200, schema: listOf(revisionSchema) },
       handler: (c) => {
-        const q = c.query as ListQuery;
+        const q = c.query;
         const d = svc.store.require(c.params.deployment_id, tenantOf(c));
         const p = paged(svc.store.revisions(d.id, commaList(q.status, REVISION_STATUSES, "status")), q);
         return json({ resources: p.resources.map(revisionToWire), offset: p.offset });
       },
-    },
+    }),
     {
       method: "GET", path: "/v2/deployments/:deployment_id/revisions/:revision_id", operationId: "get_revision_v2_deployments__deployment_id__revisions__revision_id__get",
       summary: "Get a revision (poll its status until DEPLOYED)", tag: TAG,

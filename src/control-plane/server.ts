@@ -59,7 +59,7 @@ export interface ControlPlaneOptions {
    */
   projects?: ProjectRootsOptions;
   /** route groups of other control-plane modules (auth tokens, keys), given the storage */
-  extraRoutes?: RouteDef<any, any>[] | ((storage: ControlPlaneStorage) => RouteDef<any, any>[]);
+  extraRoutes?: RouteDef[] | ((storage: ControlPlaneStorage) => RouteDef[]);
   /** guards (API key / tenant checks) run after the rate limiter, before routing */
   guards?: Guard[] | ((storage: ControlPlaneStorage) => Guard[]);
   /** does an x-api-key verify? Only such keys get rate-limit buckets of their own (else the client IP's) */

@@ -117,7 +117,7 @@ function statusOf(reply: Reply): number {
 }
 
 interface CompiledRoute {
-  def: RouteDef<any, any>;
+  def: RouteDef;
   body?: Validator;
   query?: Validator;
 }
@@ -135,18 +135,18 @@ export const UNMATCHED_ROUTE = "unmatched";
 
 export class Dispatcher {
   private readonly router = new Router();
-  private readonly compiled = new Map<RouteDef<any, any>, CompiledRoute>();
+  private readonly compiled = new Map<RouteDef, CompiledRoute>();
   private readonly guards: Guard[];
 
   constructor(readonly opts: DispatcherOptions) {
     this.guards = opts.guards ?? [];
   }
 
-  get routes(): readonly RouteDef<any, any>[] {
+  get routes(): readonly RouteDef[] {
     return this.router.routes;
   }
 
-  add(...defs: RouteDef<any, any>[]): void {
+  add(...defs: RouteDef[]): void {
     for (const def of defs) {
       this.router.add(def);
       this.compiled.set(def, {

@@ -42,7 +42,7 @@ export const CONTROL_PLANE_SECURITY: OpenApiSecurity = {
 const errorResponse = (description: string): Record<string, unknown> => ({ description, content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } });
 
 /** The error statuses a route can answer, from what it takes (every reply documented in docs/ERRORS.md). */
-function errorResponses(r: RouteDef<any, any>, secured: boolean): Record<string, unknown> {
+function errorResponses(r: RouteDef, secured: boolean): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (r.body) {
     out["400"] = errorResponse("Malformed JSON, or a request the server cannot carry out");
@@ -60,7 +60,7 @@ function errorResponses(r: RouteDef<any, any>, secured: boolean): Record<string,
 }
 
 export function buildOpenApi(
-  routes: readonly RouteDef<any, any>[],
+  routes: readonly RouteDef[],
   info: { title: string; version: string; description?: string },
   security?: OpenApiSecurity,
 ): Record<string, unknown> {

@@ -5,13 +5,13 @@ import type { RouteDef } from "./types.ts";
 interface Node {
   statics: Map<string, Node>;
   param?: { name: string; node: Node };
-  routes: Map<string, RouteDef<any, any>>;
+  routes: Map<string, RouteDef>;
 }
 
 const newNode = (): Node => ({ statics: new Map(), routes: new Map() });
 
 export interface RouteMatch {
-  route: RouteDef<any, any>;
+  route: RouteDef;
   params: Record<string, string>;
 }
 
@@ -19,9 +19,9 @@ export type MatchResult = RouteMatch | { notFound: true } | { methodNotAllowed: 
 
 export class Router {
   private readonly root = newNode();
-  readonly routes: RouteDef<any, any>[] = [];
+  readonly routes: RouteDef[] = [];
 
-  add(route: RouteDef<any, any>): void {
+  add(route: RouteDef): void {
     let node = this.root;
     for (const seg of split(route.path)) {
       if (seg.startsWith(":")) {

@@ -1,7 +1,7 @@
 // The socket front end: uWebSockets.js accepts connections on the main thread, collects the
 // body, hands a RawRequest to the Dispatcher and writes the Reply back (corked, abort-safe).
 import { createRequire } from "node:module";
-import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket, us_socket_context_t, WebSocket } from "uWebSockets.js";
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket, us_socket_context_t } from "uWebSockets.js";
 import type { BodyArrival, Dispatcher, RawRequest } from "./dispatch.ts";
 import { BodyReader, frontEndError, tooLarge } from "./body-reader.ts";
 import { upgradeRequiredReply, statusLine } from "./errors.ts";

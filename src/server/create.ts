@@ -18,8 +18,8 @@ import { runRoutes } from "../api/runs.ts";
 import { systemRoutes } from "../api/system.ts";
 import { threadRoutes } from "../api/threads.ts";
 import { storeRoutes } from "../api/store.ts";
-import { a2aRoutes } from "../api/a2a.ts"; // a2a/mcp
-import { mcpRoutes } from "../api/mcp.ts"; // a2a/mcp
+import { a2aRoutes } from "../api/a2a.ts";
+import { mcpRoutes } from "../api/mcp.ts";
 import { cronRoutes, cronRunner } from "../api/crons.ts";
 import { CronScheduler } from "../crons/scheduler.ts";
 import { CronStore } from "../crons/store.ts";
@@ -33,8 +33,8 @@ import { RateLimitDecisions } from "../ratelimit/decisions.ts";
 import { corsGuard, corsHeaders } from "../http/cors.ts";
 import { rateLimitGuard } from "../ratelimit/guard.ts";
 import type { TrustedProxies } from "../ratelimit/client-ip.ts";
-import { openApiKeyGuard, type ApiKeyAuthOptions } from "../http/api-key-guard.ts"; // api keys
-import { customAuthGuard, loadAuth } from "../auth/index.ts"; // custom auth
+import { openApiKeyGuard, type ApiKeyAuthOptions } from "../http/api-key-guard.ts";
+import { customAuthGuard, loadAuth } from "../auth/index.ts";
 import { listen, loadNativeUws } from "../http/uws-server.ts";
 import type { RouteDef } from "../http/types.ts";
 import { AssistantStore } from "../storage/assistants.ts";
@@ -126,11 +126,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   }
   useCompiledModules(workerModules.user);
   const customApp = config.http.app ? await loadCustomApp(config.http.app, config.configPath) : undefined; // http.app
-  // --- custom auth (src/auth/): import and check the Auth object before anything starts ---
+  // Custom auth (src/auth/): import and check the Auth object before anything starts
   // the Studio header carries no credential: honoured on loopback `troupe dev`, or when the operator opts in
   const studioHeader = !config.auth.disableStudioAuth && (opts.dev === true || config.auth.allowStudioOnServe);
   const auth = config.auth.path ? await loadAuth(config.auth.path, { configPath: config.configPath, studioHeader }) : undefined;
-  // --- end custom auth ---
 
   const apiKeys = opts.apiKeyAuth ? openApiKeyGuard(opts.apiKeyAuth) : null; // api keys: fail fast on a bad dir/org
   const storage = openStorage(opts.dataDir, { syncCommits: opts.syncCommits });
@@ -175,7 +174,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     log: threadLog,
   });
 
-  // --- metrics and the request log (src/metrics/, src/log/) ---
+  // Metrics and the request log (src/metrics/, src/log/)
   const telemetry = new RequestTelemetry(logOptions.requestsPerSecond);
   const rateLimitDecisions = opts.rateLimit ? new RateLimitDecisions() : undefined;
   const metrics = new ServerMetrics({
@@ -189,7 +188,6 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     storage: { file: dataFilePath(opts.dataDir), stats: () => storage.root.getStats() as { pageSize: number; lastPageNumber: number } },
     node: process.env.TROUPE_NODE_NAME || hostname(),
   });
-  // --- end metrics ---
 
   const app: AppContext = {
     storage,
@@ -198,7 +196,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     graphIds,
     version: packageVersion(),
     langgraphVersion: (require("@langchain/langgraph/package.json") as { version: string }).version,
-    auth, // custom auth
+    auth,
     webhookPolicy,
     storeIndex,
     storeTtl,
@@ -217,9 +215,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     },
   };
 
-  // --- crons: scheduler on the HTTP thread (src/crons/), only when run routes are enabled ---
+  // Crons: scheduler on the HTTP thread (src/crons/), only when run routes are enabled
   const crons = config.http.disableRuns ? null : new CronScheduler(new CronStore(storage), cronRunner(app));
-  // --- end crons ---
 
   dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors), observer: telemetry });
   dispatcher.addGuard(corsGuard(config.http.cors));
@@ -229,7 +226,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     dispatcher.addGuard(rateLimitGuard({ region: rateLimitRegion, scale: opts.rateLimitScale }, { verifiesKey: apiKeys?.verifies, trustedProxies: opts.trustedProxies, decisions: rateLimitDecisions }));
   }
   if (apiKeys) dispatcher.addGuard(apiKeys.guard); // api keys: after rate limits, before custom auth
-  const groups: RouteDef<any, any>[][] = [];
+  const groups: RouteDef[][] = [];
   // http.disable_meta removes /openapi.json, /info, /metrics and /docs; /ok stays
   if (!config.http.disableMeta) groups.push(systemRoutes(app, () => dispatcher.routes));
   else groups.push(systemRoutes(app, () => dispatcher.routes).filter((r) => r.path === "/ok"));
@@ -238,16 +235,15 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   if (!config.http.disableRuns) groups.push(runRoutes(app));
   if (crons) groups.push(cronRoutes(app, crons)); // crons
   if (!config.http.disableStore) groups.push(storeRoutes(app));
-  if (!config.http.disableMcp) groups.push(mcpRoutes(app)); // a2a/mcp
-  if (!config.http.disableA2a) groups.push(a2aRoutes(app)); // a2a/mcp
+  if (!config.http.disableMcp) groups.push(mcpRoutes(app));
+  if (!config.http.disableA2a) groups.push(a2aRoutes(app));
   if (!config.http.disableUi) groups.push(uiRoutes(app));
-  // --- custom auth: authenticate after CORS and rate limits; auth errors keep the user's status ---
+  // Custom auth: authenticate after CORS and rate limits; auth errors keep the user's status
   if (auth) {
     dispatcher.addGuard(customAuthGuard(auth));
     groups.forEach((g, i) => (groups[i] = auth.exactErrors(g)));
   }
   if (customApp) dispatcher.addGuard(Object.assign(customAppGuard(customApp), { readsBody: true })); // http.app: after auth; its routes win over the built-ins
-  // --- end custom auth ---
   for (const g of groups) dispatcher.add(...g);
 
   await crons?.start(); // crons
@@ -285,7 +281,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       await pool.close(graceMs);
       await webhooks.terminate();
       await storage.close();
-      await apiKeys?.close(); // api keys
+      await apiKeys?.close();
     },
   };
 }

@@ -27,7 +27,7 @@ const keySummarySchema: JsonSchema = {
 
 const orgView = (o: StoredOrg) => ({ id: o.id, name: o.name, created_at: o.created_at });
 
-export function authServiceRoutes(storage: ControlPlaneStorage): RouteDef<any, any>[] {
+export function authServiceRoutes(storage: ControlPlaneStorage): RouteDef[] {
   const store = new AuthStore(storage);
   return [
     {

@@ -13,7 +13,7 @@ export interface ControlPlaneAuthWiring {
   guards(storage: ControlPlaneStorage): Guard[];
   /** the rate limiter's check that an x-api-key is a real, unrevoked key */
   verifiesKey(storage: ControlPlaneStorage): (key: string) => boolean;
-  extraRoutes(storage: ControlPlaneStorage): RouteDef<any, any>[];
+  extraRoutes(storage: ControlPlaneStorage): RouteDef[];
   /** `troupe serve` flags for a deployment: keys of its tenant, read from this control plane's data */
   deploymentArgs(deployment: { tenant_id: string }): string[];
 }

@@ -58,7 +58,7 @@ export interface TokenRoutesOptions {
   encryptionKey?: string | null;
 }
 
-export function tokenRoutes(storage: ControlPlaneStorage, opts: TokenRoutesOptions = {}): RouteDef<any, any>[] {
+export function tokenRoutes(storage: ControlPlaneStorage, opts: TokenRoutesOptions = {}): RouteDef[] {
   // An invalid key is a startup error (thrown here); a missing one only disables create.
   const cipher = opts.encryptionKey === undefined ? TokenCipher.fromEnv()
     : opts.encryptionKey === null ? null : new TokenCipher(parseEncryptionKey(opts.encryptionKey));
