@@ -32,7 +32,7 @@ const cronFields: Record<string, JsonSchema> = {
   end_time: nullable({ type: "string", format: "date-time" }),
   on_run_completed: nullable({ type: "string", enum: ["delete", "keep"] }),
 };
-const cronCreate = body({ ...cronFields, assistant_id: keyString }, ["assistant_id", "schedule"]);
+const cronCreate = body<Record<string, JsonSchema>, string>({ ...cronFields, assistant_id: keyString }, ["assistant_id", "schedule"]);
 const cronPatch = body(cronFields);
 const filterFields = { assistant_id: nullable(keyString), thread_id: nullable(uuid), metadata: nullable(object) };
 const cronSearch = body({

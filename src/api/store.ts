@@ -5,12 +5,11 @@
 // `index` on put (false, or the fields to embed) and `query` on search use the semantic index
 // when the config has one (store.index, src/storage/store-index.ts).
 import type { MatchCondition } from "@langchain/langgraph-checkpoint";
-import { empty, json, type RouteDef } from "../http/types.ts";
-import { body, limit, nullable, object, offset, str, strings } from "../http/schemas/common.ts";
+import { empty, json, route, type RouteDef } from "../http/types.ts";
+import { body, bool, limit, nullable, object, offset, str, strings } from "../http/schemas/common.ts";
 import { validationError } from "../errors.ts";
-import type { JsonSchema } from "../http/schema-types.ts";
+import type { Schema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
-import type { JsonObject } from "../storage/records.ts";
 import type { LmdbStore } from "../storage/store.ts";
 import { StoreAccess } from "../auth/index.ts";
 
@@ -22,28 +21,30 @@ const TAG = "store";
 export const MAX_STORE_KEY_CHARS = 256;
 export const MAX_NAMESPACE_LABEL_CHARS = 192;
 export const MAX_NAMESPACE_BYTES = 768;
-const storeKey: JsonSchema = { type: "string", maxLength: MAX_STORE_KEY_CHARS };
-const labels: JsonSchema = {
+const storeKey: Schema<string> = { type: "string", maxLength: MAX_STORE_KEY_CHARS };
+const labels: Schema<string[]> = {
   type: "array",
   items: { type: "string", maxLength: MAX_NAMESPACE_LABEL_CHARS },
   description: `Namespace labels; at most ${MAX_NAMESPACE_BYTES} bytes of UTF-8 in all, counting one separator between labels`,
 };
 
-const itemPut = body({ namespace: labels, key: storeKey, value: object, index: { anyOf: [{ const: false }, strings, { type: "null" }] }, ttl: { type: ["number", "null"], minimum: 0 } }, ["namespace", "key", "value"]);
+const indexFields: Schema<false | string[] | null> = { anyOf: [{ const: false }, strings, { type: "null" }] };
+const ttlMinutes: Schema<number | null> = { type: ["number", "null"], minimum: 0 };
+const itemPut = body({ namespace: labels, key: storeKey, value: object, index: indexFields, ttl: ttlMinutes }, ["namespace", "key", "value"]);
 const itemDelete = body({ namespace: labels, key: storeKey }, ["key"]);
-const itemQuery = { type: "object", properties: { namespace: { type: "string", maxLength: MAX_NAMESPACE_BYTES }, key: storeKey, refresh_ttl: { type: "boolean" } }, required: ["key"] };
+const itemQuery = body({ namespace: { type: "string", maxLength: MAX_NAMESPACE_BYTES } as Schema<string>, key: storeKey, refresh_ttl: bool }, ["key"]);
 const itemSearch = body({
   namespace_prefix: labels,
   filter: nullable(object),
   limit: limit(1000, 10),
   offset,
   query: nullable(str),
-  refresh_ttl: { type: ["boolean", "null"] },
+  refresh_ttl: { type: ["boolean", "null"] } as Schema<boolean | null>,
 }, ["namespace_prefix"]);
 const namespaceList = body({
   prefix: nullable(labels),
   suffix: nullable(labels),
-  max_depth: { type: ["integer", "null"], minimum: 1 },
+  max_depth: { type: ["integer", "null"], minimum: 1 } as Schema<number | null>,
   limit: limit(1000, 100),
   offset,
 });
@@ -85,48 +86,48 @@ export function storeRoutes(app: AppContext): RouteDef[] {
     }));
 
   return [
-    {
+    route({
       method: "PUT", path: "/store/items", operationId: "put_item", summary: "Store or update an item", tag: TAG,
       body: itemPut,
       handler: async ({ body: b, auth }) => {
         const { store, access } = await load();
-        const { namespace, key, value, ttl: minutes } = b as { namespace: string[]; key: string; value: JsonObject; ttl?: number | null };
+        const { namespace, key, value, ttl: minutes } = b;
         checkNamespace(namespace, ["body", "namespace"], true);
-        const index = (b as { index?: false | string[] | null }).index ?? undefined;
+        const index = b.index ?? undefined;
         await store.write([{ ...(await access.put(auth, { namespace, key, value })), ...(index !== undefined ? { index } : {}) }], minutes);
         return empty(204);
       },
-    },
-    {
+    }),
+    route({
       method: "GET", path: "/store/items", operationId: "get_item", summary: "Get an item (null when absent)", tag: TAG,
       query: itemQuery,
       handler: async ({ query, auth }) => {
         const { store, access } = await load();
-        const q = query as { namespace?: string; key: string; refresh_ttl?: boolean };
+        const q = query;
         const namespace = q.namespace ? q.namespace.split(".") : [];
         checkNamespace(namespace, ["query", "namespace"], false);
         const item = await access.get(auth, { namespace, key: q.key });
         if (item && (q.refresh_ttl ?? ttl.refreshOnRead)) store.refresh([item]);
         return json(item);
       },
-    },
-    {
+    }),
+    route({
       method: "DELETE", path: "/store/items", operationId: "delete_item", summary: "Delete an item (also when absent)", tag: TAG,
       body: itemDelete,
       handler: async ({ body: b, auth }) => {
         const { store, access } = await load();
-        const { namespace = [], key } = b as { namespace?: string[]; key: string };
+        const { namespace = [], key } = b;
         checkNamespace(namespace, ["body", "namespace"], false);
         await store.write([{ ...(await access.delete(auth, { namespace, key })), value: null }]);
         return empty(204);
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/store/items/search", operationId: "search_items", summary: "Search items under a namespace prefix", tag: TAG,
       body: itemSearch,
       handler: async ({ body: b, auth }) => {
         const { store, access } = await load();
-        const q = b as { namespace_prefix: string[]; filter?: JsonObject | null; limit: number; offset: number; query?: string | null; refresh_ttl?: boolean | null };
+        const q = b;
         checkNamespace(q.namespace_prefix, ["body", "namespace_prefix"], false);
         const items = await access.search(auth, {
           namespacePrefix: q.namespace_prefix,
@@ -138,13 +139,13 @@ export function storeRoutes(app: AppContext): RouteDef[] {
         if (q.refresh_ttl ?? ttl.refreshOnRead) store.refresh(items);
         return json({ items });
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/store/namespaces", operationId: "list_namespaces", summary: "List namespaces", tag: TAG,
       body: namespaceList, bodyOptional: true,
       handler: async ({ body: b, auth }) => {
         const { access } = await load();
-        const q = b as { prefix?: string[] | null; suffix?: string[] | null; max_depth?: number | null; limit: number; offset: number };
+        const q = b;
         const matchConditions: MatchCondition[] = [];
         if (q.prefix) {
           checkNamespace(q.prefix, ["body", "prefix"], false);
@@ -157,6 +158,6 @@ export function storeRoutes(app: AppContext): RouteDef[] {
         const namespaces = await access.namespaces(auth, { matchConditions, maxDepth: q.max_depth ?? undefined, limit: q.limit, offset: q.offset });
         return json({ namespaces });
       },
-    },
+    }),
   ];
 }

@@ -1,7 +1,7 @@
 // The HTTP layer's own request/reply model: handlers never see uWebSockets.js objects, so the
 // same route table serves the socket front end, in-process dispatch (relative webhook URLs)
 // and OpenAPI generation.
-import type { JsonSchema } from "./schema-types.ts";
+import type { JsonSchema, Schema } from "./schema-types.ts";
 
 export interface RequestContext<B = unknown, Q = Record<string, unknown>> {
   method: string;
@@ -109,21 +109,21 @@ export interface RouteDef<B = unknown, Q = Record<string, unknown>> {
   summary: string;
   tag: string;
   params?: Record<string, ParamKind>;
-  body?: JsonSchema;
+  body?: Schema<B>;
   /** body may be omitted entirely (treated as {}) */
   bodyOptional?: boolean;
-  query?: JsonSchema;
+  query?: Schema<Q>;
   /** response schema, for the OpenAPI document */
   response?: { status: number; schema?: JsonSchema; description?: string; contentType?: string };
   handler: Handler<B, Q>;
 }
 
 /**
- * A route whose handler reads its body as `B` and its query as `Q`, kept in a list of plain routes.
- * The dispatcher only calls a handler with what `body`/`query` validated, so the author's `B`/`Q`
- * must be what those schemas accept: that promise is the one unchecked step, made here only.
+ * A route whose handler gets its body and query typed from its schemas (`Schema<T>`, built with
+ * src/http/schemas/common.ts), kept in a list of plain routes. The dispatcher calls a handler only
+ * with what those schemas validated: that is what makes the erasure here sound.
  */
-export const route = <B, Q>(def: RouteDef<B, Q>): RouteDef => def as unknown as RouteDef;
+export const route = <B = unknown, Q = Record<string, unknown>>(def: RouteDef<B, Q>): RouteDef => def as unknown as RouteDef;
 
 export const json = (body: unknown, status = 200, headers?: Headers): JsonReply => ({ kind: "json", status, body, headers });
 /** The text a JSON reply is sent as (an undefined body as `null`). */

@@ -1,8 +1,8 @@
 // Persisted record shapes. Field names follow the wire (snake_case) so handlers can emit
 // records without copying; fields that are internal only are listed in INTERNAL_RUN_FIELDS.
 
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-export type JsonObject = { [key: string]: Json };
+import type { Json, JsonObject } from "../util/json.ts";
+export type { Json, JsonObject };
 
 export type ThreadStatus = "idle" | "busy" | "interrupted" | "error";
 export type RunStatus = "pending" | "running" | "success" | "error" | "timeout" | "interrupted";
