@@ -6,7 +6,6 @@ import { canonicalUuid, isUuid } from "../util/ids.ts";
 import { empty, json, route, type RequestContext, type RouteDef } from "../http/types.ts";
 import type { DeploymentService } from "./deployments/service.ts";
 import { DEPLOYMENT_STATUSES, REVISION_STATUSES, deploymentToWire, revisionToWire, type DeploymentRecord } from "./deployments/types.ts";
-import type { CreateRequest, PatchRequest } from "./deployments/validate.ts";
 import {
   deploymentCreateBody, deploymentListQuery, deploymentPatchBody, deploymentSchema, listOf, revisionListQuery, revisionSchema,
 } from "./schemas.ts";
@@ -26,14 +25,6 @@ export interface ControlPlaneRouteContext {
  */
 export function tenantOf(ctx: Pick<RequestContext, "auth" | "headers">): string {
   return ctx.auth?.org ?? (ctx.headers["x-tenant-id"]?.trim() || DEFAULT_TENANT_ID);
-}
-
-interface ListQuery {
-  limit: number;
-  offset: number;
-  name_contains?: string;
-  status?: string;
-  deployment_ids?: string;
 }
 
 function commaList(v: string | undefined, allowed: readonly string[] | null, field: string): string[] | undefined {
@@ -72,13 +63,13 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef[] {
   const revParams = { deployment_id: "uuid", revision_id: "uuid" } as const;
 
   return [
-    {
+    route({
       method: "POST", path: "/v2/deployments", operationId: "create_deployment_v2_deployments_post", summary: "Create a deployment (starts its first revision)", tag: TAG,
       body: deploymentCreateBody,
       response: { status: 201, schema: deploymentSchema },
-      handler: async (c) => json(wire(await svc.create(c.body as CreateRequest, tenantOf(c))), 201),
-    },
-    route<unknown, ListQuery>({
+      handler: async (c) => json(wire(await svc.create(c.body, tenantOf(c))), 201),
+    }),
+    route({
       method: "GET", path: "/v2/deployments", operationId: "list_deployments_v2_deployments_get", summary: "List deployments, newest first", tag: TAG,
       query: deploymentListQuery,
       response: { status: 200, schema: listOf(deploymentSchema) },
@@ -94,20 +85,20 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef[] {
         return json({ resources: p.resources.map(wire), offset: p.offset });
       },
     }),
-    {
+    route({
       method: "GET", path: "/v2/deployments/:deployment_id", operationId: "get_deployment_v2_deployments__deployment_id__get", summary: "Get a deployment", tag: TAG,
       params,
       response: { status: 200, schema: deploymentSchema },
       handler: (c) => json(wire(svc.store.require(c.params.deployment_id, tenantOf(c)))),
-    },
-    {
+    }),
+    route({
       method: "PATCH", path: "/v2/deployments/:deployment_id", operationId: "patch_deployment_v2_deployments__deployment_id__patch",
       summary: "Update a deployment (new secrets or source_revision_config make a new revision)", tag: TAG,
       params, body: deploymentPatchBody, bodyOptional: true,
       response: { status: 200, schema: deploymentSchema },
-      handler: async (c) => json(wire(await svc.patch(c.params.deployment_id, c.body as PatchRequest, tenantOf(c)))),
-    },
-    {
+      handler: async (c) => json(wire(await svc.patch(c.params.deployment_id, c.body, tenantOf(c)))),
+    }),
+    route({
       method: "DELETE", path: "/v2/deployments/:deployment_id", operationId: "delete_deployment_v2_deployments__deployment_id__delete",
       summary: "Delete a deployment: stop its server, remove its records and data", tag: TAG,
       params,
@@ -116,8 +107,8 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef[] {
         await svc.delete(c.params.deployment_id, tenantOf(c));
         return empty(204);
       },
-    },
-    route<unknown, ListQuery>({
+    }),
+    route({
       method: "GET", path: "/v2/deployments/:deployment_id/revisions", operationId: "list_revisions_v2_deployments__deployment_id__revisions_get",
       summary: "List revisions of a deployment, newest first", tag: TAG,
       params, query: revisionListQuery,
@@ -129,7 +120,7 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef[] {
         return json({ resources: p.resources.map(revisionToWire), offset: p.offset });
       },
     }),
-    {
+    route({
       method: "GET", path: "/v2/deployments/:deployment_id/revisions/:revision_id", operationId: "get_revision_v2_deployments__deployment_id__revisions__revision_id__get",
       summary: "Get a revision (poll its status until DEPLOYED)", tag: TAG,
       params: revParams,
@@ -138,14 +129,14 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef[] {
         const d = svc.store.require(c.params.deployment_id, tenantOf(c));
         return json(revisionToWire(svc.store.requireRevision(d.id, c.params.revision_id)));
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/v2/deployments/:deployment_id/revisions/:revision_id/redeploy",
       operationId: "redeploy_revision_v2_deployments__deployment_id__revisions__revision_id__redeploy_post",
       summary: "Redeploy a revision: a new revision with its config and secrets", tag: TAG,
       params: revParams,
       response: { status: 200, schema: deploymentSchema },
       handler: async (c) => json(wire(await svc.redeploy(c.params.deployment_id, c.params.revision_id, tenantOf(c)))),
-    },
+    }),
   ];
 }

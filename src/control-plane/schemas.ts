@@ -1,81 +1,58 @@
 // JSON Schemas of the deployments API (platform.md §1.3–1.4): ajv validates request bodies and
 // queries with them and the control plane's OpenAPI document quotes them.
 import type { JsonSchema } from "../http/schema-types.ts";
+import { arrayOf, body, integer, nullable, object, str, text, uuid, withDefault } from "../http/schemas/common.ts";
 import { DEPLOYMENT_STATUSES, REVISION_STATUSES } from "./deployments/types.ts";
 
-const str: JsonSchema = { type: "string" };
-const nullable = (s: JsonSchema): JsonSchema => ({ anyOf: [s, { type: "null" }] });
-const dateTime: JsonSchema = { type: "string", format: "date-time" };
-const uuid: JsonSchema = { type: "string", format: "uuid" };
+const dateTime = text({ format: "date-time" });
 
 /** Text that becomes an environment variable or a path: no NUL byte (the OS refuses it at start, long after the request). */
-const osText: JsonSchema = { type: "string", pattern: "^[^\\u0000]*$" };
+const osText = text({ pattern: "^[^\\u0000]*$" });
 // (a secret's name is checked as an environment variable name in deployments/validate.ts)
-const secret: JsonSchema = { type: "object", required: ["name", "value"], properties: { name: str, value: osText } };
-const secretReference: JsonSchema = {
-  type: "object",
-  required: ["name", "secret_name", "secret_key"],
-  properties: { name: str, secret_name: str, secret_key: str },
-};
-const sourceRevisionConfigRequest: JsonSchema = {
-  type: "object",
-  description: "For internal_source: `langgraph_config_path` names the service.json / langgraph.json of a local project directory (or the directory)",
-  properties: {
-    langgraph_config_path: nullable(osText),
-    repo_ref: nullable(str),
-    image_uri: nullable(str),
-    source_tarball_path: nullable(str),
-  },
-};
+const secret = body({ name: str, value: osText }, ["name", "value"]);
+const secretReference = body({ name: str, secret_name: str, secret_key: str }, ["name", "secret_name", "secret_key"]);
+const sourceRevisionConfigRequest = body({
+  langgraph_config_path: nullable(osText),
+  repo_ref: nullable(str),
+  image_uri: nullable(str),
+  source_tarball_path: nullable(str),
+}, [], { description: "For internal_source: `langgraph_config_path` names the service.json / langgraph.json of a local project directory (or the directory)" });
 
-export const deploymentCreateBody: JsonSchema = {
-  type: "object",
-  required: ["name", "source", "source_revision_config"],
-  properties: {
-    name: { type: "string", minLength: 1, maxLength: 63 },
-    source: { type: "string", description: 'only "internal_source" is supported' },
-    source_config: nullable({ type: "object" }),
-    source_revision_config: nullable(sourceRevisionConfigRequest),
-    secrets: nullable({ type: "array", items: secret }),
-    secret_references: nullable({ type: "array", items: secretReference }),
-  },
-};
+export const deploymentCreateBody = body({
+  name: text({ minLength: 1, maxLength: 63 }),
+  source: text({ description: 'only "internal_source" is supported' }),
+  source_config: nullable(object),
+  source_revision_config: nullable(sourceRevisionConfigRequest),
+  secrets: nullable(arrayOf(secret)),
+  secret_references: nullable(arrayOf(secretReference)),
+}, ["name", "source", "source_revision_config"]);
 
-export const deploymentPatchBody: JsonSchema = {
-  type: "object",
-  properties: {
-    name: str,
-    revision_source: nullable(str),
-    source_config: nullable({ type: "object" }),
-    source_revision_config: nullable(sourceRevisionConfigRequest),
-    secrets: nullable({ type: "array", items: secret }),
-    secret_references: nullable({ type: "array", items: secretReference }),
-    display_name: nullable({ type: "string", maxLength: 200 }),
-  },
-};
+export const deploymentPatchBody = body({
+  name: str,
+  revision_source: nullable(str),
+  source_config: nullable(object),
+  source_revision_config: nullable(sourceRevisionConfigRequest),
+  secrets: nullable(arrayOf(secret)),
+  secret_references: nullable(arrayOf(secretReference)),
+  display_name: nullable(text({ maxLength: 200 })),
+});
 
 const paging = {
-  limit: { type: "integer", minimum: 1, maximum: 100, default: 20 },
-  offset: { type: "integer", minimum: 0, default: 0 },
-} satisfies Record<string, JsonSchema>;
-
-export const deploymentListQuery: JsonSchema = {
-  type: "object",
-  properties: {
-    ...paging,
-    name_contains: str,
-    status: { type: "string", description: `comma-separated deployment statuses (${DEPLOYMENT_STATUSES.join(", ")})` },
-    deployment_ids: { type: "string", description: "comma-separated deployment ids" },
-  },
+  limit: withDefault(integer({ minimum: 1, maximum: 100 }), 20),
+  offset: withDefault(integer({ minimum: 0 }), 0),
 };
 
-export const revisionListQuery: JsonSchema = {
-  type: "object",
-  properties: {
-    ...paging,
-    status: { type: "string", description: `comma-separated revision statuses (${REVISION_STATUSES.join(", ")})` },
-  },
-};
+export const deploymentListQuery = body({
+  ...paging,
+  name_contains: str,
+  status: text({ description: `comma-separated deployment statuses (${DEPLOYMENT_STATUSES.join(", ")})` }),
+  deployment_ids: text({ description: "comma-separated deployment ids" }),
+});
+
+export const revisionListQuery = body({
+  ...paging,
+  status: text({ description: `comma-separated revision statuses (${REVISION_STATUSES.join(", ")})` }),
+});
 
 export const deploymentSchema: JsonSchema = {
   type: "object",

@@ -3,9 +3,9 @@
 // through POST /v2/orgs; anything else answers 404 (no existence leak). Keys for another existing
 // user are refused (403): only new users, or the caller itself, can get keys through the API.
 import { notFound } from "../../errors.ts";
-import { body, nullable, str } from "../../http/schemas/common.ts";
+import { body, nullable, str, text } from "../../http/schemas/common.ts";
 import type { JsonSchema } from "../../http/schema-types.ts";
-import { empty, json, type RouteDef } from "../../http/types.ts";
+import { empty, json, route, type RouteDef } from "../../http/types.ts";
 import type { ControlPlaneStorage } from "../storage.ts";
 import { callerOf } from "./caller.ts";
 import { AuthStore, DEFAULT_USER, type StoredOrg } from "./store.ts";
@@ -30,24 +30,24 @@ const orgView = (o: StoredOrg) => ({ id: o.id, name: o.name, created_at: o.creat
 export function authServiceRoutes(storage: ControlPlaneStorage): RouteDef[] {
   const store = new AuthStore(storage);
   return [
-    {
+    route({
       method: "POST", path: "/v2/orgs", operationId: "create_org_v2_orgs_post", summary: "Create an organization (tenant)", tag: TAG,
-      body: body({ name: { type: "string", minLength: 1, maxLength: 63 } }, ["name"]),
+      body: body({ name: text({ minLength: 1, maxLength: 63 }) }, ["name"]),
       response: { status: 201, schema: orgSchema },
       handler: async (ctx) => {
         const { orgId } = callerOf(ctx);
-        const org = await store.createOrg((ctx.body as { name: string }).name, orgId);
+        const org = await store.createOrg(ctx.body.name, orgId);
         return json(orgView(org), 201);
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/v2/api-keys", operationId: "create_api_key_v2_api_keys_post", summary: "Create an API key (the key is shown only in this reply)", tag: TAG,
-      body: body({ org: str, user: { type: "string", minLength: 1, maxLength: 63 }, description: nullable({ type: "string", maxLength: 500 }) }),
+      body: body({ org: str, user: text({ minLength: 1, maxLength: 63 }), description: nullable(text({ maxLength: 500 })) }),
       bodyOptional: true,
       response: { status: 201, schema: createdKeySchema },
       handler: async (ctx) => {
         const caller = callerOf(ctx);
-        const b = ctx.body as { org?: string; user?: string; description?: string | null };
+        const b = ctx.body;
         store.refresh();
         const org = b.org === undefined ? store.getOrg(caller.orgId) : store.findOrg(b.org);
         if (!org || (org.id !== caller.orgId && org.created_by_org !== caller.orgId)) throw notFound(`Organization ${b.org ?? caller.orgId} not found`);
@@ -59,19 +59,19 @@ export function authServiceRoutes(storage: ControlPlaneStorage): RouteDef[] {
           : await store.createKeyForUser(org.id, b.user ?? DEFAULT_USER, self, description);
         return json({ key, prefix: record.prefix, org_id: record.org_id, user_id: record.user_id, description: record.description, created_at: record.created_at }, 201);
       },
-    },
-    {
+    }),
+    route({
       method: "GET", path: "/v2/api-keys", operationId: "list_api_keys_v2_api_keys_get", summary: "List the API keys of the caller's organization (no secrets)", tag: TAG,
       response: { status: 200, schema: { type: "array", items: keySummarySchema } },
       handler: (ctx) => json(store.listKeys(callerOf(ctx).orgId)),
-    },
-    {
+    }),
+    route({
       method: "DELETE", path: "/v2/api-keys/:prefix", operationId: "revoke_api_key_v2_api_keys__prefix__delete", summary: "Revoke an API key of the caller's organization", tag: TAG,
       response: { status: 204, description: "Revoked" },
       handler: async (ctx) => {
         await store.revokeKey(callerOf(ctx).orgId, ctx.params.prefix);
         return empty(204);
       },
-    },
+    }),
   ];
 }

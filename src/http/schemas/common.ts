@@ -43,9 +43,20 @@ export const checkpointSelector: JsonSchema = {
 };
 
 /** An object schema; its value type has the `required` properties (and those with defaults) always present. */
-export function body<P extends Record<string, JsonSchema>, R extends keyof P & string = never>(properties: P, required: readonly R[] = []): Schema<ObjectOf<P, R>> {
-  return { type: "object", properties, ...(required.length ? { required: [...required] } : {}) };
+export function body<P extends Record<string, JsonSchema>, R extends keyof P & string = never>(
+  properties: P,
+  required: readonly R[] = [],
+  extra: JsonSchema = {},
+): Schema<ObjectOf<P, R>> {
+  return { type: "object", properties, ...(required.length ? { required: [...required] } : {}), ...extra };
 }
+
+/** A string, with more keywords (format, pattern, lengths, description). */
+export const text = (extra: JsonSchema = {}): Schema<string> => ({ type: "string", ...extra });
+/** An integer, with more keywords (bounds, description). */
+export const integer = (extra: JsonSchema = {}): Schema<number> => ({ type: "integer", ...extra });
+/** A schema whose value ajv fills in when absent: the property is always present after validation. */
+export const withDefault = <T>(s: Schema<T>, value: T): Defaulted<T> => ({ ...s, default: value });
 
 /** One of these strings. */
 export function enumOf<const V extends readonly string[]>(values: V): Schema<V[number]> {
