@@ -6,7 +6,7 @@
 import { threadNotFound } from "../errors.ts";
 import { matchesAuthFilter } from "../auth/index.ts";
 import type { ProtocolFilter, ProtocolFrame } from "../hub/thread-protocol-hub.ts";
-import { json, type AuthInfo, type RouteDef, type SseReply, type WebSocketReply, type WsConnection } from "../http/types.ts";
+import { json, route, type AuthInfo, type RouteDef, type SseReply, type WebSocketReply, type WsConnection } from "../http/types.ts";
 import type { AppContext } from "../server/context.ts";
 import { checkParams, ProtocolCommandError, ThreadCommands, type ProtocolCommand, type ProtocolResponse } from "./thread-protocol/commands.ts";
 import { commandSchema, eventStreamRequestSchema } from "./thread-protocol/schemas.ts";
@@ -54,24 +54,23 @@ export function threadProtocolRoutes(app: AppContext): RouteDef[] {
   });
 
   return [
-    {
+    route({
       method: "POST", path: "/threads/:thread_id/commands", operationId: "thread_protocol_command",
       summary: "Thread-centric protocol: run one command (run.start, input.respond, state.get, state.listCheckpoints, state.fork, agent.getTree)", tag: TAG,
       params: { thread_id: "uuid" }, body: commandSchema,
       handler: async ({ params, body, headers, auth }) => json(await commands.execute(body as ProtocolCommand, { threadId: params.thread_id, headers, auth })),
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/threads/:thread_id/stream/events", operationId: "thread_protocol_events",
       summary: "Thread-centric protocol: a filtered SSE event stream of the thread's current run (replayed, then live)", tag: TAG,
       params: { thread_id: "uuid" }, body: eventStreamRequestSchema,
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ params, body, auth }) => {
         await mustReadThread(params.thread_id, auth);
-        const b = body as { channels: string[]; namespaces?: string[][]; depth?: number; since?: number };
-        return sseReply(params.thread_id, toFilter(b), b.since);
+        return sseReply(params.thread_id, toFilter(body), body.since);
       },
-    },
-    {
+    }),
+    route({
       method: "GET", path: "/threads/:thread_id/stream/events", operationId: "thread_protocol_socket",
       summary: "Thread-centric protocol over a WebSocket (upgrade): commands and subscription.subscribe/unsubscribe in, responses and events out", tag: TAG,
       params: { thread_id: "uuid" },
@@ -82,7 +81,7 @@ export function threadProtocolRoutes(app: AppContext): RouteDef[] {
         await mustReadThread(params.thread_id, auth, true);
         return webSocketReply(params.thread_id, headers, auth);
       },
-    },
+    }),
   ];
 }
 

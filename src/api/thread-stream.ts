@@ -4,21 +4,18 @@
 import { threadNotFound } from "../errors.ts";
 import { matchesAuthFilter } from "../auth/index.ts";
 import { THREAD_STREAM_MODES, type ThreadStreamMode } from "../hub/thread-stream-hub.ts";
-import type { RouteDef, SseReply } from "../http/types.ts";
-import type { JsonSchema } from "../http/schema-types.ts";
+import { route, type RouteDef, type SseReply } from "../http/types.ts";
+import { arrayOf, body, enumOf, withDefault } from "../http/schemas/common.ts";
 import type { AppContext } from "../server/context.ts";
 import { lastEventId, sseFrame } from "../http/sse-frames.ts";
 
 /** `: heartbeat` comment interval: keeps proxies from closing an idle stream; the SDK arms its idle watchdog on it */
 const HEARTBEAT_MS = 5_000;
 
-const streamModeQuery: JsonSchema = {
-  type: "object",
-  properties: {
-    // one value or a repeated key (the SDK sends an array as stream_mode=a&stream_mode=b)
-    stream_mode: { type: "array", items: { type: "string", enum: [...THREAD_STREAM_MODES] }, minItems: 1, default: ["run_modes"] },
-  },
-};
+const streamModeQuery = body({
+  // one value or a repeated key (the SDK sends an array as stream_mode=a&stream_mode=b)
+  stream_mode: withDefault(arrayOf(enumOf(THREAD_STREAM_MODES), { minItems: 1 }), ["run_modes"]),
+});
 
 export function threadStreamRoutes(app: AppContext): RouteDef[] {
   const { storage } = app;
@@ -52,7 +49,7 @@ export function threadStreamRoutes(app: AppContext): RouteDef[] {
   });
 
   return [
-    {
+    route({
       method: "GET", path: "/threads/:thread_id/stream", operationId: "join_thread_stream",
       summary: "Stream a thread: every run's events, run starts/ends, state updates (SSE; Last-Event-ID resumes)", tag: "threads",
       params: { thread_id: "uuid" },
@@ -63,9 +60,9 @@ export function threadStreamRoutes(app: AppContext): RouteDef[] {
         const filter = await app.auth?.authorize(auth, "threads:read", { thread_id: threadId });
         const t = storage.threads.get(threadId);
         if (!t || !matchesAuthFilter(filter, t.metadata)) throw threadNotFound(threadId);
-        const modes = new Set((query as { stream_mode: ThreadStreamMode[] }).stream_mode);
+        const modes = new Set(query.stream_mode);
         return reply(threadId, modes, lastEventId(headers), rawQuery.toString());
       },
-    },
+    }),
   ];
 }

@@ -4,7 +4,7 @@
 // Bundles are built on first use (src/ui/bundler.ts) and kept. Errors are JSON, as everywhere.
 import { TroupeError, notFound } from "../errors.ts";
 import { body, str } from "../http/schemas/common.ts";
-import type { RouteDef, TextReply } from "../http/types.ts";
+import { route, type RouteDef, type TextReply } from "../http/types.ts";
 import type { AppContext } from "../server/context.ts";
 import { bundleUi, uiGlobalName, type UiFile } from "../ui/bundler.ts";
 
@@ -47,7 +47,7 @@ export function uiRoutes(app: AppContext): RouteDef[] {
   };
 
   return [
-    {
+    route({
       method: "POST", path: "/ui/:agent", operationId: "get_ui_component", summary: "HTML that loads a graph's generative UI bundle and renders one component", tag: TAG,
       params: { agent: "string" }, body: body({ name: str }, ["name"]),
       response: { status: 200, contentType: "text/html" },
@@ -62,12 +62,12 @@ export function uiRoutes(app: AppContext): RouteDef[] {
         const lines = files.filter((f) => extOf(f.basename) === ".css").map((f) => `<link rel="stylesheet" href="${href(f)}" />`);
         const js = files.find((f) => extOf(f.basename) === ".js");
         // the component name is the caller's: a JS string inside an HTML attribute, escaped for both
-        const component = JSON.stringify((b as { name: string }).name);
+        const component = JSON.stringify(b.name);
         if (js) lines.push(`<script src="${href(js)}" onload='${attribute(`${uiGlobalName(name)}.render(${component}, "{{shadowRootId}}")`, "'")}'></script>`);
         return { kind: "text", status: 200, contentType: "text/html; charset=utf-8", body: lines.join("\n") };
       },
-    },
-    {
+    }),
+    route({
       method: "GET", path: "/ui/:agent/:basename", operationId: "get_ui_file", summary: "A file of a graph's generative UI bundle", tag: TAG,
       params: { agent: "string", basename: "string" },
       handler: async ({ params }): Promise<TextReply> => {
@@ -76,6 +76,6 @@ export function uiRoutes(app: AppContext): RouteDef[] {
         if (!file) throw notFound(`File not found: /ui/${params.agent}/${params.basename}`);
         return { kind: "text", status: 200, contentType: MIME[extOf(file.basename)] ?? "text/plain; charset=utf-8", body: file.contents };
       },
-    },
+    }),
   ];
 }

@@ -1,7 +1,7 @@
 // Handler bodies and queries are typed from their JSON schemas (issue 19.4). These assertions are
 // checked by the type checker (`npm run typecheck` covers test/); a wrong inference fails the build.
 import { describe, expectTypeOf, it } from "vitest";
-import { arrayOf, body, enumOf, int, limit, nullable, object, offset, str, strings } from "../../src/http/schemas/common.ts";
+import { arrayOf, body, enumOf, int, limit, nullable, object, offset, str, strings, withDefault } from "../../src/http/schemas/common.ts";
 import type { Accepted, JsonSchema } from "../../src/http/schema-types.ts";
 import { json, route, type RouteDef } from "../../src/http/types.ts";
 import type { JsonObject } from "../../src/util/json.ts";
@@ -48,5 +48,12 @@ describe("route types", () => {
         return json(null);
       },
     });
+  });
+
+  it("keep an enum's literal types, also from a typed array and behind a default", () => {
+    type Mode = "a" | "b";
+    const MODES: readonly Mode[] = ["a", "b"];
+    const q = body({ mode: withDefault(arrayOf(enumOf(MODES)), ["a"]) });
+    expectTypeOf<Accepted<typeof q>>().toEqualTypeOf<{ mode: Mode[] }>();
   });
 });

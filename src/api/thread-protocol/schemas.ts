@@ -2,33 +2,23 @@
 // each command's params, and the event filter shared by SSE stream requests and WebSocket
 // subscriptions. Validated with the same ajv setup as every request body.
 import type { JsonSchema } from "../../http/schema-types.ts";
-import { MAX_KEY_CHARS } from "../../http/schemas/common.ts";
+import { arrayOf, body, integer, MAX_KEY_CHARS, object, strings, text } from "../../http/schemas/common.ts";
 
 const CHANNEL_PATTERN = "^(values|updates|messages|tools|lifecycle|input|checkpoints|tasks|custom)$|^custom:.+$";
-const strings: JsonSchema = { type: "array", items: { type: "string" } };
 const optionalObject: JsonSchema = { type: ["object", "null"] };
 
 /** What a stream or subscription receives: channels, namespace prefixes, depth below them. */
-const filterProperties: Record<string, JsonSchema> = {
-  channels: { type: "array", items: { type: "string", pattern: CHANNEL_PATTERN }, minItems: 1 },
-  namespaces: { type: "array", items: strings },
-  depth: { type: "integer", minimum: 0 },
+const filterProperties = {
+  channels: arrayOf(text({ pattern: CHANNEL_PATTERN }), { minItems: 1 }),
+  namespaces: arrayOf(strings),
+  depth: integer({ minimum: 0 }),
 };
 
 /** Body of POST /threads/{t}/stream/events (strict, as the reference says). */
-export const eventStreamRequestSchema: JsonSchema = {
-  type: "object",
-  properties: { ...filterProperties, since: { type: "integer", minimum: 0 } },
-  required: ["channels"],
-  additionalProperties: false,
-};
+export const eventStreamRequestSchema = body({ ...filterProperties, since: integer({ minimum: 0 }) }, ["channels"], { additionalProperties: false });
 
 /** Body of POST /threads/{t}/commands, and every WebSocket text frame. */
-export const commandSchema: JsonSchema = {
-  type: "object",
-  properties: { id: { type: "integer", minimum: 0 }, method: { type: "string", minLength: 1 }, params: { type: "object" } },
-  required: ["id", "method"],
-};
+export const commandSchema = body({ id: integer({ minimum: 0 }), method: text({ minLength: 1 }), params: object }, ["id", "method"]);
 
 const runOptions: Record<string, JsonSchema> = {
   config: optionalObject,

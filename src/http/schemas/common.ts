@@ -56,7 +56,7 @@ export const text = (extra: JsonSchema = {}): Schema<string> => ({ type: "string
 /** An integer, with more keywords (bounds, description). */
 export const integer = (extra: JsonSchema = {}): Schema<number> => ({ type: "integer", ...extra });
 /** A schema whose value ajv fills in when absent: the property is always present after validation. */
-export const withDefault = <T>(s: Schema<T>, value: T): Defaulted<T> => ({ ...s, default: value });
+export const withDefault = <T>(s: Schema<T>, value: NoInfer<T>): Defaulted<T> => ({ ...s, default: value });
 
 /** One of these strings. */
 export function enumOf<const V extends readonly string[]>(values: V): Schema<V[number]> {
