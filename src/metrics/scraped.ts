@@ -71,6 +71,13 @@ function metricObject(m: object, type: "gauge" | "counter" | "histogram", values
   return { name, help, type: type as never, aggregator: "sum" as const, collect: () => undefined, values: values as never[] };
 }
 
+/** A gauge's or counter's samples as prom-client's metric object (each series' labels shared, see LabelSets). */
+function sampledMetric<L extends string>(m: object, type: "gauge" | "counter", samples: Sample<L>[], sets: LabelSets) {
+  return metricObject(m, type, samples.map((s) => ({ value: s.value, labels: NO_LABELS, sharedLabels: sets.of(s.labels) })));
+}
+
+const jsonForm = (m: ReturnType<typeof metricObject>) => ({ ...m, values: forJson(m.values as Value[]) as never[] });
+
 export class ScrapedGauge<L extends string = string> extends Gauge<L> {
   private readonly read: () => Sample<L>[];
   private readonly sets: LabelSets;
@@ -82,12 +89,11 @@ export class ScrapedGauge<L extends string = string> extends Gauge<L> {
   }
 
   getForPromString() {
-    return Promise.resolve(metricObject(this, "gauge", this.read().map((s) => ({ value: s.value, labels: NO_LABELS, sharedLabels: this.sets.of(s.labels) }))));
+    return Promise.resolve(sampledMetric(this, "gauge", this.read(), this.sets));
   }
 
   override async get() {
-    const m = await this.getForPromString();
-    return { ...m, values: forJson(m.values as Value[]) as never[] };
+    return jsonForm(await this.getForPromString());
   }
 }
 
@@ -102,12 +108,11 @@ export class ScrapedCounter<L extends string = string> extends Counter<L> {
   }
 
   getForPromString() {
-    return Promise.resolve(metricObject(this, "counter", this.read().map((s) => ({ value: s.value, labels: NO_LABELS, sharedLabels: this.sets.of(s.labels) }))));
+    return Promise.resolve(sampledMetric(this, "counter", this.read(), this.sets));
   }
 
   override async get() {
-    const m = await this.getForPromString();
-    return { ...m, values: forJson(m.values as Value[]) as never[] };
+    return jsonForm(await this.getForPromString());
   }
 }
 
