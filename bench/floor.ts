@@ -22,7 +22,7 @@ import {
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { GraphRegistry } from "../src/actors/graph-registry.ts";
 import { parseImportString } from "../src/config/import-ref.ts";
-import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
+import { LmdbCheckpointSaver } from "../src/storage/checkpoints/lmdb-saver.ts";
 import { openStorage } from "../src/storage/env.ts";
 import { summarize } from "./stats.ts";
 

@@ -1,4 +1,4 @@
-// Long message lists stored as shared chunks (storage/message-chunks.ts): the reassembled bytes are
+// Long message lists stored as shared chunks (storage/checkpoints/message-chunks.ts): the reassembled bytes are
 // the serde's, and across runs, forks, rollbacks, copies, prunes and deletes every checkpoint of a
 // long thread still reads back (through a saver with an empty cache), every chunk a blob names
 // exists, and no chunk outlives the blobs that named it.
@@ -7,11 +7,11 @@ import { END, MessagesAnnotation, START, StateGraph, messagesStateReducer } from
 import { JsonPlusSerializer, emptyCheckpoint, uuid6, type Checkpoint } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { describe, expect, it, vi } from "vitest";
-import { LmdbCheckpointSaver } from "../src/storage/checkpointer.ts";
+import { LmdbCheckpointSaver } from "../src/storage/checkpoints/lmdb-saver.ts";
 import type { Storage } from "../src/storage/env.ts";
 import { useTempStorage } from "./helpers/storage.ts";
-import { CHUNK_ITEMS, MessageChunker, joinChunks } from "../src/storage/message-chunks.ts";
-import { MessageCachingSerde } from "../src/storage/message-serde.ts";
+import { CHUNK_ITEMS, MessageChunker, joinChunks } from "../src/storage/checkpoints/message-chunks.ts";
+import { MessageCachingSerde } from "../src/storage/checkpoints/message-serde.ts";
 
 const text = (v: Uint8Array): string => Buffer.from(v).toString("utf8");
 

@@ -6,7 +6,7 @@
 // `metadata` find them (`{run_id}`, `{graph_id}`, a key the run's metadata carried).
 import type { RunnableConfig } from "@langchain/core/runnables";
 import type { ChannelVersions, Checkpoint, CheckpointMetadata } from "@langchain/langgraph-checkpoint";
-import { LmdbCheckpointSaver } from "../storage/checkpointer.ts";
+import { LmdbCheckpointSaver } from "../storage/checkpoints/lmdb-saver.ts";
 import type { ThreadCheckpointOps } from "../storage/port.ts";
 
 /** configurable keys that address the checkpoint rather than describe the run (as upstream) */

@@ -61,7 +61,7 @@ export class ThreadActor {
   /*
    * A thread's next queued run starts once the previous run's final transaction is queued, not
    * when it commits (lmdb-js commits in queue order, so the next run's writes still land after
-   * it; its first checkpoint read is answered from the pending writes, see checkpointer.ts).
+   * it; its first checkpoint read is answered from the pending writes, see storage/checkpoints/lmdb-saver.ts).
    * Until that commit, whatever this actor sends to the HTTP thread waits here, so the previous
    * run's run.done still precedes the next run's start and events, as if they had not overlapped;
    * so does the next run's `running` record (its checkpoints wait in the saver: holdWritesUntil),

@@ -25,7 +25,7 @@ export type RecordsDb<V, K extends Key> = Pick<Database<V, K>, "get" | "getRange
 /** A LangGraph channel version (integers by default; savers may use strings). */
 export type StoredChannelVersion = number | string;
 
-/** Blob key [channel, version, tag]; tag is "" unless the version collided (see checkpointer.ts). */
+/** Blob key [channel, version, tag]; tag is "" unless the version collided (see checkpoints/lmdb-saver.ts). */
 export type StoredBlobRef = [string, StoredChannelVersion, string];
 
 export interface StoredCheckpoint {
@@ -56,7 +56,7 @@ export interface StoredWrite {
 /** One channel value: serde type tag + bytes. */
 export interface StoredBlob {
   type: string;
-  /** the value's bytes; for a chunked message list, only the messages after its chunks (see message-chunks.ts) */
+  /** the value's bytes; for a chunked message list, only the messages after its chunks (see checkpoints/message-chunks.ts) */
   value: Uint8Array;
   /** ids of the leading chunks in `blobChunks` (same thread, namespace and channel), in order */
   chunks?: string[];
@@ -95,7 +95,7 @@ export interface Storage {
    * checked without reading (and mapping into memory) the blob's bytes.
    */
   blobStamps: Database<number, [string, string, string, StoredChannelVersion, string]>;
-  /** shared chunks of long message lists, key [thread_id, checkpoint_ns, channel, chunk id] (message-chunks.ts) */
+  /** shared chunks of long message lists, key [thread_id, checkpoint_ns, channel, chunk id] (checkpoints/message-chunks.ts) */
   blobChunks: Database<Uint8Array, [string, string, string, string]>;
   /** key [...namespace labels joined by "\u0000", item key]; written by storage/indexes/store-items.ts (with storeItemIndex) */
   store: RecordsDb<StoreItemRecord, [string, string]>;

@@ -6,7 +6,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { LmdbCheckpointSaver } from "../../src/storage/checkpointer.ts";
+import { LmdbCheckpointSaver } from "../../src/storage/checkpoints/lmdb-saver.ts";
 import { openStorage, type Storage } from "../../src/storage/env.ts";
 import {
   cfg, checkpoint, collect, expectCopyThread, expectForkKeepsBranches, expectGraphBranchesKeptApart, expectMessageClassesRoundTrip, expectPruneToLatest,

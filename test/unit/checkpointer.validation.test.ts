@@ -4,7 +4,7 @@ import { validate } from "@langchain/langgraph-checkpoint-validation";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { LmdbCheckpointSaver } from "../../src/storage/checkpointer.ts";
+import { LmdbCheckpointSaver } from "../../src/storage/checkpoints/lmdb-saver.ts";
 import { openStorage, type Storage } from "../../src/storage/env.ts";
 
 const opened = new Map<LmdbCheckpointSaver, { dir: string; storage: Storage }>();

@@ -18,10 +18,10 @@ import {
 } from "@langchain/langgraph-checkpoint";
 import type pg from "pg";
 import { TroupeError } from "../../errors.ts";
-import { matchesFilter, namespaceOf, requireThreadId, runIdOf, threadIdOf } from "../checkpoint-config.ts";
-import type { MessageChunk } from "../message-chunks.ts";
-import { MessageCachingSerde } from "../message-serde.ts";
-import { StoredChunks } from "../stored-chunks.ts";
+import { matchesFilter, namespaceOf, requireThreadId, runIdOf, threadIdOf } from "../checkpoints/checkpoint-config.ts";
+import type { MessageChunk } from "../checkpoints/message-chunks.ts";
+import { MessageCachingSerde } from "../checkpoints/message-serde.ts";
+import { StoredChunks } from "../checkpoints/stored-chunks.ts";
 import {
   COLLECT_UNNAMED_BLOBS, COLLECT_UNNAMED_CHUNKS, GET_LATEST_TUPLE, GET_TUPLE_BY_ID, GET_TUPLES, GET_WRITES, PUT_CHECKPOINT, PUT_WRITES,
 } from "./checkpoint-sql.ts";

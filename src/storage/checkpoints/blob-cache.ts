@@ -27,7 +27,7 @@ interface Entry {
   threadId: string;
   /** the blob's full key (its slot plus version and tag) */
   key: string;
-  /** stamp of the blob write the value was built from (see checkpointer.ts) */
+  /** stamp of the blob write the value was built from (see lmdb-saver.ts) */
   stamp: number;
   value: unknown[];
   cost: number;

@@ -1,5 +1,5 @@
 // What the checkpointer knows of a thread's latest root checkpoint while its write is still
-// queued, so the thread's next run can read it without waiting for the commit (checkpointer.ts).
+// queued, so the thread's next run can read it without waiting for the commit (lmdb-saver.ts).
 /*
  * Why: put/putWrites resolve once their transaction is queued, and a read of the thread waits for
  * those writes to commit (read-your-writes). The next run on a thread starts by reading its latest
@@ -13,7 +13,7 @@
  * built from a put whose parent it knows, dropped by any other kind of write and once the thread's
  * queued writes have all committed (then LMDB is the truth again).
  */
-import type { StoredChannelVersion } from "./env.ts";
+import type { StoredChannelVersion } from "../env.ts";
 
 /** One channel of a pending checkpoint. */
 export type PendingChannel =
@@ -21,7 +21,7 @@ export type PendingChannel =
   | { version: StoredChannelVersion; list: unknown[] }
   /** the serde's bytes of the value */
   | { version: StoredChannelVersion; type: string; bytes: Uint8Array }
-  /** a blob already committed under this tag (see checkpointer.ts) */
+  /** a blob already committed under this tag (see lmdb-saver.ts) */
   | { version: StoredChannelVersion; storedTag: string }
   /** no value (the put wrote no blob for it) */
   | { version: StoredChannelVersion; absent: true };

@@ -6,7 +6,7 @@ import {
   type ChannelVersions, type Checkpoint, type CheckpointListOptions, type CheckpointMetadata,
   type CheckpointPendingWrite, type CheckpointTuple, type PendingWrite, type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
-import { TroupeError } from "../errors.ts";
+import { TroupeError } from "../../errors.ts";
 import { matchesFilter, namespaceOf, requireThreadId, runIdOf, threadIdOf } from "./checkpoint-config.ts";
 import { BlobCache } from "./blob-cache.ts";
 import { MessageCachingSerde } from "./message-serde.ts";
@@ -14,7 +14,7 @@ import { joinChunks, type MessageChunk } from "./message-chunks.ts";
 import { QueuedThreadWrites, type TagMap } from "./queued-writes.ts";
 import { StoredChunks } from "./stored-chunks.ts";
 import { addPendingWrites, pendingWriteKey, type PendingChannel, type PendingCheckpoint, type PendingWriteRecord } from "./pending-checkpoints.ts";
-import type { Storage, StoredBlob, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, StoredWrite } from "./env.ts";
+import type { Storage, StoredBlob, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, StoredWrite } from "../env.ts";
 
 /*
  * Storage contract

@@ -10,7 +10,7 @@
  * thread's checkpoints are written by its actor's worker only; operations that rewrite a thread's
  * data wholesale wait for its queue to drain first, and the entry goes when it drains).
  */
-import type { StoredChannelVersion } from "./env.ts";
+import type { StoredChannelVersion } from "../env.ts";
 
 export type TagMap = Record<string, [StoredChannelVersion, string]>;
 

@@ -13,7 +13,7 @@
  * (LmdbCheckpointSaver: deleteThread, pruneToLatest, deleteCheckpointsOfRun).
  */
 import { createHash } from "node:crypto";
-import { MessageListSnapshot, type MessageFields } from "./message-list-snapshot.ts";
+import { MessageListSnapshot, type MessageFields } from "../message-list-snapshot.ts";
 
 /** Messages per chunk: a blob is chunked once it holds at least this many messages. */
 export const CHUNK_ITEMS = 64;

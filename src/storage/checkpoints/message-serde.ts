@@ -1,7 +1,7 @@
 // Checkpoint serde wrapper that caches each LangChain message's JSON, so re-putting a long message
 // list (every step of a run on a long thread) only serializes the messages that are new.
 import { JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import { MessageListJson, type MessageFields } from "./message-list-json.ts";
+import { MessageListJson, type MessageFields } from "../message-list-json.ts";
 import { CHUNK_ITEMS, MessageChunker, type ChunkedList } from "./message-chunks.ts";
 
 /*

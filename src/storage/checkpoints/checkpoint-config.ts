@@ -1,8 +1,8 @@
 // What every checkpoint saver reads from a RunnableConfig and a metadata filter, the same way
-// for both backends (checkpointer.ts on LMDB, postgres/checkpointer.ts).
+// for both backends (lmdb-saver.ts, postgres/checkpointer.ts).
 import type { RunnableConfig } from "@langchain/core/runnables";
 import type { CheckpointMetadata } from "@langchain/langgraph-checkpoint";
-import { TroupeError } from "../errors.ts";
+import { TroupeError } from "../../errors.ts";
 
 export function threadIdOf(config: RunnableConfig): string | undefined {
   const threadId: unknown = config.configurable?.thread_id;
