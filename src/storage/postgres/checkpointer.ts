@@ -12,7 +12,7 @@
  */
 import type { RunnableConfig } from "@langchain/core/runnables";
 import {
-  BaseCheckpointSaver, TASKS, WRITES_IDX_MAP, compareWritesSortKeys, getCheckpointId, maxChannelVersion, writesSortKey,
+  BaseCheckpointSaver, WRITES_IDX_MAP, getCheckpointId,
   type ChannelVersions, type Checkpoint, type CheckpointListOptions, type CheckpointMetadata,
   type CheckpointPendingWrite, type CheckpointTuple, type PendingWrite, type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
@@ -22,6 +22,7 @@ import { matchesFilter, namespaceOf, requireThreadId, runIdOf, threadIdOf } from
 import type { MessageChunk } from "../checkpoints/message-chunks.ts";
 import { MessageCachingSerde } from "../checkpoints/message-serde.ts";
 import { StoredChunks } from "../checkpoints/stored-chunks.ts";
+import { migratePendingSends, revivePendingWrites, tupleConfigs, type StoredPendingWrite } from "../checkpoints/tuple.ts";
 import {
   COLLECT_UNNAMED_BLOBS, COLLECT_UNNAMED_CHUNKS, GET_LATEST_TUPLE, GET_TUPLE_BY_ID, GET_TUPLES, GET_WRITES, PUT_CHECKPOINT, PUT_WRITES,
 } from "./checkpoint-sql.ts";
@@ -396,35 +397,30 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     }
     const checkpoint: Checkpoint = { ...body, channel_versions: channelVersions, channel_values: values };
     if (checkpoint.v < 4 && row.parent_checkpoint_id !== null) await this.migratePendingSends(checkpoint, threadId, ns, row.parent_checkpoint_id);
+    const { config, parentConfig } = tupleConfigs(threadId, ns, id, row.parent_checkpoint_id);
     const tuple: CheckpointTuple = {
-      config: { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: id } },
+      config,
       checkpoint,
       metadata: loadedMetadata ?? ((await this.serde.loadsTyped(row.metadata_type, row.metadata)) as CheckpointMetadata),
       pendingWrites: await this.sortedWrites((row.task_ids ?? []).map((taskId, i): WriteRow => ({
         task_id: taskId, idx: row.idxs![i], channel: row.write_channels![i], type: row.write_types![i], blob: row.write_blobs![i], task_path: row.task_paths![i],
       }))),
     };
-    if (row.parent_checkpoint_id !== null) {
-      tuple.parentConfig = { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: row.parent_checkpoint_id } };
-    }
+    if (parentConfig !== undefined) tuple.parentConfig = parentConfig;
     return tuple;
   }
 
   /** Pending writes in writesSortKey order (the order live execution applies them). */
-  private async sortedWrites(rows: WriteRow[]): Promise<CheckpointPendingWrite[]> {
-    const sorted = rows
-      .map((row) => ({ sortKey: writesSortKey(row.task_path, row.task_id, row.idx), row }))
-      .sort((a, b) => compareWritesSortKeys(a.sortKey, b.sortKey));
-    return Promise.all(sorted.map(async ({ row }): Promise<CheckpointPendingWrite> => [row.task_id, row.channel, await this.serde.loadsTyped(row.type, row.blob)]));
+  private sortedWrites(rows: WriteRow[]): Promise<CheckpointPendingWrite[]> {
+    return revivePendingWrites(this.serde, rows.map((row): StoredPendingWrite => ({
+      taskId: row.task_id, idx: row.idx, channel: row.channel, type: row.type, value: row.blob, taskPath: row.task_path,
+    })));
   }
 
   /** Checkpoints older than format v4 kept pending sends as TASKS writes on their parent. */
   private async migratePendingSends(checkpoint: Checkpoint, threadId: string, ns: string, parentId: string): Promise<void> {
     const rows = await this.pool.query<WriteRow>({ ...GET_WRITES, values: [threadId, ns, parentId] });
-    const sends = (await this.sortedWrites(rows.rows)).filter(([, channel]) => channel === TASKS).map(([, , value]) => value);
-    const versions = Object.values(checkpoint.channel_versions);
-    checkpoint.channel_values[TASKS] = sends;
-    checkpoint.channel_versions[TASKS] = versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined);
+    migratePendingSends(checkpoint, await this.sortedWrites(rows.rows), () => this.getNextVersion(undefined));
   }
 }
 
