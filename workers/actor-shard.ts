@@ -3,7 +3,6 @@
 import { isMainThread } from "node:worker_threads";
 import { runShardHost } from "../src/actors/shard-host.ts";
 import type { ShardTask } from "../src/bridge/messages.ts";
-import { LmdbStore } from "../src/storage/store.ts";
 import { installBufferedRandomValues } from "../src/util/buffered-random.ts";
 
 if (isMainThread) throw new Error("workers/actor-shard.ts is a worker entry point; it must not be loaded on the main thread");
@@ -11,5 +10,5 @@ if (isMainThread) throw new Error("workers/actor-shard.ts is a worker entry poin
 installBufferedRandomValues(); // before any graph module loads: LangChain draws a uuid per runnable call
 
 export default function actorShard(task: ShardTask): Promise<string> {
-  return runShardHost(task, { createStore: (storage) => new LmdbStore(storage, task.storeTtl, task.storeIndex) });
+  return runShardHost(task, { createStore: (storage) => storage.store.open({ ttl: task.storeTtl, index: task.storeIndex }) });
 }

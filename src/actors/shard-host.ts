@@ -6,6 +6,8 @@ import { serializeError, TroupeError } from "../errors.ts";
 import { RunCheckpointSaver, threadCheckpointOps } from "./run-checkpoint-saver.ts";
 import { useFastEnv } from "../util/fast-env.ts";
 import { openStorage } from "../storage/env.ts";
+import { lmdbStoragePort } from "../storage/lmdb/adapter.ts";
+import type { WiredStoragePort } from "../storage/port.ts";
 import { GraphRegistry } from "./graph-registry.ts";
 import { describeGraph } from "./graph-describe.ts";
 import type { FromShard, ShardRequest, ShardTask, ToShard } from "../bridge/messages.ts";
@@ -28,7 +30,7 @@ import { registerGraphLogger } from "../log/graph-logger.ts";
 
 export interface ShardHostOptions {
   /** builds the LangGraph store graphs see (shared with the /store routes) */
-  createStore?: (storage: ReturnType<typeof openStorage>) => BaseStore | undefined;
+  createStore?: (storage: WiredStoragePort) => Promise<BaseStore | undefined>;
 }
 
 /** How often a shard publishes its queue gauges and heap to the metrics board. */
@@ -44,8 +46,9 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   useFastEnv();
   useCompiledModules(task.modules);
   const storage = openStorage(task.dataDir);
+  const storagePort = lmdbStoragePort(storage);
   const saver = new RunCheckpointSaver(storage);
-  const store = opts.createStore?.(storage);
+  const store = await opts.createStore?.(storagePort);
   const registry = new GraphRegistry(task.graphs, {
     checkpointer: (serde) => (serde ? new RunCheckpointSaver(storage, serde) : saver),
     store,

@@ -14,7 +14,7 @@ import { canonicalUuidOf } from "../util/ids.ts";
 import { agentCard, baseUrlOf } from "./a2a/card.ts";
 import { createTaskRun, taskNotFound } from "./a2a/send.ts";
 import { taskStream } from "./a2a/stream.ts";
-import { buildTask, loadTask, TaskSourceReader, taskState, type HistoryOptions, type TaskSource } from "./a2a/task.ts";
+import { buildTask, loadTask, TaskSourceReader, viewOf, taskState, type HistoryOptions, type TaskSource } from "./a2a/task.ts";
 import { A2A_ERRORS, METHODS, parseState, type Dialect } from "./a2a/dialects.ts";
 import { inputSchemas } from "./graph-input-schema.ts";
 import { accepts, classify, isRecord, RPC, RpcError, rpcError, rpcResult, toRpcError, type RpcId, type RpcParams } from "./jsonrpc.ts";
@@ -53,18 +53,18 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
 
   /** The assistant a path names, if the caller may use it (404 otherwise, as for a missing one). */
   const assistantFor = async (idOrGraph: string, auth: AuthInfo | undefined): Promise<AssistantRecord> => {
-    const a = app.resolveAssistant(idOrGraph);
+    const a = await app.resolveAssistant(idOrGraph);
     await app.auth?.authorizeAssistant(auth, a);
     return a;
   };
 
   /** The task, if it is this assistant's and the caller's `event` filter allows its thread. */
   const findTask = async (a: AssistantRecord, id: string, auth: AuthInfo | undefined, event: AuthEvent): Promise<TaskSource> => {
-    const src = loadTask(storage, id);
+    const src = await loadTask(storage, id);
     if (!src || src.run.assistant_id !== a.assistant_id) throw taskNotFound(id);
     if (app.auth && auth) {
       const filter = await app.auth.authorize(auth, event, { thread_id: src.run.thread_id, run_id: src.run.run_id });
-      if (!matchesAuthFilter(filter, storage.threads.get(src.run.thread_id)?.metadata)) throw taskNotFound(id);
+      if (!matchesAuthFilter(filter, (await storage.threads.get(src.run.thread_id))?.metadata)) throw taskNotFound(id);
     }
     return src;
   };
@@ -72,12 +72,12 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
   const send = async (a: AssistantRecord, id: RpcId, d: Dialect, params: RpcParams, headers: Record<string, string>, auth: AuthInfo | undefined): Promise<Reply> => {
     const hist = historyOptions(params, headers, { includeArtifacts: true });
     const run = await createTaskRun(app, schemas, a, params, headers, false, auth);
-    const answer = (): string => {
-      const task = buildTask(d, loadTask(storage, run.run_id, run.thread_id) ?? { run, thread: undefined, latest: true }, hist);
+    const answer = async (): Promise<string> => {
+      const task = buildTask(d, (await loadTask(storage, run.run_id, run.thread_id)) ?? { run, thread: undefined, latest: true }, hist);
       return JSON.stringify(rpcResult(id, d === "v1" ? { task } : task));
     };
     const cfg = isRecord(params.configuration) ? params.configuration : {};
-    if (cfg.blocking === false || cfg.returnImmediately === true) return { kind: "text", status: 200, contentType: "application/json", body: answer() };
+    if (cfg.blocking === false || cfg.returnImmediately === true) return { kind: "text", status: 200, contentType: "application/json", body: await answer() };
     const body = pool.runs.waitFor(run.run_id).then(answer, (err: unknown) => JSON.stringify(rpcError(id, toRpcError(err))));
     return { kind: "deferred", contentType: "application/json", heartbeatMs: 1_000, body };
   };
@@ -90,7 +90,7 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
       throw new RpcError(A2A_ERRORS.TASK_NOT_CANCELABLE, `Task ${src.run.run_id} cannot be canceled: it is ${state}`);
     }
     await pool.request({ type: "run.cancel", threadId: src.run.thread_id, runId: src.run.run_id, action: "interrupt", wait: true });
-    return buildTask(d, loadTask(storage, src.run.run_id, src.run.thread_id) ?? src, hist);
+    return buildTask(d, (await loadTask(storage, src.run.run_id, src.run.thread_id)) ?? src, hist);
   };
 
   const list = async (a: AssistantRecord, d: Dialect, params: RpcParams, headers: Record<string, string>, auth: AuthInfo | undefined) => {
@@ -105,18 +105,16 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
     if (params.status !== undefined && !wanted) throw new RpcError(RPC.INVALID_PARAMS, `Invalid params: unknown task state ${String(params.status)}`);
     const filter = await app.auth?.authorize(auth, "threads:search", { thread_id: ctx, status: params.status, limit: pageSize, offset });
     const sources = new TaskSourceReader(storage);
-    const range = ctx ? { start: [ctx], end: [ctx, "\uffff"] } : {};
     const found: TaskSource[] = [];
-    for (const { value } of storage.runs.getRange(range as object)) {
-      if (value.assistant_id !== a.assistant_id) continue;
-      const src = sources.withoutValues(value);
+    for await (const value of storage.runs.ofAssistant(a.assistant_id, ctx)) {
+      const src = await sources.withoutValues(value);
       if (filter && !(src.thread && matchesAuthFilter(filter, src.thread.metadata))) continue; // another user's task
       if (!wanted || taskState(src) === wanted) found.push(src);
     }
     found.sort((x, y) => (x.run.created_at === y.run.created_at ? (x.run.run_id < y.run.run_id ? 1 : -1) : x.run.created_at < y.run.created_at ? 1 : -1));
     const size = pageSize as number;
     const next = offset + size < found.length ? String(offset + size) : "";
-    return { tasks: found.slice(offset, offset + size).map((s) => buildTask(d, sources.withValues(s), hist)), nextPageToken: next, pageSize: size, totalSize: found.length };
+    return { tasks: await Promise.all(found.slice(offset, offset + size).map(async (s) => buildTask(d, await sources.withValues(s), hist))), nextPageToken: next, pageSize: size, totalSize: found.length };
   };
 
   /**
@@ -164,7 +162,7 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
         case "stream": {
           const history = historyOptions(p, headers, { includeArtifacts: true });
           const run = await createTaskRun(app, schemas, a, p, headers, true, auth);
-          return taskStream({ storage, runs: pool.runs, run, dialect: d, rpcId: id, history });
+          return taskStream({ storage, runs: pool.runs, run, thread: await viewOf(storage, run.thread_id), dialect: d, rpcId: id, history });
         }
         case "get": {
           const hist = historyOptions(p, headers, { includeArtifacts: true });

@@ -7,9 +7,7 @@ import { canonicalUuid, defaultAssistantId, uuid7 } from "../util/ids.ts";
 import { body, configSchema, int, keyString, limit, nullable, object, offset, sortOrder, str, uuid, anyValue } from "../http/schemas/common.ts";
 import { pageHeaders, select } from "../http/paging.ts";
 import type { AppContext } from "../server/context.ts";
-import { entriesInChunks } from "../storage/scan.ts";
-import { searchThreads } from "../storage/indexes/threads.ts";
-import { AssistantStore, type AssistantCreate, type AssistantFilter, type AssistantPatch, type AssistantSearch } from "../storage/assistants.ts";
+import { AssistantStore, type AssistantCreate, type AssistantFilter, type AssistantPatch, type AssistantSearch } from "../domain/assistants.ts";
 import type { AssistantRecord, JsonObject } from "../storage/records.ts";
 import { assistantSelectSchema } from "./field-select.ts";
 import { graphSchemas, subgraphSchemas } from "./graph-schemas.ts";
@@ -51,7 +49,7 @@ const boolQuery = { type: "string" } as const;
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
 
 export function assistantRoutes(app: AppContext): RouteDef[] {
-  const store = new AssistantStore(app.storage);
+  const store = new AssistantStore(app.storage.assistants);
   /**
    * Fires `event` for the assistant a path names (graph ids resolved first), then resolves it:
    * 404 when missing or hidden by the auth filter. `value` holds the event's extra fields.
@@ -59,7 +57,7 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
   const resolve = async (auth: AuthInfo | undefined, event: AuthEvent, idOrGraph: string, value: object = {}): Promise<AssistantRecord> => {
     const id = app.graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : idOrGraph;
     const filter = await app.auth?.authorize(auth, event, Object.assign(value, { assistant_id: id }));
-    const a = app.resolveAssistant(idOrGraph);
+    const a = await app.resolveAssistant(idOrGraph);
     if (!matchesAuthFilter(filter, a.metadata)) throw assistantNotFound();
     return a;
   };
@@ -80,7 +78,7 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
         c.assistant_id = c.assistant_id ? canonicalUuid(c.assistant_id) : uuid7();
         const created = { assistant_id: c.assistant_id, graph_id: c.graph_id, config: c.config, context: c.context, metadata: c.metadata ?? {}, if_exists: c.if_exists, name: c.name, description: c.description };
         const filter = await app.auth?.authorize(auth, "assistants:create", created);
-        const existing = store.get(c.assistant_id);
+        const existing = await store.get(c.assistant_id);
         if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict("Assistant already exists");
         return json(await store.create({ ...c, metadata: asMetadata(created.metadata) }));
       },
@@ -126,7 +124,7 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
         await store.delete(a.assistant_id);
         await deleteRunsOf(app, a.assistant_id);
         if (truthy((query as { delete_threads?: string }).delete_threads)) {
-          const bound = await searchThreads(app.storage, { metadata: { assistant_id: a.assistant_id }, sortBy: "created_at", order: "asc", offset: 0, limit: Number.MAX_SAFE_INTEGER });
+          const bound = await app.storage.threads.search({ metadata: { assistant_id: a.assistant_id }, sortBy: "created_at", order: "asc", offset: 0, limit: Number.MAX_SAFE_INTEGER });
           await Promise.all(bound.items.map((t) => app.pool.deleteThread(t.thread_id).catch(() => undefined)));
         }
         return json([a.assistant_id]);
@@ -137,7 +135,7 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
       body: body({ metadata: object, limit: limit(1000, 10), offset }), bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const a = await resolve(auth, "assistants:read", params.assistant_id);
-        return json(store.versions(a.assistant_id, b as { metadata?: JsonObject; limit: number; offset: number }));
+        return json(await store.versions(a.assistant_id, b as { metadata?: JsonObject; limit: number; offset: number }));
       },
     },
     {
@@ -185,8 +183,8 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
  */
 async function deleteRunsOf(app: AppContext, assistantId: string): Promise<void> {
   const runs: { threadId: string; runId: string; active: boolean }[] = [];
-  for await (const { value } of entriesInChunks(app.storage.runs)) {
-    if (value.assistant_id === assistantId) runs.push({ threadId: value.thread_id, runId: value.run_id, active: value.status === "pending" || value.status === "running" });
+  for await (const value of app.storage.runs.ofAssistant(assistantId)) {
+    runs.push({ threadId: value.thread_id, runId: value.run_id, active: value.status === "pending" || value.status === "running" });
   }
   await Promise.all(runs.map(async ({ threadId, runId, active }) => {
     if (active) await app.pool.request({ type: "run.cancel", threadId, runId, action: "interrupt", wait: true }).catch(() => undefined);

@@ -8,12 +8,12 @@ import { pageHeaders, select } from "../http/paging.ts";
 import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { CronRecord } from "../storage/records.ts";
+import type { CronFilter } from "../storage/port.ts";
 import { defaultAssistantId, uuid7 } from "../util/ids.ts";
 import { newCronRecord, patchCronRecord, type CronCreate, type CronPatch } from "../crons/cron-record.ts";
 import { PAYLOAD_FIELDS } from "../crons/payload.ts";
 import type { CronRunner, CronScheduler } from "../crons/scheduler.ts";
 import { checkSchedule, checkTimezone } from "../crons/schedule.ts";
-import type { CronQuery } from "../crons/store.ts";
 import { buildCreateRun, runCreateSchema, type RunCreateBody } from "./run-request.ts";
 import { cronSelectSchema } from "./field-select.ts";
 
@@ -61,10 +61,10 @@ export function runBodyOf(rec: CronRecord): RunCreateBody {
 export function cronRunner(app: AppContext): CronRunner {
   return {
     async createRun(rec) {
-      if (rec.thread_id !== null && !app.storage.threads.get(rec.thread_id)) return { gone: `thread ${rec.thread_id}` };
-      if (!app.storage.assistants.get(rec.assistant_id)) return { gone: `assistant ${rec.assistant_id}` };
+      if (rec.thread_id !== null && !(await app.storage.threads.get(rec.thread_id))) return { gone: `thread ${rec.thread_id}` };
+      if (!(await app.storage.assistants.get(rec.assistant_id))) return { gone: `assistant ${rec.assistant_id}` };
       const stateless = rec.thread_id === null;
-      const cmd = buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless, observed: false });
+      const cmd = await buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless, observed: false });
       try {
         await app.pool.createRun(cmd);
       } catch (err) {
@@ -79,17 +79,17 @@ export function cronRunner(app: AppContext): CronRunner {
 export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[] {
   const { store } = scheduler;
   /** The cron, or 404 when it is missing or the auth filter hides it. */
-  const mustCron = (id: string, filter?: AuthFilter): CronRecord => {
-    const c = store.get(id);
+  const mustCron = async (id: string, filter?: AuthFilter): Promise<CronRecord> => {
+    const c = await store.get(id);
     if (!c || !matchesAuthFilter(filter, c.metadata)) throw notFound(`Cron with ID ${id} not found`);
     return c;
   };
   const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
   /** Building a run for the cron checks what a tick would (assistant's graph, webhook policy). */
-  const checkRunnable = (rec: CronRecord) =>
-    void buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless: rec.thread_id === null });
+  const checkRunnable = async (rec: CronRecord): Promise<void> =>
+    void await buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless: rec.thread_id === null });
   /** Filters accept a graph id where an assistant id is expected (reference §1.4). */
-  const filterOf = (q: CronQuery): CronQuery => ({
+  const filterOf = (q: CronFilter): CronFilter => ({
     ...q,
     assistant_id: q.assistant_id && app.graphIds.has(q.assistant_id) ? defaultAssistantId(q.assistant_id) : q.assistant_id,
   });
@@ -100,16 +100,16 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
     const created = { payload: { ...body }, schedule: body.schedule, cron_id: cronId, thread_id: threadId, user_id: userId, end_time: body.end_time, metadata: body.metadata ?? {} };
     await authorize(auth, "crons:create", created);
     const b: CronCreate = { ...body, metadata: asMetadata(created.metadata) };
-    const assistant = app.resolveAssistant(b.assistant_id);
+    const assistant = await app.resolveAssistant(b.assistant_id);
     await app.auth?.authorizeAssistant(auth, assistant); // its ticks run it: 404 for an assistant the caller cannot read
     // a thread cron runs on the thread: the caller must be able to see it
     const threadFilter = threadId === null ? undefined : await authorize(auth, "threads:read", { thread_id: threadId });
-    const thread = threadId === null ? undefined : app.storage.threads.get(threadId);
+    const thread = threadId === null ? undefined : await app.storage.threads.get(threadId);
     if (threadId !== null && (!thread || !matchesAuthFilter(threadFilter, thread.metadata))) throw threadNotFound(threadId);
     if (b.timezone) checkTimezone(b.timezone);
     checkSchedule(b.schedule, b.timezone ?? null);
     const rec = newCronRecord(b, { cronId, assistantId: assistant.assistant_id, threadId, userId });
-    checkRunnable(rec);
+    await checkRunnable(rec);
     await store.put(rec);
     scheduler.schedule(rec);
     return rec;
@@ -130,7 +130,7 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
       method: "POST", path: "/runs/crons/search", operationId: "search_crons", summary: "Search crons", tag: TAG,
       body: cronSearch, bodyOptional: true,
       handler: async ({ body: b, auth }) => {
-        const q = b as CronQuery & { limit: number; offset: number; sort_by?: SortField | null; sort_order?: "asc" | "desc" | null; select?: string[] | null };
+        const q = b as CronFilter & { limit: number; offset: number; sort_by?: SortField | null; sort_order?: "asc" | "desc" | null; select?: string[] | null };
         const filter = await authorize(auth, "crons:search", { assistant_id: q.assistant_id, thread_id: q.thread_id, limit: q.limit, offset: q.offset });
         const found = await store.search({ ...filterOf(q), auth: filter, sortBy: q.sort_by ?? "created_at", order: q.sort_order ?? "desc", offset: q.offset, limit: q.limit });
         return json(select(found.items, q.select ?? undefined), 200, pageHeaders(found, q.offset));
@@ -140,7 +140,7 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
       method: "POST", path: "/runs/crons/count", operationId: "count_crons", summary: "Count crons", tag: TAG,
       body: body({ ...filterFields, enabled: nullable(bool) }), bodyOptional: true,
       handler: async ({ body: b, auth }) => {
-        const q = b as CronQuery;
+        const q = b as CronFilter;
         const filter = await authorize(auth, "crons:search", { assistant_id: q.assistant_id, thread_id: q.thread_id, limit: 0, offset: 0 });
         return json(await store.count({ ...filterOf(q), auth: filter }));
       },
@@ -150,12 +150,12 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
       params: { cron_id: "uuid" }, body: cronPatch, bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const p = b as CronPatch;
-        const cur = mustCron(params.cron_id, await authorize(auth, "crons:update", { cron_id: params.cron_id, payload: { ...p }, schedule: p.schedule }));
+        const cur = await mustCron(params.cron_id, await authorize(auth, "crons:update", { cron_id: params.cron_id, payload: { ...p }, schedule: p.schedule }));
         if (p.timezone) checkTimezone(p.timezone);
         if (p.schedule !== undefined || p.timezone !== undefined) {
           checkSchedule(p.schedule ?? cur.schedule, p.timezone === undefined ? cur.timezone : p.timezone);
         }
-        checkRunnable(patchCronRecord(cur, p));
+        await checkRunnable(patchCronRecord(cur, p));
         const updated = await store.update(params.cron_id, (cur) => patchCronRecord(cur, p));
         if (!updated) throw notFound(`Cron with ID ${params.cron_id} not found`);
         scheduler.schedule(updated);
@@ -166,7 +166,7 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
       method: "DELETE", path: "/runs/crons/:cron_id", operationId: "delete_cron", summary: "Delete a cron", tag: TAG,
       params: { cron_id: "uuid" },
       handler: async ({ params, auth }) => {
-        mustCron(params.cron_id, await authorize(auth, "crons:delete", { cron_id: params.cron_id }));
+        await mustCron(params.cron_id, await authorize(auth, "crons:delete", { cron_id: params.cron_id }));
         scheduler.unschedule(params.cron_id);
         if (!(await store.remove(params.cron_id))) throw notFound(`Cron with ID ${params.cron_id} not found`);
         return empty(204);

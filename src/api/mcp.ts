@@ -31,7 +31,8 @@ export function mcpRoutes(app: AppContext): RouteDef[] {
   const assistants = async (auth: AuthInfo | undefined): Promise<AssistantRecord[]> => {
     const filter = await app.auth?.authorize(auth, "assistants:search", { graph_id: undefined, metadata: undefined, limit: 0, offset: 0 });
     const out: AssistantRecord[] = [];
-    for (const { value } of app.storage.assistants.getRange({})) {
+    const all = await app.storage.assistants.search({ sortBy: "created_at", order: "asc", offset: 0, limit: Number.MAX_SAFE_INTEGER });
+    for (const value of all.items) {
       if (app.graphIds.has(value.graph_id) && (isServerDefault(value) || matchesAuthFilter(filter, value.metadata))) out.push(value);
     }
     return out.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.assistant_id < b.assistant_id ? -1 : 1));
@@ -67,7 +68,7 @@ export function mcpRoutes(app: AppContext): RouteDef[] {
     }
     const body: RunCreateBody = { assistant_id: matches[0].assistant_id, input: args as JsonObject };
     if (params.context !== undefined) body.context = params.context as JsonObject;
-    const cmd = buildCreateRun(app, body, headers, { threadId: uuid7(), runId: uuid7(), stateless: true, observed: false, outputAwaited: true, auth });
+    const cmd = await buildCreateRun(app, body, headers, { threadId: uuid7(), runId: uuid7(), stateless: true, observed: false, outputAwaited: true, auth });
     await app.auth?.authorizeRun(auth, cmd, (tid) => app.storage.threads.get(tid));
     const run = await app.pool.createRun(cmd);
     const output = await app.pool.runOutput(await app.pool.runs.waitFor(run.run_id));

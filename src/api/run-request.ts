@@ -111,16 +111,16 @@ function headerMatches(name: string, patterns: readonly string[]): boolean {
 }
 
 /** The run's assistant; none → the JS server's text, which clients match on (`/No assistant found for/`). */
-function runAssistant(app: AppContext, assistantId: string): AssistantRecord {
+async function runAssistant(app: AppContext, assistantId: string): Promise<AssistantRecord> {
   try {
-    return app.resolveAssistant(assistantId);
+    return await app.resolveAssistant(assistantId);
   } catch (err) {
     if (err instanceof TroupeError && err.code === "NOT_FOUND") throw noAssistantFor(assistantId);
     throw err;
   }
 }
 
-export function buildCreateRun(
+export async function buildCreateRun(
   app: AppContext,
   b: RunCreateBody,
   headers: Record<string, string>,
@@ -134,8 +134,8 @@ export function buildCreateRun(
     /** a request waits for the run's output (/wait, MCP): run.done carries it whatever its size */
     outputAwaited?: boolean;
   },
-): CreateRunCommand {
-  const assistant = runAssistant(app, b.assistant_id);
+): Promise<CreateRunCommand> {
+  const assistant = await runAssistant(app, b.assistant_id);
   const resumable = b.stream_resumable ?? false;
   if (!app.graphIds.has(assistant.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${assistant.graph_id}" of assistant ${assistant.assistant_id} is not registered on this server`);
   if (b.webhook) {
@@ -152,7 +152,7 @@ export function buildCreateRun(
   for (const name in headers) if (copiesHeader(hf, name)) configurable[name] ??= headers[name];
   if (opts.auth) {
     // auth user fields (§6.3); user_id only when no run, thread or assistant config names one
-    const threadCfg = opts.stateless ? undefined : app.storage.threads.get(opts.threadId)?.config.configurable;
+    const threadCfg = opts.stateless ? undefined : (await app.storage.threads.get(opts.threadId))?.config.configurable;
     addAuthUserFields(configurable, opts.auth, threadCfg?.user_id != null || assistant.config.configurable?.user_id != null);
   }
   config.configurable = configurable;

@@ -10,14 +10,12 @@ import { matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/inde
 import { body, str, uuid } from "../http/schemas/common.ts";
 import type { AppContext } from "../server/context.ts";
 import type { RunRecord, RunStatus } from "../storage/records.ts";
-import { threadValuesJson } from "../storage/thread-values.ts";
 import { buildCreateRun, runCreateSchema, type RunCreateBody } from "./run-request.ts";
 import { lastEventId, sseFrame, sseSynthetic } from "../http/sse-frames.ts";
 import { wireRun } from "./run-view.ts";
 import { runSelectSchema } from "./field-select.ts";
 import { select } from "../http/paging.ts";
 import { webhookDeliveryOf } from "../webhooks/outbox.ts";
-import { entriesInChunks, SCAN_CHUNK } from "../storage/scan.ts";
 
 const TAG = "runs";
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
@@ -27,14 +25,14 @@ export function runRoutes(app: AppContext): RouteDef[] {
   const hub = pool.runs;
 
   /** The thread, or 404 when it is missing or the auth filter hides it. */
-  const mustThread = (threadId: string, filter?: AuthFilter) => {
-    const t = storage.threads.get(threadId);
+  const mustThread = async (threadId: string, filter?: AuthFilter) => {
+    const t = await storage.threads.get(threadId);
     if (!t || !matchesAuthFilter(filter, t.metadata)) throw threadNotFound(threadId);
     return t;
   };
   const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
-  const mustRun = (threadId: string, runId: string): RunRecord => {
-    const r = storage.runs.get([threadId, runId]);
+  const mustRun = async (threadId: string, runId: string): Promise<RunRecord> => {
+    const r = await storage.runs.get(threadId, runId);
     if (!r) throw runNotFound();
     return r;
   };
@@ -46,7 +44,7 @@ export function runRoutes(app: AppContext): RouteDef[] {
   const create = async (b: RunCreateBody, headers: Record<string, string>, threadId: string | null, auth: AuthInfo | undefined, reader?: "stream" | "wait"): Promise<RunRecord> => {
     const stateless = threadId === null;
     const ids = { threadId: threadId ?? uuid7(), runId: uuid7(), stateless, auth };
-    const cmd = buildCreateRun(app, b, headers, { ...ids, observed: reader === "stream", outputAwaited: reader === "wait" });
+    const cmd = await buildCreateRun(app, b, headers, { ...ids, observed: reader === "stream", outputAwaited: reader === "wait" });
     await app.auth?.authorizeRun(auth, cmd, (id) => storage.threads.get(id));
     return pool.createRun(cmd);
   };
@@ -60,9 +58,9 @@ export function runRoutes(app: AppContext): RouteDef[] {
   const outputOf = async (run: RunRecord, done: RunDone | undefined): Promise<string | Uint8Array> => {
     const output = done && (await pool.runOutput(done));
     if (output) return output;
-    const ended = storage.runs.get([run.thread_id, run.run_id]) ?? run;
+    const ended = (await storage.runs.get(run.thread_id, run.run_id)) ?? run;
     if (ended.status === "error" && ended.error) return JSON.stringify({ __error__: ended.error });
-    return threadValuesJson(storage, run.thread_id) ?? "null";
+    return (await storage.threads.valuesJson(run.thread_id)) ?? "null";
   };
   const joinOutput = async (run: RunRecord): Promise<string | Uint8Array> =>
     outputOf(run, isFinal(run.status) ? hub.doneOf(run.run_id) : await hub.waitFor(run.run_id));
@@ -97,13 +95,13 @@ export function runRoutes(app: AppContext): RouteDef[] {
   });
 
   const joinStream = async (threadId: string | null, runId: string, headers: Record<string, string>, query: Record<string, unknown>, filter: AuthFilter | undefined): Promise<Reply> => {
-    if (threadId && !matchesAuthFilter(filter, mustThread(threadId).metadata)) {
+    if (threadId && !matchesAuthFilter(filter, (await mustThread(threadId)).metadata)) {
       return { kind: "sse", start: (sink) => void (sink.write(sseSynthetic("error", JSON.stringify({ error: "Error", message: "404: Thread not found" }))), sink.end()) };
     }
-    const tid = threadId ?? storage.runThread.get(runId);
-    const run = tid ? storage.runs.get([tid, runId]) : undefined;
+    const tid = threadId ?? (await storage.runs.threadOf(runId));
+    const run = tid ? await storage.runs.get(tid, runId) : undefined;
     const extra = threadId ? undefined : { "content-location": `/runs/${runId}` };
-    if (!run || (!threadId && !matchesAuthFilter(filter, storage.threads.get(run.thread_id)?.metadata))) {
+    if (!run || (!threadId && !matchesAuthFilter(filter, (await storage.threads.get(run.thread_id))?.metadata))) {
       // As upstream: a stream that says so (an `error` event on a thread's run; the threadless
       // route ignores it), not a 404 — the SDK's joinStream reads it as a stream event.
       if (!threadId) return { kind: "sse", headers: extra, start: (sink) => void sink.end() };
@@ -116,7 +114,7 @@ export function runRoutes(app: AppContext): RouteDef[] {
     const ended: Reply = { kind: "sse", headers: extra, start: (sink) => void sink.end() };
     if (finishedUnseen(run.status)) return ended;
     await pool.observeRun(run.thread_id, run.run_id, true);
-    if (finishedUnseen(storage.runs.get([run.thread_id, runId])?.status)) return ended;
+    if (finishedUnseen((await storage.runs.get(run.thread_id, runId))?.status)) return ended;
     return streamReply(run, from === -1 ? "start" : from, { withIds: true, cancelOnDisconnect: truthy(query.cancel_on_disconnect), headers: extra });
   };
 
@@ -192,29 +190,8 @@ export function runRoutes(app: AppContext): RouteDef[] {
         const q = query as { limit: number; offset: number; status?: RunStatus; select?: string[] };
         const filter = await authorize(auth, "threads:search", { thread_id: params.thread_id, status: q.status, limit: q.limit, offset: q.offset });
         const out: ReturnType<typeof wireRun>[] = [];
-        if (!matchesAuthFilter(filter, mustThread(params.thread_id).metadata)) return json(out);
-        const range = { start: [params.thread_id], end: [params.thread_id, "\uffff"] };
-        if (!q.status) {
-          // paging a long thread's runs: LMDB skips the offset without decoding those records
-          for (const { value } of storage.runs.getRange({ ...range, offset: q.offset, limit: q.limit })) out.push(wireRun(value));
-          return json(select(out, q.select));
-        }
-        let skipped = 0;
-        /** adds a run with the status; true once the page is full */
-        const take = (run: RunRecord | undefined): boolean => {
-          if (run === undefined || run.status !== q.status) return false;
-          if (skipped < q.offset) skipped++;
-          else out.push(wireRun(run));
-          return out.length >= q.limit;
-        };
-        const bounds = range as { start: [string, string]; end: [string, string] };
-        if (q.status === "pending" || q.status === "running") {
-          // active_runs lists exactly the thread's pending and running runs, in the same order
-          for (const { key } of storage.activeRuns.getRange(bounds)) if (take(storage.runs.get(key))) break;
-        } else {
-          // a finished status: a walk of the thread's runs, in chunks (a long thread does not stall other requests)
-          for await (const { value } of entriesInChunks(storage.runs, SCAN_CHUNK, bounds)) if (take(value)) break;
-        }
+        if (!matchesAuthFilter(filter, (await mustThread(params.thread_id)).metadata)) return json(out);
+        for (const run of await storage.runs.list(params.thread_id, q)) out.push(wireRun(run));
         return json(select(out, q.select));
       },
     },
@@ -222,17 +199,17 @@ export function runRoutes(app: AppContext): RouteDef[] {
       method: "GET", path: "/threads/:thread_id/runs/:run_id", operationId: "get_run", summary: "Get a run", tag: TAG,
       params: runParams,
       handler: async ({ params, auth }) => {
-        mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
-        return json(wireRun(mustRun(params.thread_id, params.run_id)));
+        await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
+        return json(wireRun(await mustRun(params.thread_id, params.run_id)));
       },
     },
     {
       method: "GET", path: "/threads/:thread_id/runs/:run_id/webhook", operationId: "get_run_webhook", summary: "Get the delivery of a run's webhook (Troupe addition)", tag: TAG,
       params: runParams,
       handler: async ({ params, auth }) => {
-        mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
-        const run = mustRun(params.thread_id, params.run_id);
-        const delivery = webhookDeliveryOf(storage, params.thread_id, params.run_id);
+        await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
+        const run = await mustRun(params.thread_id, params.run_id);
+        const delivery = webhookDeliveryOf(app.lmdb, params.thread_id, params.run_id);
         if (!delivery) {
           throw notFound(run.kwargs.webhook ? `Run ${run.run_id} has no webhook delivery yet (it has not ended, or webhooks are disabled)` : `Run ${run.run_id} has no webhook`);
         }
@@ -243,7 +220,7 @@ export function runRoutes(app: AppContext): RouteDef[] {
       method: "DELETE", path: "/threads/:thread_id/runs/:run_id", operationId: "delete_run", summary: "Delete a finished run", tag: TAG,
       params: runParams,
       handler: async ({ params, auth }) => {
-        mustThread(params.thread_id, await authorize(auth, "threads:delete", { thread_id: params.thread_id, run_id: params.run_id }));
+        await mustThread(params.thread_id, await authorize(auth, "threads:delete", { thread_id: params.thread_id, run_id: params.run_id }));
         await pool.request({ type: "run.delete", threadId: params.thread_id, runId: params.run_id });
         hub.drop(params.run_id);
         return empty(204);
@@ -255,7 +232,7 @@ export function runRoutes(app: AppContext): RouteDef[] {
       query: { type: "object", properties: { wait: { type: "string" }, action: { type: "string", enum: ["interrupt", "rollback"], default: "interrupt" }, reason: str } },
       handler: async ({ params, query, auth }) => {
         const q = query as { wait?: string; action: "interrupt" | "rollback" };
-        mustThread(params.thread_id, await authorize(auth, "threads:update", { thread_id: params.thread_id, action: q.action }));
+        await mustThread(params.thread_id, await authorize(auth, "threads:update", { thread_id: params.thread_id, action: q.action }));
         const wait = truthy(q.wait);
         await pool.request({ type: "run.cancel", threadId: params.thread_id, runId: params.run_id, action: q.action, wait });
         return empty(wait ? 204 : 202);
@@ -274,20 +251,19 @@ export function runRoutes(app: AppContext): RouteDef[] {
         const statusOk = (s: RunStatus) => (q.status === undefined || q.status === "all" ? s === "pending" || s === "running" : s === q.status);
         if (q.run_ids?.length) {
           for (const runId of q.run_ids) {
-            const threadId = q.thread_id ?? storage.runThread.get(runId);
-            const run = threadId ? storage.runs.get([threadId, runId]) : undefined;
+            const threadId = q.thread_id ?? (await storage.runs.threadOf(runId));
+            const run = threadId ? await storage.runs.get(threadId, runId) : undefined;
             if (run && statusOk(run.status)) targets.push({ threadId: run.thread_id, runId });
           }
         } else {
-          const range = q.thread_id ? { start: [q.thread_id], end: [q.thread_id, "\uffff"] } : {};
-          for (const { key } of storage.activeRuns.getRange(range as object)) {
-            const run = storage.runs.get(key);
-            if (run && statusOk(run.status)) targets.push({ threadId: key[0], runId: key[1] });
+          for await (const { threadId, runId, run } of storage.runs.active(q.thread_id)) {
+            if (run && statusOk(run.status)) targets.push({ threadId, runId });
           }
         }
         const action = (query as { action: "interrupt" | "rollback" }).action;
         const filter = await authorize(auth, "threads:update", { thread_id: q.thread_id, action });
-        const allowed = filter ? targets.filter((t) => matchesAuthFilter(filter, storage.threads.get(t.threadId)?.metadata)) : targets;
+        const threadsOf = filter ? await Promise.all(targets.map((t) => storage.threads.get(t.threadId))) : [];
+        const allowed = filter ? targets.filter((_, i) => matchesAuthFilter(filter, threadsOf[i]?.metadata)) : targets;
         await Promise.all(allowed.map((t) => pool.request({ type: "run.cancel", ...t, action, wait: false }).catch(() => undefined)));
         return empty(204);
       },
@@ -297,8 +273,8 @@ export function runRoutes(app: AppContext): RouteDef[] {
       params: runParams,
       query: { type: "object", properties: { cancel_on_disconnect: str } },
       handler: async ({ params, auth }) => {
-        mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
-        const run = mustRun(params.thread_id, params.run_id);
+        await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
+        const run = await mustRun(params.thread_id, params.run_id);
         return { kind: "text", status: 200, contentType: "application/json", body: await joinOutput(run) };
       },
     },

@@ -10,7 +10,7 @@ import { body, bool, limit, nullable, object, offset, str, strings } from "../ht
 import { validationError } from "../errors.ts";
 import type { Schema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
-import type { LmdbStore } from "../storage/store.ts";
+import type { ItemStore } from "../storage/port.ts";
 import { StoreAccess } from "../auth/index.ts";
 
 const TAG = "store";
@@ -74,10 +74,9 @@ export function storeRoutes(app: AppContext): RouteDef[] {
   // Loaded on the first store request: LmdbStore extends LangGraph's BaseStore, and importing it
   // pulls @langchain/core (~470 modules, ~45 MB of heap) into the HTTP thread, which needs none
   // of it otherwise.
-  let loaded: Promise<{ store: LmdbStore; access: StoreAccess }> | undefined;
+  let loaded: Promise<{ store: ItemStore; access: StoreAccess }> | undefined;
   const load = () =>
-    (loaded ??= import("../storage/store.ts").then(({ LmdbStore }) => {
-      const store = new LmdbStore(app.storage, ttl, app.storeIndex);
+    (loaded ??= app.storage.store.open({ ttl, index: app.storeIndex }).then((store) => {
       /** custom auth's store:* events; a pass-through for unauthenticated requests */
       return { store, access: new StoreAccess(app.auth, store) };
     }).catch((err: unknown) => {

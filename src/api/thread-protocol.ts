@@ -31,7 +31,7 @@ export function threadProtocolRoutes(app: AppContext): RouteDef[] {
    */
   const mustReadThread = async (threadId: string, auth: AuthInfo | undefined, missingOk = false) => {
     const filter = await app.auth?.authorize(auth, "threads:read", { thread_id: threadId });
-    const t = app.storage.threads.get(threadId);
+    const t = await app.storage.threads.get(threadId);
     if (t ? !matchesAuthFilter(filter, t.metadata) : !missingOk) throw threadNotFound(threadId);
   };
 

@@ -58,7 +58,7 @@ export function threadStreamRoutes(app: AppContext): RouteDef[] {
       handler: async ({ params, query, rawQuery, headers, auth }) => {
         const threadId = params.thread_id;
         const filter = await app.auth?.authorize(auth, "threads:read", { thread_id: threadId });
-        const t = storage.threads.get(threadId);
+        const t = await storage.threads.get(threadId);
         if (!t || !matchesAuthFilter(filter, t.metadata)) throw threadNotFound(threadId);
         const modes = new Set(query.stream_mode);
         return reply(threadId, modes, lastEventId(headers), rawQuery.toString());

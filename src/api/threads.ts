@@ -15,7 +15,7 @@ import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { Json, JsonObject, ThreadRecord, ThreadStatus } from "../storage/records.ts";
 import { threadView } from "../storage/thread-values.ts";
-import { countThreads, searchThreads, type ThreadFilter, type ThreadSort } from "../storage/indexes/threads.ts";
+import type { ThreadFilter, ThreadSort } from "../storage/port.ts";
 import { threadStreamRoutes } from "./thread-stream.ts";
 import { threadProtocolRoutes } from "./thread-protocol.ts";
 import { selectState, stateSelectSchema, threadSelectSchema } from "./field-select.ts";
@@ -105,19 +105,18 @@ export function threadRoutes(app: AppContext): RouteDef[] {
   const { pool, storage } = app;
   const streams = pool.threadStreams; // GET /threads/{t}/stream listeners
   /** The thread, or 404 when it is missing or the auth filter hides it. */
-  const mustThread = (id: string, filter?: AuthFilter): ThreadRecord => {
-    const t = storage.threads.get(id);
+  const mustThread = async (id: string, filter?: AuthFilter): Promise<ThreadRecord> => {
+    const t = await storage.threads.get(id);
     if (!t || !matchesAuthFilter(filter, t.metadata)) throw threadNotFound(id);
     return t;
   };
   const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
   /** the API view of a thread: the record plus its state values */
-  const view = (t: ThreadRecord) => threadView(storage, t);
+  const view = (t: ThreadRecord) => threadView(storage.threads, t);
   /** Stores (or with null, removes) a thread's own TTL in minutes; committed before the reply. */
   const setTtl = async (threadId: string, ttl: TtlParam): Promise<void> => {
     const minutes = ttl === null || ttl === undefined ? undefined : typeof ttl === "number" ? ttl : ttl.ttl;
-    if (minutes !== undefined) await storage.threadTtl.put(threadId, minutes);
-    else if (storage.threadTtl.doesExist(threadId)) await storage.threadTtl.remove(threadId);
+    await storage.threads.setTtl(threadId, minutes ?? null);
   };
   /** The search's conditions as a storage query (ids in canonical form). */
   const threadFilter = (q: ThreadQuery, filter: AuthFilter | undefined): ThreadFilter => ({
@@ -129,8 +128,8 @@ export function threadRoutes(app: AppContext): RouteDef[] {
   };
   const threadParams = { thread_id: "uuid" } as const;
   const state = async (auth: AuthInfo | undefined, threadId: string, checkpoint: CheckpointSelector | undefined, subgraphs: boolean, fields?: string[] | null) => {
-    const t = mustThread(threadId, await authorize(auth, "threads:read", { thread_id: threadId }));
-    const s = await pool.request({ type: "thread.state", threadId, checkpoint, subgraphs, assistant: graphAssistant(t) });
+    const t = await mustThread(threadId, await authorize(auth, "threads:read", { thread_id: threadId }));
+    const s = await pool.request({ type: "thread.state", threadId, checkpoint, subgraphs, assistant: await graphAssistant(t) });
     return json(selectState(s as unknown as Record<string, unknown>, fields));
   };
   const stateQuery = { type: "object", properties: { subgraphs: str, select: stateSelectSchema } } satisfies JsonSchema;
@@ -147,12 +146,12 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         const threadId = c.thread_id ? canonicalUuid(c.thread_id) : uuid7();
         const created = { thread_id: threadId, metadata, if_exists: c.if_exists ?? "raise" };
         const filter = await authorize(auth, "threads:create", created);
-        const existing = storage.threads.get(threadId);
+        const existing = await storage.threads.get(threadId);
         if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict("Thread already exists");
         const thread = await pool.request({ type: "thread.create", threadId, metadata: asMetadata(created.metadata), ifExists: c.if_exists ?? "raise", supersteps: c.supersteps ?? undefined });
         // a new thread takes the request's ttl (none: the config default, if any); an existing one keeps its own
         if (!existing) await setTtl(threadId, (b as { ttl?: TtlParam }).ttl ?? null);
-        return json(view(thread));
+        return json(await view(thread));
       },
     },
     {
@@ -161,10 +160,10 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       handler: async ({ body: b, auth }) => {
         const q = b as ThreadQuery & { limit: number; offset: number; sort_by?: ThreadSort | null; sort_order?: "asc" | "desc" | null; select?: string[] | null; extract?: Record<string, string> | null };
         const filter = await authorize(auth, "threads:search", { metadata: q.metadata, ids: q.ids, status: q.status, values: q.values, limit: q.limit, offset: q.offset });
-        const found = await searchThreads(storage, { ...threadFilter(q, filter), sortBy: q.sort_by ?? "created_at", order: q.sort_order ?? "desc", offset: q.offset, limit: q.limit });
+        const found = await storage.threads.search({ ...threadFilter(q, filter), sortBy: q.sort_by ?? "created_at", order: q.sort_order ?? "desc", offset: q.offset, limit: q.limit });
         const extract = q.extract && Object.keys(q.extract).length ? q.extract : undefined;
         const withValues = !q.select?.length || q.select.includes("values") || extract !== undefined;
-        const threads = withValues ? found.items.map(view) : found.items;
+        const threads = withValues ? await Promise.all(found.items.map(view)) : found.items;
         const selected = select(threads, q.select ?? undefined) as Record<string, unknown>[];
         if (extract) selected.forEach((t, i) => (t.extracted = extractFields(threads[i], extract)));
         return json(selected, 200, pageHeaders(found, q.offset));
@@ -176,7 +175,7 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       handler: async ({ body: b, auth }) => {
         const q = b as ThreadQuery;
         const filter = await authorize(auth, "threads:search", { metadata: q.metadata, values: q.values, status: q.status, limit: 0, offset: 0 });
-        return json(await countThreads(storage, threadFilter(q, filter)));
+        return json(await storage.threads.count(threadFilter(q, filter)));
       },
     },
     {
@@ -188,7 +187,7 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         const q = b as { thread_ids: string[]; strategy: "delete" | "keep_latest" };
         let pruned = 0;
         for (const threadId of q.thread_ids) {
-          const t = storage.threads.get(threadId);
+          const t = await storage.threads.get(threadId);
           if (q.strategy === "keep_latest") {
             if (!t || !matchesAuthFilter(await authorize(auth, "threads:update", { thread_id: threadId }), t.metadata)) continue;
             if ((await pool.request({ type: "thread.prune_history", threadId })).pruned) pruned++;
@@ -204,25 +203,25 @@ export function threadRoutes(app: AppContext): RouteDef[] {
     {
       method: "GET", path: "/threads/:thread_id", operationId: "get_thread", summary: "Get a thread", tag: TAG,
       params: threadParams, query: { type: "object", properties: { include: {} } },
-      handler: async ({ params, auth }) => json(view(mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id })))),
+      handler: async ({ params, auth }) => json(await view(await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id })))),
     },
     {
       method: "PATCH", path: "/threads/:thread_id", operationId: "patch_thread", summary: "Merge metadata into a thread", tag: TAG,
       params: threadParams, body: body({ metadata: object, ttl: ttlSchema }), bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const patch = { thread_id: params.thread_id, metadata: (b as { metadata?: JsonObject }).metadata ?? {} };
-        mustThread(params.thread_id, await authorize(auth, "threads:update", patch));
+        await mustThread(params.thread_id, await authorize(auth, "threads:update", patch));
         const thread = await pool.request({ type: "thread.patch", threadId: params.thread_id, metadata: asMetadata(patch.metadata) });
         const ttl = (b as { ttl?: TtlParam }).ttl;
         if (ttl !== undefined) await setTtl(params.thread_id, ttl);
-        return json(view(thread));
+        return json(await view(thread));
       },
     },
     {
       method: "DELETE", path: "/threads/:thread_id", operationId: "delete_thread", summary: "Delete a thread, its runs and checkpoints", tag: TAG,
       params: threadParams,
       handler: async ({ params, auth }) => {
-        mustThread(params.thread_id, await authorize(auth, "threads:delete", { thread_id: params.thread_id }));
+        await mustThread(params.thread_id, await authorize(auth, "threads:delete", { thread_id: params.thread_id }));
         await pool.deleteThread(params.thread_id);
         return empty(204);
       },
@@ -231,14 +230,14 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       method: "POST", path: "/threads/:thread_id/copy", operationId: "copy_thread", summary: "Copy a thread with its history", tag: TAG,
       params: threadParams,
       handler: async ({ params, auth }) => {
-        const source = mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
+        const source = await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const newThreadId = uuid7();
         const created = { thread_id: newThreadId, metadata: { ...source.metadata, thread_id: newThreadId }, if_exists: "raise" };
         await authorize(auth, "threads:create", created);
         const copy = await pool.request({ type: "thread.copy", threadId: params.thread_id, newThreadId });
         // metadata the create handler changed is merged into the copy
         const changed = asMetadata(created.metadata);
-        return json(view(deepEqual(changed, copy.metadata) ? copy : await pool.request({ type: "thread.patch", threadId: newThreadId, metadata: changed })));
+        return json(await view(deepEqual(changed, copy.metadata) ? copy : await pool.request({ type: "thread.patch", threadId: newThreadId, metadata: changed })));
       },
     },
     {
@@ -265,11 +264,11 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       body: body({ values: stateValues, as_node: nullable(str), checkpoint_id: nullable(uuid), checkpoint: nullable(checkpointSelector) }),
       handler: async ({ params, body: b, auth }) => {
         const filter = await authorize(auth, "threads:update", { thread_id: params.thread_id });
-        const t = mustThread(params.thread_id);
+        const t = await mustThread(params.thread_id);
         if (!matchesAuthFilter(filter, t.metadata)) throw new TroupeError("FORBIDDEN", "Forbidden");
         const q = b as { values?: Json; as_node?: string | null; checkpoint_id?: string | null; checkpoint?: CheckpointSelector | null };
         const checkpoint: CheckpointSelector | undefined = q.checkpoint ?? (q.checkpoint_id ? { checkpoint_id: q.checkpoint_id } : undefined);
-        const updated = await pool.request({ type: "thread.update_state", threadId: params.thread_id, values: q.values, asNode: q.as_node ?? undefined, checkpoint, assistant: graphAssistant(t) });
+        const updated = await pool.request({ type: "thread.update_state", threadId: params.thread_id, values: q.values, asNode: q.as_node ?? undefined, checkpoint, assistant: await graphAssistant(t) });
         if (streams.has(params.thread_id)) {
           const event = { thread_id: params.thread_id, values: q.values ?? null, as_node: q.as_node ?? null, checkpoint: updated.checkpoint };
           streams.publish(params.thread_id, "state_update", "state_update", JSON.stringify(event));
@@ -283,7 +282,7 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       body: body({ metadata: object, checkpoint_id: nullable(uuid) }, ["metadata"]),
       handler: async ({ params, body: b, auth }) => {
         const filter = await authorize(auth, "threads:update", { thread_id: params.thread_id });
-        const t = mustThread(params.thread_id);
+        const t = await mustThread(params.thread_id);
         if (!matchesAuthFilter(filter, t.metadata)) throw new TroupeError("FORBIDDEN", "Forbidden");
         const q = b as { metadata: JsonObject; checkpoint_id?: string | null };
         await pool.request({ type: "thread.patch_state", threadId: params.thread_id, metadata: q.metadata, checkpointId: q.checkpoint_id ?? undefined });
@@ -295,9 +294,9 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       params: threadParams,
       query: { type: "object", properties: { limit: { type: "integer", minimum: 1, default: 10 }, before: checkpointIdString, select: stateSelectSchema } },
       handler: async ({ params, query, auth }) => {
-        const t = mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
+        const t = await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const q = query as { limit: number; before?: string; select?: string[] };
-        const states = await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: q.before, assistant: graphAssistant(t) });
+        const states = await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: q.before, assistant: await graphAssistant(t) });
         return json(states.map((s) => selectState(s as unknown as Record<string, unknown>, q.select)));
       },
     },
@@ -305,9 +304,9 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       method: "POST", path: "/threads/:thread_id/history", operationId: "post_thread_history", summary: "States a thread went through, newest first (filters in body)", tag: TAG,
       params: threadParams, body: historyBody, bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
-        const t = mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
+        const t = await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const q = b as { limit: number; before?: unknown; metadata?: JsonObject | null; checkpoint?: CheckpointSelector | null; select?: string[] | null };
-        const states = await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: beforeId(q.before), metadata: q.metadata ?? undefined, checkpoint: q.checkpoint ?? undefined, assistant: graphAssistant(t) });
+        const states = await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: beforeId(q.before), metadata: q.metadata ?? undefined, checkpoint: q.checkpoint ?? undefined, assistant: await graphAssistant(t) });
         return json(states.map((s) => selectState(s as unknown as Record<string, unknown>, q.select)));
       },
     },

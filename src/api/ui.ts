@@ -24,10 +24,10 @@ export function uiRoutes(app: AppContext): RouteDef[] {
   const bundles = new Map<string, Promise<UiFile[]>>();
 
   /** The UI's name: a graph id with a `ui` entry, or an assistant of such a graph. */
-  const uiName = (agent: string): string | undefined => {
+  const uiName = async (agent: string): Promise<string | undefined> => {
     if (Object.hasOwn(ui, agent)) return agent;
     try {
-      const graphId = app.resolveAssistant(agent).graph_id;
+      const graphId = (await app.resolveAssistant(agent)).graph_id;
       return Object.hasOwn(ui, graphId) ? graphId : undefined;
     } catch {
       return undefined;
@@ -52,7 +52,7 @@ export function uiRoutes(app: AppContext): RouteDef[] {
       params: { agent: "string" }, body: body({ name: str }, ["name"]),
       response: { status: 200, contentType: "text/html" },
       handler: async ({ params, body: b, headers }): Promise<TextReply> => {
-        const name = uiName(params.agent);
+        const name = await uiName(params.agent);
         if (name === undefined) throw notFound(`UI not found for agent "${params.agent}"`);
         const files = await filesOf(name);
         const host = headers.host ?? "";
@@ -71,7 +71,7 @@ export function uiRoutes(app: AppContext): RouteDef[] {
       method: "GET", path: "/ui/:agent/:basename", operationId: "get_ui_file", summary: "A file of a graph's generative UI bundle", tag: TAG,
       params: { agent: "string", basename: "string" },
       handler: async ({ params }): Promise<TextReply> => {
-        const name = uiName(params.agent);
+        const name = await uiName(params.agent);
         const file = name === undefined ? undefined : (await filesOf(name)).find((f) => f.basename === params.basename);
         if (!file) throw notFound(`File not found: /ui/${params.agent}/${params.basename}`);
         return { kind: "text", status: 200, contentType: MIME[extOf(file.basename)] ?? "text/plain; charset=utf-8", body: file.contents };

@@ -15,7 +15,7 @@ export async function authorizeRunCreate(
   runtime: AuthRuntime,
   info: AuthInfo | undefined,
   cmd: CreateRunCommand,
-  threadOf: (threadId: string) => ThreadRecord | undefined,
+  threadOf: (threadId: string) => Promise<ThreadRecord | undefined>,
 ): Promise<void> {
   if (!info) return;
   await authorizeAssistantUse(runtime, info, cmd.assistant);
@@ -34,7 +34,7 @@ export async function authorizeRunCreate(
   const filter = await runtime.authorize(info, "threads:create_run", value);
   cmd.metadata = asMetadata(value.metadata);
   if (!filter || cmd.stateless) return;
-  const thread = threadOf(cmd.threadId);
+  const thread = await threadOf(cmd.threadId);
   if (thread && !matchesAuthFilter(filter, thread.metadata)) throw threadNotFound(cmd.threadId);
 }
 

@@ -69,7 +69,7 @@ export class AuthRuntime {
   }
 
   /** `threads:create_run` for a run about to be created (may change cmd.metadata; 404 on a hidden thread). */
-  authorizeRun(info: AuthInfo | undefined, cmd: CreateRunCommand, threadOf: (threadId: string) => ThreadRecord | undefined): Promise<void> {
+  authorizeRun(info: AuthInfo | undefined, cmd: CreateRunCommand, threadOf: (threadId: string) => Promise<ThreadRecord | undefined>): Promise<void> {
     return authorizeRunCreate(this, info, cmd, threadOf);
   }
 

@@ -5,7 +5,7 @@ import type { ListNamespacesOperation, MatchCondition, SearchOperation } from "@
 import { badRequest } from "../errors.ts";
 import type { AuthInfo } from "../http/types.ts";
 import type { JsonObject, StoreItemRecord } from "../storage/records.ts";
-import type { LmdbStore } from "../storage/store.ts";
+import type { ItemStore } from "../storage/port.ts";
 import { matchesAuthFilter, storeMatchTarget } from "./filter.ts";
 import { AuthHttpError } from "./http-error.ts";
 import type { AuthRuntime } from "./runtime.ts";
@@ -19,7 +19,7 @@ export interface StorePutOp extends StoreItemRef { value: JsonObject }
 
 /** One per store route group; every method is a pass-through when the request is not authenticated. */
 export class StoreAccess {
-  constructor(private readonly runtime: AuthRuntime | undefined, private readonly store: LmdbStore) {}
+  constructor(private readonly runtime: AuthRuntime | undefined, private readonly store: ItemStore) {}
 
   /** The put to perform (the handler may have changed namespace, key or value). */
   async put(info: AuthInfo | undefined, op: StorePutOp): Promise<StorePutOp> {
@@ -28,7 +28,7 @@ export class StoreAccess {
     const filter = await this.runtime.authorize(info, "store:put", value);
     const next = { ...itemRef(value), value: isObject(value.value) ? (value.value as JsonObject) : op.value };
     if (filter) {
-      const existing = this.store.getRecord(next.namespace, next.key);
+      const existing = await this.store.item(next.namespace, next.key);
       if (existing && !matchesAuthFilter(filter, storeMatchTarget(existing.namespace, existing.key, existing.value))) throw new AuthHttpError(404, "Item not found");
       if (!matchesAuthFilter(filter, storeMatchTarget(next.namespace, next.key, next.value))) throw new AuthHttpError(403, "Not authorized");
     }
@@ -37,11 +37,11 @@ export class StoreAccess {
 
   /** The item, null when absent; a visible-to-others item → 404. */
   async get(info: AuthInfo | undefined, ref: StoreItemRef): Promise<StoreItemRecord | null> {
-    if (!this.runtime || !info) return this.store.getRecord(ref.namespace, ref.key);
+    if (!this.runtime || !info) return this.store.item(ref.namespace, ref.key);
     const value = { namespace: [...ref.namespace], key: ref.key };
     const filter = await this.runtime.authorize(info, "store:get", value);
     const r = itemRef(value);
-    const item = this.store.getRecord(r.namespace, r.key);
+    const item = await this.store.item(r.namespace, r.key);
     if (item && !matchesAuthFilter(filter, storeMatchTarget(item.namespace, item.key, item.value))) throw new AuthHttpError(404, "Item not found");
     return item;
   }
@@ -53,7 +53,7 @@ export class StoreAccess {
     const filter = await this.runtime.authorize(info, "store:delete", value);
     const r = itemRef(value);
     if (filter) {
-      const item = this.store.getRecord(r.namespace, r.key);
+      const item = await this.store.item(r.namespace, r.key);
       if (item && !matchesAuthFilter(filter, storeMatchTarget(item.namespace, item.key, item.value))) throw new AuthHttpError(404, "Item not found");
       if (!item && !matchesAuthFilter(filter, storeMatchTarget(r.namespace, r.key))) throw new AuthHttpError(403, "Not authorized");
     }
@@ -76,17 +76,17 @@ export class StoreAccess {
     const offset = next.offset ?? 0;
     if (next.query) {
       // ranked: every allowed item is a candidate (the scan limit still applies)
-      const allowed = this.scan(next.namespacePrefix, next.filter, filter, (item, out: StoreItemRecord[]) => (out.push(item), false));
+      const allowed = await this.scan(next.namespacePrefix, next.filter, filter, (item, out: StoreItemRecord[]) => (out.push(item), false));
       return (await this.store.rank(allowed, next.query)).slice(offset, offset + limit);
     }
-    return this.scan(next.namespacePrefix, next.filter, filter, (item, out: StoreItemRecord[]) => {
+    return (await this.scan(next.namespacePrefix, next.filter, filter, (item, out: StoreItemRecord[]) => {
       out.push(item);
       return out.length >= offset + limit;
-    }).slice(offset, offset + limit);
+    })).slice(offset, offset + limit);
   }
 
   async namespaces(info: AuthInfo | undefined, op: ListNamespacesOperation): Promise<string[][]> {
-    if (!this.runtime || !info) return this.store.namespaces(op);
+    if (!this.runtime || !info) return this.store.namespacesOf(op);
     const conditions = op.matchConditions ?? [];
     const value = {
       namespace: conditions.find((c) => c.matchType === "prefix")?.path,
@@ -107,18 +107,18 @@ export class StoreAccess {
       limit: typeof value.limit === "number" ? value.limit : op.limit,
       offset: typeof value.offset === "number" ? value.offset : op.offset,
     };
-    if (!filter) return this.store.namespaces(next);
+    if (!filter) return this.store.namespacesOf(next);
     return this.filteredNamespaces(next, filter);
   }
 
   /** Namespaces holding at least one item the filter allows, in key order, truncated and de-duplicated. */
-  private filteredNamespaces(op: ListNamespacesOperation, filter: AuthFilter): string[][] {
+  private async filteredNamespaces(op: ListNamespacesOperation, filter: AuthFilter): Promise<string[][]> {
     const conditions = op.matchConditions ?? [];
     const limit = op.limit ?? 100;
     const offset = op.offset ?? 0;
     const head = literalHead(conditions.find((c) => c.matchType === "prefix")?.path ?? []);
     const seen = new Set<string>();
-    return this.scan(head, undefined, filter, (item, out: string[][]) => {
+    return (await this.scan(head, undefined, filter, (item, out: string[][]) => {
       if (!conditions.every((c) => conditionMatches(c, item.namespace))) return false;
       const shown = op.maxDepth === undefined ? item.namespace : item.namespace.slice(0, op.maxDepth);
       const id = JSON.stringify(shown);
@@ -126,13 +126,13 @@ export class StoreAccess {
       seen.add(id);
       out.push(shown);
       return out.length >= offset + limit;
-    }).slice(offset, offset + limit);
+    })).slice(offset, offset + limit);
   }
 
   /** Feeds allowed items to `take` until it says the page is full; scanning past MAX_SCAN entries → 400. */
-  private scan<T>(prefix: string[], valueFilter: Record<string, unknown> | undefined, filter: AuthFilter, take: (item: StoreItemRecord, out: T[]) => boolean): T[] {
+  private async scan<T>(prefix: string[], valueFilter: Record<string, unknown> | undefined, filter: AuthFilter, take: (item: StoreItemRecord, out: T[]) => boolean): Promise<T[]> {
     const out: T[] = [];
-    const items = this.store.searchRecords({ namespacePrefix: prefix, filter: valueFilter, limit: MAX_SCAN + 1, offset: 0 });
+    const items = await this.store.scanItems({ namespacePrefix: prefix, filter: valueFilter, limit: MAX_SCAN + 1, offset: 0 });
     for (let i = 0; i < items.length; i++) {
       if (i >= MAX_SCAN) throw badRequest(SCAN_LIMIT_MESSAGE);
       const item = items[i];

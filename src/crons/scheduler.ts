@@ -6,7 +6,7 @@ import { Cron } from "croner";
 import type { CronRecord } from "../storage/records.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 import { cronerOptions, isLive } from "./schedule.ts";
-import type { CronStore } from "./store.ts";
+import type { CronsPort } from "../storage/port.ts";
 import { componentLog } from "../log/logger.ts";
 
 const log = componentLog("crons");
@@ -32,7 +32,7 @@ export class CronScheduler {
   private stopped = false;
 
   constructor(
-    readonly store: CronStore,
+    readonly store: CronsPort,
     private readonly runner: CronRunner,
     private readonly clock: Clock = systemClock,
   ) {}
@@ -40,7 +40,7 @@ export class CronScheduler {
   /** Schedule every live cron found in storage and refresh its next_run_date (it may be stale). */
   async start(): Promise<void> {
     const writes: Promise<unknown>[] = [];
-    for (const rec of this.store.all()) {
+    for (const rec of await this.store.all()) {
       const entry = this.schedule(rec);
       const next = entry ? new Date(entry.dueAt).toISOString() : null;
       if (next !== rec.next_run_date) {
@@ -124,7 +124,7 @@ export class CronScheduler {
   private async tick(entry: ScheduledCron, next: string | null): Promise<void> {
     // only the schedule still in charge may act or write: a PATCH may have replaced it meanwhile
     const current = () => this.scheduled.get(entry.cronId) === entry || (next === null && !this.scheduled.has(entry.cronId));
-    const rec = this.store.get(entry.cronId);
+    const rec = await this.store.get(entry.cronId);
     if (!rec || !isLive(rec, this.clock.now())) {
       if (this.scheduled.get(entry.cronId) === entry) this.unschedule(entry.cronId);
       return;

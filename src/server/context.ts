@@ -4,6 +4,7 @@ import type { ShardPool } from "../hub/shard-pool.ts";
 import type { AuthRuntime } from "../auth/runtime.ts";
 import type { ResolvedConfig } from "../config/index.ts";
 import type { Storage } from "../storage/env.ts";
+import type { WiredStoragePort } from "../storage/port.ts";
 import type { AssistantRecord } from "../storage/records.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 import type { StoreTtlOptions } from "../bridge/messages.ts";
@@ -13,7 +14,10 @@ import type { StaticSchemas } from "../schemas/static-schemas.ts";
 import type { ServerMetrics } from "../metrics/server-metrics.ts";
 
 export interface AppContext {
-  storage: Storage;
+  /** every durable record, through the storage port (docs/STORAGE.md) */
+  storage: WiredStoragePort;
+  /** the LMDB env, for the families not yet on the port (issue 21 phase B) */
+  lmdb: Storage;
   pool: ShardPool;
   config: ResolvedConfig;
   graphIds: ReadonlySet<string>;
@@ -33,6 +37,6 @@ export interface AppContext {
   staticSchemas: StaticSchemas;
   /** GET /metrics (absent: a server built without them, e.g. in route tests) */
   metrics?: ServerMetrics;
-  /** resolve a graph id or assistant id to the assistant record; throws 404 */
-  resolveAssistant(idOrGraph: string): AssistantRecord;
+  /** resolve a graph id or assistant id to the assistant record; rejects with 404 */
+  resolveAssistant(idOrGraph: string): Promise<AssistantRecord>;
 }

@@ -22,7 +22,6 @@ import { a2aRoutes } from "../api/a2a.ts";
 import { mcpRoutes } from "../api/mcp.ts";
 import { cronRoutes, cronRunner } from "../api/crons.ts";
 import { CronScheduler } from "../crons/scheduler.ts";
-import { CronStore } from "../crons/store.ts";
 import { Dispatcher } from "../http/dispatch.ts";
 import { componentLog, configureLogging } from "../log/logger.ts";
 import { resolveLogOptions } from "../log/options.ts";
@@ -37,7 +36,8 @@ import { openApiKeyGuard, type ApiKeyAuthOptions } from "../http/api-key-guard.t
 import { customAuthGuard, loadAuth } from "../auth/index.ts";
 import { listen, loadNativeUws } from "../http/uws-server.ts";
 import type { RouteDef } from "../http/types.ts";
-import { AssistantStore } from "../storage/assistants.ts";
+import { AssistantStore } from "../domain/assistants.ts";
+import { lmdbStoragePort } from "../storage/lmdb/adapter.ts";
 import { dataFilePath, openStorage } from "../storage/env.ts";
 import { ensureIndexes } from "../storage/indexes/build.ts";
 import { canonicalUuidOf, defaultAssistantId } from "../util/ids.ts";
@@ -134,8 +134,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const apiKeys = opts.apiKeyAuth ? openApiKeyGuard(opts.apiKeyAuth) : null; // api keys: fail fast on a bad dir/org
   const storage = openStorage(opts.dataDir, { syncCommits: opts.syncCommits });
   ensureIndexes(storage); // a data dir from before the indexes (or a build cut short) gets them now, before anything reads or writes
+  const port = lmdbStoragePort(storage);
   const graphIds = new Set(config.graphs.map((g) => g.graphId));
-  const assistants = new AssistantStore(storage);
+  const assistants = new AssistantStore(port.assistants);
   await assistants.ensureDefaults(graphIds, parseGraphConfigs(process.env.LANGGRAPH_CONFIG));
 
   const webhookPolicy = webhookUrlPolicy(config.webhooks.url, opts.dev === true);
@@ -170,7 +171,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     storeIndex,
     workers: opts.workers,
     webhookPortFor: config.http.disableWebhooks ? undefined : () => webhooks.connectPort(),
-    onShardMessages: () => storage.root.resetReadTxn(),
+    onShardMessages: () => port.refreshReads(),
     log: threadLog,
   });
 
@@ -190,7 +191,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   });
 
   const app: AppContext = {
-    storage,
+    storage: port,
+    lmdb: storage,
     pool,
     config,
     graphIds,
@@ -206,17 +208,17 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       cacheDir: join(opts.dataDir, "modules", "schemas"),
     }),
     metrics,
-    resolveAssistant: (idOrGraph) => {
+    resolveAssistant: async (idOrGraph) => {
       if (idOrGraph.length > MAX_KEY_CHARS) throw assistantNotFound(); // no key that long exists (or fits LMDB)
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : canonicalUuidOf(idOrGraph) ?? idOrGraph;
-      const a = storage.assistants.get(id);
+      const a = await port.assistants.get(id);
       if (!a) throw assistantNotFound();
       return a;
     },
   };
 
   // Crons: scheduler on the HTTP thread (src/crons/), only when run routes are enabled
-  const crons = config.http.disableRuns ? null : new CronScheduler(new CronStore(storage), cronRunner(app));
+  const crons = config.http.disableRuns ? null : new CronScheduler(port.crons, cronRunner(app));
 
   dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors), observer: telemetry });
   dispatcher.addGuard(corsGuard(config.http.cors));
@@ -248,12 +250,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   await crons?.start(); // crons
   const ttl = config.checkpointer.ttl;
-  const threadTtl = new ThreadTtlSweeper(storage, pool, {
+  const threadTtl = new ThreadTtlSweeper(port, pool, {
     defaultTtlMinutes: ttl.defaultTtlMinutes, strategy: ttl.strategy, sweepIntervalMinutes: ttl.sweepIntervalMinutes, sweepLimit: ttl.sweepLimit,
   });
   threadTtl.start();
   const storeSweepInterval = config.store.ttl.sweepIntervalMinutes;
-  const stopStoreSweep = storeSweepInterval === null ? () => undefined : startStoreTtlSweep(storage, storeSweepInterval);
+  const stopStoreSweep = storeSweepInterval === null ? () => undefined : startStoreTtlSweep(port.store, storeSweepInterval);
 
   const host = opts.host ?? RUNTIME_DEFAULTS.loopbackHost;
   if (!config.http.disableWebhooks && hasPendingDeliveries(storage)) webhooks.start();

@@ -64,7 +64,7 @@ export interface StoredBlob {
 
 export interface Storage {
   root: RootDatabase;
-  /** written by storage/assistants.ts (with assistantIndex) */
+  /** written by storage/lmdb/assistants.ts (with assistantIndex) */
   assistants: RecordsDb<AssistantRecord, string>;
   /** key [assistant_id, version] */
   assistantVersions: Database<AssistantVersionRecord, [string, number]>;

@@ -17,10 +17,14 @@
  * - Searches take the filter shapes of the indexes issue (src/storage/indexes/ on issue 20) and
  *   return a Page; both adapters return the same records in the same order.
  */
-import type { BaseCheckpointSaver, Item, Operation, OperationResults, SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import type {
+  BaseCheckpointSaver, BaseStore, ListNamespacesOperation, PutOperation, SearchOperation, SerializerProtocol,
+} from "@langchain/langgraph-checkpoint";
 import type {
   AssistantRecord, AssistantVersionRecord, CronRecord, Json, JsonObject, RunRecord, RunStatus, StoreItemRecord, ThreadRecord, ThreadStatus,
 } from "./records.ts";
+import type { StoreIndexOptions } from "./store-index.ts";
+import type { StoreTtlOptions } from "../bridge/messages.ts";
 
 /** A write handed to the adapter, ordered after every earlier write of the same thread. */
 export interface Issued<T = void> {
@@ -68,10 +72,13 @@ export interface AssistantsPort {
   get(assistantId: string): Promise<AssistantRecord | undefined>;
   /** version 1 and its version row, atomically; "exists" when the id is taken (nothing written) */
   create(record: AssistantRecord): Promise<AssistantRecord | "exists">;
-  /** a new version from the latest (read-modify-write in one transaction); undefined: no such assistant */
+  /**
+   * A new version (max + 1) from the latest, read-modify-write in one transaction: fields given
+   * replace, `metadata` merges into the current one. undefined: no such assistant.
+   */
   patch(assistantId: string, change: Partial<AssistantWrite>, now: string): Promise<AssistantRecord | undefined>;
-  /** makes an existing version the latest; undefined: no such assistant or version */
-  setLatest(assistantId: string, version: number, now: string): Promise<AssistantRecord | undefined>;
+  /** makes an existing version the latest (its config, metadata and name); undefined: no such assistant */
+  setLatest(assistantId: string, version: number, now: string): Promise<AssistantRecord | "no-version" | undefined>;
   /** the assistant and all its versions; false when it did not exist */
   delete(assistantId: string): Promise<boolean>;
   versions(assistantId: string, q: { metadata?: JsonObject; offset: number; limit: number }): Promise<AssistantVersionRecord[]>;
@@ -106,16 +113,16 @@ export interface ThreadsPort {
   setTtl(threadId: string, minutes: number | null): Promise<void>;
   /**
    * Thread ids after `after` in id order, at most `limit`, for the TTL sweeper: every thread
-   * (`all`) or only those with a TTL of their own.
+   * (`all`) or only those with a TTL of their own (such an id may name a thread already gone).
    */
-  sweepCandidates(q: { all: boolean; after?: string; limit: number }): Promise<{ threadId: string; updatedAt: string; ttl?: number }[]>;
+  sweepCandidates(q: { all: boolean; after?: string; limit: number }): Promise<string[]>;
 
   // writes, by the thread's actor
   /** the record, unless one exists ("exists": nothing written) */
   create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists">;
   /** replaces the record, and the values when given (a state update, supersteps, metadata patch) */
   save(record: ThreadRecord, valuesJson?: string): Promise<void>;
-  /** the record, its values, TTL, runs and their indexes, in one transaction (checkpoints: CheckpointPort) */
+  /** the record, its values, TTL, runs and their indexes and webhook outcomes, in one transaction (checkpoints: CheckpointPort) */
   delete(threadId: string): Promise<void>;
 }
 
@@ -126,6 +133,10 @@ export interface RunKey {
   runId: string;
 }
 
+export interface ActiveRun extends RunKey {
+  run: RunRecord | undefined;
+}
+
 export interface RunsPort {
   get(threadId: string, runId: string): Promise<RunRecord | undefined>;
   /** the thread of a run, for routes that name only the run */
@@ -134,9 +145,12 @@ export interface RunsPort {
   list(threadId: string, q: { status?: RunStatus; offset: number; limit: number }): Promise<RunRecord[]>;
   /** the thread's newest run */
   latest(threadId: string): Promise<RunRecord | undefined>;
-  /** pending and running runs, of one thread or all (recovery, bulk cancel), oldest first per thread */
-  active(threadId?: string): AsyncIterable<RunRecord>;
-  /** runs of an assistant (assistant delete, A2A tasks), of one thread or all */
+  /**
+   * Pending and running runs, of one thread or all (recovery, bulk cancel), oldest first per
+   * thread; `run` undefined: an active entry whose record is gone (left by a crash: dropActive).
+   */
+  active(threadId?: string): AsyncIterable<ActiveRun>;
+  /** runs of an assistant (assistant delete, A2A tasks), of one thread or all, in [thread_id, run_id] order */
   ofAssistant(assistantId: string, threadId?: string): AsyncIterable<RunRecord>;
 
   // writes, by the thread's actor; each is one atomic commit
@@ -180,16 +194,39 @@ export interface CheckpointPort {
 
 // ---- store (BaseStore items; written by graphs and the /store routes) ----------------------
 
+/** How a store handle applies TTLs and semantic search (config `store.ttl`, `store.index`). */
+export interface StoreOptions {
+  ttl?: StoreTtlOptions;
+  index?: StoreIndexOptions;
+}
+
+/**
+ * The store as graphs (`BaseStore`, their `config.store`) and the /store routes use it. Reads see
+ * every commit that resolved in any thread; expired items (TTL) are hidden. Result order of
+ * searches and namespace lists is key order (namespace labels, then key) unless ranked.
+ */
+export interface ItemStore extends BaseStore {
+  /** one item, null when absent or expired */
+  item(namespace: readonly string[], key: string): Promise<StoreItemRecord | null>;
+  /** upserts (value: object) and deletes (value: null) in one commit; ttlMinutes null: none, undefined: the store's default */
+  write(ops: readonly PutOperation[], ttlMinutes?: number | null): Promise<void>;
+  /** matching items from op.offset, at most op.limit; ranked by similarity to op.query when the store has an index */
+  searchItems(op: SearchOperation): Promise<(StoreItemRecord & { score?: number })[]>;
+  /** matching items in key order, never ranked, at most op.limit (callers that bound a scan themselves) */
+  scanItems(op: SearchOperation): Promise<StoreItemRecord[]>;
+  /** `records` by similarity to `query`, best first, with scores (unchanged without an index) */
+  rank(records: readonly StoreItemRecord[], query: string): Promise<(StoreItemRecord & { score?: number })[]>;
+  /** pushes the expiry of these items (those with a TTL) out by their TTL again; not awaited by readers */
+  refresh(records: readonly StoreItemRecord[]): void;
+  /** distinct namespaces matching every condition ("*" matches any label), truncated to maxDepth */
+  namespacesOf(op: ListNamespacesOperation): Promise<string[][]>;
+}
+
 export interface StorePort {
-  /** BaseStore.batch: get/put/delete/search/listNamespaces; puts and deletes of one batch commit together */
-  batch<Op extends Operation[]>(operations: Op): Promise<OperationResults<Op>>;
-  get(namespace: readonly string[], key: string): Promise<Item | null>;
-  /** writes with a TTL in minutes (null: none; undefined: the store's default) */
-  put(items: readonly { namespace: readonly string[]; key: string; value: JsonObject | null }[], ttlMinutes?: number | null): Promise<void>;
-  /** matching records in key order (namespace labels, then key); ranked by similarity with `query` when indexed */
-  search(q: { prefix: readonly string[]; filter?: Record<string, unknown>; query?: string; offset: number; limit: number }): Promise<(StoreItemRecord & { score?: number })[]>;
-  /** removes up to `limit` expired items; how many went */
-  sweepExpired(limit: number, now: number): Promise<number>;
+  /** a store handle; the first call may load LangGraph's BaseStore (kept off the HTTP thread until a /store route needs it) */
+  open(opts: StoreOptions): Promise<ItemStore>;
+  /** removes up to `limit` expired items with their TTL rows and vectors; how many went */
+  sweepExpired(limit: number): Promise<number>;
 }
 
 // ---- crons (written on the HTTP thread: API and scheduler) ------------------------------------
@@ -208,14 +245,17 @@ export interface CronsPort {
   get(cronId: string): Promise<CronRecord | undefined>;
   search(q: CronFilter & PageSpec<CronSort>): Promise<Page<CronRecord>>;
   count(f: CronFilter): Promise<number>;
-  /** every enabled cron (the scheduler's start) */
-  enabled(): Promise<CronRecord[]>;
+  /** every cron (the scheduler's start: it schedules the live ones and clears the others' next_run_date) */
+  all(): Promise<CronRecord[]>;
+  /** creates or replaces the cron */
   put(record: CronRecord): Promise<void>;
   /**
    * Replaces the cron with `change(current)` atomically (a tick persisting next_run_date never
-   * undoes a concurrent PATCH or DELETE); `undefined` from change keeps it. undefined: no such cron.
+   * undoes a concurrent PATCH or DELETE); `undefined` from change keeps it. Resolves to the stored
+   * record; undefined: no such cron.
    */
   update(cronId: string, change: (current: CronRecord) => CronRecord | undefined): Promise<CronRecord | undefined>;
+  /** false when the cron did not exist */
   remove(cronId: string): Promise<boolean>;
 }
 
@@ -236,3 +276,12 @@ export interface StoragePort {
   refreshReads(): void;
   close(): Promise<void>;
 }
+
+/** The runs family's reads (the writes are the actors', still on the LMDB env: issue 21 phase B). */
+export type RunsReadPort = Pick<RunsPort, "get" | "threadOf" | "list" | "latest" | "active" | "ofAssistant">;
+
+/**
+ * The families call sites reach through the port so far (issue 21 phase B moves them family by
+ * family; the rest still use the LMDB env directly). Becomes StoragePort when all are moved.
+ */
+export type WiredStoragePort = Pick<StoragePort, "backend" | "assistants" | "crons" | "store" | "threads" | "refreshReads"> & { readonly runs: RunsReadPort };

@@ -12,6 +12,7 @@ import type { StoreTtlOptions } from "../bridge/messages.ts";
 import { itemExpired, refreshItemTtls } from "./store-ttl.ts";
 import { cosine, StoreIndex, textsOf, type StoreIndexOptions } from "./store-index.ts";
 import type { JsonObject, StoreItemRecord } from "./records.ts";
+import type { ItemStore } from "./port.ts";
 import { nowIso } from "./records.ts";
 import { NS_AFTER, NS_SEP, putStoreItem, removeStoreItem, storeFilterTerms, storeItemsMatching, storeKeyOf, type StoreKey } from "./indexes/store-items.ts";
 import { Slicer } from "./indexes/slices.ts";
@@ -41,7 +42,7 @@ export function toItem(r: StoreItemRecord): Item {
  * search and listNamespaces is key order (namespace labels, then key); no sort is applied.
  * `query` ranks results by similarity when the store has an index (searchItems); otherwise it is ignored.
  */
-export class LmdbStore extends BaseStore {
+export class LmdbStore extends BaseStore implements ItemStore {
   private readonly ttl: StoreTtlOptions;
   private readonly index: StoreIndex | undefined;
 
@@ -90,7 +91,19 @@ export class LmdbStore extends BaseStore {
     return results as OperationResults<Op>;
   }
 
-  /** Wire shape of one item, or null. */
+  item(namespace: readonly string[], key: string): Promise<StoreItemRecord | null> {
+    return Promise.resolve(this.getRecord(namespace, key));
+  }
+
+  scanItems(op: SearchOperation): Promise<StoreItemRecord[]> {
+    return Promise.resolve(this.searchRecords(op));
+  }
+
+  namespacesOf(op: ListNamespacesOperation): Promise<string[][]> {
+    return Promise.resolve(this.namespaces(op));
+  }
+
+  /** Wire shape of one item, or null (synchronous: batch() reads before its writes land). */
   getRecord(namespace: readonly string[], key: string): StoreItemRecord | null {
     this.s.root.resetReadTxn();
     const k = keyOf(namespace, key);

@@ -2,6 +2,7 @@
 // records.ts) and building the API view of a thread.
 import type { Storage } from "./env.ts";
 import type { Json, ThreadRecord, ThreadView } from "./records.ts";
+import type { ThreadsPort } from "./port.ts";
 
 /**
  * Stores the thread's values as UTF-8 JSON bytes (bridge/json-segments.ts). The DB's "string"
@@ -23,7 +24,7 @@ export function threadValues(storage: Storage, threadId: string): Json | undefin
 }
 
 /** The thread as the API returns it (values parsed from their JSON text). */
-export function threadView(storage: Storage, thread: ThreadRecord): ThreadView {
-  const values = threadValues(storage, thread.thread_id);
-  return values === undefined ? thread : { ...thread, values };
+export async function threadView(threads: Pick<ThreadsPort, "valuesJson">, thread: ThreadRecord): Promise<ThreadView> {
+  const text = await threads.valuesJson(thread.thread_id);
+  return text === undefined ? thread : { ...thread, values: JSON.parse(text) as Json };
 }

@@ -5,7 +5,7 @@
 // threads per sweep; busy threads wait for a later sweep. Deletion and pruning go through the
 // threads' actors like the API's own.
 import type { ShardPool } from "../hub/shard-pool.ts";
-import type { Storage } from "../storage/env.ts";
+import type { StoragePort } from "../storage/port.ts";
 import { componentLog } from "../log/logger.ts";
 
 export interface ThreadTtlOptions {
@@ -26,7 +26,7 @@ export class ThreadTtlSweeper {
   private readonly prunedAt = new Map<string, string>();
 
   constructor(
-    private readonly storage: Storage,
+    private readonly storage: Pick<StoragePort, "threads" | "refreshReads">,
     private readonly pool: Pick<ShardPool, "deleteThread" | "request">,
     private readonly opts: ThreadTtlOptions,
     private readonly now: () => number = Date.now,
@@ -52,26 +52,27 @@ export class ThreadTtlSweeper {
       return await this.sweepFrom(done, everyThread, visited);
     } finally {
       // keep_latest marks only for threads still there (a full pass visits every thread)
-      if (everyThread) for (const id of this.prunedAt.keys()) if (!visited.has(id) && !this.storage.threads.doesExist(id)) this.prunedAt.delete(id);
+      if (everyThread) {
+        for (const id of [...this.prunedAt.keys()]) if (!visited.has(id) && (await this.storage.threads.get(id)) === undefined) this.prunedAt.delete(id);
+      }
     }
   }
 
   private async sweepFrom(done: { deleted: number; pruned: number }, everyThread: boolean, visited: Set<string>): Promise<{ deleted: number; pruned: number }> {
     let after: string | undefined;
     for (;;) {
-      this.storage.root.resetReadTxn();
-      const range = { ...(after === undefined ? {} : { start: after, exclusiveStart: true }), limit: CHUNK };
-      const ids = everyThread ? Array.from(this.storage.threads.getKeys(range)) : Array.from(this.storage.threadTtl.getKeys(range));
+      this.storage.refreshReads();
+      const ids = await this.storage.threads.sweepCandidates({ all: everyThread, after, limit: CHUNK });
       for (const threadId of ids) {
         if (done.deleted + done.pruned >= this.opts.sweepLimit) return done;
         visited.add(threadId);
-        const action = this.due(threadId);
+        const action = await this.due(threadId);
         if (action === "delete") {
           await this.pool.deleteThread(threadId).catch(() => undefined); // gone meanwhile, or busy again: next sweep
           this.prunedAt.delete(threadId);
           done.deleted++;
         } else if (action === "prune") {
-          const t = this.storage.threads.get(threadId);
+          const t = await this.storage.threads.get(threadId);
           await this.pool.request({ type: "thread.prune_history", threadId }).catch(() => undefined);
           if (t) this.prunedAt.set(threadId, t.updated_at);
           done.pruned++;
@@ -83,12 +84,12 @@ export class ThreadTtlSweeper {
     }
   }
 
-  private due(threadId: string): "delete" | "prune" | undefined {
-    const thread = this.storage.threads.get(threadId);
-    const own = this.storage.threadTtl.get(threadId);
+  private async due(threadId: string): Promise<"delete" | "prune" | undefined> {
+    const thread = await this.storage.threads.get(threadId);
+    const own = await this.storage.threads.ttl(threadId);
     if (thread === undefined) {
       this.prunedAt.delete(threadId);
-      if (own !== undefined) void this.storage.threadTtl.remove(threadId); // left by a crash between deletes
+      if (own !== undefined) void this.storage.threads.setTtl(threadId, null); // left by a crash between deletes
       return undefined;
     }
     const minutes = own ?? this.opts.defaultTtlMinutes;

@@ -3,7 +3,7 @@
 // the runner records the runs a tick would create (the e2e test creates real ones).
 import { describe, expect, it } from "vitest";
 import { CronScheduler, type CronRunner } from "../../src/crons/scheduler.ts";
-import { CronStore } from "../../src/crons/store.ts";
+import { lmdbStoragePort } from "../../src/storage/lmdb/adapter.ts";
 import { newCronRecord, patchCronRecord, type CronCreate } from "../../src/crons/cron-record.ts";
 import type { CronRecord } from "../../src/storage/records.ts";
 import { ManualClock } from "../../src/util/clock.ts";
@@ -32,7 +32,7 @@ describe("CronScheduler", () => {
   const setup = () => {
     // half a second past a whole second: every-second ticks fall at +0.5 s, +1.5 s, …
     const clock = new ManualClock(Math.floor(Date.now() / 1000) * 1000 + 500);
-    const store = new CronStore(tmp.storage);
+    const store = lmdbStoragePort(tmp.storage).crons;
     const runner = new RecordingRunner();
     const scheduler = new CronScheduler(store, runner, clock);
     let n = 0;
@@ -54,7 +54,7 @@ describe("CronScheduler", () => {
     const cron = await add();
     await advance(5_000);
     expect(runner.count(cron.cron_id)).toBe(5);
-    expect(Date.parse(store.get(cron.cron_id)!.next_run_date!)).toBe(clock.now() + 500);
+    expect(Date.parse((await store.get(cron.cron_id))!.next_run_date!)).toBe(clock.now() + 500);
     await scheduler.stop();
     await advance(3_000);
     expect(runner.count(cron.cron_id)).toBe(5);
@@ -69,7 +69,7 @@ describe("CronScheduler", () => {
     expect(runner.count(ending.cron_id)).toBe(2);
     expect(runner.count(disabled.cron_id)).toBe(0);
     expect(scheduler.isScheduled(ending.cron_id)).toBe(false);
-    expect(store.get(ending.cron_id)!.next_run_date).toBeNull();
+    expect((await store.get(ending.cron_id))!.next_run_date).toBeNull();
   });
 
   it("a tick whose schedule was replaced while it ran does not overwrite the new next run date", async () => {
@@ -78,12 +78,12 @@ describe("CronScheduler", () => {
     let release!: () => void;
     runner.hold = new Promise((r) => (release = r));
     await clock.advance(1_000); // the tick is now waiting in createRun
-    const patched = patchCronRecord(store.get(cron.cron_id)!, { schedule: "0 0 * * * *" }); // hourly
+    const patched = patchCronRecord((await store.get(cron.cron_id))!, { schedule: "0 0 * * * *" }); // hourly
     await store.put(patched);
     scheduler.schedule(patched);
     release();
     await scheduler.settled();
-    expect(store.get(cron.cron_id)!.next_run_date).toBe(patched.next_run_date);
+    expect((await store.get(cron.cron_id))!.next_run_date).toBe(patched.next_run_date);
     runner.hold = undefined;
     await advance(5_000);
     expect(runner.count(cron.cron_id)).toBe(1); // the hourly schedule is not due yet
@@ -94,7 +94,7 @@ describe("CronScheduler", () => {
     const cron = await add();
     runner.gone.add(cron.cron_id);
     await advance(1_000);
-    expect(store.get(cron.cron_id)).toBeUndefined();
+    expect(await store.get(cron.cron_id)).toBeUndefined();
     expect(scheduler.isScheduled(cron.cron_id)).toBe(false);
   });
 
@@ -105,7 +105,7 @@ describe("CronScheduler", () => {
     await store.update(first.cron_id, (cur) => ({ ...cur, next_run_date: "2000-01-01T00:00:00.000Z" }));
     const restarted = new CronScheduler(store, runner, clock);
     await restarted.start();
-    expect(Date.parse(store.get(first.cron_id)!.next_run_date!)).toBe(clock.now() + 500);
+    expect(Date.parse((await store.get(first.cron_id))!.next_run_date!)).toBe(clock.now() + 500);
     await clock.advance(2_000);
     await restarted.settled();
     expect(runner.count(first.cron_id)).toBe(2);

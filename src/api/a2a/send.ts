@@ -33,12 +33,12 @@ export async function createTaskRun(
   let resume = false;
   if (msg.taskId !== undefined && msg.taskId !== null) {
     const taskId = String(msg.taskId);
-    const prev = loadTask(app.storage, taskId);
+    const prev = await loadTask(app.storage, taskId);
     if (!prev || prev.run.assistant_id !== assistant.assistant_id || (contextId !== undefined && prev.run.thread_id !== contextId)) throw taskNotFound(taskId);
     if (app.auth && auth) {
       // continuing a task reads and runs on its thread: another user's task is not found
       const filter = await app.auth.authorize(auth, "threads:read", { thread_id: prev.run.thread_id, run_id: prev.run.run_id });
-      if (!matchesAuthFilter(filter, app.storage.threads.get(prev.run.thread_id)?.metadata)) throw taskNotFound(taskId);
+      if (!matchesAuthFilter(filter, (await app.storage.threads.get(prev.run.thread_id))?.metadata)) throw taskNotFound(taskId);
     }
     const state = taskState(prev);
     if (TERMINAL_STATES.has(state)) {
@@ -59,7 +59,7 @@ export async function createTaskRun(
     ...(params.context !== undefined && params.context !== null ? { context: params.context as JsonObject } : {}),
   };
   try {
-    const cmd = buildCreateRun(app, body, headers, { threadId, runId: uuid7(), stateless: false, observed: stream, auth });
+    const cmd = await buildCreateRun(app, body, headers, { threadId, runId: uuid7(), stateless: false, observed: stream, auth });
     // threads:create_run: another user's context (thread) is "not found", as on /threads/{id}/runs
     await app.auth?.authorizeRun(auth, cmd, (tid) => app.storage.threads.get(tid));
     return await app.pool.createRun(cmd);

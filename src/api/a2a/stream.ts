@@ -4,17 +4,19 @@
 import type { RunEvent, RunDone } from "../../bridge/messages.ts";
 import type { RunStreams } from "../../hub/run-hub.ts";
 import type { SseReply } from "../../http/types.ts";
-import type { Storage } from "../../storage/env.ts";
-import type { RunRecord } from "../../storage/records.ts";
+import type { WiredStoragePort } from "../../storage/port.ts";
+import type { RunRecord, ThreadView } from "../../storage/records.ts";
 import { encodeMessage, kind, stateName, streamResult, textPart, type Dialect } from "./dialects.ts";
 import { textOf } from "./messages.ts";
-import { artifactOf, buildTask, encodeStatus, loadTask, taskState, viewOf, type HistoryOptions, type TaskSource } from "./task.ts";
+import { artifactOf, buildTask, encodeStatus, loadTask, taskState, type HistoryOptions, type TaskSource } from "./task.ts";
 import { isRecord, rpcResult, type RpcId } from "../jsonrpc.ts";
 
 export interface TaskStreamInput {
-  storage: Storage;
+  storage: WiredStoragePort;
   runs: RunStreams;
   run: RunRecord;
+  /** the run's thread as the stream starts (viewOf, read before the reply) */
+  thread: ThreadView | undefined;
   dialect: Dialect;
   rpcId: RpcId;
   history: HistoryOptions;
@@ -30,7 +32,7 @@ export function taskStream(s: TaskStreamInput): SseReply {
   return {
     kind: "sse",
     start(sink) {
-      sink.write(frame("task", buildTask(d, { run, thread: viewOf(s.storage, run.thread_id), latest: true }, s.history)));
+      sink.write(frame("task", buildTask(d, { run, thread: s.thread, latest: true }, s.history)));
       let working = false;
       const markWorking = () => {
         if (working) return;
@@ -50,11 +52,14 @@ export function taskStream(s: TaskStreamInput): SseReply {
           sink.write(statusUpdate({ state: stateName(d, "working"), message, timestamp: new Date().toISOString() }, false));
         },
         onDone(done: RunDone) {
-          const src: TaskSource = loadTask(s.storage, run.run_id, run.thread_id) ?? { run: { ...run, status: done.status }, thread: undefined, latest: true };
-          const state = taskState(src);
-          if (state === "completed") sink.write(frame("artifact-update", { ...kind(d, "artifact-update"), ...ids, artifact: artifactOf(d, src), append: false, lastChunk: true }));
-          sink.write(statusUpdate(encodeStatus(d, src, state), true));
-          sink.end();
+          const end = (stored: TaskSource | undefined) => {
+            const src: TaskSource = stored ?? { run: { ...run, status: done.status }, thread: undefined, latest: true };
+            const state = taskState(src);
+            if (state === "completed") sink.write(frame("artifact-update", { ...kind(d, "artifact-update"), ...ids, artifact: artifactOf(d, src), append: false, lastChunk: true }));
+            sink.write(statusUpdate(encodeStatus(d, src, state), true));
+            sink.end();
+          };
+          void loadTask(s.storage, run.run_id, run.thread_id).then(end, () => end(undefined));
         },
       });
     },

@@ -1,7 +1,7 @@
 // A2A Task views of LangGraph runs (task id = run_id, context id = thread_id), built from the
 // stored run and thread records: state mapping, status message, history and the final
 // "Assistant Response" artifact.
-import type { Storage } from "../../storage/env.ts";
+import type { WiredStoragePort } from "../../storage/port.ts";
 import type { RunRecord, ThreadRecord, ThreadView } from "../../storage/records.ts";
 import { threadView } from "../../storage/thread-values.ts";
 import { uuid5 } from "../../util/ids.ts";
@@ -27,9 +27,8 @@ export interface HistoryOptions {
   includeArtifacts: boolean;
 }
 
-function latestRunId(storage: Storage, threadId: string): string | undefined {
-  for (const { key } of storage.runs.getRange({ start: [threadId, "\uffff"], end: [threadId], reverse: true, limit: 1 })) return key[1];
-  return undefined;
+async function latestRunId(storage: WiredStoragePort, threadId: string): Promise<string | undefined> {
+  return (await storage.runs.latest(threadId))?.run_id;
 }
 
 /**
@@ -42,43 +41,43 @@ export class TaskSourceReader {
   private readonly records = new Map<string, ThreadRecord | undefined>();
   private readonly views = new Map<string, ThreadView | undefined>();
 
-  constructor(private readonly storage: Storage) {}
+  constructor(private readonly storage: WiredStoragePort) {}
 
   /** The run's source without its thread's values: enough for taskState(). */
-  withoutValues(run: RunRecord): TaskSource {
+  async withoutValues(run: RunRecord): Promise<TaskSource> {
     const tid = run.thread_id;
     if (!this.records.has(tid)) {
-      this.records.set(tid, this.storage.threads.get(tid));
-      this.latest.set(tid, latestRunId(this.storage, tid));
+      this.records.set(tid, await this.storage.threads.get(tid));
+      this.latest.set(tid, await latestRunId(this.storage, tid));
     }
     return { run, thread: this.records.get(tid), latest: this.latest.get(tid) === run.run_id };
   }
 
   /** The same source with its thread's values, parsed once per thread. */
-  withValues(src: TaskSource): TaskSource {
+  async withValues(src: TaskSource): Promise<TaskSource> {
     const tid = src.run.thread_id;
     if (!this.views.has(tid)) {
       const record = this.records.get(tid);
-      this.views.set(tid, record === undefined ? undefined : threadView(this.storage, record));
+      this.views.set(tid, record === undefined ? undefined : await threadView(this.storage.threads, record));
     }
     return { ...src, thread: this.views.get(tid) };
   }
 }
 
 /** The run's thread with its values, as a task is built from them. */
-export function viewOf(storage: Storage, threadId: string): ThreadView | undefined {
-  const t = storage.threads.get(threadId);
-  return t === undefined ? undefined : threadView(storage, t);
+export async function viewOf(storage: WiredStoragePort, threadId: string): Promise<ThreadView | undefined> {
+  const t = await storage.threads.get(threadId);
+  return t === undefined ? undefined : threadView(storage.threads, t);
 }
 
 /** Load a task by run id; `threadId` narrows the lookup (and must match). */
-export function loadTask(storage: Storage, runId: string, threadId?: string): TaskSource | undefined {
+export async function loadTask(storage: WiredStoragePort, runId: string, threadId?: string): Promise<TaskSource | undefined> {
   if (runId.length > 64) return undefined; // task ids are run ids (UUIDs); a longer one is no LMDB key
-  const tid = threadId ?? storage.runThread.get(runId);
+  const tid = threadId ?? (await storage.runs.threadOf(runId));
   if (!tid) return undefined;
-  const run = storage.runs.get([tid, runId]);
+  const run = await storage.runs.get(tid, runId);
   if (!run) return undefined;
-  return { run, thread: viewOf(storage, tid), latest: latestRunId(storage, tid) === runId };
+  return { run, thread: await viewOf(storage, tid), latest: (await latestRunId(storage, tid)) === runId };
 }
 
 const interruptValues = (thread: ThreadRecord | undefined): unknown[] =>

@@ -136,14 +136,14 @@ export class ThreadCommands {
   /** The thread, readable by this identity, or an error naming it. */
   private async readableThread(ctx: CommandContext): Promise<ThreadRecord> {
     const filter = await this.app.auth?.authorize(ctx.auth, "threads:read", { thread_id: ctx.threadId });
-    const t = this.app.storage.threads.get(ctx.threadId);
+    const t = await this.app.storage.threads.get(ctx.threadId);
     if (!t || !matchesAuthFilter(filter, t.metadata)) throw invalid(`Thread ${ctx.threadId} not found`);
     return t;
   }
 
   /** Creates a protocol run on the thread and makes it the thread's session. */
   private async createRun(ctx: CommandContext, body: RunCreateBody, opts: { ifNotExists: boolean; requireBoundAssistant?: boolean; runId?: string }): Promise<string> {
-    const cmd = buildCreateRun(this.app, { ...body, if_not_exists: opts.ifNotExists ? "create" : "reject" }, ctx.headers, {
+    const cmd = await buildCreateRun(this.app, { ...body, if_not_exists: opts.ifNotExists ? "create" : "reject" }, ctx.headers, {
       threadId: ctx.threadId, runId: opts.runId ?? uuid7(), stateless: false, auth: ctx.auth, observed: true,
     });
     cmd.kwargs.protocol = true;
@@ -213,7 +213,7 @@ export class ThreadCommands {
     const t = await this.readableThread(ctx);
     if ((params.namespace as string[] | undefined)?.length) throw new ProtocolCommandError("no_such_namespace", "state.get reads the root graph's state only (namespace [])");
     const keys = params.keys as string[] | undefined;
-    const state = await this.app.pool.request({ type: "thread.state", threadId: ctx.threadId, subgraphs: false, assistant: this.graphAssistant(t) });
+    const state = await this.app.pool.request({ type: "thread.state", threadId: ctx.threadId, subgraphs: false, assistant: await this.graphAssistant(t) });
     let values = state.values as unknown;
     if (keys && isObject(values)) values = Object.fromEntries(Object.entries(values).filter(([k]) => keys.includes(k)));
     const cp = state.checkpoint as { checkpoint_id?: string; checkpoint_ns?: string } | null | undefined;
@@ -225,7 +225,7 @@ export class ThreadCommands {
     if ((params.namespace as string[] | undefined)?.length) throw new ProtocolCommandError("no_such_namespace", "state.listCheckpoints lists the root graph's checkpoints only (namespace [])");
     const limit = (params.limit as number | undefined) ?? 10;
     const before = params.before as string | undefined;
-    const states = await this.app.pool.request({ type: "thread.history", threadId: ctx.threadId, limit, before, assistant: this.graphAssistant(t) });
+    const states = await this.app.pool.request({ type: "thread.history", threadId: ctx.threadId, limit, before, assistant: await this.graphAssistant(t) });
     return {
       checkpoints: states.map((s) => {
         const meta = (s.metadata ?? {}) as JsonObject;

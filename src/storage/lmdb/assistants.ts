@@ -1,0 +1,109 @@
+// The assistants family on LMDB: records, versions and the assistants' index, each write one
+// write transaction (the read-modify-writes read inside it, so two PATCHes never reuse a version).
+import { matchesFilter } from "../../domain/lifecycle.ts";
+import type { Storage } from "../env.ts";
+import type { AssistantRecord, AssistantVersionRecord, JsonObject } from "../records.ts";
+import { countAssistants, putAssistant, removeAssistant, searchAssistants } from "../indexes/assistants.ts";
+import type { AssistantFilter, AssistantSort, AssistantWrite, AssistantsPort, Page, PageSpec } from "../port.ts";
+
+export const versionOf = (a: AssistantRecord): AssistantVersionRecord => ({
+  assistant_id: a.assistant_id,
+  version: a.version,
+  graph_id: a.graph_id,
+  config: a.config,
+  context: a.context,
+  metadata: a.metadata,
+  name: a.name,
+  description: a.description,
+  created_at: a.updated_at,
+});
+
+export class LmdbAssistants implements AssistantsPort {
+  constructor(private readonly s: Storage) {}
+
+  get(assistantId: string): Promise<AssistantRecord | undefined> {
+    return Promise.resolve(this.s.assistants.get(assistantId));
+  }
+
+  async create(a: AssistantRecord): Promise<AssistantRecord | "exists"> {
+    const ok = await this.s.root.transaction(() => {
+      if (this.s.assistants.get(a.assistant_id)) return false;
+      putAssistant(this.s, a, undefined);
+      this.s.assistantVersions.put([a.assistant_id, a.version], versionOf(a));
+      return true;
+    });
+    return ok ? a : "exists";
+  }
+
+  patch(assistantId: string, p: Partial<AssistantWrite>, now: string): Promise<AssistantRecord | undefined> {
+    return this.s.root.transaction(() => {
+      const a = this.s.assistants.get(assistantId);
+      if (!a) return undefined;
+      const next: AssistantRecord = {
+        ...a,
+        graph_id: p.graph_id ?? a.graph_id,
+        config: p.config ?? a.config,
+        context: p.context !== undefined ? p.context : a.context,
+        metadata: p.metadata ? { ...a.metadata, ...p.metadata } : a.metadata,
+        name: p.name ?? a.name,
+        description: p.description !== undefined ? p.description : a.description,
+        version: this.maxVersion(assistantId) + 1,
+        updated_at: now,
+      };
+      putAssistant(this.s, next, a);
+      this.s.assistantVersions.put([assistantId, next.version], versionOf(next));
+      return next;
+    });
+  }
+
+  private maxVersion(id: string): number {
+    let max = 0;
+    for (const key of this.s.assistantVersions.getKeys({ start: [id, 0], end: [id, Number.MAX_SAFE_INTEGER] })) max = Math.max(max, key[1]);
+    return max;
+  }
+
+  setLatest(assistantId: string, version: number, now: string): Promise<AssistantRecord | "no-version" | undefined> {
+    return this.s.root.transaction(() => {
+      const a = this.s.assistants.get(assistantId);
+      if (!a) return undefined;
+      const v = this.s.assistantVersions.get([assistantId, version]);
+      if (!v) return "no-version" as const;
+      const next: AssistantRecord = { ...a, config: v.config, metadata: v.metadata, name: v.name, version: v.version, updated_at: now };
+      putAssistant(this.s, next, a);
+      return next;
+    });
+  }
+
+  delete(assistantId: string): Promise<boolean> {
+    return this.s.root.transaction(() => {
+      const a = this.s.assistants.get(assistantId);
+      if (!a) return false;
+      removeAssistant(this.s, a);
+      for (const key of this.s.assistantVersions.getKeys({ start: [assistantId, 0], end: [assistantId, Number.MAX_SAFE_INTEGER] })) {
+        this.s.assistantVersions.remove(key);
+      }
+      return true;
+    });
+  }
+
+  versions(assistantId: string, q: { metadata?: JsonObject; offset: number; limit: number }): Promise<AssistantVersionRecord[]> {
+    const all: AssistantVersionRecord[] = [];
+    for (const { value } of this.s.assistantVersions.getRange({ start: [assistantId, Number.MAX_SAFE_INTEGER], end: [assistantId, 0], reverse: true })) {
+      if (q.metadata && !matchesFilter(q.metadata, value.metadata)) continue;
+      all.push(value);
+    }
+    return Promise.resolve(all.slice(q.offset, q.offset + q.limit));
+  }
+
+  search(q: AssistantFilter & PageSpec<AssistantSort>): Promise<Page<AssistantRecord>> {
+    return searchAssistants(this.s, q);
+  }
+
+  count(f: AssistantFilter): Promise<number> {
+    return countAssistants(this.s, f);
+  }
+
+  async ensureDefaults(defaults: readonly AssistantRecord[]): Promise<void> {
+    for (const a of defaults) if (!this.s.assistants.get(a.assistant_id)) await this.create(a);
+  }
+}
