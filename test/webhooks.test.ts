@@ -23,6 +23,7 @@ import { DeliverySigner, signingSecretProblem } from "../src/webhooks/signing.ts
 import { WebhookCounters } from "../src/webhooks/counters.ts";
 import { OutboxDeliverer, type DelivererOptions } from "../src/webhooks/deliverer.ts";
 import { newWebhookDelivery, webhookDeliveryOf, type DeliveryKey } from "../src/webhooks/outbox.ts";
+import { lmdbStoragePort } from "../src/storage/lmdb/adapter.ts";
 import { openStorage, type Storage } from "../src/storage/env.ts";
 import { waitUntil } from "./helpers/wait.ts";
 import type { RunRecord } from "../src/storage/records.ts";
@@ -440,7 +441,7 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
     const counters = new WebhookCounters();
     const { lines, log } = quietLog();
     const d = new OutboxDeliverer({
-      storage: data.storage, sender: new WebhookSender(), signer: new DeliverySigner(null), runner: new BoundedRunner(4, Infinity),
+      storage: lmdbStoragePort(data.storage), sender: new WebhookSender(), signer: new DeliverySigner(null), runner: new BoundedRunner(4, Infinity),
       counters, urlPolicy: null, retryDelaysMs: [50, 100], log, ...over,
     });
     return { d, counters, lines };
@@ -459,7 +460,7 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       expect(new Webhook(secret).verify(r!.raw, r!.headers as Record<string, string>)).toMatchObject({ run_id: key[1], values: { n: 1 } });
       data.storage.root.resetReadTxn();
       expect(data.storage.webhookOutbox.get(key)).toBeUndefined();
-      expect(webhookDeliveryOf(data.storage, ...key)).toMatchObject({ delivery_id: delivery.delivery_id, state: "delivered", attempts: 1, next_attempt_at: null, last_attempt: { status_code: 200, error: null } });
+      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key)).toMatchObject({ delivery_id: delivery.delivery_id, state: "delivered", attempts: 1, next_attempt_at: null, last_attempt: { status_code: 200, error: null } });
       expect(counters.snapshot()).toEqual({ delivered: 1, failed: 0, retried: 0, attempts: 1 });
     } finally {
       await rx.stop();
@@ -476,9 +477,9 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       const { d, counters, lines } = deliverer({ retryDelaysMs: [1_000, 50] });
       d.due(key);
       // between the attempts (the next one ~1 s away), the failed one is on record
-      const between = await waitUntil(() => {
+      const between = await waitUntil(async () => {
         data.storage.root.resetReadTxn();
-        const d = webhookDeliveryOf(data.storage, ...key);
+        const d = await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key);
         return d?.attempts === 1 ? d : undefined;
       }, { what: "the first attempt recorded" });
       expect(between).toMatchObject({ state: "pending", last_attempt: { status_code: 500, error: "HTTP 500" } });
@@ -488,7 +489,7 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       expect(new Set(rx.received.map((r) => r.headers["webhook-id"])).size).toBe(1); // one id for every attempt
       expect(new Set(rx.received.map((r) => r.body.webhook_sent_at)).size).toBe(3); // each attempt stamped anew
       data.storage.root.resetReadTxn();
-      expect(webhookDeliveryOf(data.storage, ...key)).toMatchObject({ state: "delivered", attempts: 3 });
+      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key)).toMatchObject({ state: "delivered", attempts: 3 });
       expect(counters.snapshot()).toEqual({ delivered: 1, failed: 0, retried: 2, attempts: 3 });
       expect(lines.join("\n")).not.toContain("s3cret");
     } finally {
@@ -509,8 +510,8 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       d.due(gone.key);
       await d.settled();
       data.storage.root.resetReadTxn();
-      expect(webhookDeliveryOf(data.storage, ...exhausted.key)).toMatchObject({ state: "failed", attempts: 3, last_attempt: { status_code: 503, error: "HTTP 503" } });
-      expect(webhookDeliveryOf(data.storage, ...gone.key)).toMatchObject({ state: "failed", attempts: 1, last_attempt: { status_code: 410 } });
+      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...exhausted.key)).toMatchObject({ state: "failed", attempts: 3, last_attempt: { status_code: 503, error: "HTTP 503" } });
+      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...gone.key)).toMatchObject({ state: "failed", attempts: 1, last_attempt: { status_code: 410 } });
       expect(data.storage.webhookOutbox.getCount()).toBe(0);
       expect(counters.snapshot()).toMatchObject({ delivered: 0, failed: 2, retried: 2, attempts: 4 });
       expect(lines.filter((l) => /failed to call webhook .* given up/.test(l))).toHaveLength(2);
@@ -544,11 +545,11 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       await data.storage.webhookOutbox.put(key, { ...recorded, next_attempt_at: new Date(Date.now() - 1).toISOString() });
       fail = false;
       const second = deliverer({ retryDelaysMs: [60_000] });
-      expect(second.d.loadOutbox()).toBe(1);
+      expect(await second.d.loadOutbox()).toBe(1);
       await second.d.settled();
       expect(rx.received.map((r) => r.headers["webhook-id"])).toEqual([delivery.delivery_id, delivery.delivery_id]);
       data.storage.root.resetReadTxn();
-      expect(webhookDeliveryOf(data.storage, ...key)).toMatchObject({ state: "delivered", attempts: 2 });
+      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key)).toMatchObject({ state: "delivered", attempts: 2 });
     } finally {
       await rx.stop();
     }
@@ -563,7 +564,7 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       await d.settled();
       expect(rx.received).toHaveLength(0);
       data.storage.root.resetReadTxn();
-      expect(webhookDeliveryOf(data.storage, ...key)).toMatchObject({ state: "failed", attempts: 1, last_attempt: { error: expect.stringMatching(/loopback address/) } });
+      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key)).toMatchObject({ state: "failed", attempts: 1, last_attempt: { error: expect.stringMatching(/loopback address/) } });
       expect(counters.snapshot()).toMatchObject({ failed: 1, retried: 0 });
     } finally {
       await rx.stop();
@@ -579,7 +580,7 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       await d.settled();
       expect(rx.received).toHaveLength(0);
       data.storage.root.resetReadTxn();
-      expect(webhookDeliveryOf(data.storage, ...key)).toMatchObject({ state: "failed", attempts: 0, last_attempt: { error: expect.stringMatching(/refused: Webhook port/) } });
+      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key)).toMatchObject({ state: "failed", attempts: 0, last_attempt: { error: expect.stringMatching(/refused: Webhook port/) } });
       expect(counters.snapshot().failed).toBe(1);
     } finally {
       await rx.stop();

@@ -5,4 +5,4 @@ import { runWebhookWorker } from "../src/webhooks/worker-main.ts";
 
 if (isMainThread || !parentPort) throw new Error("workers/webhook.ts is a worker entry point; it must not be loaded on the main thread");
 
-runWebhookWorker(parentPort, workerData as WebhookWorkerData);
+void runWebhookWorker(parentPort, workerData as WebhookWorkerData);

@@ -1,11 +1,10 @@
 // What a thread actor may use from the shard that hosts it.
-import type { Storage } from "../storage/env.ts";
 import type { GraphRegistry } from "./graph-registry.ts";
 import type { ProducedRunEvent } from "./event-gate.ts";
 import type { FromShard, RunDone } from "../bridge/messages.ts";
 import type { RunOutput } from "./run-outputs.ts";
 import type { ThreadActor } from "./thread-actor.ts";
-import type { ThreadCheckpointOps } from "../storage/port.ts";
+import type { StoragePort, ThreadCheckpointOps } from "../storage/port.ts";
 import type { Clock } from "../util/clock.ts";
 import type { RunTelemetry } from "./run-telemetry.ts";
 
@@ -14,7 +13,8 @@ export type { ThreadCheckpointOps };
 export interface ShardContext {
   /** set on shutdown: actors start no new runs (queued ones stay in LMDB for the next server) */
   draining: boolean;
-  storage: Storage;
+  /** the thread and run records, the webhook outbox (the storage port) */
+  storage: StoragePort;
   registry: GraphRegistry;
   saver: ThreadCheckpointOps;
   /** when queued runs with after_seconds become due */

@@ -3,11 +3,10 @@
 import type { MessagePort } from "node:worker_threads";
 import type { BaseStore } from "@langchain/langgraph-checkpoint";
 import { serializeError, TroupeError } from "../errors.ts";
-import { RunCheckpointSaver, threadCheckpointOps } from "./run-checkpoint-saver.ts";
+import { runCheckpointMetadata } from "./run-checkpoint-saver.ts";
 import { useFastEnv } from "../util/fast-env.ts";
-import { openStorage } from "../storage/env.ts";
-import { lmdbStoragePort } from "../storage/lmdb/adapter.ts";
-import type { WiredStoragePort } from "../storage/port.ts";
+import { openStorage } from "../storage/open.ts";
+import type { StoragePort } from "../storage/port.ts";
 import { GraphRegistry } from "./graph-registry.ts";
 import { describeGraph } from "./graph-describe.ts";
 import type { FromShard, ShardRequest, ShardTask, ToShard } from "../bridge/messages.ts";
@@ -30,7 +29,7 @@ import { registerGraphLogger } from "../log/graph-logger.ts";
 
 export interface ShardHostOptions {
   /** builds the LangGraph store graphs see (shared with the /store routes) */
-  createStore?: (storage: WiredStoragePort) => Promise<BaseStore | undefined>;
+  createStore?: (storage: StoragePort) => Promise<BaseStore | undefined>;
 }
 
 /** How often a shard publishes its queue gauges and heap to the metrics board. */
@@ -45,12 +44,12 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   for (const [k, v] of Object.entries(task.env)) process.env[k] ??= v;
   useFastEnv();
   useCompiledModules(task.modules);
-  const storage = openStorage(task.dataDir);
-  const storagePort = lmdbStoragePort(storage);
-  const saver = new RunCheckpointSaver(storage);
-  const store = await opts.createStore?.(storagePort);
+  const storage = await openStorage({ dataDir: task.dataDir });
+  const savers = await storage.checkpoints.open();
+  const saver = savers.saver({ putMetadata: runCheckpointMetadata });
+  const store = await opts.createStore?.(storage);
   const registry = new GraphRegistry(task.graphs, {
-    checkpointer: (serde) => (serde ? new RunCheckpointSaver(storage, serde) : saver),
+    checkpointer: (serde) => (serde ? savers.saver({ serde, putMetadata: runCheckpointMetadata }) : saver),
     store,
   });
   const port = task.port as unknown as MessagePort;
@@ -85,7 +84,6 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     else post({ type: "run.events", runId, events: [event] });
   };
 
-  const checkpointOps = threadCheckpointOps(saver);
 
   const actors = new Map<string, ThreadActor>();
   const board = new ShardMetricsWriter(task.metricsBoard, task.shardIndex, task.graphs.map((g) => g.graphId));
@@ -94,7 +92,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     draining: false,
     storage,
     registry,
-    saver: checkpointOps,
+    saver,
     clock: systemClock,
     post,
     runDone: (done, output) => {
@@ -152,7 +150,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     return p;
   };
 
-  recoverActiveRuns(storage, (threadId) => shardOf(threadId, task.shardCount) === task.shardIndex, actorFor);
+  await recoverActiveRuns(storage.runs, (threadId) => shardOf(threadId, task.shardCount) === task.shardIndex, actorFor);
 
   return new Promise<string>((resolve) => {
     port.on("message", (msg: ToShard) => {

@@ -16,9 +16,8 @@ import { EMPTY_STATE, currentState, readHistory, readState, stateConfig } from "
 import { asBadRequest } from "./graph-input-errors.ts";
 import { jsonBytes, type JsonSegments } from "../bridge/json-segments.ts";
 import { toJsonSegments, toJsonText, toPlain } from "./value-json.ts";
-import { putThreadValues } from "../storage/thread-values.ts";
 import { newWebhookDelivery } from "../webhooks/outbox.ts";
-import { putThread, removeThread } from "../storage/indexes/threads.ts";
+import type { QueuedStop } from "../storage/port.ts";
 
 interface InFlight {
   /** the run's record as last written (or about to be: see execute): queued, then running, with a recorded stop */
@@ -31,10 +30,11 @@ interface InFlight {
   stopRecorded?: Promise<unknown>;
 }
 
-/** A queued run ended by a stop, as written in the stop's transaction (writeQueuedStopped). */
+/** A queued run ended by a stop: what its commit writes, and what is announced after it (queuedStop). */
 interface StoppedQueuedRun {
   run: RunRecord;
   delivery: WebhookDeliveryRecord | undefined;
+  write: QueuedStop;
 }
 
 export class ThreadActor {
@@ -80,14 +80,14 @@ export class ThreadActor {
   /**
    * Commands run strictly one after another, each after the previous one's commits; with
    * `afterCreates` false a command may start while enqueued creates are still committing (it
-   * then reads the thread record through latestThread()).
+   * then reads the thread record as the latest create left it: pendingThread).
    */
   private serial<T>(fn: () => Promise<T> | T, afterCreates = true): Promise<T> {
     this.pendingOps++;
-    // Start each command from a fresh LMDB read snapshot: the previous command's commit (or another
+    // Start each command from a fresh read snapshot: the previous command's commit (or another
     // thread's) may have landed within this event-loop turn.
     const start = () => {
-      this.ctx.storage.root.resetReadTxn();
+      this.ctx.storage.refreshReads();
       return fn();
     };
     const p = this.mailbox.then(() => (afterCreates && this.uncommittedRuns.size > 0 ? this.createsSettled.then(start) : start()));
@@ -120,14 +120,14 @@ export class ThreadActor {
 
   // ---- threads -------------------------------------------------------------------------
 
-  private getThread(): ThreadRecord {
-    const t = this.ctx.storage.threads.get(this.threadId);
+  private async getThread(): Promise<ThreadRecord> {
+    const t = await this.ctx.storage.threads.get(this.threadId);
     if (!t) throw threadNotFound(this.threadId);
     return t;
   }
 
   private async createThread(cmd: Extract<ActorCommand, { type: "thread.create" }>): Promise<ThreadRecord> {
-    const existing = this.ctx.storage.threads.get(this.threadId);
+    const existing = await this.ctx.storage.threads.get(this.threadId);
     if (existing) {
       if (cmd.ifExists === "do_nothing") return existing;
       throw new TroupeError("CONFLICT", "Thread already exists");
@@ -151,29 +151,30 @@ export class ThreadActor {
       if (!graph.bulkUpdateState) throw new TroupeError("BAD_REQUEST", "This graph's LangGraph version does not support supersteps");
       await asBadRequest(() => graph.bulkUpdateState!(stateConfig(thread), steps));
       const snap = await graph.getState(stateConfig(thread));
-      await this.saveThread(this.threadId, thread, toJsonText(snap.values));
+      await this.ctx.storage.threads.save(thread, toJsonText(snap.values));
       return thread;
     }
-    await this.ctx.storage.root.batch(() => putThread(this.ctx.storage, thread, undefined));
+    const created = await this.ctx.storage.threads.create(thread);
+    if (created === "exists") throw new TroupeError("CONFLICT", "Thread already exists"); // (the actor is the thread's only writer)
     return thread;
   }
 
   private async patchThread(metadata: JsonObject): Promise<ThreadRecord> {
-    const t = this.getThread();
+    const t = await this.getThread();
     const next: ThreadRecord = { ...t, metadata: { ...t.metadata, ...metadata }, updated_at: nowIso() };
-    await this.ctx.storage.root.batch(() => putThread(this.ctx.storage, next, t));
+    await this.ctx.storage.threads.save(next);
     return next;
   }
 
   private async patchState(metadata: JsonObject, checkpointId?: string): Promise<{ patched: boolean }> {
-    this.getThread();
+    await this.getThread();
     const patched = await this.ctx.saver.patchMetadata(this.threadId, metadata, checkpointId);
     if (!patched) throw notFound(`Thread ${this.threadId} has no checkpoint${checkpointId ? ` ${checkpointId}` : ""} to patch`);
     return { patched };
   }
 
   private async deleteThread(): Promise<{ deleted: boolean }> {
-    this.getThread();
+    await this.getThread();
     const endedAt = nowIso();
     for (const run of [...this.queue]) {
       run.status = "interrupted";
@@ -184,50 +185,25 @@ export class ThreadActor {
       this.current.outcomeFixed = true; // its records go with the thread: a later cancel must not write them back
       this.current.abort.abort("interrupt");
     }
-    const s = this.ctx.storage;
-    await s.root.transaction(() => this.removeThreadRecords());
+    await this.ctx.storage.threads.delete(this.threadId);
     await this.ctx.saver.deleteThread(this.threadId);
     return { deleted: true };
   }
 
-  /** Commits a thread record together with its state values (JSON text; undefined leaves them as they are). */
-  private async saveThread(threadId: string, record: ThreadRecord, valuesJson: string | undefined): Promise<void> {
-    const s = this.ctx.storage;
-    await s.root.transaction(() => {
-      putThread(s, record, s.threads.get(threadId));
-      if (valuesJson !== undefined) s.threadValues.put(threadId, valuesJson);
-    });
-  }
-
   /** keep_latest: a thread with a run queued or in flight is left alone (its checkpoints are in use). */
   private async pruneHistory(): Promise<{ pruned: boolean }> {
-    this.getThread();
+    await this.getThread();
     if (this.current || this.queue.length > 0) return { pruned: false };
     await this.ctx.saver.pruneToLatest(this.threadId);
     return { pruned: true };
   }
 
-  /** The thread record and all its runs (call inside a write transaction). */
-  private removeThreadRecords(): void {
-    const s = this.ctx.storage;
-    for (const { key } of s.runs.getRange({ start: [this.threadId], end: [this.threadId, "\uffff"] })) {
-      s.runs.remove(key);
-      s.runThread.remove(key[1]);
-      s.activeRuns.remove(key);
-      s.webhookOutcomes.remove(key); // (a delivery still in the outbox is made all the same)
-    }
-    const thread = s.threads.get(this.threadId);
-    if (thread) removeThread(s, thread);
-    s.threadValues.remove(this.threadId);
-    s.threadTtl.remove(this.threadId);
-  }
-
   private async copyThread(newThreadId: string): Promise<ThreadRecord> {
-    const t = this.getThread();
+    const t = await this.getThread();
     const now = nowIso();
     const copy: ThreadRecord = { thread_id: newThreadId, created_at: now, updated_at: now, metadata: { ...t.metadata, thread_id: newThreadId }, status: "idle", config: {} };
     await this.ctx.saver.copyThread(this.threadId, newThreadId);
-    await this.saveThread(newThreadId, copy, this.ctx.storage.threadValues.get(this.threadId));
+    await this.ctx.storage.threads.save(copy, await this.ctx.storage.threads.valuesJson(this.threadId));
     return copy;
   }
 
@@ -237,7 +213,7 @@ export class ThreadActor {
   }
 
   private async state(cmd: Extract<ActorCommand, { type: "thread.state" }>): Promise<JsonObject> {
-    const t = this.getThread();
+    const t = await this.getThread();
     const graphId = this.graphIdOf(t, cmd.assistant);
     if (!graphId) return EMPTY_STATE;
     const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.read" });
@@ -245,7 +221,7 @@ export class ThreadActor {
   }
 
   private async history(cmd: Extract<ActorCommand, { type: "thread.history" }>): Promise<JsonObject[]> {
-    const t = this.getThread();
+    const t = await this.getThread();
     const graphId = this.graphIdOf(t, cmd.assistant);
     if (!graphId) return [];
     const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.read" });
@@ -253,14 +229,14 @@ export class ThreadActor {
   }
 
   private async updateState(cmd: Extract<ActorCommand, { type: "thread.update_state" }>): Promise<{ checkpoint: JsonObject; configurable: JsonObject }> {
-    const t = this.getThread();
+    const t = await this.getThread();
     if (this.current || this.queue.length) throw new TroupeError("THREAD_BUSY", "Thread is busy");
     const graphId = this.graphIdOf(t, cmd.assistant);
     if (!graphId) throw new TroupeError("BAD_REQUEST", `Thread ${this.threadId} has no graph ID`);
     const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.update" });
     const cfg = await asBadRequest(() => graph.updateState(stateConfig(t, cmd.checkpoint), cmd.values, cmd.asNode), { inferredNode: cmd.asNode === undefined });
     const snap = await graph.getState(stateConfig(t));
-    await this.saveThread(this.threadId, { ...t, updated_at: nowIso() }, toJsonText(snap.values));
+    await this.ctx.storage.threads.save({ ...t, updated_at: nowIso() }, toJsonText(snap.values));
     const c = (cfg as { configurable?: Record<string, unknown> }).configurable ?? {};
     // `checkpoint` is what RemoteGraph reads; the SDK types the reply as a config (`configurable`)
     const checkpoint = { thread_id: this.threadId, checkpoint_ns: (c.checkpoint_ns as string) ?? "", checkpoint_id: c.checkpoint_id as string };
@@ -269,9 +245,9 @@ export class ThreadActor {
 
   // ---- runs ----------------------------------------------------------------------------
 
-  /** The thread record as this actor last wrote it (an uncommitted create's) or as stored. */
-  private latestThread(): ThreadRecord | undefined {
-    return this.pendingThread ?? this.ctx.storage.threads.get(this.threadId);
+  /** The thread record as this actor last wrote it (an uncommitted create's) or as stored (no await when pending). */
+  private storedThread(): Promise<ThreadRecord | undefined> {
+    return this.ctx.storage.threads.get(this.threadId);
   }
 
   /** Resolves once the serial part is done; `committed` once the run is stored (the reply). */
@@ -291,11 +267,11 @@ export class ThreadActor {
     if (action !== "none" && this.uncommittedRuns.size > 0) {
       // cancelling what is queued: let the queued creates land first
       await this.createsSettled;
-      s.root.resetReadTxn();
+      s.refreshReads();
     }
     const now = nowIso();
     const assistant = cmd.assistant;
-    const prevThread = this.latestThread(); // what this create's thread record replaces (none: it makes the thread)
+    const prevThread = this.pendingThread ?? (await this.storedThread()); // what this create's thread record replaces (none: it makes the thread)
     let thread = prevThread;
     const bound = thread?.metadata.assistant_id;
     if (cmd.requireBoundAssistant && typeof bound === "string" && bound !== assistant.assistant_id) {
@@ -352,13 +328,8 @@ export class ThreadActor {
       const created = await this.createSuperseding(run, nextThread, prevThread, action === "cancel-rollback" ? "rollback" : "interrupt");
       return { committed: Promise.resolve(created) };
     }
-    // a batch (writes only): lmdb-js' write thread commits it without calling back into this thread
-    const stored = s.root.batch(() => {
-      putThread(s, nextThread, prevThread);
-      s.runs.put([this.threadId, run.run_id], run);
-      s.runThread.put(run.run_id, this.threadId);
-      s.activeRuns.put([this.threadId, run.run_id], 1);
-    });
+    // issued now, committed later (LMDB: one lmdb-js batch; a burst of creates commits together)
+    const stored = s.runs.create({ run, thread: nextThread, prev: prevThread }).committed;
     this.uncommittedRuns.add(run);
     this.pendingThread = nextThread;
     this.insertQueued(run);
@@ -398,15 +369,8 @@ export class ThreadActor {
     const running = this.current;
     const runningBefore = running?.record;
     const runningStopped = running && this.markStop(running, stop);
-    let stopped: StoppedQueuedRun[] = [];
-    const stored = s.root.batch(() => {
-      putThread(s, nextThread, prevThread);
-      s.runs.put([this.threadId, run.run_id], run);
-      s.runThread.put(run.run_id, this.threadId);
-      s.activeRuns.put([this.threadId, run.run_id], 1);
-      if (runningStopped) s.runs.put([this.threadId, runningStopped.run_id], runningStopped);
-      stopped = superseded.map((queued) => this.writeQueuedStopped(queued, stop, now));
-    });
+    const stopped = superseded.map((queued) => this.queuedStop(queued, stop, now));
+    const stored = s.runs.create({ run, thread: nextThread, prev: prevThread, running: runningStopped, stopped: stopped.map((e) => e.write) }).committed;
     if (running && runningStopped) running.stopRecorded = stored;
     try {
       await stored;
@@ -530,7 +494,7 @@ export class ThreadActor {
     const running: RunRecord = { ...inflight.record, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
     inflight.record = running;
     // (written as it is when the write goes out: a stop recorded meanwhile is in it)
-    this.send(() => void s.runs.put([run.thread_id, run.run_id], inflight.record));
+    this.send(() => void s.runs.save(inflight.record).committed);
     this.ctx.telemetry.started(running);
     const protocol = run.kwargs.protocol === true;
     const start = { type: "run.start", runId: run.run_id, threadId: run.thread_id, resumable: run.kwargs.resumable, attempt: running.attempt, protocol } as const;
@@ -587,24 +551,18 @@ export class ThreadActor {
     let valuesBytes: Uint8Array | undefined;
     /** the run's webhook delivery, written with its final status (the outbox) */
     let delivery: WebhookDeliveryRecord | undefined;
-    const thread = stateless ? undefined : this.latestThread();
+    const thread = stateless ? undefined : this.pendingThread ?? (await this.storedThread());
     if (stateless) {
       threadStatus = "deleted";
-      await s.root.transaction(() => {
-        this.removeThreadRecords();
-        delivery = this.recordWebhook(final, undefined, true);
-      });
-    } else if (thread === undefined || !s.runs.doesExist([this.threadId, run.run_id])) {
+      delivery = this.webhookOf(final, undefined, true);
+      await s.threads.delete(this.threadId, delivery && { runId: final.run_id, delivery });
+    } else if (thread === undefined || !(await s.runs.exists(this.threadId, run.run_id))) {
       // The thread was deleted while the run ran (deleteThread aborted it, and removed the run's
       // record, committed at its create): leave nothing behind, or a thread re-created with the
       // same id would list the run or take its status and values.
       threadStatus = "deleted";
-      await s.root.transaction(() => {
-        s.runs.remove([this.threadId, run.run_id]);
-        s.runThread.remove(run.run_id);
-        s.activeRuns.remove([this.threadId, run.run_id]);
-        delivery = this.recordWebhook(final, undefined, false);
-      });
+      delivery = this.webhookOf(final, undefined, false);
+      await s.runs.discard({ threadId: this.threadId, runId: run.run_id }, delivery);
     } else {
       if (outcome.rolledBack) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, run.run_id);
       let hasNext = false;
@@ -636,23 +594,15 @@ export class ThreadActor {
       }
       threadStatus = threadStatusAfterRun({ outcome: outcome.status, hasNext, queued: this.queue.length });
       if (valuesJson !== undefined) valuesBytes = jsonBytes(valuesJson);
-      // a batch, not a transaction callback: lmdb-js' write thread commits it without waiting for this thread
-      const committed = s.root.batch(() => {
-        if (outcome.rolledBack) {
-          s.runs.remove([this.threadId, run.run_id]);
-          s.runThread.remove(run.run_id);
-        } else {
-          s.runs.put([this.threadId, run.run_id], final);
-        }
-        s.activeRuns.remove([this.threadId, run.run_id]);
-        const next: ThreadRecord = { ...thread, status: threadStatus as ThreadStatus, updated_at: endedAt };
-        if (interrupts) next.interrupts = interrupts as ThreadRecord["interrupts"];
-        else if (cancelled) delete next.interrupts;
-        putThread(s, next, thread);
-        if (valuesBytes !== undefined) putThreadValues(s, this.threadId, valuesBytes);
-        else s.threadValues.remove(this.threadId);
-        delivery = this.recordWebhook(final, valuesBytes, false);
-      });
+      const next: ThreadRecord = { ...thread, status: threadStatus as ThreadStatus, updated_at: endedAt };
+      if (interrupts) next.interrupts = interrupts as ThreadRecord["interrupts"];
+      else if (cancelled) delete next.interrupts;
+      delivery = this.webhookOf(final, valuesBytes, false);
+      // issued now (LMDB: a batch, which lmdb-js' write thread commits without waiting for this thread)
+      const committed = s.runs.finish({
+        run: outcome.rolledBack ? { rolledBack: { threadId: this.threadId, runId: run.run_id } } : final,
+        thread: next, prev: thread, valuesJson: valuesBytes, webhook: delivery,
+      }).committed;
       const held: (() => void)[] = (this.heldSends ??= []);
       this.ctx.saver.holdWritesUntil(this.threadId, committed);
       queued?.();
@@ -671,14 +621,12 @@ export class ThreadActor {
   }
 
   /**
-   * Puts the webhook delivery of a run that ended into the outbox (call inside the transaction that
-   * writes its final status); undefined when the run asked for none or webhooks are disabled.
+   * The webhook delivery of a run that ended, for the outbox (the commit that writes its final
+   * status enqueues it); undefined when the run asked for none or webhooks are disabled.
    */
-  private recordWebhook(final: RunRecord, values: Uint8Array | undefined, stateless: boolean): WebhookDeliveryRecord | undefined {
+  private webhookOf(final: RunRecord, values: Uint8Array | undefined, stateless: boolean): WebhookDeliveryRecord | undefined {
     if (!final.kwargs.webhook || !this.ctx.webhooks) return undefined;
-    const delivery = newWebhookDelivery(final, values, stateless);
-    this.ctx.storage.webhookOutbox.put([this.threadId, final.run_id], delivery);
-    return delivery;
+    return newWebhookDelivery(final, values, stateless);
   }
 
   private releaseSends(held: (() => void)[]): void {
@@ -705,35 +653,23 @@ export class ThreadActor {
   private async cancelQueued(run: RunRecord, action: StopAction): Promise<void> {
     const i = this.queue.indexOf(run);
     if (i >= 0) this.queue.splice(i, 1);
-    const s = this.ctx.storage;
     const now = nowIso();
     const threadStatus: ThreadStatus = this.current || this.queue.length ? "busy" : "idle";
-    let stopped!: StoppedQueuedRun;
-    await s.root.transaction(() => {
-      const thread = s.threads.get(this.threadId);
-      stopped = this.writeQueuedStopped(run, action, now);
-      if (thread) putThread(s, { ...thread, status: threadStatus, updated_at: now }, thread);
-    });
+    const stopped = this.queuedStop(run, action, now);
+    await this.ctx.storage.runs.stopQueued(this.threadId, stopped.write, threadStatus, now);
     this.announceQueuedStopped(stopped, threadStatus);
     this.pump(); // it may have been the delayed head the timer waited for
   }
 
   /**
-   * The writes that end a queued run a stop reached (call inside the stop's transaction): with
-   * interrupt it ends `interrupted` (its webhook recorded), with rollback it is deleted.
+   * How a stop ends a queued run (written in the stop's commit): with interrupt it ends
+   * `interrupted` (its webhook enqueued), with rollback it is deleted.
    */
-  private writeQueuedStopped(run: RunRecord, action: StopAction, now: string): StoppedQueuedRun {
-    const s = this.ctx.storage;
-    const key: [string, string] = [this.threadId, run.run_id];
-    s.activeRuns.remove(key);
-    if (action === "rollback") {
-      s.runs.remove(key);
-      s.runThread.remove(run.run_id);
-      return { run, delivery: undefined };
-    }
+  private queuedStop(run: RunRecord, action: StopAction, now: string): StoppedQueuedRun {
+    if (action === "rollback") return { run, delivery: undefined, write: { rolledBack: { threadId: this.threadId, runId: run.run_id } } };
     const final: RunRecord = { ...run, status: "interrupted", cancel_reason: action, updated_at: now, ended_at: now };
-    s.runs.put(key, final);
-    return { run: final, delivery: this.recordWebhook(final, undefined, false) };
+    const delivery = this.webhookOf(final, undefined, false);
+    return { run: final, delivery, write: { final, webhook: delivery } };
   }
 
   private announceQueuedStopped({ run, delivery }: StoppedQueuedRun, threadStatus: ThreadStatus): void {
@@ -760,7 +696,7 @@ export class ThreadActor {
     if (inflight?.record.run_id === runId) {
       // the stop is committed before the reply: a crash after it cannot undo it (recovery carries it out)
       const marked = this.markStop(inflight, action);
-      if (marked) inflight.stopRecorded = this.ctx.storage.runs.put([this.threadId, runId], marked);
+      if (marked) inflight.stopRecorded = this.ctx.storage.runs.save(marked).committed;
       inflight.abort.abort(action);
       await inflight.stopRecorded;
       if (wait) await inflight.finished;
@@ -778,22 +714,18 @@ export class ThreadActor {
       });
       return started ? this.cancel(runId, action, wait) : { found: true };
     }
-    if (!this.ctx.storage.runs.get([this.threadId, runId])) throw runNotFound();
+    if (!(await this.ctx.storage.runs.get(this.threadId, runId))) throw runNotFound();
     return { found: true };
   }
 
   private async deleteRun(runId: string, keepCheckpoints: boolean): Promise<{ deleted: boolean }> {
     const s = this.ctx.storage;
-    const run = s.runs.get([this.threadId, runId]);
+    const run = await s.runs.get(this.threadId, runId);
     if (!run) throw runNotFound();
     if (this.current?.record.run_id === runId || this.queue.some((r) => r.run_id === runId)) {
       throw new TroupeError("CONFLICT", `Run ${runId} is ${run.status}: cancel it before deleting`);
     }
-    await s.root.transaction(() => {
-      s.runs.remove([this.threadId, runId]);
-      s.runThread.remove(runId);
-      s.webhookOutcomes.remove([this.threadId, runId]);
-    });
+    await s.runs.delete(this.threadId, runId);
     if (!keepCheckpoints) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, runId);
     return { deleted: true };
   }

@@ -209,7 +209,7 @@ export function runRoutes(app: AppContext): RouteDef[] {
       handler: async ({ params, auth }) => {
         await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const run = await mustRun(params.thread_id, params.run_id);
-        const delivery = webhookDeliveryOf(app.lmdb, params.thread_id, params.run_id);
+        const delivery = await webhookDeliveryOf(storage.webhooks, params.thread_id, params.run_id);
         if (!delivery) {
           throw notFound(run.kwargs.webhook ? `Run ${run.run_id} has no webhook delivery yet (it has not ended, or webhooks are disabled)` : `Run ${run.run_id} has no webhook`);
         }

@@ -3,12 +3,12 @@
 // runs by graph and status, run durations and queue waits, open streams, webhook deliveries,
 // rate-limit decisions, storage size, each thread's event-loop use and heap. Everything is read
 // from counters kept as the work happens; a scrape reads no record and asks no other thread.
-import { statSync } from "node:fs";
 import { getHeapStatistics } from "node:v8";
 import { Registry } from "prom-client";
 import { QUEUE_WAIT_BUCKETS, RUN_DURATION_BUCKETS, RUN_END_STATUSES, type ShardMetricsReader } from "../bridge/shard-metrics.ts";
 import type { RateLimitDecisions } from "../ratelimit/decisions.ts";
 import type { WebhookCounters } from "../webhooks/counters.ts";
+import type { StoragePort } from "../storage/port.ts";
 import { HTTP_LATENCY_BUCKETS, type HttpRequestMetrics } from "./http-requests.ts";
 import type { OpenStreams } from "./open-streams.ts";
 import { ScrapedCounter, ScrapedGauge, ScrapedHistogram, type HistogramSample, type Sample } from "./scraped.ts";
@@ -25,8 +25,8 @@ export interface MetricsSources {
   webhooks?: WebhookCounters;
   /** absent without rate limits */
   rateLimits?: RateLimitDecisions;
-  /** the LMDB data file, and its environment's stats (no scan: the page count LMDB keeps) */
-  storage: { file: string; stats(): { pageSize: number; lastPageNumber: number } };
+  /** the storage's size (LMDB: the data file, and the pages in use as LMDB counts them: no scan) */
+  storage: Pick<StoragePort, "usage">;
   /** the `node` label of every series (a cluster's nodes report their own series) */
   node: string;
 }
@@ -188,15 +188,8 @@ export class ServerMetrics {
       );
     }
     new ScrapedGauge({ name: "troupe_storage_bytes", help: "LMDB storage: size of the data file, and pages in use up to the highest one written.", labelNames: ["kind"], registry, constLabels }, () => {
-      const out: Sample<"kind">[] = [];
-      try {
-        out.push(s({ kind: "file" }, statSync(src.storage.file).size));
-        const st = src.storage.stats();
-        out.push(s({ kind: "used" }, (st.lastPageNumber + 1) * st.pageSize));
-      } catch {
-        // the file is gone or the env closed (shutdown): no sample
-      }
-      return out;
+      const usage = src.storage.usage(); // undefined: the file is gone or the storage closed (shutdown): no sample
+      return usage === undefined ? [] : [s({ kind: "file" }, usage.fileBytes), s({ kind: "used" }, usage.usedBytes)];
     });
     const threads = (): string[] => ["http", ...Array.from({ length: src.shards.shards }, (_, i) => `actor-${i}`)];
     new ScrapedGauge({ name: "troupe_thread_event_loop_utilization", help: "Event-loop utilisation (0-1) of the HTTP thread and each actor worker over its last 1 s sample.", labelNames: ["thread"], registry, constLabels }, () =>

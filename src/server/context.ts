@@ -3,8 +3,7 @@
 import type { ShardPool } from "../hub/shard-pool.ts";
 import type { AuthRuntime } from "../auth/runtime.ts";
 import type { ResolvedConfig } from "../config/index.ts";
-import type { Storage } from "../storage/env.ts";
-import type { WiredStoragePort } from "../storage/port.ts";
+import type { StoragePort } from "../storage/port.ts";
 import type { AssistantRecord } from "../storage/records.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 import type { StoreTtlOptions } from "../bridge/messages.ts";
@@ -15,9 +14,7 @@ import type { ServerMetrics } from "../metrics/server-metrics.ts";
 
 export interface AppContext {
   /** every durable record, through the storage port (docs/STORAGE.md) */
-  storage: WiredStoragePort;
-  /** the LMDB env, for the families not yet on the port (issue 21 phase B) */
-  lmdb: Storage;
+  storage: StoragePort;
   pool: ShardPool;
   config: ResolvedConfig;
   graphIds: ReadonlySet<string>;

@@ -6,9 +6,8 @@ import { hostname } from "node:os";
 import { createRequire } from "node:module";
 import { WebhookWorkerHost } from "../webhooks/host.ts";
 import { webhookUrlPolicy } from "../webhooks/url-policy.ts";
-import { hasPendingDeliveries } from "../webhooks/outbox.ts";
 import { startIdleGc } from "../util/idle-gc.ts";
-import { nativeMemoryError, releaseFileMapping } from "../util/native-memory.ts";
+import { nativeMemoryError } from "../util/native-memory.ts";
 import { compileWorkerModules } from "../loader/runtime-modules.ts";
 import { useCompiledModules } from "../loader/user-modules.ts";
 import { loadConfig, type ResolvedConfig } from "../config/index.ts";
@@ -37,9 +36,7 @@ import { customAuthGuard, loadAuth } from "../auth/index.ts";
 import { listen, loadNativeUws } from "../http/uws-server.ts";
 import type { RouteDef } from "../http/types.ts";
 import { AssistantStore } from "../domain/assistants.ts";
-import { lmdbStoragePort } from "../storage/lmdb/adapter.ts";
-import { dataFilePath, openStorage } from "../storage/env.ts";
-import { ensureIndexes } from "../storage/indexes/build.ts";
+import { openStorage } from "../storage/open.ts";
 import { canonicalUuidOf, defaultAssistantId } from "../util/ids.ts";
 import { assistantNotFound } from "../errors.ts";
 import { MAX_KEY_CHARS } from "../http/schemas/common.ts";
@@ -132,9 +129,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const auth = config.auth.path ? await loadAuth(config.auth.path, { configPath: config.configPath, studioHeader }) : undefined;
 
   const apiKeys = opts.apiKeyAuth ? openApiKeyGuard(opts.apiKeyAuth) : null; // api keys: fail fast on a bad dir/org
-  const storage = openStorage(opts.dataDir, { syncCommits: opts.syncCommits });
-  ensureIndexes(storage); // a data dir from before the indexes (or a build cut short) gets them now, before anything reads or writes
-  const port = lmdbStoragePort(storage);
+  const port = await openStorage({ dataDir: opts.dataDir, syncCommits: opts.syncCommits, primary: true });
   const graphIds = new Set(config.graphs.map((g) => g.graphId));
   const assistants = new AssistantStore(port.assistants);
   await assistants.ensureDefaults(graphIds, parseGraphConfigs(process.env.LANGGRAPH_CONFIG));
@@ -186,13 +181,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     idleBoard: pool.idleBoard,
     webhooks: config.http.disableWebhooks ? undefined : webhooks.counters,
     rateLimits: rateLimitDecisions,
-    storage: { file: dataFilePath(opts.dataDir), stats: () => storage.root.getStats() as { pageSize: number; lastPageNumber: number } },
+    storage: port,
     node: process.env.TROUPE_NODE_NAME || hostname(),
   });
 
   const app: AppContext = {
     storage: port,
-    lmdb: storage,
     pool,
     config,
     graphIds,
@@ -258,13 +252,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const stopStoreSweep = storeSweepInterval === null ? () => undefined : startStoreTtlSweep(port.store, storeSweepInterval);
 
   const host = opts.host ?? RUNTIME_DEFAULTS.loopbackHost;
-  if (!config.http.disableWebhooks && hasPendingDeliveries(storage)) webhooks.start();
+  if (!config.http.disableWebhooks && (await port.webhooks.anyPending())) webhooks.start();
   const server = await listen(dispatcher, host, opts.port ?? RUNTIME_DEFAULTS.port);
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${server.port}`;
-  // Once a load burst is over: give the JS and C heaps back to the OS, and unmap the data file's
-  // pages (the read-only LMDB map keeps every page a burst touched resident; the page cache keeps them)
-  const dataFile = dataFilePath(opts.dataDir);
-  const stopIdleGc = startIdleGc({ board: { buffer: pool.idleBoard, slot: 0 } }, () => releaseFileMapping(dataFile));
+  // Once a load burst is over: give the JS and C heaps back to the OS, and the storage's mapped pages
+  const stopIdleGc = startIdleGc({ board: { buffer: pool.idleBoard, slot: 0 } }, () => port.releaseMemory());
   let closed = false;
   return {
     url,
@@ -282,7 +274,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       await crons?.stop(); // crons: before the pool, so in-flight ticks finish creating their runs
       await pool.close(graceMs);
       await webhooks.terminate();
-      await storage.close();
+      await port.close();
       await apiKeys?.close();
     },
   };

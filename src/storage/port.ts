@@ -18,10 +18,12 @@
  *   return a Page; both adapters return the same records in the same order.
  */
 import type {
-  BaseCheckpointSaver, BaseStore, ListNamespacesOperation, PutOperation, SearchOperation, SerializerProtocol,
+  BaseCheckpointSaver, BaseStore, CheckpointMetadata, ListNamespacesOperation, PutOperation, SearchOperation, SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
+import type { RunnableConfig } from "@langchain/core/runnables";
 import type {
   AssistantRecord, AssistantVersionRecord, CronRecord, Json, JsonObject, RunRecord, RunStatus, StoreItemRecord, ThreadRecord, ThreadStatus,
+  WebhookDeliveryRecord, WebhookOutcomeRecord,
 } from "./records.ts";
 import type { StoreIndexOptions } from "./store-index.ts";
 import type { StoreTtlOptions } from "../bridge/messages.ts";
@@ -122,8 +124,11 @@ export interface ThreadsPort {
   create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists">;
   /** replaces the record, and the values when given (a state update, supersteps, metadata patch) */
   save(record: ThreadRecord, valuesJson?: string): Promise<void>;
-  /** the record, its values, TTL, runs and their indexes and webhook outcomes, in one transaction (checkpoints: CheckpointPort) */
-  delete(threadId: string): Promise<void>;
+  /**
+   * The record, its values, TTL, runs and their indexes and webhook outcomes, in one transaction
+   * (checkpoints: CheckpointPort); `webhook`: a stateless run's delivery, enqueued in the same commit.
+   */
+  delete(threadId: string, webhook?: { runId: string; delivery: WebhookDeliveryRecord }): Promise<void>;
 }
 
 // ---- runs (written only by their thread's actor) ---------------------------------------------
@@ -139,6 +144,8 @@ export interface ActiveRun extends RunKey {
 
 export interface RunsPort {
   get(threadId: string, runId: string): Promise<RunRecord | undefined>;
+  /** whether the run's record exists (the actor's check at a run's end: no record to decode) */
+  exists(threadId: string, runId: string): Promise<boolean>;
   /** the thread of a run, for routes that name only the run */
   threadOf(runId: string): Promise<string | undefined>;
   /** a thread's runs oldest first (run ids are UUID v7), optionally of one status */
@@ -153,24 +160,37 @@ export interface RunsPort {
   /** runs of an assistant (assistant delete, A2A tasks), of one thread or all, in [thread_id, run_id] order */
   ofAssistant(assistantId: string, threadId?: string): AsyncIterable<RunRecord>;
 
-  // writes, by the thread's actor; each is one atomic commit
-  /** the run (pending, listed active) and the thread's next record */
-  create(run: RunRecord, thread: ThreadRecord): Issued;
-  /** the run's record as it starts (status running, attempt + 1) */
-  start(run: RunRecord): Issued;
+  // writes, by the thread's actor; each is one atomic commit. `prev` is the thread record the
+  // write replaces as the actor last wrote it (the LMDB adapter diffs the thread's index entries
+  // against it; Postgres may ignore it).
   /**
-   * A run's end: its final record (or its removal, for a rollback), no longer active, and the
-   * thread's record with its values (undefined: the thread has none; omitted: unchanged).
+   * The run (pending, listed active) and the thread's next record. A run superseding others
+   * (multitask interrupt/rollback) commits in the same unit the running run's record with its
+   * recorded stop (`running`) and the end of each queued run it stopped (`stopped`).
    */
-  finish(end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; valuesJson?: Uint8Array | null }): Issued;
+  create(c: { run: RunRecord; thread: ThreadRecord; prev: ThreadRecord | undefined; running?: RunRecord; stopped?: readonly QueuedStop[] }): Issued;
+  /** replaces an existing run's record: its start (running, attempt + 1), a stop recorded while it runs (cancel_reason) */
+  save(run: RunRecord): Issued;
   /**
-   * A run's record, run→thread entry and active entry removed (a finished run deleted; a run whose
-   * thread went while it ran). Its checkpoints: CheckpointPort.deleteCheckpointsOfRun.
+   * A run's end: its final record (or its removal, for a rollback), no longer active, the thread's
+   * record with its values (undefined: the thread has none), and its webhook delivery (the outbox).
    */
+  finish(end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; prev: ThreadRecord; valuesJson: Uint8Array | undefined; webhook?: WebhookDeliveryRecord }): Issued;
+  /**
+   * A queued run ended by a stop on its own (cancel): its end as `stop` says, and the thread's
+   * record (read in the same unit) with `threadStatus`; nothing for the thread when it is gone.
+   */
+  stopQueued(threadId: string, stop: QueuedStop, threadStatus: ThreadStatus, now: string): Promise<void>;
+  /** a run whose thread was deleted while it ran: its record, run→thread and active entries go; its webhook delivery is enqueued */
+  discard(key: RunKey, webhook?: WebhookDeliveryRecord): Promise<void>;
+  /** a finished run deleted: its record, run→thread entry and webhook outcome (its checkpoints: CheckpointPort.deleteCheckpointsOfRun) */
   delete(threadId: string, runId: string): Promise<void>;
   /** an active-run entry whose run record is gone (left by a crash) */
   dropActive(key: RunKey): Promise<void>;
 }
+
+/** How a stop ends a queued run: interrupt writes its final record (and enqueues its webhook), rollback removes it. */
+export type QueuedStop = { final: RunRecord; webhook?: WebhookDeliveryRecord } | { rolledBack: RunKey };
 
 // ---- checkpoints ------------------------------------------------------------------------------
 
@@ -178,7 +198,8 @@ export interface RunsPort {
 export interface ThreadCheckpointOps {
   deleteThread(threadId: string): Promise<void>;
   copyThread(fromThreadId: string, toThreadId: string): Promise<void>;
-  deleteCheckpointsOfRun(threadId: string, runId: string): Promise<void>;
+  /** how many checkpoints went */
+  deleteCheckpointsOfRun(threadId: string, runId: string): Promise<number>;
   hasCheckpointOfRun(threadId: string, runId: string): Promise<boolean>;
   hasCheckpoint(threadId: string, ns: string, checkpointId: string): Promise<boolean>;
   pruneToLatest(threadId: string): Promise<number>;
@@ -187,9 +208,20 @@ export interface ThreadCheckpointOps {
   holdWritesUntil(threadId: string, until: Promise<unknown>): void;
 }
 
+export interface CheckpointSaverOptions {
+  /** the graph's own library copy's serializer */
+  serde?: SerializerProtocol;
+  /** what each put stores as the checkpoint's metadata (the server adds the run's keys) */
+  putMetadata?: (config: RunnableConfig, metadata: CheckpointMetadata) => CheckpointMetadata;
+}
+
+export interface CheckpointSavers {
+  saver(opts?: CheckpointSaverOptions): BaseCheckpointSaver & ThreadCheckpointOps;
+}
+
 export interface CheckpointPort {
-  /** a saver using `serde` (the graph's own library copy's serializer) on this storage */
-  saver(serde?: SerializerProtocol): BaseCheckpointSaver & ThreadCheckpointOps;
+  /** the savers on this storage; the first call loads LangGraph's checkpoint library (kept off the HTTP thread) */
+  open(): Promise<CheckpointSavers>;
 }
 
 // ---- store (BaseStore items; written by graphs and the /store routes) ----------------------
@@ -259,6 +291,34 @@ export interface CronsPort {
   remove(cronId: string): Promise<boolean>;
 }
 
+// ---- webhooks (the outbox: enqueued by the thread's actor, delivered by the webhook worker) ----
+
+/**
+ * A run's webhook delivery enters the outbox in the commit of the run's final record (its
+ * finish, or the stop that ended it), so no crash loses it; the webhook worker makes the attempts,
+ * records each retry, and ends it (delivered or given up), keeping the outcome while the run exists.
+ */
+export interface WebhooksPort {
+  /** whether any delivery waits (the server then starts the webhook worker at once) */
+  anyPending(): Promise<boolean>;
+  /** every waiting delivery and when its next attempt is due (the worker's start) */
+  pending(): Promise<{ key: RunKey; nextAttemptAt: string }[]>;
+  /** a delivery still in the outbox */
+  get(key: RunKey): Promise<WebhookDeliveryRecord | undefined>;
+  /** how a run's finished delivery ended, while the run exists */
+  outcome(key: RunKey): Promise<WebhookOutcomeRecord | undefined>;
+  /** an attempt failed and will be retried: the delivery as it stays (attempts, next_attempt_at, last_attempt) */
+  retry(key: RunKey, delivery: WebhookDeliveryRecord): Promise<void>;
+  /** the delivery leaves the outbox; its outcome is kept if the run still exists (one commit) */
+  end(key: RunKey, outcome: WebhookOutcomeRecord): Promise<void>;
+}
+
+/** LMDB: the data file's size and the pages in use up to the highest one written. */
+export interface StorageUsage {
+  fileBytes: number;
+  usedBytes: number;
+}
+
 // ---- the whole port ------------------------------------------------------------------------
 
 export interface StoragePort {
@@ -269,6 +329,11 @@ export interface StoragePort {
   readonly checkpoints: CheckpointPort;
   readonly store: StorePort;
   readonly crons: CronsPort;
+  readonly webhooks: WebhooksPort;
+  /** how much space the records take, for /metrics (undefined when the store cannot tell, or is closed) */
+  usage(): StorageUsage | undefined;
+  /** after a load burst: gives back memory the storage keeps mapped (LMDB: the data file's resident pages) */
+  releaseMemory(): void;
   /**
    * Called when another thread or process may have committed (a shard's messages arrived): the
    * LMDB adapter renews its read snapshot (resetReadTxn); Postgres has nothing to do.
@@ -277,11 +342,3 @@ export interface StoragePort {
   close(): Promise<void>;
 }
 
-/** The runs family's reads (the writes are the actors', still on the LMDB env: issue 21 phase B). */
-export type RunsReadPort = Pick<RunsPort, "get" | "threadOf" | "list" | "latest" | "active" | "ofAssistant">;
-
-/**
- * The families call sites reach through the port so far (issue 21 phase B moves them family by
- * family; the rest still use the LMDB env directly). Becomes StoragePort when all are moved.
- */
-export type WiredStoragePort = Pick<StoragePort, "backend" | "assistants" | "crons" | "store" | "threads" | "refreshReads"> & { readonly runs: RunsReadPort };

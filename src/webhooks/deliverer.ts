@@ -1,7 +1,7 @@
 // The webhook worker's side of the outbox: each delivery at its due time, retried on the schedule
 // of retry-schedule.ts, every attempt's outcome written back so a restart carries on where it was
 // (at least once: an attempt cut off by a crash is made again with the same `webhook-id`).
-import type { Storage } from "../storage/env.ts";
+import type { StoragePort } from "../storage/port.ts";
 import type { WebhookAttemptRecord, WebhookDeliveryRecord, WebhookOutcomeRecord } from "../storage/records.ts";
 import type { WebhookCounters } from "./counters.ts";
 import type { BoundedRunner } from "./limiter.ts";
@@ -12,7 +12,7 @@ import type { WebhookSender } from "./sender.ts";
 import type { DeliverySigner } from "./signing.ts";
 import { urlForLog, validateWebhookUrl, type WebhookUrlPolicy } from "./url-policy.ts";
 
-export type OutboxStorage = Pick<Storage, "root" | "runs" | "webhookOutbox" | "webhookOutcomes">;
+export type OutboxStorage = Pick<StoragePort, "webhooks" | "refreshReads">;
 
 export interface DelivererOptions {
   storage: OutboxStorage;
@@ -39,13 +39,10 @@ export class OutboxDeliverer {
   constructor(private readonly o: DelivererOptions) {}
 
   /** Takes on every delivery in the outbox, each at its due time (when the worker starts). */
-  loadOutbox(): number {
-    let n = 0;
-    for (const { key, value } of this.o.storage.webhookOutbox.getRange({})) {
-      this.schedule(key, Date.parse(value.next_attempt_at));
-      n++;
-    }
-    return n;
+  async loadOutbox(): Promise<number> {
+    const pending = await this.o.storage.webhooks.pending();
+    for (const { key, nextAttemptAt } of pending) this.schedule([key.threadId, key.runId], Date.parse(nextAttemptAt));
+    return pending.length;
   }
 
   /** A delivery just committed to the outbox (a shard's message after the run's final commit). */
@@ -86,8 +83,8 @@ export class OutboxDeliverer {
   private async attempt(k: string, key: DeliveryKey): Promise<void> {
     const { storage, counters } = this.o;
     if (this.closed) return;
-    storage.root.resetReadTxn(); // see the commit the shard's message announced
-    const delivery = storage.webhookOutbox.get(key);
+    storage.refreshReads(); // see the commit the shard's message announced
+    const delivery = await storage.webhooks.get({ threadId: key[0], runId: key[1] });
     if (delivery === undefined) return this.forget(k); // delivered or given up meanwhile
     const refused = this.o.urlPolicy ? validateWebhookUrl(delivery.url, this.o.urlPolicy) : null;
     if (refused) {
@@ -113,7 +110,7 @@ export class OutboxDeliverer {
     counters.add("retried");
     const next = Date.now() + verdict.delayMs;
     this.o.log(`failed to call webhook ${urlForLog(delivery.url)} for run ${key[1]} (attempt ${attempts}): ${verdict.reason}; next attempt in ${Math.round(verdict.delayMs / 1000)} s`);
-    await this.record(() => storage.webhookOutbox.put(key, { ...delivery, attempts, next_attempt_at: new Date(next).toISOString(), last_attempt: last }));
+    await this.record(() => storage.webhooks.retry({ threadId: key[0], runId: key[1] }, { ...delivery, attempts, next_attempt_at: new Date(next).toISOString(), last_attempt: last }));
     if (this.closed) return;
     this.wait(k, key, next);
   }
@@ -123,14 +120,7 @@ export class OutboxDeliverer {
     const { storage, counters } = this.o;
     counters.add(state);
     const outcome: WebhookOutcomeRecord = { delivery_id: delivery.delivery_id, state, attempts: delivery.attempts, created_at: delivery.created_at, last_attempt: last };
-    // a stateless run's temporary thread (or a deleted run) has no record to read the outcome with
-    const runExists = storage.runs.doesExist(key);
-    await this.record(() =>
-      storage.root.batch(() => {
-        storage.webhookOutbox.remove(key);
-        if (runExists) storage.webhookOutcomes.put(key, outcome);
-      }),
-    );
+    await this.record(() => storage.webhooks.end({ threadId: key[0], runId: key[1] }, outcome));
     this.forget(k);
   }
 

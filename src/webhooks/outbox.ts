@@ -1,6 +1,6 @@
 // The webhook outbox: a thread actor writes a run's delivery record in the transaction of its final
 // status, so no crash loses it; the webhook worker (deliverer.ts) delivers it and records the outcome.
-import type { Storage } from "../storage/env.ts";
+import type { WebhooksPort } from "../storage/port.ts";
 import type { RunRecord, WebhookAttemptRecord, WebhookDeliveryRecord } from "../storage/records.ts";
 import { nowIso } from "../storage/records.ts";
 import { uuid7 } from "../util/ids.ts";
@@ -27,12 +27,6 @@ export function newWebhookDelivery(run: RunRecord, values: Uint8Array | undefine
   return delivery;
 }
 
-/** Whether any delivery waits in the outbox (the server then starts the webhook worker at once). */
-export function hasPendingDeliveries(storage: Pick<Storage, "webhookOutbox">): boolean {
-  for (const _ of storage.webhookOutbox.getKeys({ limit: 1 })) return true;
-  return false;
-}
-
 /** A run's webhook delivery as `GET /threads/{thread_id}/runs/{run_id}/webhook` returns it. */
 export interface WebhookDeliveryView {
   delivery_id: string;
@@ -51,16 +45,16 @@ const attemptView = (a: WebhookAttemptRecord | undefined): WebhookDeliveryView["
   a === undefined ? null : { at: a.at, status_code: a.status_code ?? null, error: a.error ?? null };
 
 /** The run's delivery (pending in the outbox, or how it ended); undefined when it has none. */
-export function webhookDeliveryOf(storage: Pick<Storage, "webhookOutbox" | "webhookOutcomes">, threadId: string, runId: string): WebhookDeliveryView | undefined {
-  const key: DeliveryKey = [threadId, runId];
-  const ended = storage.webhookOutcomes.get(key);
+export async function webhookDeliveryOf(webhooks: Pick<WebhooksPort, "get" | "outcome">, threadId: string, runId: string): Promise<WebhookDeliveryView | undefined> {
+  const key = { threadId, runId };
+  const ended = await webhooks.outcome(key);
   if (ended !== undefined) {
     return {
       delivery_id: ended.delivery_id, thread_id: threadId, run_id: runId, state: ended.state, attempts: ended.attempts,
       created_at: ended.created_at, next_attempt_at: null, last_attempt: attemptView(ended.last_attempt),
     };
   }
-  const pending = storage.webhookOutbox.get(key);
+  const pending = await webhooks.get(key);
   if (pending === undefined) return undefined;
   return {
     delivery_id: pending.delivery_id, thread_id: threadId, run_id: runId, state: "pending", attempts: pending.attempts,

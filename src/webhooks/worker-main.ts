@@ -2,7 +2,7 @@
 // waiting in the outbox, then each one a shard announces (`webhook.due`), through one OutboxDeliverer.
 import type { MessagePort } from "node:worker_threads";
 import { deserializeError } from "../errors.ts";
-import { openStorage, type Storage } from "../storage/env.ts";
+import { openStorage } from "../storage/open.ts";
 import { WebhookCounters } from "./counters.ts";
 import { componentLog, configureLogging } from "../log/logger.ts";
 import { OutboxDeliverer } from "./deliverer.ts";
@@ -18,13 +18,13 @@ export interface WebhookWorkerOptions {
 
 export interface WebhookWorkerHandle {
   readonly deliverer: OutboxDeliverer;
-  /** Stops listening, aborts attempts in progress (the outbox keeps them), closes LMDB. */
+  /** Stops listening, aborts attempts in progress (the outbox keeps them), closes the storage. */
   close(): Promise<void>;
 }
 
 const DEFAULT_MAX_IN_FLIGHT = 64;
 
-export function runWebhookWorker(parent: MessagePort, data: WebhookWorkerData, opts: WebhookWorkerOptions = {}): WebhookWorkerHandle {
+export async function runWebhookWorker(parent: MessagePort, data: WebhookWorkerData, opts: WebhookWorkerOptions = {}): Promise<WebhookWorkerHandle> {
   if (data.log) configureLogging(data.log, "webhook");
   const webhookLog = componentLog("webhook");
   const log = opts.log ?? ((m: string) => webhookLog.warn(m));
@@ -47,7 +47,7 @@ export function runWebhookWorker(parent: MessagePort, data: WebhookWorkerData, o
       parent.postMessage(req);
     });
 
-  const storage: Storage = openStorage(data.dataDir);
+  const storage = await openStorage({ dataDir: data.dataDir }); // (messages wait in the port until the listener below)
   const sender = new WebhookSender({
     headers: data.headers,
     connectTimeoutMs: data.connectTimeoutMs,
@@ -97,8 +97,10 @@ export function runWebhookWorker(parent: MessagePort, data: WebhookWorkerData, o
     }
   };
 
-  const waiting = deliverer.loadOutbox();
-  if (waiting > 0) log(`${waiting} webhook deliveries waiting in the outbox`);
+  void deliverer.loadOutbox().then(
+    (waiting) => waiting > 0 && log(`${waiting} webhook deliveries waiting in the outbox`),
+    (err: unknown) => log(`reading the webhook outbox failed: ${(err as Error).message}`),
+  );
   parent.on("message", onMessage);
   return {
     deliverer,

@@ -8,7 +8,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { GraphRegistry } from "../../src/actors/graph-registry.ts";
 import { recoverActiveRuns } from "../../src/actors/recovery.ts";
-import { RunCheckpointSaver, threadCheckpointOps } from "../../src/actors/run-checkpoint-saver.ts";
+import { runCheckpointMetadata } from "../../src/actors/run-checkpoint-saver.ts";
+import { lmdbStoragePort } from "../../src/storage/lmdb/adapter.ts";
+import { lmdbCheckpointSavers } from "../../src/storage/lmdb/checkpoints.ts";
 import type { ShardContext } from "../../src/actors/shard-context.ts";
 import { ThreadActor } from "../../src/actors/thread-actor.ts";
 import type { CreateRunCommand } from "../../src/bridge/messages.ts";
@@ -47,20 +49,25 @@ export class ActorHarness {
   constructor(readonly storage: Storage, private readonly dir: string, readonly clock = new ManualClock(Date.now())) {
     // what this harness's actors and checkpointer see: the storage until kill(), then nothing
     const view = new Proxy(storage, { get: (target, prop) => (this.killed ? FROZEN : Reflect.get(target, prop)) });
-    const saver = new RunCheckpointSaver(view);
-    const ops = threadCheckpointOps(saver);
+    const saver = lmdbCheckpointSavers(view).saver({ putMetadata: runCheckpointMetadata });
     const registry = new GraphRegistry([{ graphId: "gate", filePath: path.join(FIXTURES, "gate.ts"), exportName: "graph" }], {
       checkpointer: () => saver,
       store: undefined,
     });
     this.ctx = {
       draining: false,
-      storage: view,
+      storage: lmdbStoragePort(view),
       registry,
       saver: {
-        ...ops,
+        deleteThread: (t) => saver.deleteThread(t),
+        copyThread: (a, b) => saver.copyThread(a, b),
+        deleteCheckpointsOfRun: (t, r) => saver.deleteCheckpointsOfRun(t, r),
+        hasCheckpointOfRun: (t, r) => saver.hasCheckpointOfRun(t, r),
+        hasCheckpoint: (t, ns, id) => saver.hasCheckpoint(t, ns, id),
+        patchMetadata: (t, patch, id) => saver.patchMetadata(t, patch, id),
+        pruneToLatest: (t) => saver.pruneToLatest(t),
         holdWritesUntil: (threadId, until) => {
-          ops.holdWritesUntil(threadId, until);
+          saver.holdWritesUntil(threadId, until);
           this.onFinishQueued?.(threadId);
         },
       },
@@ -132,11 +139,11 @@ export class ActorHarness {
   }
 
   /** A server started on the same data after a crash: fresh actors recover the active runs. */
-  restarted(): ActorHarness {
+  async restarted(): Promise<ActorHarness> {
     const storage = openStorage(this.dir);
     this.opened.push(storage);
     const next = new ActorHarness(storage, this.dir, this.clock);
-    recoverActiveRuns(storage, () => true, (threadId) => next.actor(threadId));
+    await recoverActiveRuns(next.ctx.storage.runs, () => true, (threadId) => next.actor(threadId));
     return next;
   }
 

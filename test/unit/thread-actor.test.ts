@@ -101,7 +101,7 @@ describe("ThreadActor", () => {
       runs.put = put;
     }
 
-    const second = first.restarted();
+    const second = await first.restarted();
     gateOf(r2).open();
     await second.sentLine(`done ${r2} success idle`);
     expect(second.sent).toEqual([`done ${r1} interrupted busy`, `start ${r2}`, `done ${r2} success idle`]);
@@ -119,7 +119,7 @@ describe("ThreadActor", () => {
     await first.create(t, r2);
     await waitUntil(() => gateOf(r1).arrivals === 1, { what: "the run at its gate" });
     first.kill();
-    const second = first.restarted();
+    const second = await first.restarted();
     await waitUntil(() => gateOf(r1).arrivals === 2, { what: "the run resumed at its gate" });
     expect(gateOf(r2).arrivals).toBe(0);
     gateOf(r1).open();

@@ -4,7 +4,7 @@
 import type { RunEvent, RunDone } from "../../bridge/messages.ts";
 import type { RunStreams } from "../../hub/run-hub.ts";
 import type { SseReply } from "../../http/types.ts";
-import type { WiredStoragePort } from "../../storage/port.ts";
+import type { StoragePort } from "../../storage/port.ts";
 import type { RunRecord, ThreadView } from "../../storage/records.ts";
 import { encodeMessage, kind, stateName, streamResult, textPart, type Dialect } from "./dialects.ts";
 import { textOf } from "./messages.ts";
@@ -12,7 +12,7 @@ import { artifactOf, buildTask, encodeStatus, loadTask, taskState, type HistoryO
 import { isRecord, rpcResult, type RpcId } from "../jsonrpc.ts";
 
 export interface TaskStreamInput {
-  storage: WiredStoragePort;
+  storage: StoragePort;
   runs: RunStreams;
   run: RunRecord;
   /** the run's thread as the stream starts (viewOf, read before the reply) */

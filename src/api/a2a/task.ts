@@ -1,7 +1,7 @@
 // A2A Task views of LangGraph runs (task id = run_id, context id = thread_id), built from the
 // stored run and thread records: state mapping, status message, history and the final
 // "Assistant Response" artifact.
-import type { WiredStoragePort } from "../../storage/port.ts";
+import type { StoragePort } from "../../storage/port.ts";
 import type { RunRecord, ThreadRecord, ThreadView } from "../../storage/records.ts";
 import { threadView } from "../../storage/thread-values.ts";
 import { uuid5 } from "../../util/ids.ts";
@@ -27,7 +27,7 @@ export interface HistoryOptions {
   includeArtifacts: boolean;
 }
 
-async function latestRunId(storage: WiredStoragePort, threadId: string): Promise<string | undefined> {
+async function latestRunId(storage: StoragePort, threadId: string): Promise<string | undefined> {
   return (await storage.runs.latest(threadId))?.run_id;
 }
 
@@ -41,7 +41,7 @@ export class TaskSourceReader {
   private readonly records = new Map<string, ThreadRecord | undefined>();
   private readonly views = new Map<string, ThreadView | undefined>();
 
-  constructor(private readonly storage: WiredStoragePort) {}
+  constructor(private readonly storage: StoragePort) {}
 
   /** The run's source without its thread's values: enough for taskState(). */
   async withoutValues(run: RunRecord): Promise<TaskSource> {
@@ -65,13 +65,13 @@ export class TaskSourceReader {
 }
 
 /** The run's thread with its values, as a task is built from them. */
-export async function viewOf(storage: WiredStoragePort, threadId: string): Promise<ThreadView | undefined> {
+export async function viewOf(storage: StoragePort, threadId: string): Promise<ThreadView | undefined> {
   const t = await storage.threads.get(threadId);
   return t === undefined ? undefined : threadView(storage.threads, t);
 }
 
 /** Load a task by run id; `threadId` narrows the lookup (and must match). */
-export async function loadTask(storage: WiredStoragePort, runId: string, threadId?: string): Promise<TaskSource | undefined> {
+export async function loadTask(storage: StoragePort, runId: string, threadId?: string): Promise<TaskSource | undefined> {
   if (runId.length > 64) return undefined; // task ids are run ids (UUIDs); a longer one is no LMDB key
   const tid = threadId ?? (await storage.runs.threadOf(runId));
   if (!tid) return undefined;

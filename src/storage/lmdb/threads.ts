@@ -2,7 +2,7 @@
 // values as JSON text (`thread_values`) and their own TTLs (`thread_ttl`). Records are written only
 // by the thread's actor; TTLs by the HTTP thread.
 import type { Storage } from "../env.ts";
-import type { ThreadRecord } from "../records.ts";
+import type { ThreadRecord, WebhookDeliveryRecord } from "../records.ts";
 import { countThreads, putThread, removeThread, searchThreads } from "../indexes/threads.ts";
 import type { Page, PageSpec, ThreadFilter, ThreadSort, ThreadsPort } from "../port.ts";
 
@@ -57,7 +57,7 @@ export class LmdbThreads implements ThreadsPort {
     });
   }
 
-  async delete(threadId: string): Promise<void> {
+  async delete(threadId: string, webhook?: { runId: string; delivery: WebhookDeliveryRecord }): Promise<void> {
     const s = this.s;
     await s.root.transaction(() => {
       for (const { key } of s.runs.getRange({ start: [threadId], end: [threadId, "\uffff"] })) {
@@ -70,6 +70,7 @@ export class LmdbThreads implements ThreadsPort {
       if (thread) removeThread(s, thread);
       s.threadValues.remove(threadId);
       s.threadTtl.remove(threadId);
+      if (webhook) s.webhookOutbox.put([threadId, webhook.runId], webhook.delivery);
     });
   }
 }
