@@ -38,8 +38,21 @@ test("a new schema is created and brought to the latest version; a second run ap
   expect(first).toEqual({ from: 0, applied: MIGRATIONS.map((m) => m.version) });
   expect(await schemaVersion(db)).toBe(latest);
   const tables = await db.pool.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name", [db.schema]);
-  expect(tables.rows.map((r) => r.table_name)).toEqual(["checkpoint_blobs", "checkpoint_chunks", "checkpoint_writes", "checkpoints", "troupe_migrations"]);
+  expect(tables.rows.map((r) => r.table_name)).toEqual([
+    "assistant_versions", "assistants", "checkpoint_blobs", "checkpoint_chunks", "checkpoint_writes", "checkpoints", "crons", "runs",
+    "store_items", "thread_ttls", "threads", "troupe_migrations", "webhook_outbox", "webhook_outcomes",
+  ]);
   expect(await migrate(db)).toEqual({ from: latest, applied: [] });
+});
+
+test("a schema at version 1 (phase A: checkpoints only) gets the record tables, its checkpoints kept", async () => {
+  const db = open(newSchema());
+  expect(await migrate(db, MIGRATIONS.slice(0, 1))).toEqual({ from: 0, applied: [1] });
+  await db.pool.query("INSERT INTO checkpoints (thread_id, checkpoint_id, type, checkpoint, metadata_type, metadata) VALUES ('t', 'c', 'json', '\\x7b7d', 'json', '\\x7b7d')");
+  expect(await migrate(db)).toEqual({ from: 1, applied: MIGRATIONS.slice(1).map((m) => m.version) });
+  const kept = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM checkpoints");
+  expect(kept.rows[0].n).toBe(1);
+  await db.pool.query("INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record) VALUES ('t', 'idle', 'a', 'a', '{}', '{}')");
 });
 
 test("a later migration is applied on top of an existing schema, and a failing one leaves the version where it was", async () => {

@@ -8,7 +8,9 @@
  * - One statement per put / putWrites / getTuple (one round trip, atomic). put and putWrites
  *   resolve when the statement committed: a run's checkpoints are durable before the actor
  *   writes the run's final status, as with LMDB's queue order.
- * - holdWritesUntil: writes of the thread issued from then on wait for the barrier first.
+ * - Writes of a thread go through the storage's per-thread write chain (write-chains.ts), shared
+ *   with the run and thread records: they commit in the order they were issued, and
+ *   holdWritesUntil puts a barrier in that chain.
  */
 import type { RunnableConfig } from "@langchain/core/runnables";
 import {
@@ -27,6 +29,8 @@ import {
   COLLECT_UNNAMED_BLOBS, COLLECT_UNNAMED_CHUNKS, GET_LATEST_TUPLE, GET_TUPLE_BY_ID, GET_TUPLES, GET_WRITES, PUT_CHECKPOINT, PUT_WRITES,
 } from "./checkpoint-sql.ts";
 import type { PostgresDb } from "./pool.ts";
+import { transaction } from "./transaction.ts";
+import { ThreadWriteChains } from "./write-chains.ts";
 
 type StoredCheckpointBody = Omit<Checkpoint, "channel_values">;
 
@@ -77,10 +81,9 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
   private readonly pool: pg.Pool;
   private readonly messageSerde: MessageCachingSerde;
   private readonly storedChunks = new StoredChunks();
-  /** per thread: writes issued from now on wait for this first (holdWritesUntil) */
-  private readonly barriers = new Map<string, Promise<void>>();
 
-  constructor(db: PostgresDb, serde?: SerializerProtocol) {
+  /** `chains`: the storage's per-thread write order (a saver of its own when not given) */
+  constructor(db: PostgresDb, serde?: SerializerProtocol, private readonly chains = new ThreadWriteChains()) {
     const messageSerde = serde instanceof MessageCachingSerde ? serde : new MessageCachingSerde(serde);
     super(messageSerde);
     this.messageSerde = messageSerde;
@@ -162,7 +165,11 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       blobs.map((b) => b.channel), blobs.map((b) => b.version), blobs.map((b) => b.type), blobs.map((b) => b.bytes),
       blobs.map((b) => (b.chunks === undefined ? null : b.chunks.map((c) => c.id).join(","))),
     ];
-    await this.barrierOf(threadId);
+    await this.chains.issue(threadId, () => this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs));
+    return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
+  }
+
+  private async writeCheckpoint(threadId: string, ns: string, checkpointId: string, fixed: unknown[], blobs: EncodedBlob[]): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       // chunks known stored are not sent, only checked (all are sent on the retry)
       const known = attempt === 0 ? this.storedChunks.of(threadId) : undefined;
@@ -188,9 +195,8 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
         break;
       }
       this.storedChunks.forget(threadId);
-      if (attempt > 0) throw new TroupeError("INTERNAL", `checkpoint ${checkpoint.id} of thread ${threadId}: its message chunks vanished while it was written`);
+      if (attempt > 0) throw new TroupeError("INTERNAL", `checkpoint ${checkpointId} of thread ${threadId}: its message chunks vanished while it was written`);
     }
-    return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
@@ -206,18 +212,15 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       if (idx < 0 || !byIdx.has(idx)) byIdx.set(idx, i);
     });
     const rows = [...byIdx].map(([idx, i]) => ({ idx, channel: writes[i][0], type: serialized[i][0], blob: serialized[i][1] }));
-    await this.barrierOf(threadId);
-    await this.pool.query({
-      ...PUT_WRITES,
-      values: [
-        threadId, namespaceOf(config), checkpointId, taskId, taskPath ?? "", runIdOf(undefined, config),
-        rows.map((r) => r.idx), rows.map((r) => r.channel), rows.map((r) => r.type), rows.map((r) => r.blob),
-      ],
-    });
+    const values = [
+      threadId, namespaceOf(config), checkpointId, taskId, taskPath ?? "", runIdOf(undefined, config),
+      rows.map((r) => r.idx), rows.map((r) => r.channel), rows.map((r) => r.type), rows.map((r) => r.blob),
+    ];
+    await this.chains.issue(threadId, () => this.pool.query({ ...PUT_WRITES, values }));
   }
 
   async deleteThread(threadId: string): Promise<void> {
-    await this.removingChunks(threadId, () => this.transaction(async (client) => {
+    await this.removingChunks(threadId, () => this.transaction(threadId, async (client) => {
       for (const table of ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_chunks"]) {
         await client.query(`DELETE FROM ${table} WHERE thread_id = $1`, [threadId]);
       }
@@ -230,7 +233,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
    */
   async copyThread(fromThreadId: string, toThreadId: string): Promise<void> {
     if (fromThreadId === toThreadId) throw new TroupeError("BAD_REQUEST", "copyThread needs two different thread ids");
-    await this.transaction(async (client) => {
+    await this.transaction(toThreadId, async (client) => {
       const rows = await client.query<{ checkpoint_ns: string; checkpoint_id: string; metadata_type: string; metadata: Buffer }>(
         "SELECT checkpoint_ns, checkpoint_id, metadata_type, metadata FROM checkpoints WHERE thread_id = $1", [fromThreadId]);
       await client.query(`INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
@@ -261,7 +264,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
    * lose their parent link. Returns how many checkpoints went.
    */
   async pruneToLatest(threadId: string): Promise<number> {
-    return this.removingChunks(threadId, () => this.transaction(async (client) => {
+    return this.removingChunks(threadId, () => this.transaction(threadId, async (client) => {
       const removed = await client.query(`DELETE FROM checkpoints c WHERE c.thread_id = $1 AND c.checkpoint_id <> (
           SELECT max(l.checkpoint_id) FROM checkpoints l WHERE l.thread_id = c.thread_id AND l.checkpoint_ns = c.checkpoint_ns)`, [threadId]);
       await client.query("UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = $1", [threadId]);
@@ -292,7 +295,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
    * checkpoints went.
    */
   async deleteCheckpointsOfRun(threadId: string, runId: string): Promise<number> {
-    return this.removingChunks(threadId, () => this.transaction(async (client) => {
+    return this.removingChunks(threadId, () => this.transaction(threadId, async (client) => {
       const removed = await client.query<{ checkpoint_ns: string; checkpoint_id: string }>(
         "DELETE FROM checkpoints WHERE thread_id = $1 AND run_id = $2 RETURNING checkpoint_ns, checkpoint_id", [threadId, runId]);
       await client.query(`DELETE FROM checkpoint_writes w USING unnest($2::text[], $3::text[]) gone(checkpoint_ns, checkpoint_id)
@@ -309,7 +312,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
    * `checkpointId`); false when the thread has no such checkpoint.
    */
   async patchMetadata(threadId: string, patch: Record<string, unknown>, checkpointId?: string): Promise<boolean> {
-    return this.transaction(async (client) => {
+    return this.transaction(threadId, async (client) => {
       const found = await client.query<{ checkpoint_id: string; metadata_type: string; metadata: Buffer }>(
         checkpointId
           ? "SELECT checkpoint_id, metadata_type, metadata FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id = $2 FOR UPDATE"
@@ -328,20 +331,11 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 
   /** Writes of the thread issued from now on go to the database only once `until` settles. */
   holdWritesUntil(threadId: string, until: Promise<unknown>): void {
-    const barrier = until.then(() => undefined, () => undefined);
-    this.barriers.set(threadId, barrier);
-    void barrier.then(() => {
-      if (this.barriers.get(threadId) === barrier) this.barriers.delete(threadId);
-    });
+    this.chains.hold(threadId, until);
   }
 
   /** Every write resolves on commit: nothing is ever queued (kept for parity with the LMDB saver). */
   async flush(): Promise<void> {}
-
-  private async barrierOf(threadId: string): Promise<void> {
-    const barrier = this.barriers.get(threadId);
-    if (barrier !== undefined) await barrier;
-  }
 
   /** Inside a transaction that removed checkpoints: their values and chunks nothing names any more. */
   private async collectUnnamed(client: pg.PoolClient, threadId: string): Promise<void> {
@@ -360,19 +354,9 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     }
   }
 
-  private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    try {
-      await client.query("BEGIN");
-      const result = await work(client);
-      await client.query("COMMIT");
-      return result;
-    } catch (err) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+  /** A transaction writing the thread's checkpoints, in its write chain's order. */
+  private transaction<T>(threadId: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return this.chains.issue(threadId, () => transaction(this.pool, work));
   }
 
   private async encodeBlob(channel: string, version: string, value: unknown): Promise<EncodedBlob> {

@@ -1,5 +1,6 @@
 // The versioned schema: each migration is applied once, in order, by migrate() (migrations.ts).
 // A released migration is never edited: changes go into a new one with the next version.
+import { RECORD_TABLES } from "./schema-records.ts";
 /*
  * Checkpoint tables (version 1). Names follow the LangGraph ecosystem's (checkpoints,
  * checkpoint_blobs, checkpoint_writes), the layout is Troupe's own (docs/STORAGE.md says why):
@@ -84,4 +85,5 @@ CREATE TABLE checkpoint_writes (
 CREATE INDEX checkpoint_writes_run ON checkpoint_writes (thread_id, run_id) WHERE run_id IS NOT NULL;
 `,
   },
+  RECORD_TABLES,
 ];

@@ -1,0 +1,54 @@
+// The storage port on PostgreSQL: every family on one connection pool and one schema, migrated at
+// open. Writes of one thread (records and checkpoints) share the per-thread write chains.
+import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import type { CheckpointPort, StoragePort } from "../port.ts";
+import { PostgresAssistants } from "./assistants.ts";
+import { PostgresCheckpointSaver } from "./checkpointer.ts";
+import { PostgresCrons } from "./crons.ts";
+import { migrate } from "./migrations.ts";
+import { openPostgres, type PostgresDb, type PostgresOptions } from "./pool.ts";
+import { PostgresRuns } from "./runs.ts";
+import { PostgresStore, type PostgresStoreOptions } from "./store.ts";
+import { PostgresThreads } from "./threads.ts";
+import { ThreadWriteChains } from "./write-chains.ts";
+
+export interface PostgresStorageOptions extends PostgresOptions {
+  store?: PostgresStoreOptions;
+  /** apply missing migrations at open (default true) */
+  migrate?: boolean;
+}
+
+export interface PostgresStorage extends StoragePort {
+  readonly backend: "postgres";
+  readonly db: PostgresDb;
+  readonly store: PostgresStore;
+}
+
+export async function openPostgresStorage(opts: PostgresStorageOptions): Promise<PostgresStorage> {
+  const db = openPostgres(opts);
+  try {
+    if (opts.migrate !== false) await migrate(db);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  return postgresStorage(db, opts.store);
+}
+
+/** The port on an open (migrated) database. */
+export function postgresStorage(db: PostgresDb, store?: PostgresStoreOptions): PostgresStorage {
+  const chains = new ThreadWriteChains();
+  return {
+    backend: "postgres",
+    db,
+    assistants: new PostgresAssistants(db.pool),
+    threads: new PostgresThreads(db.pool, chains),
+    runs: new PostgresRuns(db.pool, chains),
+    // (the port's ThreadCheckpointOps says Promise<void> where both savers answer how many checkpoints went)
+    checkpoints: { saver: (serde?: SerializerProtocol) => new PostgresCheckpointSaver(db, serde, chains) as unknown as ReturnType<CheckpointPort["saver"]> },
+    store: new PostgresStore(db.pool, store),
+    crons: new PostgresCrons(db.pool),
+    refreshReads: () => undefined,
+    close: () => db.close(),
+  };
+}

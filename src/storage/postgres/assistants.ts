@@ -1,0 +1,142 @@
+// AssistantsPort on Postgres (tables assistants, assistant_versions). Written by whoever calls
+// (HTTP threads of one or several servers): create/ensureDefaults are conditional inserts, patch and
+// setLatest read-modify-write the row under FOR UPDATE.
+import type pg from "pg";
+import type { AssistantFilter, AssistantSort, AssistantsPort, AssistantWrite, Page, PageSpec } from "../port.ts";
+import type { AssistantRecord, AssistantVersionRecord, JsonObject } from "../records.ts";
+import { authFilterSql, metadataFilterSql, Params } from "./filter-sql.ts";
+import { jsonbText, jsonText } from "./json-columns.ts";
+import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
+import { transaction } from "./transaction.ts";
+
+const TABLE: SearchSql<AssistantSort> = {
+  table: "assistants",
+  idColumn: "assistant_id",
+  sortColumns: { assistant_id: "assistant_id", graph_id: "graph_id", created_at: "created_at", updated_at: "updated_at", name: "name" },
+  select: "record",
+};
+
+const versionOf = (a: AssistantRecord): AssistantVersionRecord => ({
+  assistant_id: a.assistant_id,
+  version: a.version,
+  graph_id: a.graph_id,
+  config: a.config,
+  context: a.context,
+  metadata: a.metadata,
+  name: a.name,
+  description: a.description,
+  created_at: a.updated_at,
+});
+
+/** the row's columns as parameters $1..$8 (assistant_id, graph_id, name, name_lower, version, created_at, updated_at, metadata, record) */
+const rowValues = (a: AssistantRecord): unknown[] => [
+  a.assistant_id, a.graph_id, a.name, a.name.toLowerCase(), a.version, a.created_at, a.updated_at, jsonbText(a.metadata), jsonText(a),
+];
+
+const INSERT = `
+WITH a AS (
+  INSERT INTO assistants (assistant_id, graph_id, name, name_lower, version, created_at, updated_at, metadata, record)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::json)
+  ON CONFLICT (assistant_id) DO NOTHING
+  RETURNING assistant_id
+)
+INSERT INTO assistant_versions (assistant_id, version, metadata, record)
+SELECT assistant_id, $5, $10::jsonb, $11::json FROM a`;
+
+const UPDATE = `UPDATE assistants SET graph_id = $2, name = $3, name_lower = $4, version = $5, created_at = $6, updated_at = $7,
+  metadata = $8::jsonb, record = $9::json WHERE assistant_id = $1`;
+
+export function filterSql(f: AssistantFilter, p: Params): string {
+  const parts: string[] = [];
+  if (f.graph_id) parts.push(`graph_id = ${p.add(f.graph_id)}`);
+  const name = f.name?.toLowerCase();
+  if (name) parts.push(`strpos(name_lower, ${p.add(name)}) > 0`);
+  if (f.metadata) parts.push(metadataFilterSql("metadata", f.metadata, p));
+  if (f.auth) parts.push(authFilterSql("metadata", f.auth, p));
+  return parts.length === 0 ? "TRUE" : parts.join(" AND ");
+}
+
+export class PostgresAssistants implements AssistantsPort {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async get(assistantId: string): Promise<AssistantRecord | undefined> {
+    const r = await this.pool.query<{ record: AssistantRecord }>({ name: "troupe_assistant_get", text: "SELECT record FROM assistants WHERE assistant_id = $1", values: [assistantId] });
+    return r.rows[0]?.record;
+  }
+
+  async create(record: AssistantRecord): Promise<AssistantRecord | "exists"> {
+    const v = versionOf(record);
+    const r = await this.pool.query(INSERT, [...rowValues(record), jsonbText(v.metadata), jsonText(v)]);
+    return r.rowCount === 1 ? record : "exists";
+  }
+
+  async patch(assistantId: string, change: Partial<AssistantWrite>, now: string): Promise<AssistantRecord | undefined> {
+    return transaction(this.pool, async (c) => {
+      const a = await lockedRecord(c, assistantId);
+      if (a === undefined) return undefined;
+      const max = await c.query<{ v: number | null }>("SELECT max(version) AS v FROM assistant_versions WHERE assistant_id = $1", [assistantId]);
+      const next: AssistantRecord = {
+        ...a,
+        graph_id: change.graph_id ?? a.graph_id,
+        config: change.config ?? a.config,
+        context: change.context !== undefined ? change.context : a.context,
+        metadata: change.metadata ? { ...a.metadata, ...change.metadata } : a.metadata,
+        name: change.name ?? a.name,
+        description: change.description !== undefined ? change.description : a.description,
+        version: (max.rows[0].v ?? 0) + 1,
+        updated_at: now,
+      };
+      const v = versionOf(next);
+      await c.query(`WITH u AS (${UPDATE}) INSERT INTO assistant_versions (assistant_id, version, metadata, record) VALUES ($1, $5, $10::jsonb, $11::json)`,
+        [...rowValues(next), jsonbText(v.metadata), jsonText(v)]);
+      return next;
+    });
+  }
+
+  async setLatest(assistantId: string, version: number, now: string): Promise<AssistantRecord | undefined> {
+    return transaction(this.pool, async (c) => {
+      const a = await lockedRecord(c, assistantId);
+      if (a === undefined) return undefined;
+      const found = await c.query<{ record: AssistantVersionRecord }>("SELECT record FROM assistant_versions WHERE assistant_id = $1 AND version = $2", [assistantId, version]);
+      const v = found.rows[0]?.record;
+      if (v === undefined) return undefined;
+      const next: AssistantRecord = { ...a, config: v.config, metadata: v.metadata, name: v.name, version: v.version, updated_at: now };
+      await c.query(UPDATE, rowValues(next));
+      return next;
+    });
+  }
+
+  async delete(assistantId: string): Promise<boolean> {
+    const r = await this.pool.query(
+      "WITH v AS (DELETE FROM assistant_versions WHERE assistant_id = $1) DELETE FROM assistants WHERE assistant_id = $1", [assistantId]);
+    return r.rowCount === 1;
+  }
+
+  async versions(assistantId: string, q: { metadata?: JsonObject; offset: number; limit: number }): Promise<AssistantVersionRecord[]> {
+    const p = new Params();
+    const where = [`assistant_id = ${p.add(assistantId)}`];
+    if (q.metadata) where.push(metadataFilterSql("metadata", q.metadata, p));
+    const r = await this.pool.query<{ record: AssistantVersionRecord }>(
+      `SELECT record FROM assistant_versions WHERE ${where.join(" AND ")} ORDER BY version DESC LIMIT ${p.add(q.limit)} OFFSET ${p.add(q.offset)}`, p.values);
+    return r.rows.map((row) => row.record);
+  }
+
+  search(q: AssistantFilter & PageSpec<AssistantSort>): Promise<Page<AssistantRecord>> {
+    const p = new Params();
+    return searchPage(this.pool, TABLE, filterSql(q, p), p, q, (row) => row.record as AssistantRecord);
+  }
+
+  count(f: AssistantFilter): Promise<number> {
+    const p = new Params();
+    return countRows(this.pool, "assistants", filterSql(f, p), p.values);
+  }
+
+  async ensureDefaults(defaults: readonly AssistantRecord[]): Promise<void> {
+    for (const a of defaults) await this.create(a);
+  }
+}
+
+async function lockedRecord(c: pg.PoolClient, assistantId: string): Promise<AssistantRecord | undefined> {
+  const r = await c.query<{ record: AssistantRecord }>("SELECT record FROM assistants WHERE assistant_id = $1 FOR UPDATE", [assistantId]);
+  return r.rows[0]?.record;
+}

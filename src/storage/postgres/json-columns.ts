@@ -1,0 +1,35 @@
+// How JSON values go into the record tables' columns (schema-records.ts).
+//  - `json` columns take JSON.stringify text as it is: exact, key order kept, NUL allowed.
+//  - `jsonb` copies (metadata, store fields), used only by filters, cannot hold a NUL character:
+//    every string (and object key) is spelled with NUL as U+E000 U+0001 and U+E000 as U+E000 U+E000.
+//    The spelling is one-to-one, so equality (what metadata filters test) is unchanged; filter
+//    values are spelled the same way before they are compared (filter-sql.ts).
+
+const ESCAPE = "\uE000";
+const NEEDS_SPELLING = /[\u0000\uE000]/;
+
+/** JSON text for a `jsonb` column or parameter. */
+export function jsonbText(value: unknown): string {
+  const text = JSON.stringify(value) ?? "null";
+  // JSON.stringify writes NUL as the escape \u0000 and U+E000 as itself
+  return text.includes("\\u0000") || text.includes(ESCAPE) ? JSON.stringify(jsonbSpelling(value)) : text;
+}
+
+/** The value with every string and key spelled for jsonb (a copy where something changes). */
+export function jsonbSpelling(value: unknown): unknown {
+  if (typeof value === "string") return spell(value);
+  if (Array.isArray(value)) return value.map(jsonbSpelling);
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) if (v !== undefined) out[spell(k)] = jsonbSpelling(v);
+    return out;
+  }
+  return value;
+}
+
+function spell(s: string): string {
+  return NEEDS_SPELLING.test(s) ? s.replace(/[\u0000\uE000]/g, (c) => (c === "\u0000" ? "\uE000\u0001" : "\uE000\uE000")) : s;
+}
+
+/** JSON text for a `json` column. */
+export const jsonText = (value: unknown): string => JSON.stringify(value) ?? "null";

@@ -1,0 +1,140 @@
+// RunsPort on Postgres (table runs; its partial index on pending/running runs is LMDB's
+// active_runs, its primary key LMDB's run_thread). Written only by the thread's actor, on the
+// thread's write chain. A run's create, start and finish are one statement each: the run row and
+// the thread row change together (data-modifying CTEs), in one round trip.
+import type pg from "pg";
+import type { Issued, RunKey, RunsPort } from "../port.ts";
+import type { RunRecord, RunStatus, ThreadRecord } from "../records.ts";
+import { jsonText } from "./json-columns.ts";
+import { bytesParam, threadRowValues, upsertThreadSql } from "./threads.ts";
+import type { ThreadWriteChains } from "./write-chains.ts";
+
+interface RunRow {
+  record: RunRecord;
+  kwargs: RunRecord["kwargs"];
+}
+
+/** The record as stored: kwargs (written once, at create) in their own column, a null in its place keeps the key order. */
+const recordText = (run: RunRecord): string => jsonText({ ...run, kwargs: null });
+
+const toRun = (row: RunRow): RunRecord => {
+  const run = row.record;
+  run.kwargs = row.kwargs;
+  return run;
+};
+
+const SELECT = "SELECT record, kwargs FROM runs";
+/** Rows read per statement by the iterating reads (active, ofAssistant). */
+const BATCH = 500;
+
+const CREATE = {
+  name: "troupe_run_create",
+  text: `WITH r AS (
+  INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs) VALUES ($7, $1, $8, $9, $10::json, $11::json)
+)
+${upsertThreadSql(1)}`,
+};
+
+const START = {
+  name: "troupe_run_start",
+  text: "UPDATE runs SET status = $3, record = $4::json WHERE run_id = $2 AND thread_id = $1",
+};
+
+/** $7 run_id, $8 status, $9 record (NULL: rolled back, the row goes), $10 whether to write the values, $11 the values */
+const FINISH = {
+  name: "troupe_run_finish",
+  text: `WITH r AS (
+  UPDATE runs SET status = $8, record = $9::json WHERE run_id = $7 AND thread_id = $1 AND $9::json IS NOT NULL
+), d AS (
+  DELETE FROM runs WHERE run_id = $7 AND thread_id = $1 AND $9::json IS NULL
+)
+UPDATE threads SET status = $2, created_at = $3, updated_at = $4, metadata = $5::jsonb, record = $6::json,
+  values_json = CASE WHEN $10::boolean THEN $11::bytea ELSE values_json END
+WHERE thread_id = $1`,
+};
+
+export class PostgresRuns implements RunsPort {
+  constructor(private readonly pool: pg.Pool, private readonly chains: ThreadWriteChains) {}
+
+  async get(threadId: string, runId: string): Promise<RunRecord | undefined> {
+    const r = await this.pool.query<RunRow>({ name: "troupe_run_get", text: `${SELECT} WHERE run_id = $2 AND thread_id = $1`, values: [threadId, runId] });
+    return r.rows[0] === undefined ? undefined : toRun(r.rows[0]);
+  }
+
+  async threadOf(runId: string): Promise<string | undefined> {
+    const r = await this.pool.query<{ thread_id: string }>({ name: "troupe_run_thread", text: "SELECT thread_id FROM runs WHERE run_id = $1", values: [runId] });
+    return r.rows[0]?.thread_id;
+  }
+
+  async list(threadId: string, q: { status?: RunStatus; offset: number; limit: number }): Promise<RunRecord[]> {
+    const r = q.status === undefined
+      ? await this.pool.query<RunRow>(`${SELECT} WHERE thread_id = $1 ORDER BY run_id LIMIT $2 OFFSET $3`, [threadId, q.limit, q.offset])
+      : await this.pool.query<RunRow>(`${SELECT} WHERE thread_id = $1 AND status = $4 ORDER BY run_id LIMIT $2 OFFSET $3`, [threadId, q.limit, q.offset, q.status]);
+    return r.rows.map(toRun);
+  }
+
+  async latest(threadId: string): Promise<RunRecord | undefined> {
+    const r = await this.pool.query<RunRow>(`${SELECT} WHERE thread_id = $1 ORDER BY run_id DESC LIMIT 1`, [threadId]);
+    return r.rows[0] === undefined ? undefined : toRun(r.rows[0]);
+  }
+
+  active(threadId?: string): AsyncIterable<RunRecord> {
+    const active = "status IN ('pending', 'running')";
+    return threadId === undefined
+      ? this.walk(`${active}`, [])
+      : this.walk(`${active} AND thread_id = $1`, [threadId]);
+  }
+
+  ofAssistant(assistantId: string, threadId?: string): AsyncIterable<RunRecord> {
+    return threadId === undefined
+      ? this.walk("assistant_id = $1", [assistantId])
+      : this.walk("assistant_id = $1 AND thread_id = $2", [assistantId, threadId]);
+  }
+
+  /** matching runs in (thread_id, run_id) order, a batch per statement */
+  private async *walk(where: string, values: unknown[]): AsyncIterable<RunRecord> {
+    const n = values.length;
+    let after: [string, string] = ["", ""];
+    for (;;) {
+      const r = await this.pool.query<RunRow & { thread_id: string; run_id: string }>(
+        `SELECT record, kwargs, thread_id, run_id FROM runs WHERE ${where} AND (thread_id, run_id) > ($${n + 1}, $${n + 2})
+         ORDER BY thread_id, run_id LIMIT ${BATCH}`, [...values, ...after]);
+      for (const row of r.rows) yield toRun(row);
+      if (r.rows.length < BATCH) return;
+      const last = r.rows[r.rows.length - 1];
+      after = [last.thread_id, last.run_id];
+    }
+  }
+
+  create(run: RunRecord, thread: ThreadRecord): Issued {
+    const values = [...threadRowValues(thread), run.run_id, run.assistant_id, run.status, recordText(run), jsonText(run.kwargs)];
+    return { committed: this.chains.issue(run.thread_id, async () => void (await this.pool.query({ ...CREATE, values }))) };
+  }
+
+  start(run: RunRecord): Issued {
+    const values = [run.thread_id, run.run_id, run.status, recordText(run)];
+    return { committed: this.chains.issue(run.thread_id, async () => void (await this.pool.query({ ...START, values }))) };
+  }
+
+  finish(end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; valuesJson?: Uint8Array | null }): Issued {
+    const run = "rolledBack" in end.run ? undefined : end.run;
+    const key: RunKey = "rolledBack" in end.run ? end.run.rolledBack : { threadId: end.run.thread_id, runId: end.run.run_id };
+    // omitted: the values stay; undefined or null: the thread has none
+    const writeValues = "valuesJson" in end;
+    const values = [
+      ...threadRowValues(end.thread), key.runId, run?.status ?? null, run === undefined ? null : recordText(run),
+      writeValues, end.valuesJson == null ? null : bytesParam(end.valuesJson),
+    ];
+    return { committed: this.chains.issue(key.threadId, async () => void (await this.pool.query({ ...FINISH, values }))) };
+  }
+
+  delete(threadId: string, runId: string): Promise<void> {
+    return this.chains.issue(threadId, async () => {
+      await this.pool.query(
+        "WITH o AS (DELETE FROM webhook_outcomes WHERE thread_id = $1 AND run_id = $2) DELETE FROM runs WHERE thread_id = $1 AND run_id = $2", [threadId, runId]);
+    });
+  }
+
+  /** Nothing to drop: a run is active by its own status (the partial index), never by a separate entry. */
+  async dropActive(_key: RunKey): Promise<void> {}
+}

@@ -1,0 +1,127 @@
+// ThreadsPort on Postgres (tables threads, thread_ttls). Records are written only by the thread's
+// actor, through the storage's per-thread write chain (write-chains.ts), so a thread's writes
+// commit in the order its actor issued them.
+import type pg from "pg";
+import type { Page, PageSpec, ThreadFilter, ThreadSort, ThreadsPort } from "../port.ts";
+import type { ThreadRecord } from "../records.ts";
+import { authFilterSql, metadataFilterSql, Params, valueFilterSql } from "./filter-sql.ts";
+import { jsonbText, jsonText } from "./json-columns.ts";
+import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
+import type { ThreadWriteChains } from "./write-chains.ts";
+
+const TABLE: SearchSql<ThreadSort> = {
+  table: "threads",
+  idColumn: "thread_id",
+  sortColumns: { thread_id: "thread_id", status: "status", created_at: "created_at", updated_at: "updated_at" },
+  select: "record",
+};
+
+/** The row's columns $1..$6: thread_id, status, created_at, updated_at, metadata, record. */
+export const threadRowValues = (t: ThreadRecord): unknown[] => [t.thread_id, t.status, t.created_at, t.updated_at, jsonbText(t.metadata), jsonText(t)];
+
+/**
+ * An upsert of a thread row from threadRowValues at $first.., and of its values from $first+6
+ * when `values` (left as they are otherwise).
+ */
+export function upsertThreadSql(first: number, values = false): string {
+  const $ = (i: number) => `$${first + i}`;
+  return `INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record${values ? ", values_json" : ""})
+  VALUES (${$(0)}, ${$(1)}, ${$(2)}, ${$(3)}, ${$(4)}::jsonb, ${$(5)}::json${values ? `, ${$(6)}` : ""})
+  ON CONFLICT (thread_id) DO UPDATE SET status = EXCLUDED.status, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
+    metadata = EXCLUDED.metadata, record = EXCLUDED.record${values ? ", values_json = EXCLUDED.values_json" : ""}`;
+}
+
+/** Bytes for a bytea parameter (node-postgres sends Buffers in binary). */
+export const bytesParam = (bytes: Uint8Array | string): Buffer =>
+  typeof bytes === "string" ? Buffer.from(bytes, "utf8") : Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+const THREAD_VALUES = "CASE WHEN values_json IS NULL THEN '{}'::jsonb ELSE troupe_values_jsonb(values_json) END";
+
+export function filterSql(f: ThreadFilter, p: Params): string {
+  const parts: string[] = [];
+  if (f.ids?.length) parts.push(`thread_id = ANY(${p.add(f.ids)}::text[])`);
+  if (f.status) parts.push(`status = ${p.add(f.status)}`);
+  if (f.metadata) parts.push(metadataFilterSql("metadata", f.metadata, p));
+  if (f.auth) parts.push(authFilterSql("metadata", f.auth, p));
+  if (f.values) parts.push(valueFilterSql(THREAD_VALUES, f.values, p));
+  return parts.length === 0 ? "TRUE" : parts.join(" AND ");
+}
+
+const DELETE_THREAD = {
+  name: "troupe_thread_delete",
+  text: `WITH r AS (DELETE FROM runs WHERE thread_id = $1),
+  ttl AS (DELETE FROM thread_ttls WHERE thread_id = $1),
+  o AS (DELETE FROM webhook_outcomes WHERE thread_id = $1)
+  DELETE FROM threads WHERE thread_id = $1`,
+};
+
+export class PostgresThreads implements ThreadsPort {
+  constructor(private readonly pool: pg.Pool, private readonly chains: ThreadWriteChains) {}
+
+  async get(threadId: string): Promise<ThreadRecord | undefined> {
+    const r = await this.pool.query<{ record: ThreadRecord }>({ name: "troupe_thread_get", text: "SELECT record FROM threads WHERE thread_id = $1", values: [threadId] });
+    return r.rows[0]?.record;
+  }
+
+  async valuesJson(threadId: string): Promise<string | undefined> {
+    const r = await this.pool.query<{ v: Buffer | null }>({ name: "troupe_thread_values", text: "SELECT values_json AS v FROM threads WHERE thread_id = $1", values: [threadId] });
+    const v = r.rows[0]?.v;
+    return v === null || v === undefined ? undefined : v.toString("utf8");
+  }
+
+  search(q: ThreadFilter & PageSpec<ThreadSort>): Promise<Page<ThreadRecord>> {
+    const p = new Params();
+    return searchPage(this.pool, TABLE, filterSql(q, p), p, q, (row) => row.record as ThreadRecord);
+  }
+
+  count(f: ThreadFilter): Promise<number> {
+    const p = new Params();
+    return countRows(this.pool, "threads", filterSql(f, p), p.values);
+  }
+
+  async ttl(threadId: string): Promise<number | undefined> {
+    const r = await this.pool.query<{ minutes: number }>("SELECT minutes FROM thread_ttls WHERE thread_id = $1", [threadId]);
+    return r.rows[0]?.minutes;
+  }
+
+  async setTtl(threadId: string, minutes: number | null): Promise<void> {
+    if (minutes === null) await this.pool.query("DELETE FROM thread_ttls WHERE thread_id = $1", [threadId]);
+    else await this.pool.query("INSERT INTO thread_ttls (thread_id, minutes) VALUES ($1, $2) ON CONFLICT (thread_id) DO UPDATE SET minutes = EXCLUDED.minutes", [threadId, minutes]);
+  }
+
+  async sweepCandidates(q: { all: boolean; after?: string; limit: number }): Promise<{ threadId: string; updatedAt: string; ttl?: number }[]> {
+    const after = q.after ?? "";
+    const sql = q.all
+      ? `SELECT t.thread_id, t.updated_at, l.minutes FROM threads t LEFT JOIN thread_ttls l USING (thread_id)
+         WHERE t.thread_id > $1 ORDER BY t.thread_id LIMIT $2`
+      : `SELECT l.thread_id, t.updated_at, l.minutes FROM thread_ttls l LEFT JOIN threads t USING (thread_id)
+         WHERE l.thread_id > $1 ORDER BY l.thread_id LIMIT $2`;
+    const r = await this.pool.query<{ thread_id: string; updated_at: string | null; minutes: number | null }>(sql, [after, q.limit]);
+    return r.rows.map((row) => ({
+      threadId: row.thread_id, updatedAt: row.updated_at ?? "", ...(row.minutes === null ? {} : { ttl: row.minutes }),
+    }));
+  }
+
+  create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists"> {
+    return this.chains.issue(record.thread_id, async () => {
+      const r = await this.pool.query(
+        `INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record, values_json)
+         VALUES ($1, $2, $3, $4, $5::jsonb, $6::json, $7) ON CONFLICT (thread_id) DO NOTHING`,
+        [...threadRowValues(record), valuesJson === undefined ? null : bytesParam(valuesJson)]);
+      return r.rowCount === 1 ? record : "exists";
+    });
+  }
+
+  save(record: ThreadRecord, valuesJson?: string): Promise<void> {
+    return this.chains.issue(record.thread_id, async () => {
+      if (valuesJson === undefined) await this.pool.query({ name: "troupe_thread_save", text: upsertThreadSql(1), values: threadRowValues(record) });
+      else await this.pool.query({ name: "troupe_thread_save_values", text: upsertThreadSql(1, true), values: [...threadRowValues(record), bytesParam(valuesJson)] });
+    });
+  }
+
+  delete(threadId: string): Promise<void> {
+    return this.chains.issue(threadId, async () => {
+      await this.pool.query({ ...DELETE_THREAD, values: [threadId] });
+    });
+  }
+}
