@@ -56,7 +56,7 @@ function metadataFilterOf(r: Rng): JsonObject {
   for (let n = r.int(3); n > 0; n--) {
     const k = r.pick(ALL_KEYS);
     const v = k === "user" && r.chance(0.7) ? r.pick(["ann", "bob", "cy", "dan"]) : r.pick(ALL_VALUES);
-    f[k] = r.chance(0.1) ? { a: r.pick([{}, { b: [1, { c: null }] }, { b: [1] }]) } : r.chance(0.05) ? { "0": "x" } : v;
+    f[k] = r.chance(0.1) ? { a: r.pick<Json>([{}, { b: [1, { c: null }] }, { b: [1] }]) } : r.chance(0.05) ? { "0": "x" } : v;
   }
   return f;
 }
