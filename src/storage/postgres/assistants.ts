@@ -9,7 +9,7 @@ import { jsonbText, jsonText } from "./json-columns.ts";
 import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
 import { transaction } from "./transaction.ts";
 
-const TABLE: SearchSql<AssistantSort> = {
+export const ASSISTANT_SEARCH: SearchSql<AssistantSort> = {
   table: "assistants",
   idColumn: "assistant_id",
   sortColumns: { assistant_id: "assistant_id", graph_id: "graph_id", created_at: "created_at", updated_at: "updated_at", name: "name" },
@@ -123,7 +123,7 @@ export class PostgresAssistants implements AssistantsPort {
 
   search(q: AssistantFilter & PageSpec<AssistantSort>): Promise<Page<AssistantRecord>> {
     const p = new Params();
-    return searchPage(this.pool, TABLE, filterSql(q, p), p, q, (row) => row.record as AssistantRecord);
+    return searchPage(this.pool, ASSISTANT_SEARCH, filterSql(q, p), p, q, (row) => row.record as AssistantRecord);
   }
 
   count(f: AssistantFilter): Promise<number> {

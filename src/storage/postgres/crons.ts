@@ -9,7 +9,7 @@ import { jsonbText, jsonText } from "./json-columns.ts";
 import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
 import { transaction } from "./transaction.ts";
 
-const TABLE: SearchSql<CronSort> = {
+export const CRON_SEARCH: SearchSql<CronSort> = {
   table: "crons",
   idColumn: "cron_id",
   sortColumns: {
@@ -17,6 +17,7 @@ const TABLE: SearchSql<CronSort> = {
     created_at: "created_at", updated_at: "updated_at",
   },
   select: "record",
+  nullable: ["thread_id", "next_run_date", "end_time"],
 };
 
 const rowValues = (c: CronRecord): unknown[] => [
@@ -49,7 +50,7 @@ export class PostgresCrons implements CronsPort {
 
   search(q: CronFilter & PageSpec<CronSort>): Promise<Page<CronRecord>> {
     const p = new Params();
-    return searchPage(this.pool, TABLE, filterSql(q, p), p, q, (row) => row.record as CronRecord);
+    return searchPage(this.pool, CRON_SEARCH, filterSql(q, p), p, q, (row) => row.record as CronRecord);
   }
 
   count(f: CronFilter): Promise<number> {

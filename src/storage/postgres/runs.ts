@@ -27,6 +27,18 @@ const SELECT = "SELECT record, kwargs FROM runs";
 /** Rows read per statement by the iterating reads (active, ofAssistant). */
 const BATCH = 500;
 
+/** The next batch of runs matching `where` (parameters `values`) after `after` in (thread_id, run_id) order. */
+export function walkStatement(where: string, values: unknown[], after: [string, string]): { text: string; values: unknown[] } {
+  const n = values.length;
+  return {
+    text: `SELECT record, kwargs, thread_id, run_id FROM runs WHERE ${where} AND (thread_id, run_id) > ($${n + 1}, $${n + 2})
+     ORDER BY thread_id, run_id LIMIT ${BATCH}`,
+    values: [...values, ...after],
+  };
+}
+
+export const ACTIVE = "status IN ('pending', 'running')";
+
 const CREATE = {
   name: "troupe_run_create",
   text: `WITH r AS (
@@ -79,10 +91,7 @@ export class PostgresRuns implements RunsPort {
   }
 
   active(threadId?: string): AsyncIterable<RunRecord> {
-    const active = "status IN ('pending', 'running')";
-    return threadId === undefined
-      ? this.walk(`${active}`, [])
-      : this.walk(`${active} AND thread_id = $1`, [threadId]);
+    return threadId === undefined ? this.walk(ACTIVE, []) : this.walk(`${ACTIVE} AND thread_id = $1`, [threadId]);
   }
 
   ofAssistant(assistantId: string, threadId?: string): AsyncIterable<RunRecord> {
@@ -93,12 +102,9 @@ export class PostgresRuns implements RunsPort {
 
   /** matching runs in (thread_id, run_id) order, a batch per statement */
   private async *walk(where: string, values: unknown[]): AsyncIterable<RunRecord> {
-    const n = values.length;
     let after: [string, string] = ["", ""];
     for (;;) {
-      const r = await this.pool.query<RunRow & { thread_id: string; run_id: string }>(
-        `SELECT record, kwargs, thread_id, run_id FROM runs WHERE ${where} AND (thread_id, run_id) > ($${n + 1}, $${n + 2})
-         ORDER BY thread_id, run_id LIMIT ${BATCH}`, [...values, ...after]);
+      const r = await this.pool.query<RunRow & { thread_id: string; run_id: string }>(walkStatement(where, values, after));
       for (const row of r.rows) yield toRun(row);
       if (r.rows.length < BATCH) return;
       const last = r.rows[r.rows.length - 1];

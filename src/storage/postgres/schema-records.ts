@@ -119,6 +119,8 @@ CREATE INDEX crons_updated ON crons (updated_at, created_at, cron_id);
 CREATE INDEX crons_assistant ON crons (assistant_id, created_at, cron_id);
 CREATE INDEX crons_thread ON crons (thread_id, created_at, cron_id) WHERE thread_id IS NOT NULL;
 CREATE INDEX crons_next_run ON crons (next_run_date, created_at, cron_id);
+-- next_run_date may be NULL: descending with nulls last is not the ascending index walked backward
+CREATE INDEX crons_next_run_desc ON crons (next_run_date DESC NULLS LAST, created_at DESC, cron_id DESC);
 CREATE INDEX crons_enabled ON crons (created_at, cron_id) WHERE enabled;
 CREATE INDEX crons_metadata ON crons USING gin (metadata jsonb_path_ops);
 

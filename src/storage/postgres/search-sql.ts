@@ -12,6 +12,8 @@ export interface SearchSql<S extends string> {
   sortColumns: Readonly<Record<S, string>>;
   /** what a row returns (one column aliased `record`, or several the caller assembles) */
   select: string;
+  /** sort fields whose column may be NULL (ordered NULLS LAST either way); the others are NOT NULL */
+  nullable?: readonly S[];
 }
 
 /** ORDER BY for the planner's order. */
@@ -21,23 +23,30 @@ export function orderBySql<S extends string>(t: SearchSql<S>, sortBy: S, order: 
   const tail = `created_at ${dir}, ${t.idColumn} ${dir}`;
   if (column === "created_at") return `created_at ${dir}, ${t.idColumn} ${dir}`;
   if (column === t.idColumn) return `${t.idColumn} ${dir}`;
-  return `${column} ${dir} NULLS LAST, ${tail}`;
+  // NOT NULL columns without a NULLS clause: a backward index walk gives DESC (NULLS LAST would
+  // not match the index's order and sort the whole table)
+  return t.nullable?.includes(sortBy) ? `${column} ${dir} NULLS LAST, ${tail}` : `${column} ${dir}, ${tail}`;
 }
 
 /**
  * The page and the total. The count is an uncorrelated subquery (computed once, same snapshot);
  * when the page is empty (an offset past the end) it is asked for on its own.
  */
+/** The statement of a page and its total (`where` uses the parameters in `p`; limit and offset are added last). */
+export function searchStatement<S extends string>(t: SearchSql<S>, where: string, p: Params, page: PageSpec<S>): { text: string; values: unknown[] } {
+  const limit = p.add(page.limit);
+  const offset = p.add(page.offset);
+  return {
+    text: `SELECT ${t.select}, (SELECT count(*) FROM ${t.table} WHERE ${where})::int AS total__
+     FROM ${t.table} WHERE ${where} ORDER BY ${orderBySql(t, page.sortBy, page.order)} LIMIT ${limit} OFFSET ${offset}`,
+    values: p.values,
+  };
+}
+
 export async function searchPage<S extends string, R>(
   pool: pg.Pool, t: SearchSql<S>, where: string, p: Params, page: PageSpec<S>, toRecord: (row: Record<string, unknown>) => R,
 ): Promise<Page<R>> {
-  const limit = p.add(page.limit);
-  const offset = p.add(page.offset);
-  const result = await pool.query(
-    `SELECT ${t.select}, (SELECT count(*) FROM ${t.table} WHERE ${where})::int AS total__
-     FROM ${t.table} WHERE ${where} ORDER BY ${orderBySql(t, page.sortBy, page.order)} LIMIT ${limit} OFFSET ${offset}`,
-    p.values,
-  );
+  const result = await pool.query(searchStatement(t, where, p, page));
   if (result.rows.length === 0) {
     // nothing matches, or the page is past the end / empty: then the total needs its own count
     const empty = page.offset === 0 && page.limit > 0;

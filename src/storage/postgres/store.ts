@@ -44,6 +44,25 @@ function prefixSql(prefix: readonly string[], p: Params): string {
 
 const notExpired = (p: Params, now: number): string => `(expires_at IS NULL OR expires_at > ${p.add(now)})`;
 
+function searchWhere(op: SearchOperation, p: Params, now: number): string[] {
+  const where = [prefixSql(op.namespacePrefix, p), notExpired(p, now)];
+  if (op.filter) where.push(storeFilterSql("fields", op.filter, p));
+  return where;
+}
+
+/** A page of the items matching a search without `query`, in key order. */
+export function searchItemsStatement(op: SearchOperation, now: number): { text: string; values: unknown[] } {
+  const p = new Params();
+  const where = searchWhere(op, p, now);
+  return {
+    text: `SELECT ${COLUMNS} FROM store_items WHERE ${where.join(" AND ")} ORDER BY namespace, key LIMIT ${p.add(op.limit ?? 10)} OFFSET ${p.add(op.offset ?? 0)}`,
+    values: p.values,
+  };
+}
+
+export const SWEEP_EXPIRED = `DELETE FROM store_items WHERE (namespace, key) IN (
+  SELECT namespace, key FROM store_items WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`;
+
 const WRITE = `
 WITH del AS (
   DELETE FROM store_items s USING unnest($1::text[], $2::text[]) d(ns, key)
@@ -159,14 +178,9 @@ export class PostgresStore implements StorePort {
   async searchOp(op: SearchOperation): Promise<Scored[]> {
     const offset = op.offset ?? 0;
     const limit = op.limit ?? 10;
+    if (!op.query || !this.index) return (await this.pool.query<ItemRow>(searchItemsStatement(op, Date.now()))).rows.map(toRecord);
     const p = new Params();
-    const where = [prefixSql(op.namespacePrefix, p), notExpired(p, Date.now())];
-    if (op.filter) where.push(storeFilterSql("fields", op.filter, p));
-    if (!op.query || !this.index) {
-      const r = await this.pool.query<ItemRow>(
-        `SELECT ${COLUMNS} FROM store_items WHERE ${where.join(" AND ")} ORDER BY namespace, key LIMIT ${p.add(limit)} OFFSET ${p.add(offset)}`, p.values);
-      return r.rows.map(toRecord);
-    }
+    const where = searchWhere(op, p, Date.now());
     const [q, r] = await Promise.all([
       this.index.embedQuery(op.query),
       this.pool.query<ItemRow & { vectors: number[][] | null }>(`SELECT ${COLUMNS}, vectors FROM store_items WHERE ${where.join(" AND ")} ORDER BY namespace, key`, p.values),
@@ -211,9 +225,7 @@ export class PostgresStore implements StorePort {
   }
 
   async sweepExpired(limit: number, now: number): Promise<number> {
-    const r = await this.pool.query(
-      `DELETE FROM store_items WHERE (namespace, key) IN (
-         SELECT namespace, key FROM store_items WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, [now, limit]);
+    const r = await this.pool.query(SWEEP_EXPIRED, [now, limit]);
     return r.rowCount ?? 0;
   }
 }

@@ -9,7 +9,7 @@ import { jsonbText, jsonText } from "./json-columns.ts";
 import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
 import type { ThreadWriteChains } from "./write-chains.ts";
 
-const TABLE: SearchSql<ThreadSort> = {
+export const THREAD_SEARCH: SearchSql<ThreadSort> = {
   table: "threads",
   idColumn: "thread_id",
   sortColumns: { thread_id: "thread_id", status: "status", created_at: "created_at", updated_at: "updated_at" },
@@ -71,7 +71,7 @@ export class PostgresThreads implements ThreadsPort {
 
   search(q: ThreadFilter & PageSpec<ThreadSort>): Promise<Page<ThreadRecord>> {
     const p = new Params();
-    return searchPage(this.pool, TABLE, filterSql(q, p), p, q, (row) => row.record as ThreadRecord);
+    return searchPage(this.pool, THREAD_SEARCH, filterSql(q, p), p, q, (row) => row.record as ThreadRecord);
   }
 
   count(f: ThreadFilter): Promise<number> {
