@@ -17,6 +17,8 @@ Usage:
   troupe serve [--config FILE] [--port ${D.port}] [--host ${D.serveHost}] [--data-dir DIR] [--workers N] [--sync-commits] [--low-memory] [--rate-limit us|eu|off] [--trusted-proxies CIDRS] [--org ORG --control-plane-dir DIR]
   troupe control-plane [--port ${D.controlPlanePort}] [--host ${D.loopbackHost}] [--data-dir DIR] [--region us|eu] [--projects-root DIR] [--trusted-proxies CIDRS]   (see docs/CONTROL_PLANE.md)
   troupe keys create|list|revoke --org NAME [--data-dir DIR] …   (API keys; see docs/AUTH.md)
+  troupe migrate --from DIR|URI --to DIR|URI [--schema NAME] [--batch N] [--progress-every N]
+                    (copy a deployment between an LMDB data dir and PostgreSQL, either way; docs/STORAGE.md)
 
   --config FILE     service.json or langgraph.json (default: ./service.json, then ./langgraph.json)
   --port N          port to listen on (default ${D.port}, the SDK's default; 0 = any free port)
@@ -58,6 +60,12 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   // --- end keys command ---
+  // --- migrate command (src/storage/migrate/cli.ts) ---
+  if (command === "migrate") {
+    const { runMigrateCommand } = await import("./storage/migrate/cli.ts");
+    return runMigrateCommand(rest);
+  }
+  // --- end migrate command ---
   if (command !== "dev" && command !== "serve") {
     process.stderr.write(`Unknown command "${command}".\n\n${USAGE}`);
     process.exit(2);

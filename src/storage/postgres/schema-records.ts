@@ -142,6 +142,12 @@ CREATE TABLE store_items (
 CREATE INDEX store_items_fields ON store_items USING gin (fields jsonb_path_ops);
 CREATE INDEX store_items_expiry ON store_items (expires_at) WHERE expires_at IS NOT NULL;
 
+-- \`troupe migrate\`: how far a copy from each source got (src/storage/migrate/copy.ts)
+CREATE TABLE troupe_migrate_progress (
+  source text PRIMARY KEY,
+  progress json NOT NULL
+);
+
 -- a thread's values as jsonb for a values filter, spelled as json-columns.ts spells jsonb copies
 -- (NUL and U+E000 escaped); NULL when they are not JSON: such a thread matches no values filter
 CREATE FUNCTION troupe_values_jsonb(v bytea) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
