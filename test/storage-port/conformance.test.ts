@@ -1,10 +1,12 @@
 // The storage port's contract (docs/STORAGE.md, src/storage/port.ts), one set of cases run against
 // every adapter (test/helpers/storage-factories.ts): every operation of every family, the atomic
 // units and conditional writes (concurrent creators, patchers and cron updaters), the per-thread
-// issue order of writes, TTL sweeps. Each adapter gets a fresh, empty storage per describe block.
+// issue order of writes, TTL sweeps. Each adapter gets a fresh, empty storage. Run writes,
+// checkpoints and the write order run where the adapter has the whole port (Postgres; the LMDB
+// adapter has the families wired so far: storage-factories.ts).
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { StoragePort } from "../../src/storage/port.ts";
+import type { StoragePort, WiredStoragePort } from "../../src/storage/port.ts";
 import type { AssistantRecord, CronRecord, RunRecord, RunStatus, ThreadRecord } from "../../src/storage/records.ts";
 import { cfg, checkpoint, collect, meta } from "../helpers/checkpoints.ts";
 import { STORAGE_FACTORIES, type StorageUnderTest } from "../helpers/storage-factories.ts";
@@ -45,11 +47,15 @@ const ids = <R>(rs: R[], key: keyof R): unknown[] => rs.map((r) => r[key]);
 
 describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
   let under: StorageUnderTest;
-  let s: StoragePort;
+  let s: WiredStoragePort;
+  /** the whole port (factories with `whole`) */
+  let w: StoragePort;
+  const activeIds = async (threadId?: string): Promise<string[]> => (await collect(s.runs.active(threadId))).map((a) => a.runId);
 
   beforeAll(async () => {
     under = await factory.open();
     s = under.port;
+    if (under.whole) w = under.whole;
   });
   afterAll(async () => {
     await under?.dispose();
@@ -82,7 +88,7 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       expect(ids(await s.assistants.versions("a-patch", { offset: 1, limit: 2 }), "version")).toEqual([3, 2]);
       expect(ids(await s.assistants.versions("a-patch", { metadata: { b: 2 }, offset: 0, limit: 10 }), "version")).toEqual([3, 2]);
       expect(await s.assistants.patch("a-missing", {}, at(6))).toBeUndefined();
-      expect(await s.assistants.setLatest("a-patch", 99, at(6))).toBeUndefined();
+      expect(await s.assistants.setLatest("a-patch", 99, at(6))).toBe("no-version");
       expect(await s.assistants.setLatest("a-missing", 1, at(6))).toBeUndefined();
     });
 
@@ -184,12 +190,9 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       expect(await s.threads.ttl(b)).toBeUndefined();
       expect(await s.threads.ttl(c)).toBe(2);
       const own = await s.threads.sweepCandidates({ all: false, after: a.slice(0, 3), limit: 100 });
-      expect(own.filter((x) => [a, b, c].includes(x.threadId))).toEqual([
-        { threadId: a, updatedAt: at(7), ttl: 5 }, { threadId: c, updatedAt: at(7), ttl: 2 },
-      ]);
-      const page = await s.threads.sweepCandidates({ all: true, after: a, limit: 2 });
-      expect(page.map((x) => x.threadId)).toEqual([b, c]);
-      expect(page[0]).toEqual({ threadId: b, updatedAt: at(7) });
+      expect(own.filter((x) => [a, b, c].includes(x))).toEqual([a, c]);
+      expect(await s.threads.sweepCandidates({ all: true, after: a, limit: 2 })).toEqual([b, c]);
+      expect(await s.threads.sweepCandidates({ all: false, after: a, limit: 1 })).toEqual([c]);
       await s.threads.setTtl(a, null);
       expect(await s.threads.ttl(a)).toBeUndefined();
     });
@@ -199,40 +202,74 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       await s.threads.create(thread(id), '{"v":1}');
       await s.threads.setTtl(id, 10);
       const r = run(id);
-      await s.runs.create(r, thread(id, { status: "busy" })).committed;
-      const saver = s.checkpoints.saver();
-      await saver.put(cfg(id), checkpoint({ v: 1 }, { v: 1 }), meta(0), { v: 1 });
+      await under.seedRun(r, thread(id, { status: "busy" }));
+      const saver = under.whole?.checkpoints.saver();
+      await saver?.put(cfg(id), checkpoint({ v: 1 }, { v: 1 }), meta(0), { v: 1 });
       await s.threads.delete(id);
       expect(await s.threads.get(id)).toBeUndefined();
       expect(await s.threads.valuesJson(id)).toBeUndefined();
       expect(await s.threads.ttl(id)).toBeUndefined();
       expect(await s.runs.get(id, r.run_id)).toBeUndefined();
       expect(await s.runs.threadOf(r.run_id)).toBeUndefined();
-      expect(await collect(s.runs.active(id))).toEqual([]);
+      expect(await activeIds(id)).toEqual([]);
+      if (saver === undefined) return;
       expect(await saver.getTuple(cfg(id))).toBeDefined();
       await saver.deleteThread(id);
       expect(await saver.getTuple(cfg(id))).toBeUndefined();
     });
   });
 
-  describe("runs", () => {
+  describe("run reads", () => {
+    it("list oldest first with status and paging; latest; ofAssistant; active; delete; dropActive", async () => {
+      const id = nextId("t");
+      const other = nextId("t");
+      await s.threads.create(thread(id));
+      await s.threads.create(thread(other));
+      const statuses: RunStatus[] = ["success", "error", "success", "pending", "success"];
+      const runs = statuses.map((status, i) => run(id, { status, assistant_id: i % 2 === 0 ? "asst-even" : "asst-odd" }));
+      for (const r of runs) await under.seedRun(r, thread(id));
+      const elsewhere = run(other, { assistant_id: "asst-even" });
+      await under.seedRun(elsewhere, thread(other));
+      expect(ids(await s.runs.list(id, { offset: 0, limit: 10 }), "run_id")).toEqual(ids(runs, "run_id"));
+      expect(ids(await s.runs.list(id, { offset: 1, limit: 2 }), "run_id")).toEqual([runs[1].run_id, runs[2].run_id]);
+      expect(ids(await s.runs.list(id, { status: "success", offset: 1, limit: 10 }), "run_id")).toEqual([runs[2].run_id, runs[4].run_id]);
+      expect((await s.runs.latest(id))!.run_id).toBe(runs[4].run_id);
+      expect(await s.runs.latest(nextId("t"))).toBeUndefined();
+      expect(ids(await collect(s.runs.ofAssistant("asst-even", id)), "run_id")).toEqual([runs[0].run_id, runs[2].run_id, runs[4].run_id]);
+      expect(ids(await collect(s.runs.ofAssistant("asst-even")), "run_id")).toEqual(expect.arrayContaining([runs[0].run_id, elsewhere.run_id]));
+      const allActive = await activeIds();
+      expect(allActive).toEqual(expect.arrayContaining([runs[3].run_id, elsewhere.run_id]));
+      expect(allActive.indexOf(runs[3].run_id) >= 0 && !allActive.includes(runs[0].run_id)).toBe(true);
+      expect(await activeIds(other)).toEqual([elsewhere.run_id]);
+      expect((await collect(s.runs.active(other)))[0]).toEqual({ threadId: other, runId: elsewhere.run_id, run: elsewhere });
+      if (!factory.whole) return;
+      await w.runs.delete(id, runs[3].run_id);
+      expect(await s.runs.get(id, runs[3].run_id)).toBeUndefined();
+      expect(await s.runs.threadOf(runs[3].run_id)).toBeUndefined();
+      expect(await activeIds(id)).toEqual([]);
+      await w.runs.dropActive({ threadId: id, runId: runs[3].run_id }); // nothing left to drop: no error
+    });
+
+  });
+
+  describe.runIf(factory.whole)("run writes and write order (whole port)", () => {
     it("create, start, finish: the run and the thread record change together; active until finished", async () => {
       const id = nextId("t");
       await s.threads.create(thread(id), '{"before":true}');
       const r = run(id);
-      await s.runs.create(r, thread(id, { status: "busy", updated_at: at(1) })).committed;
+      await w.runs.create(r, thread(id, { status: "busy", updated_at: at(1) })).committed;
       expect(await s.threads.get(id)).toMatchObject({ status: "busy", updated_at: at(1) });
       expect(await s.runs.get(id, r.run_id)).toEqual(r);
       expect(await s.runs.threadOf(r.run_id)).toBe(id);
-      expect(ids(await collect(s.runs.active(id)), "run_id")).toEqual([r.run_id]);
+      expect(await activeIds(id)).toEqual([r.run_id]);
       const running: RunRecord = { ...r, status: "running", attempt: 1, started_at: at(2) };
-      await s.runs.start(running).committed;
+      await w.runs.start(running).committed;
       expect(await s.runs.get(id, r.run_id)).toEqual(running);
-      expect(ids(await collect(s.runs.active(id)), "status")).toEqual(["running"]);
+      expect((await collect(s.runs.active(id))).map((a) => a.run?.status)).toEqual(["running"]);
       const done: RunRecord = { ...running, status: "success", ended_at: at(3), updated_at: at(3) };
-      await s.runs.finish({ run: done, thread: thread(id, { status: "idle", updated_at: at(3) }), valuesJson: Buffer.from('{"after":1}') }).committed;
+      await w.runs.finish({ run: done, thread: thread(id, { status: "idle", updated_at: at(3) }), valuesJson: Buffer.from('{"after":1}') }).committed;
       expect(await s.runs.get(id, r.run_id)).toEqual(done);
-      expect(await collect(s.runs.active(id))).toEqual([]);
+      expect(await activeIds(id)).toEqual([]);
       expect(await s.threads.get(id)).toMatchObject({ status: "idle", updated_at: at(3) });
       expect(await s.threads.valuesJson(id)).toBe('{"after":1}');
     });
@@ -241,45 +278,17 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       const id = nextId("t");
       await s.threads.create(thread(id), '{"keep":1}');
       const r1 = run(id);
-      await s.runs.create(r1, thread(id, { status: "busy" })).committed;
-      await s.runs.finish({ run: { ...r1, status: "error" }, thread: thread(id, { status: "error" }) }).committed;
+      await w.runs.create(r1, thread(id, { status: "busy" })).committed;
+      await w.runs.finish({ run: { ...r1, status: "error" }, thread: thread(id, { status: "error" }) }).committed;
       expect(await s.threads.valuesJson(id)).toBe('{"keep":1}');
       const r2 = run(id);
-      await s.runs.create(r2, thread(id, { status: "busy" })).committed;
-      await s.runs.finish({ run: { rolledBack: { threadId: id, runId: r2.run_id } }, thread: thread(id), valuesJson: null }).committed;
+      await w.runs.create(r2, thread(id, { status: "busy" })).committed;
+      await w.runs.finish({ run: { rolledBack: { threadId: id, runId: r2.run_id } }, thread: thread(id), valuesJson: null }).committed;
       expect(await s.runs.get(id, r2.run_id)).toBeUndefined();
       expect(await s.runs.threadOf(r2.run_id)).toBeUndefined();
-      expect(await collect(s.runs.active(id))).toEqual([]);
+      expect(await activeIds(id)).toEqual([]);
       expect(await s.threads.valuesJson(id)).toBeUndefined();
       expect(ids(await s.runs.list(id, { offset: 0, limit: 10 }), "run_id")).toEqual([r1.run_id]);
-    });
-
-    it("list oldest first with status and paging; latest; ofAssistant; delete; dropActive", async () => {
-      const id = nextId("t");
-      const other = nextId("t");
-      await s.threads.create(thread(id));
-      await s.threads.create(thread(other));
-      const statuses: RunStatus[] = ["success", "error", "success", "pending", "success"];
-      const runs = statuses.map((status, i) => run(id, { status, assistant_id: i % 2 === 0 ? "asst-even" : "asst-odd" }));
-      for (const r of runs) await s.runs.create(r, thread(id)).committed;
-      const elsewhere = run(other, { assistant_id: "asst-even" });
-      await s.runs.create(elsewhere, thread(other)).committed;
-      expect(ids(await s.runs.list(id, { offset: 0, limit: 10 }), "run_id")).toEqual(ids(runs, "run_id"));
-      expect(ids(await s.runs.list(id, { offset: 1, limit: 2 }), "run_id")).toEqual([runs[1].run_id, runs[2].run_id]);
-      expect(ids(await s.runs.list(id, { status: "success", offset: 1, limit: 10 }), "run_id")).toEqual([runs[2].run_id, runs[4].run_id]);
-      expect((await s.runs.latest(id))!.run_id).toBe(runs[4].run_id);
-      expect(await s.runs.latest(nextId("t"))).toBeUndefined();
-      expect(ids(await collect(s.runs.ofAssistant("asst-even", id)), "run_id")).toEqual([runs[0].run_id, runs[2].run_id, runs[4].run_id]);
-      expect(ids(await collect(s.runs.ofAssistant("asst-even")), "run_id")).toEqual(expect.arrayContaining([runs[0].run_id, elsewhere.run_id]));
-      const allActive = ids(await collect(s.runs.active()), "run_id");
-      expect(allActive).toEqual(expect.arrayContaining([runs[3].run_id, elsewhere.run_id]));
-      expect(allActive.indexOf(runs[3].run_id) >= 0 && !allActive.includes(runs[0].run_id)).toBe(true);
-      await s.runs.delete(id, runs[3].run_id);
-      expect(await s.runs.get(id, runs[3].run_id)).toBeUndefined();
-      expect(await s.runs.threadOf(runs[3].run_id)).toBeUndefined();
-      expect(await collect(s.runs.active(id))).toEqual([]);
-      await s.runs.dropActive({ threadId: id, runId: runs[3].run_id }); // nothing left to drop: no error
-      expect(ids(await collect(s.runs.active(other)), "run_id")).toEqual([elsewhere.run_id]);
     });
 
     it("active() lists each thread's runs oldest first, across many (more than one read batch)", async () => {
@@ -289,10 +298,10 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       for (let i = 0; i < 620; i++) {
         const r = run(id, { status: i % 2 === 0 ? "pending" : "running" });
         made.push(r.run_id);
-        void s.runs.create(r, thread(id));
+        void w.runs.create(r, thread(id));
       }
-      await s.runs.create(run(id, { status: "success" }), thread(id)).committed;
-      const got = ids(await collect(s.runs.active(id)), "run_id");
+      await w.runs.create(run(id, { status: "success" }), thread(id)).committed;
+      const got = await activeIds(id);
       expect(got).toEqual(made);
     });
 
@@ -300,14 +309,14 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       const id = nextId("t");
       await s.threads.create(thread(id));
       const r = run(id);
-      const saver = s.checkpoints.saver();
+      const saver = w.checkpoints.saver();
       // the actor's sequence: create, start, a checkpoint, finish, the next run: nothing awaited
-      const created = s.runs.create(r, thread(id, { status: "busy", updated_at: at(1) }));
-      const started = s.runs.start({ ...r, status: "running", attempt: 1 });
+      const created = w.runs.create(r, thread(id, { status: "busy", updated_at: at(1) }));
+      const started = w.runs.start({ ...r, status: "running", attempt: 1 });
       const put = saver.put(cfg(id), checkpoint({ v: 1 }, { v: 1 }), meta(0, { run_id: r.run_id }), { v: 1 });
-      const finished = s.runs.finish({ run: { ...r, status: "success", attempt: 1 }, thread: thread(id, { status: "idle", updated_at: at(2) }), valuesJson: Buffer.from("[1]") });
+      const finished = w.runs.finish({ run: { ...r, status: "success", attempt: 1 }, thread: thread(id, { status: "idle", updated_at: at(2) }), valuesJson: Buffer.from("[1]") });
       const r2 = run(id);
-      const next = s.runs.create(r2, thread(id, { status: "busy", updated_at: at(3) }));
+      const next = w.runs.create(r2, thread(id, { status: "busy", updated_at: at(3) }));
       const saved = s.threads.save(thread(id, { status: "busy", updated_at: at(4), metadata: { last: true } }));
       await Promise.all([created.committed, started.committed, put, finished.committed, next.committed, saved]);
       expect(await s.runs.get(id, r.run_id)).toMatchObject({ status: "success", attempt: 1 });
@@ -325,8 +334,8 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
         pending.push(s.threads.create(thread(id)));
         pending.push(s.threads.save(thread(id, { metadata: { step: 1 } }), '{"step":1}'));
         const r = run(id);
-        pending.push(s.runs.create(r, thread(id, { status: "busy", metadata: { step: 2 } })).committed);
-        pending.push(s.runs.start({ ...r, status: "running", attempt: 1 }).committed);
+        pending.push(w.runs.create(r, thread(id, { status: "busy", metadata: { step: 2 } })).committed);
+        pending.push(w.runs.start({ ...r, status: "running", attempt: 1 }).committed);
         return r;
       });
       await Promise.all(pending);
@@ -342,7 +351,7 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       const free = nextId("t");
       await s.threads.create(thread(id));
       await s.threads.create(thread(free));
-      const saver = s.checkpoints.saver();
+      const saver = w.checkpoints.saver();
       let release!: () => void;
       saver.holdWritesUntil(id, new Promise<void>((resolve) => (release = resolve)));
       let done = false;
@@ -357,10 +366,10 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
     });
   });
 
-  describe("checkpoints", () => {
+  describe.runIf(factory.whole)("checkpoints (whole port)", () => {
     it("a saver on the port: put, putWrites, list, rollback of a run, prune, copy, metadata patch", async () => {
       const id = nextId("t");
-      const saver = s.checkpoints.saver();
+      const saver = w.checkpoints.saver();
       const first = await saver.put(cfg(id), checkpoint({ a: 1, b: [1] }, { a: 1, b: 1 }), meta(0, { run_id: "r1" }), { a: 1, b: 1 });
       const c1 = first.configurable!.checkpoint_id as string;
       await saver.putWrites(cfg(id, c1), [["a", 2], ["b", [2]]], "task-1");
@@ -389,7 +398,7 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
   });
 
   describe("crons", () => {
-    it("put, get, search, count, enabled, remove", async () => {
+    it("put, get, search, count, all, remove", async () => {
       const owner = nextId("owner");
       const [a, b, c] = [nextId("cron"), nextId("cron"), nextId("cron")];
       await s.crons.put(cron(a, { assistant_id: owner, created_at: at(2), next_run_date: at(90) }));
@@ -402,9 +411,7 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       expect(await s.crons.count({ assistant_id: owner, enabled: true })).toBe(2);
       expect(await s.crons.count({ assistant_id: owner, thread_id: "t-x" })).toBe(1);
       expect(await s.crons.count({ assistant_id: owner, metadata: { m: 1 } })).toBe(1);
-      const enabled = ids(await s.crons.enabled(), "cron_id");
-      expect(enabled).toEqual(expect.arrayContaining([a, c]));
-      expect(enabled).not.toContain(b);
+      expect(ids(await s.crons.all(), "cron_id")).toEqual(expect.arrayContaining([a, b, c]));
       expect(await s.crons.remove(b)).toBe(true);
       expect(await s.crons.remove(b)).toBe(false);
       expect(await s.crons.get(b)).toBeUndefined();
@@ -428,9 +435,10 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
 
   describe("store", () => {
     it("batch: reads see the state before the batch's writes, the last put of an item wins, results in key order", async () => {
+      const store = await s.store.open({});
       const ns = [nextId("ns"), "docs"];
-      await s.store.put([{ namespace: ns, key: "b", value: { n: 1 } }, { namespace: ns, key: "a", value: { n: 2, tag: "x" } }]);
-      const [before, , , after] = await s.store.batch([
+      await store.write([{ namespace: ns, key: "b", value: { n: 1 } }, { namespace: ns, key: "a", value: { n: 2, tag: "x" } }]);
+      const [before, , , after] = await store.batch([
         { namespace: ns, key: "a" },
         { namespace: ns, key: "a", value: { n: 3 } },
         { namespace: ns, key: "a", value: { n: 4 } },
@@ -438,28 +446,36 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       ]);
       expect(before).toMatchObject({ key: "a", value: { n: 2, tag: "x" } });
       expect((after as { key: string }[]).map((i) => i.key)).toEqual(["a", "b"]);
-      expect(await s.store.get(ns, "a")).toMatchObject({ value: { n: 4 } });
-      const found = await s.store.search({ prefix: [ns[0]], filter: { n: { $gte: 2 } }, offset: 0, limit: 10 });
-      expect(found.map((i) => i.key)).toEqual(["a"]);
-      await s.store.batch([{ namespace: ns, key: "b", value: null }]);
-      expect(await s.store.get(ns, "b")).toBeNull();
-      const [names] = await s.store.batch([{ matchConditions: [{ matchType: "prefix", path: [ns[0]] }], limit: 10, offset: 0 }]);
-      expect(names).toEqual([ns]);
+      const a = await store.item(ns, "a");
+      expect(a).toMatchObject({ value: { n: 4 } });
+      // an update keeps the item's created_at
+      expect(a!.created_at <= a!.updated_at).toBe(true);
+      expect((await store.searchItems({ namespacePrefix: [ns[0]], filter: { n: { $gte: 2 } }, offset: 0, limit: 10 })).map((i) => i.key)).toEqual(["a"]);
+      expect((await store.scanItems({ namespacePrefix: [ns[0]], offset: 1, limit: 10 })).map((i) => i.key)).toEqual(["b"]);
+      expect((await store.rank([a!], "anything")).map((i) => i.key)).toEqual(["a"]); // no index: unchanged
+      await store.batch([{ namespace: ns, key: "b", value: null }]);
+      expect(await store.item(ns, "b")).toBeNull();
+      expect(await store.namespacesOf({ matchConditions: [{ matchType: "prefix", path: [ns[0]] }], limit: 10, offset: 0 })).toEqual([ns]);
+      expect(await store.namespacesOf({ matchConditions: [{ matchType: "suffix", path: ["docs"] }], maxDepth: 1, limit: 100, offset: 0 })).toContainEqual([ns[0]]);
+      await expect(store.write([{ namespace: [], key: "x", value: { v: 1 } }])).rejects.toThrow(/Namespace/);
     });
 
-    it("TTL: expired items are hidden from reads and swept; items without a TTL stay", async () => {
+    it("TTL: expired items are hidden from reads and swept; items with the default TTL or none stay", async () => {
+      const store = await s.store.open({ ttl: { defaultTtlMinutes: 60, refreshOnRead: false } });
       const ns = [nextId("ns")];
-      await s.store.put([{ namespace: ns, key: "short", value: { v: 1 } }], 0.001);
-      await s.store.put([{ namespace: ns, key: "long", value: { v: 2 } }], 60);
-      await s.store.put([{ namespace: ns, key: "none", value: { v: 3 } }], null);
-      await new Promise((resolve) => setTimeout(resolve, 150)); // 0.001 minutes = 60 ms
-      expect(await s.store.get(ns, "short")).toBeNull();
-      expect((await s.store.search({ prefix: ns, offset: 0, limit: 10 })).map((i) => i.key)).toEqual(["long", "none"]);
-      expect(await s.store.sweepExpired(100, Date.now())).toBeGreaterThanOrEqual(1);
-      expect(await s.store.sweepExpired(100, Date.now())).toBe(0);
-      // an hour ahead, the 60-minute item is due too
-      expect(await s.store.sweepExpired(100, Date.now() + 61 * 60_000)).toBeGreaterThanOrEqual(1);
-      expect((await s.store.search({ prefix: ns, offset: 0, limit: 10 })).map((i) => i.key)).toEqual(["none"]);
+      await store.write([{ namespace: ns, key: "short", value: { v: 1 } }], 0.001);
+      await store.write([{ namespace: ns, key: "default", value: { v: 2 } }]);
+      await store.write([{ namespace: ns, key: "none", value: { v: 3 } }], null);
+      await new Promise((resolve) => setTimeout(resolve, 200)); // 0.001 minutes = 60 ms
+      expect(await store.item(ns, "short")).toBeNull();
+      expect((await store.searchItems({ namespacePrefix: ns, offset: 0, limit: 10 })).map((i) => i.key)).toEqual(["default", "none"]);
+      expect(await s.store.sweepExpired(100)).toBe(1);
+      expect(await s.store.sweepExpired(100)).toBe(0);
+      // gone for good: rewriting it without a TTL starts a new item
+      await store.write([{ namespace: ns, key: "short", value: { v: 5 } }], null);
+      expect(await store.item(ns, "short")).toMatchObject({ value: { v: 5 } });
+      expect(await s.store.sweepExpired(100)).toBe(0);
+      expect((await store.searchItems({ namespacePrefix: ns, offset: 0, limit: 10 })).map((i) => i.key)).toEqual(["default", "none", "short"]);
     });
   });
 });

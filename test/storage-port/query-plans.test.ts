@@ -11,7 +11,8 @@ import { migrate } from "../../src/storage/postgres/migrations.ts";
 import { openPostgres, type PostgresDb } from "../../src/storage/postgres/pool.ts";
 import { ACTIVE, walkStatement } from "../../src/storage/postgres/runs.ts";
 import { searchStatement, type SearchSql } from "../../src/storage/postgres/search-sql.ts";
-import { searchItemsStatement, SWEEP_EXPIRED } from "../../src/storage/postgres/store.ts";
+import { searchItemsStatement } from "../../src/storage/postgres/store.ts";
+import { SWEEP_EXPIRED } from "../../src/storage/postgres/store-sweep.ts";
 import { filterSql as threadFilter, THREAD_SEARCH } from "../../src/storage/postgres/threads.ts";
 import type { PageSpec } from "../../src/storage/port.ts";
 import { usePostgresDatabase } from "../helpers/postgres.ts";
@@ -132,7 +133,7 @@ describe("query plans on 100,000 rows", () => {
     await expectPageIndexed(search(CRON_SEARCH, cronFilter, {}, { sortBy: "next_run_date", order: "asc" }), "crons_next_run");
     await expectPageIndexed(search(CRON_SEARCH, cronFilter, {}, { sortBy: "next_run_date", order: "desc" }), "crons_next_run_desc");
     await expectPageIndexed(search(CRON_SEARCH, cronFilter, {}, { sortBy: "updated_at", order: "desc" }), "crons_updated");
-    await expectIndexed({ text: "SELECT record FROM crons WHERE enabled ORDER BY created_at, cron_id", values: [] }, "crons_enabled");
+    await expectIndexed(search(CRON_SEARCH, cronFilter, { enabled: true }, { sortBy: "created_at" }), "crons_enabled");
   });
 
   it("runs: the active runs (recovery) read the partial index; a thread's runs its own", async () => {

@@ -197,7 +197,8 @@ describe("store items", () => {
     await lmdb.root.transaction(() => {
       for (const it of items.values()) putStoreItem(lmdb, { ...it, created_at: at, updated_at: at }, lmdb.store.get([it.namespace.join("\u0000"), it.key]));
     });
-    await pg.store.put([...items.values()]);
+    const pgStore = await pg.store.open({});
+    await pgStore.write([...items.values()].map((it) => ({ namespace: it.namespace, key: it.key, value: it.value })));
     const store = new LmdbStore(lmdb);
     for (let i = 0; i < 300; i++) {
       const prefix = r.pick([[], ["a"], ["a", "b"], ["ab"], ["c"], ["é"], ["a\uE000"]]);
@@ -210,7 +211,7 @@ describe("store items", () => {
       const q = { prefix, filter, offset: r.pick([0, 3]), limit: r.pick([1, 5, 100]) };
       const what = `#${i} ${JSON.stringify(q)}`;
       const want = await store.findRecords({ namespacePrefix: prefix, filter, offset: q.offset, limit: q.limit });
-      const got = await pg.store.search(q);
+      const got = await pgStore.searchItems({ namespacePrefix: prefix, filter, offset: q.offset, limit: q.limit });
       seen.queries++;
       if (want.length > 0) seen.matched++;
       expect(got.map((it) => [it.namespace, it.key]), what).toEqual(want.map((it) => [it.namespace, it.key]));

@@ -8,12 +8,11 @@ import { PostgresCrons } from "./crons.ts";
 import { migrate } from "./migrations.ts";
 import { openPostgres, type PostgresDb, type PostgresOptions } from "./pool.ts";
 import { PostgresRuns } from "./runs.ts";
-import { PostgresStore, type PostgresStoreOptions } from "./store.ts";
+import { sweepExpiredItems } from "./store-sweep.ts";
 import { PostgresThreads } from "./threads.ts";
 import { ThreadWriteChains } from "./write-chains.ts";
 
 export interface PostgresStorageOptions extends PostgresOptions {
-  store?: PostgresStoreOptions;
   /** apply missing migrations at open (default true) */
   migrate?: boolean;
 }
@@ -21,7 +20,6 @@ export interface PostgresStorageOptions extends PostgresOptions {
 export interface PostgresStorage extends StoragePort {
   readonly backend: "postgres";
   readonly db: PostgresDb;
-  readonly store: PostgresStore;
 }
 
 export async function openPostgresStorage(opts: PostgresStorageOptions): Promise<PostgresStorage> {
@@ -32,11 +30,11 @@ export async function openPostgresStorage(opts: PostgresStorageOptions): Promise
     await db.close();
     throw err;
   }
-  return postgresStorage(db, opts.store);
+  return postgresStorage(db);
 }
 
 /** The port on an open (migrated) database. */
-export function postgresStorage(db: PostgresDb, store?: PostgresStoreOptions): PostgresStorage {
+export function postgresStorage(db: PostgresDb): PostgresStorage {
   const chains = new ThreadWriteChains();
   return {
     backend: "postgres",
@@ -46,7 +44,11 @@ export function postgresStorage(db: PostgresDb, store?: PostgresStoreOptions): P
     runs: new PostgresRuns(db.pool, chains),
     // (the port's ThreadCheckpointOps says Promise<void> where both savers answer how many checkpoints went)
     checkpoints: { saver: (serde?: SerializerProtocol) => new PostgresCheckpointSaver(db, serde, chains) as unknown as ReturnType<CheckpointPort["saver"]> },
-    store: new PostgresStore(db.pool, store),
+    store: {
+      // loaded on first use, as on LMDB: PostgresStore extends LangGraph's BaseStore (@langchain/core)
+      open: async (opts) => new (await import("./store.ts")).PostgresStore(db.pool, opts),
+      sweepExpired: (limit) => sweepExpiredItems(db.pool, limit),
+    },
     crons: new PostgresCrons(db.pool),
     refreshReads: () => undefined,
     close: () => db.close(),

@@ -93,13 +93,13 @@ export class PostgresAssistants implements AssistantsPort {
     });
   }
 
-  async setLatest(assistantId: string, version: number, now: string): Promise<AssistantRecord | undefined> {
+  async setLatest(assistantId: string, version: number, now: string): Promise<AssistantRecord | "no-version" | undefined> {
     return transaction(this.pool, async (c) => {
       const a = await lockedRecord(c, assistantId);
       if (a === undefined) return undefined;
       const found = await c.query<{ record: AssistantVersionRecord }>("SELECT record FROM assistant_versions WHERE assistant_id = $1 AND version = $2", [assistantId, version]);
       const v = found.rows[0]?.record;
-      if (v === undefined) return undefined;
+      if (v === undefined) return "no-version" as const;
       const next: AssistantRecord = { ...a, config: v.config, metadata: v.metadata, name: v.name, version: v.version, updated_at: now };
       await c.query(UPDATE, rowValues(next));
       return next;

@@ -58,8 +58,8 @@ export class PostgresCrons implements CronsPort {
     return countRows(this.pool, "crons", filterSql(f, p), p.values);
   }
 
-  async enabled(): Promise<CronRecord[]> {
-    const r = await this.pool.query<{ record: CronRecord }>("SELECT record FROM crons WHERE enabled ORDER BY created_at, cron_id");
+  async all(): Promise<CronRecord[]> {
+    const r = await this.pool.query<{ record: CronRecord }>("SELECT record FROM crons ORDER BY cron_id");
     return r.rows.map((row) => row.record);
   }
 

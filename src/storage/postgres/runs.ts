@@ -3,7 +3,7 @@
 // thread's write chain. A run's create, start and finish are one statement each: the run row and
 // the thread row change together (data-modifying CTEs), in one round trip.
 import type pg from "pg";
-import type { Issued, RunKey, RunsPort } from "../port.ts";
+import type { ActiveRun, Issued, RunKey, RunsPort } from "../port.ts";
 import type { RunRecord, RunStatus, ThreadRecord } from "../records.ts";
 import { jsonText } from "./json-columns.ts";
 import { bytesParam, threadRowValues, upsertThreadSql } from "./threads.ts";
@@ -90,8 +90,10 @@ export class PostgresRuns implements RunsPort {
     return r.rows[0] === undefined ? undefined : toRun(r.rows[0]);
   }
 
-  active(threadId?: string): AsyncIterable<RunRecord> {
-    return threadId === undefined ? this.walk(ACTIVE, []) : this.walk(`${ACTIVE} AND thread_id = $1`, [threadId]);
+  async *active(threadId?: string): AsyncIterable<ActiveRun> {
+    const runs = threadId === undefined ? this.walk(ACTIVE, []) : this.walk(`${ACTIVE} AND thread_id = $1`, [threadId]);
+    // a run is active by its own status: never an entry without a record
+    for await (const run of runs) yield { threadId: run.thread_id, runId: run.run_id, run };
   }
 
   ofAssistant(assistantId: string, threadId?: string): AsyncIterable<RunRecord> {

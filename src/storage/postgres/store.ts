@@ -3,11 +3,14 @@
 // one item keep the last, the writes of a batch commit together (one statement), results in key
 // order (namespace labels, then key), expired items hidden from reads until swept, `query` ranked
 // by cosine similarity when the store has an index (every match scored, as on LMDB).
-import type { GetOperation, Item, ListNamespacesOperation, MatchCondition, Operation, OperationResults, PutOperation, SearchItem, SearchOperation } from "@langchain/langgraph-checkpoint";
+import {
+  BaseStore, type GetOperation, type Item, type ListNamespacesOperation, type MatchCondition, type Operation, type OperationResults, type PutOperation,
+  type SearchItem, type SearchOperation,
+} from "@langchain/langgraph-checkpoint";
 import type pg from "pg";
 import { TroupeError } from "../../errors.ts";
 import type { StoreTtlOptions } from "../../bridge/messages.ts";
-import type { StorePort } from "../port.ts";
+import type { ItemStore, StoreOptions } from "../port.ts";
 import type { JsonObject, StoreItemRecord } from "../records.ts";
 import { nowIso } from "../records.ts";
 import { cosine, StoreIndex, textsOf, type StoreIndexOptions } from "../store-index.ts";
@@ -60,9 +63,6 @@ export function searchItemsStatement(op: SearchOperation, now: number): { text: 
   };
 }
 
-export const SWEEP_EXPIRED = `DELETE FROM store_items WHERE (namespace, key) IN (
-  SELECT namespace, key FROM store_items WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`;
-
 const WRITE = `
 WITH del AS (
   DELETE FROM store_items s USING unnest($1::text[], $2::text[]) d(ns, key)
@@ -75,16 +75,12 @@ ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, fields = EXCL
   ttl_minutes = EXCLUDED.ttl_minutes, expires_at = EXCLUDED.expires_at,
   vectors = CASE WHEN $11::boolean THEN EXCLUDED.vectors ELSE store_items.vectors END`;
 
-export interface PostgresStoreOptions {
-  ttl?: StoreTtlOptions;
-  index?: StoreIndexOptions;
-}
-
-export class PostgresStore implements StorePort {
+export class PostgresStore extends BaseStore implements ItemStore {
   private readonly ttl: StoreTtlOptions;
   private readonly index: StoreIndex | undefined;
 
-  constructor(private readonly pool: pg.Pool, opts: PostgresStoreOptions = {}) {
+  constructor(private readonly pool: pg.Pool, opts: StoreOptions = {}) {
+    super();
     this.ttl = opts.ttl ?? { defaultTtlMinutes: null, refreshOnRead: false };
     this.index = opts.index ? new StoreIndex(opts.index) : undefined;
   }
@@ -98,18 +94,18 @@ export class PostgresStore implements StorePort {
         puts.set(JSON.stringify([op.namespace, op.key]), op);
         results[i] = undefined;
       } else if ("namespacePrefix" in op) {
-        reads.push(this.searchOp(op).then((found) => {
+        reads.push(this.searchItems(op).then((found) => {
           if (this.ttl.refreshOnRead) this.refresh(found);
           results[i] = found.map((r): SearchItem => ({ ...toItem(r), ...(r.score !== undefined ? { score: r.score } : {}) }));
         }));
       } else if ("key" in op) {
         const get = op as GetOperation;
-        reads.push(this.getRecord(get.namespace, get.key).then((r) => {
+        reads.push(this.item(get.namespace, get.key).then((r) => {
           if (r && this.ttl.refreshOnRead) this.refresh([r]);
           results[i] = r ? toItem(r) : null;
         }));
       } else {
-        reads.push(this.namespaces(op).then((ns) => void (results[i] = ns)));
+        reads.push(this.namespacesOf(op).then((ns) => void (results[i] = ns)));
       }
     });
     await Promise.all(reads); // before the batch's writes, as the LMDB store's synchronous reads
@@ -117,23 +113,14 @@ export class PostgresStore implements StorePort {
     return results as OperationResults<Op>;
   }
 
-  async get(namespace: readonly string[], key: string): Promise<Item | null> {
-    const r = await this.getRecord(namespace, key);
-    return r === null ? null : toItem(r);
-  }
-
   /** The item unless absent or expired. */
-  async getRecord(namespace: readonly string[], key: string): Promise<StoreItemRecord | null> {
+  async item(namespace: readonly string[], key: string): Promise<StoreItemRecord | null> {
     const r = await this.pool.query<ItemRow>({
       name: "troupe_store_get",
       text: `SELECT ${COLUMNS} FROM store_items WHERE namespace = $1::text[] AND key = $2 AND (expires_at IS NULL OR expires_at > $3)`,
       values: [[...namespace], key, Date.now()],
     });
     return r.rows[0] === undefined ? null : toRecord(r.rows[0]);
-  }
-
-  async put(items: readonly { namespace: readonly string[]; key: string; value: JsonObject | null }[], ttlMinutes?: number | null): Promise<void> {
-    await this.write(items.map((i) => ({ namespace: [...i.namespace], key: i.key, value: i.value })), ttlMinutes);
   }
 
   /** Upserts (value set) and deletes (value null) in one statement; `ttlMinutes` as LmdbStore.write. */
@@ -170,26 +157,37 @@ export class PostgresStore implements StorePort {
     return out;
   }
 
-  search(q: { prefix: readonly string[]; filter?: Record<string, unknown>; query?: string; offset: number; limit: number }): Promise<Scored[]> {
-    return this.searchOp({ namespacePrefix: [...q.prefix], filter: q.filter, query: q.query, offset: q.offset, limit: q.limit });
-  }
-
-  /** Matching items in key order, or ranked by similarity with `query` when the store has an index. */
-  async searchOp(op: SearchOperation): Promise<Scored[]> {
+  /** Matching items in key order, or ranked by similarity with `query` when the store has an index (every match scored). */
+  async searchItems(op: SearchOperation): Promise<Scored[]> {
+    if (!op.query || !this.index) return this.scanItems(op);
     const offset = op.offset ?? 0;
     const limit = op.limit ?? 10;
-    if (!op.query || !this.index) return (await this.pool.query<ItemRow>(searchItemsStatement(op, Date.now()))).rows.map(toRecord);
     const p = new Params();
     const where = searchWhere(op, p, Date.now());
     const [q, r] = await Promise.all([
       this.index.embedQuery(op.query),
       this.pool.query<ItemRow & { vectors: number[][] | null }>(`SELECT ${COLUMNS}, vectors FROM store_items WHERE ${where.join(" AND ")} ORDER BY namespace, key`, p.values),
     ]);
-    const scored = r.rows.map((row): Scored => {
-      const vs = row.vectors;
-      return vs && vs.length ? { ...toRecord(row), score: Math.max(...vs.map((v) => cosine(q, v))) } : toRecord(row);
-    });
-    return scored.sort((a, b) => (b.score ?? -Infinity) - (a.score ?? -Infinity)).slice(offset, offset + limit);
+    return scoredBy(q, r.rows.map((row) => ({ record: toRecord(row), vectors: row.vectors }))).slice(offset, offset + limit);
+  }
+
+  /** Matching items in key order, never ranked. */
+  async scanItems(op: SearchOperation): Promise<StoreItemRecord[]> {
+    return (await this.pool.query<ItemRow>(searchItemsStatement(op, Date.now()))).rows.map(toRecord);
+  }
+
+  /** `records` by similarity to `query`, best first, with scores (unchanged without an index). */
+  async rank(records: readonly StoreItemRecord[], query: string): Promise<Scored[]> {
+    if (!this.index || records.length === 0) return [...records];
+    const [q, r] = await Promise.all([
+      this.index.embedQuery(query),
+      this.pool.query<{ namespace: string[]; key: string; vectors: number[][] | null }>(
+        `SELECT s.namespace, s.key, s.vectors FROM store_items s JOIN unnest($1::text[], $2::text[]) k(ns, key)
+           ON s.namespace = ARRAY(SELECT json_array_elements_text(k.ns::json)) COLLATE "C" AND s.key = k.key`,
+        [records.map((x) => JSON.stringify(x.namespace)), records.map((x) => x.key)]),
+    ]);
+    const vectors = new Map(r.rows.map((row) => [JSON.stringify([row.namespace, row.key]), row.vectors]));
+    return scoredBy(q, records.map((record) => ({ record, vectors: vectors.get(JSON.stringify([record.namespace, record.key])) ?? null })));
   }
 
   /** Pushes the expiry of these items (those with a TTL) out by their TTL again; not awaited by readers. */
@@ -207,7 +205,7 @@ export class PostgresStore implements StorePort {
    * Distinct namespaces matching every condition ("*" matches any label), truncated to maxDepth,
    * in key order (as the LMDB store lists them: expired items still count until swept).
    */
-  async namespaces(op: ListNamespacesOperation): Promise<string[][]> {
+  async namespacesOf(op: ListNamespacesOperation): Promise<string[][]> {
     const limit = op.limit ?? 100;
     const offset = op.offset ?? 0;
     if (limit <= 0) return [];
@@ -223,11 +221,12 @@ export class PostgresStore implements StorePort {
       `SELECT DISTINCT ${shown} AS ns FROM store_items WHERE ${where.join(" AND ")} ORDER BY ns LIMIT ${p.add(limit)} OFFSET ${p.add(offset)}`, p.values);
     return r.rows.map((row) => row.ns);
   }
+}
 
-  async sweepExpired(limit: number, now: number): Promise<number> {
-    const r = await this.pool.query(SWEEP_EXPIRED, [now, limit]);
-    return r.rowCount ?? 0;
-  }
+/** Scores of the records by their best vector's cosine similarity to `q`, best first; unindexed records last, without a score. */
+function scoredBy(q: number[], rows: readonly { record: StoreItemRecord; vectors: number[][] | null }[]): Scored[] {
+  const scored = rows.map(({ record, vectors }): Scored => (vectors && vectors.length ? { ...record, score: Math.max(...vectors.map((v) => cosine(q, v))) } : { ...record }));
+  return scored.sort((a, b) => (b.score ?? -Infinity) - (a.score ?? -Infinity));
 }
 
 function literalHead(path: readonly string[]): string[] {

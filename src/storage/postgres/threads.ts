@@ -89,17 +89,11 @@ export class PostgresThreads implements ThreadsPort {
     else await this.pool.query("INSERT INTO thread_ttls (thread_id, minutes) VALUES ($1, $2) ON CONFLICT (thread_id) DO UPDATE SET minutes = EXCLUDED.minutes", [threadId, minutes]);
   }
 
-  async sweepCandidates(q: { all: boolean; after?: string; limit: number }): Promise<{ threadId: string; updatedAt: string; ttl?: number }[]> {
-    const after = q.after ?? "";
-    const sql = q.all
-      ? `SELECT t.thread_id, t.updated_at, l.minutes FROM threads t LEFT JOIN thread_ttls l USING (thread_id)
-         WHERE t.thread_id > $1 ORDER BY t.thread_id LIMIT $2`
-      : `SELECT l.thread_id, t.updated_at, l.minutes FROM thread_ttls l LEFT JOIN threads t USING (thread_id)
-         WHERE l.thread_id > $1 ORDER BY l.thread_id LIMIT $2`;
-    const r = await this.pool.query<{ thread_id: string; updated_at: string | null; minutes: number | null }>(sql, [after, q.limit]);
-    return r.rows.map((row) => ({
-      threadId: row.thread_id, updatedAt: row.updated_at ?? "", ...(row.minutes === null ? {} : { ttl: row.minutes }),
-    }));
+  async sweepCandidates(q: { all: boolean; after?: string; limit: number }): Promise<string[]> {
+    const table = q.all ? "threads" : "thread_ttls";
+    const r = await this.pool.query<{ thread_id: string }>(
+      `SELECT thread_id FROM ${table} WHERE thread_id > $1 ORDER BY thread_id LIMIT $2`, [q.after ?? "", q.limit]);
+    return r.rows.map((row) => row.thread_id);
   }
 
   create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists"> {
