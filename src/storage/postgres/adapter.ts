@@ -10,6 +10,7 @@ import { openPostgres, type PostgresDb, type PostgresOptions } from "./pool.ts";
 import { PostgresRuns } from "./runs.ts";
 import { sweepExpiredItems } from "./store-sweep.ts";
 import { PostgresThreads } from "./threads.ts";
+import { PostgresWebhooks } from "./webhooks.ts";
 import { ThreadWriteChains } from "./write-chains.ts";
 
 export interface PostgresStorageOptions extends PostgresOptions {
@@ -20,6 +21,9 @@ export interface PostgresStorageOptions extends PostgresOptions {
 export interface PostgresStorage extends StoragePort {
   readonly backend: "postgres";
   readonly db: PostgresDb;
+  readonly runs: PostgresRuns;
+  /** the webhook outbox family (joins StoragePort when the port has it: issue-21b-port) */
+  readonly webhooks: PostgresWebhooks;
 }
 
 export async function openPostgresStorage(opts: PostgresStorageOptions): Promise<PostgresStorage> {
@@ -50,6 +54,7 @@ export function postgresStorage(db: PostgresDb): PostgresStorage {
       sweepExpired: (limit) => sweepExpiredItems(db.pool, limit),
     },
     crons: new PostgresCrons(db.pool),
+    webhooks: new PostgresWebhooks(db.pool),
     refreshReads: () => undefined,
     close: () => db.close(),
   };

@@ -4,9 +4,10 @@
 // the thread row change together (data-modifying CTEs), in one round trip.
 import type pg from "pg";
 import type { ActiveRun, Issued, RunKey, RunsPort } from "../port.ts";
-import type { RunRecord, RunStatus, ThreadRecord } from "../records.ts";
+import type { RunRecord, RunStatus, ThreadRecord, WebhookDeliveryRecord } from "../records.ts";
 import { jsonText } from "./json-columns.ts";
 import { bytesParam, threadRowValues, upsertThreadSql } from "./threads.ts";
+import { deliveryValues, enqueueSql } from "./webhooks.ts";
 import type { ThreadWriteChains } from "./write-chains.ts";
 
 interface RunRow {
@@ -52,13 +53,18 @@ const START = {
   text: "UPDATE runs SET status = $3, record = $4::json WHERE run_id = $2 AND thread_id = $1",
 };
 
-/** $7 run_id, $8 status, $9 record (NULL: rolled back, the row goes), $10 whether to write the values, $11 the values */
+/**
+ * $7 run_id, $8 status, $9 record (NULL: rolled back, the row goes), $10 whether to write the
+ * values, $11 the values; $12-$14 the webhook delivery (deliveryValues; $13 NULL: none)
+ */
 const FINISH = {
   name: "troupe_run_finish",
   text: `WITH r AS (
   UPDATE runs SET status = $8, record = $9::json WHERE run_id = $7 AND thread_id = $1 AND $9::json IS NOT NULL
 ), d AS (
   DELETE FROM runs WHERE run_id = $7 AND thread_id = $1 AND $9::json IS NULL
+), w AS (
+  ${enqueueSql("$1", "$7", ["$12", "$13", "$14"], "$13::json IS NOT NULL")}
 )
 UPDATE threads SET status = $2, created_at = $3, updated_at = $4, metadata = $5::jsonb, record = $6::json,
   values_json = CASE WHEN $10::boolean THEN $11::bytea ELSE values_json END
@@ -124,7 +130,8 @@ export class PostgresRuns implements RunsPort {
     return { committed: this.chains.issue(run.thread_id, async () => void (await this.pool.query({ ...START, values }))) };
   }
 
-  finish(end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; valuesJson?: Uint8Array | null }): Issued {
+  /** `webhook`: the run's delivery, enqueued in the same commit (the webhooks family) */
+  finish(end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; valuesJson?: Uint8Array | null; webhook?: WebhookDeliveryRecord }): Issued {
     const run = "rolledBack" in end.run ? undefined : end.run;
     const key: RunKey = "rolledBack" in end.run ? end.run.rolledBack : { threadId: end.run.thread_id, runId: end.run.run_id };
     // omitted: the values stay; undefined or null: the thread has none
@@ -132,6 +139,7 @@ export class PostgresRuns implements RunsPort {
     const values = [
       ...threadRowValues(end.thread), key.runId, run?.status ?? null, run === undefined ? null : recordText(run),
       writeValues, end.valuesJson == null ? null : bytesParam(end.valuesJson),
+      ...(end.webhook === undefined ? [null, null, null] : deliveryValues(end.webhook)),
     ];
     return { committed: this.chains.issue(key.threadId, async () => void (await this.pool.query({ ...FINISH, values }))) };
   }

@@ -1,0 +1,77 @@
+// The webhooks family on Postgres (src/storage/postgres/webhooks.ts), in the shape issue-21b-port
+// is giving the port (WebhooksPort: anyPending, pending, get, outcome, retry, end): a delivery
+// enqueued with its run's end commits with it, survives as written (values bytes included), is
+// retried in place, and ends leaving its outcome only while the run exists. Joins the conformance
+// suite when the port has the family.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openPostgresStorage, type PostgresStorage } from "../../src/storage/postgres/adapter.ts";
+import type { RunRecord, ThreadRecord, WebhookDeliveryRecord } from "../../src/storage/records.ts";
+import { usePostgresDatabase } from "../helpers/postgres.ts";
+
+const database = usePostgresDatabase();
+let pg: PostgresStorage;
+
+beforeAll(async () => {
+  pg = await openPostgresStorage({ uri: database.uri, schema: "troupe", maxConnections: 4 });
+});
+afterAll(async () => {
+  await pg?.close();
+});
+
+const T0 = "2026-01-01T00:00:00.000Z";
+const thread = (id: string): ThreadRecord => ({ thread_id: id, created_at: T0, updated_at: T0, metadata: {}, status: "idle", config: {} });
+const run = (threadId: string, runId: string): RunRecord => ({
+  run_id: runId, thread_id: threadId, assistant_id: "a", metadata: {}, status: "pending",
+  kwargs: { config: {}, stream_mode: ["values"], temporary: false, subgraphs: false, resumable: false },
+  multitask_strategy: "enqueue", created_at: T0, updated_at: T0, graph_id: "g", attempt: 0,
+});
+
+function delivery(r: RunRecord, over: Partial<WebhookDeliveryRecord> = {}): WebhookDeliveryRecord {
+  return {
+    delivery_id: `d-${r.run_id}`, url: "http://127.0.0.1:9/hook",
+    payload: { run_id: r.run_id, thread_id: r.thread_id, assistant_id: r.assistant_id, metadata: {}, status: "success", kwargs: r.kwargs,
+      multitask_strategy: r.multitask_strategy, created_at: T0, updated_at: T0, run_started_at: T0 },
+    values: new TextEncoder().encode('{"n":"\\u0000é"}'), created_at: T0, attempts: 0, next_attempt_at: T0, ...over,
+  };
+}
+
+describe("webhooks on Postgres", () => {
+  it("a run's end enqueues its delivery in the same commit; retry and end as the worker does", async () => {
+    const webhooks = pg.webhooks;
+    expect(await webhooks.anyPending()).toBe(false);
+    await pg.threads.create(thread("t1"));
+    const r = run("t1", "r1");
+    await pg.runs.create(r, thread("t1")).committed;
+    const d = delivery(r);
+    await pg.runs.finish({ run: { ...r, status: "success" }, thread: thread("t1"), webhook: d }).committed;
+    expect(await webhooks.anyPending()).toBe(true);
+    expect(await webhooks.pending()).toEqual([{ key: { threadId: "t1", runId: "r1" }, nextAttemptAt: T0 }]);
+    expect(await webhooks.get({ threadId: "t1", runId: "r1" })).toEqual(d);
+    const retried = { ...d, attempts: 1, next_attempt_at: "2026-01-01T00:00:05.000Z", last_attempt: { at: T0, error: "connect ECONNREFUSED" } };
+    await webhooks.retry({ threadId: "t1", runId: "r1" }, retried);
+    expect(await webhooks.get({ threadId: "t1", runId: "r1" })).toEqual(retried);
+    await webhooks.end({ threadId: "t1", runId: "r1" }, { delivery_id: d.delivery_id, state: "delivered", attempts: 2, created_at: T0 });
+    expect(await webhooks.get({ threadId: "t1", runId: "r1" })).toBeUndefined();
+    expect(await webhooks.outcome({ threadId: "t1", runId: "r1" })).toMatchObject({ state: "delivered", attempts: 2 });
+    expect(await webhooks.anyPending()).toBe(false);
+    // the outcome goes with its run
+    await pg.runs.delete("t1", "r1");
+    expect(await webhooks.outcome({ threadId: "t1", runId: "r1" })).toBeUndefined();
+  });
+
+  it("a delivery whose run is gone ends without an outcome", async () => {
+    const r = run("t-gone", "r-gone");
+    await pg.webhooks.retry({ threadId: "t-gone", runId: "r-gone" }, delivery(r));
+    await pg.webhooks.end({ threadId: "t-gone", runId: "r-gone" }, { delivery_id: "x", state: "failed", attempts: 5, created_at: T0 });
+    expect(await pg.webhooks.get({ threadId: "t-gone", runId: "r-gone" })).toBeUndefined();
+    expect(await pg.webhooks.outcome({ threadId: "t-gone", runId: "r-gone" })).toBeUndefined();
+  });
+
+  it("a finish without a webhook enqueues nothing; a rollback enqueues nothing", async () => {
+    await pg.threads.create(thread("t2"));
+    const r = run("t2", "r2");
+    await pg.runs.create(r, thread("t2")).committed;
+    await pg.runs.finish({ run: { rolledBack: { threadId: "t2", runId: "r2" } }, thread: thread("t2") }).committed;
+    expect(await pg.webhooks.anyPending()).toBe(false);
+  });
+});
