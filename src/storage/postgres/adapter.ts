@@ -21,6 +21,7 @@ export interface PostgresStorageOptions extends PostgresOptions {
 export interface PostgresStorage extends StoragePort {
   readonly backend: "postgres";
   readonly db: PostgresDb;
+  readonly threads: PostgresThreads;
   readonly runs: PostgresRuns;
   /** the webhook outbox family (joins StoragePort when the port has it: issue-21b-port) */
   readonly webhooks: PostgresWebhooks;

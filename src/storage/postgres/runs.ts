@@ -4,9 +4,10 @@
 // the thread row change together (data-modifying CTEs), in one round trip.
 import type pg from "pg";
 import type { ActiveRun, Issued, RunKey, RunsPort } from "../port.ts";
-import type { RunRecord, RunStatus, ThreadRecord, WebhookDeliveryRecord } from "../records.ts";
+import type { RunRecord, RunStatus, ThreadRecord, ThreadStatus, WebhookDeliveryRecord } from "../records.ts";
 import { jsonText } from "./json-columns.ts";
 import { bytesParam, threadRowValues, upsertThreadSql } from "./threads.ts";
+import { transaction } from "./transaction.ts";
 import { deliveryValues, enqueueSql } from "./webhooks.ts";
 import type { ThreadWriteChains } from "./write-chains.ts";
 
@@ -47,6 +48,45 @@ const CREATE = {
 )
 ${upsertThreadSql(1)}`,
 };
+
+/**
+ * A run create that supersedes others (multitask interrupt/rollback): CREATE, plus the running
+ * run's record with its recorded stop ($12 run_id, NULL: none; $13 status, $14 record) and the
+ * queued runs it stopped: finals ($15 run ids, $16 statuses, $17 records), their deliveries
+ * ($18 run ids, $19 next attempts, $20 records, $21 values), rolled back ($22 run ids).
+ */
+const CREATE_SUPERSEDING = {
+  name: "troupe_run_create_superseding",
+  text: `WITH r AS (
+  INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs) VALUES ($7, $1, $8, $9, $10::json, $11::json)
+), running AS (
+  UPDATE runs SET status = $13, record = $14::json WHERE run_id = $12 AND thread_id = $1
+), finals AS (
+  UPDATE runs SET status = f.status, record = f.record::json FROM unnest($15::text[], $16::text[], $17::text[]) f(run_id, status, record)
+  WHERE runs.run_id = f.run_id AND runs.thread_id = $1
+), hooks AS (
+  INSERT INTO webhook_outbox (thread_id, run_id, next_attempt_at, record, values_json)
+  SELECT $1, h.run_id, h.next, h.record::json, h.v FROM unnest($18::text[], $19::text[], $20::text[], $21::bytea[]) h(run_id, next, record, v)
+  ON CONFLICT (thread_id, run_id) DO UPDATE SET next_attempt_at = EXCLUDED.next_attempt_at, record = EXCLUDED.record, values_json = EXCLUDED.values_json
+), gone AS (
+  DELETE FROM runs WHERE thread_id = $1 AND run_id = ANY($22::text[])
+)
+${upsertThreadSql(1)}`,
+};
+
+/** How a stop ends a queued run: its final record (and webhook delivery), or its removal (rollback). */
+export type QueuedStop = { final: RunRecord; webhook?: WebhookDeliveryRecord } | { rolledBack: RunKey };
+
+/** The parameters $15..$22 of CREATE_SUPERSEDING for these stops. */
+function stopValues(stops: readonly QueuedStop[]): unknown[] {
+  const finals = stops.flatMap((s) => ("final" in s ? [s] : []));
+  const hooks = finals.flatMap((s) => (s.webhook ? [{ runId: s.final.run_id, d: deliveryValues(s.webhook) }] : []));
+  return [
+    finals.map((s) => s.final.run_id), finals.map((s) => s.final.status), finals.map((s) => recordText(s.final)),
+    hooks.map((h) => h.runId), hooks.map((h) => h.d[0]), hooks.map((h) => h.d[1]), hooks.map((h) => h.d[2]),
+    stops.flatMap((s) => ("rolledBack" in s ? [s.rolledBack.runId] : [])),
+  ];
+}
 
 const START = {
   name: "troupe_run_start",
@@ -121,8 +161,58 @@ export class PostgresRuns implements RunsPort {
   }
 
   create(run: RunRecord, thread: ThreadRecord): Issued {
-    const values = [...threadRowValues(thread), run.run_id, run.assistant_id, run.status, recordText(run), jsonText(run.kwargs)];
-    return { committed: this.chains.issue(run.thread_id, async () => void (await this.pool.query({ ...CREATE, values }))) };
+    return this.createSuperseding({ run, thread });
+  }
+
+  /**
+   * The run and the thread's next record, and (a run superseding others) the running run's record
+   * with its recorded stop and the end of each queued run it stopped, in one statement (the shape
+   * issue-21b-port gives runs.create).
+   */
+  createSuperseding(c: { run: RunRecord; thread: ThreadRecord; running?: RunRecord; stopped?: readonly QueuedStop[] }): Issued {
+    const { run } = c;
+    const values: unknown[] = [...threadRowValues(c.thread), run.run_id, run.assistant_id, run.status, recordText(run), jsonText(run.kwargs)];
+    const plain = c.running === undefined && (c.stopped === undefined || c.stopped.length === 0);
+    if (!plain) values.push(c.running?.run_id ?? null, c.running?.status ?? null, c.running === undefined ? null : recordText(c.running), ...stopValues(c.stopped ?? []));
+    const statement = plain ? CREATE : CREATE_SUPERSEDING;
+    return { committed: this.chains.issue(run.thread_id, async () => void (await this.pool.query({ ...statement, values }))) };
+  }
+
+  /** replaces an existing run's record: its start, a stop recorded while it runs (cancel_reason) */
+  save(run: RunRecord): Issued {
+    return this.start(run);
+  }
+
+  /**
+   * A queued run ended by a stop on its own (cancel): its end as `stop` says, and the thread's
+   * record with `threadStatus` (read in the same transaction; nothing when the thread is gone).
+   */
+  stopQueued(threadId: string, stop: QueuedStop, threadStatus: ThreadStatus, now: string): Promise<void> {
+    return this.chains.issue(threadId, () => transaction(this.pool, async (c) => {
+      const found = await c.query<{ record: ThreadRecord }>("SELECT record FROM threads WHERE thread_id = $1 FOR UPDATE", [threadId]);
+      const values = [threadId, ...stopValues([stop])];
+      await c.query(`WITH finals AS (
+          UPDATE runs SET status = f.status, record = f.record::json FROM unnest($2::text[], $3::text[], $4::text[]) f(run_id, status, record)
+          WHERE runs.run_id = f.run_id AND runs.thread_id = $1
+        ), hooks AS (
+          INSERT INTO webhook_outbox (thread_id, run_id, next_attempt_at, record, values_json)
+          SELECT $1, h.run_id, h.next, h.record::json, h.v FROM unnest($5::text[], $6::text[], $7::text[], $8::bytea[]) h(run_id, next, record, v)
+          ON CONFLICT (thread_id, run_id) DO UPDATE SET next_attempt_at = EXCLUDED.next_attempt_at, record = EXCLUDED.record, values_json = EXCLUDED.values_json
+        )
+        DELETE FROM runs WHERE thread_id = $1 AND run_id = ANY($9::text[])`, values);
+      const thread = found.rows[0]?.record;
+      if (thread !== undefined) await c.query(upsertThreadSql(1), threadRowValues({ ...thread, status: threadStatus, updated_at: now }));
+    }));
+  }
+
+  /** a run whose thread was deleted while it ran: its record goes; its webhook delivery is enqueued (one statement) */
+  discard(key: RunKey, webhook?: WebhookDeliveryRecord): Promise<void> {
+    const hook = webhook === undefined ? [null, null, null] : deliveryValues(webhook);
+    return this.chains.issue(key.threadId, async () => {
+      await this.pool.query(
+        `WITH d AS (DELETE FROM runs WHERE thread_id = $1 AND run_id = $2), w AS (${enqueueSql("$1", "$2", ["$3", "$4", "$5"], "$4::json IS NOT NULL")})
+         SELECT 1`, [key.threadId, key.runId, ...hook]);
+    });
   }
 
   start(run: RunRecord): Issued {

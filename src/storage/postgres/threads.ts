@@ -3,10 +3,11 @@
 // commit in the order its actor issued them.
 import type pg from "pg";
 import type { Page, PageSpec, ThreadFilter, ThreadSort, ThreadsPort } from "../port.ts";
-import type { ThreadRecord } from "../records.ts";
+import type { ThreadRecord, WebhookDeliveryRecord } from "../records.ts";
 import { authFilterSql, metadataFilterSql, Params, valueFilterSql } from "./filter-sql.ts";
 import { jsonbText, jsonText } from "./json-columns.ts";
 import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
+import { deliveryValues, enqueueSql } from "./webhooks.ts";
 import type { ThreadWriteChains } from "./write-chains.ts";
 
 export const THREAD_SEARCH: SearchSql<ThreadSort> = {
@@ -113,9 +114,11 @@ export class PostgresThreads implements ThreadsPort {
     });
   }
 
-  delete(threadId: string): Promise<void> {
+  /** `webhook`: a stateless run's delivery, enqueued in the same statement */
+  delete(threadId: string, webhook?: { runId: string; delivery: WebhookDeliveryRecord }): Promise<void> {
     return this.chains.issue(threadId, async () => {
-      await this.pool.query({ ...DELETE_THREAD, values: [threadId] });
+      if (webhook === undefined) await this.pool.query({ ...DELETE_THREAD, values: [threadId] });
+      else await this.pool.query(`WITH w AS (${enqueueSql("$1", "$2", ["$3", "$4", "$5"])}), ${DELETE_THREAD.text.slice("WITH ".length)}`, [threadId, webhook.runId, ...deliveryValues(webhook.delivery)]);
     });
   }
 }
