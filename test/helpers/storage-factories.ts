@@ -2,22 +2,19 @@
 // factory gives a fresh, empty storage and a way to drop it. The same test cases run against every
 // factory in STORAGE_FACTORIES (describe.each), so both adapters are held to one contract.
 //
-// The LMDB adapter wires the families call sites use so far (WiredStoragePort: run writes and
-// checkpoints are still the actors' own LMDB code), so cases that need the whole port run on the
-// factories that have it (`whole`).
+// Both adapters implement the whole port; `whole` stays for an adapter that wires only part of it.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { openStorage } from "../../src/storage/env.ts";
-import { putThread } from "../../src/storage/indexes/threads.ts";
 import { lmdbStoragePort } from "../../src/storage/lmdb/adapter.ts";
-import type { StoragePort, WiredStoragePort } from "../../src/storage/port.ts";
+import type { StoragePort } from "../../src/storage/port.ts";
 import { openPostgresStorage } from "../../src/storage/postgres/adapter.ts";
 import type { RunRecord, ThreadRecord } from "../../src/storage/records.ts";
 import { createTestDatabase } from "./postgres.ts";
 
 export interface StorageUnderTest {
-  readonly port: WiredStoragePort;
+  readonly port: StoragePort;
   /** the whole port, where the adapter has it */
   readonly whole?: StoragePort;
   /** a run as its thread's actor writes it at create, with the thread's record */
@@ -33,6 +30,14 @@ export interface StorageFactory {
   open(): Promise<StorageUnderTest>;
 }
 
+/** a run as the actor leaves it: created (pending), and finished when its status is final */
+async function seedRun(port: StoragePort, run: RunRecord, thread: ThreadRecord): Promise<void> {
+  const prev = await port.threads.get(thread.thread_id);
+  const active = run.status === "pending" || run.status === "running";
+  await port.runs.create({ run: active ? run : { ...run, status: "pending" }, thread, prev }).committed;
+  if (!active) await port.runs.finish({ run, thread, prev: thread, valuesJson: undefined }).committed;
+}
+
 export const postgresFactory: StorageFactory = {
   name: "postgres",
   whole: true,
@@ -42,7 +47,7 @@ export const postgresFactory: StorageFactory = {
     return {
       port,
       whole: port,
-      seedRun: (run, thread) => port.runs.create(run, thread).committed,
+      seedRun: (run, thread) => seedRun(port, run, thread),
       async dispose() {
         await port.close();
         await db.drop();
@@ -53,20 +58,15 @@ export const postgresFactory: StorageFactory = {
 
 export const lmdbFactory: StorageFactory = {
   name: "lmdb",
-  whole: false,
+  whole: true,
   async open() {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "troupe-port-"));
     const env = openStorage(dir);
+    const port = lmdbStoragePort(env);
     return {
-      port: lmdbStoragePort(env),
-      async seedRun(run, thread) {
-        await env.root.transaction(() => {
-          putThread(env, thread, env.threads.get(thread.thread_id));
-          env.runs.put([run.thread_id, run.run_id], run);
-          env.runThread.put(run.run_id, run.thread_id);
-          if (run.status === "pending" || run.status === "running") env.activeRuns.put([run.thread_id, run.run_id], 1);
-        });
-      },
+      port,
+      whole: port,
+      seedRun: (run, thread) => seedRun(port, run, thread),
       async dispose() {
         await env.close();
         fs.rmSync(dir, { recursive: true, force: true });

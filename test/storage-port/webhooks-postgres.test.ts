@@ -1,9 +1,8 @@
-// The webhooks family and the stop writes on Postgres, in the shape issue-21b-port is giving the
-// port (WebhooksPort: anyPending, pending, get, outcome, retry, end; runs: a create superseding
-// running and queued runs, save, stopQueued, discard; threads.delete with a stateless run's
-// delivery): a delivery enqueued with its run's end commits with it, survives as written (values
-// bytes included), is retried in place, and ends leaving its outcome only while the run exists.
-// Joins the conformance suite when the port has these operations.
+// The webhooks family and the stop writes on Postgres (WebhooksPort: anyPending, pending, get,
+// outcome, retry, end; runs: a create superseding running and queued runs, save, stopQueued,
+// discard; threads.delete with a stateless run's delivery): a delivery enqueued with its run's end
+// commits with it, survives as written (values bytes included), is retried in place, and ends
+// leaving its outcome only while the run exists.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openPostgresStorage, type PostgresStorage } from "../../src/storage/postgres/adapter.ts";
 import type { RunRecord, ThreadRecord, WebhookDeliveryRecord } from "../../src/storage/records.ts";
@@ -42,9 +41,9 @@ describe("webhooks on Postgres", () => {
     expect(await webhooks.anyPending()).toBe(false);
     await pg.threads.create(thread("t1"));
     const r = run("t1", "r1");
-    await pg.runs.create(r, thread("t1")).committed;
+    await pg.runs.create({ run: r, thread: thread("t1"), prev: undefined }).committed;
     const d = delivery(r);
-    await pg.runs.finish({ run: { ...r, status: "success" }, thread: thread("t1"), webhook: d }).committed;
+    await pg.runs.finish({ run: { ...r, status: "success" }, thread: thread("t1"), prev: thread("t1"), valuesJson: undefined, webhook: d }).committed;
     expect(await webhooks.anyPending()).toBe(true);
     expect(await webhooks.pending()).toEqual([{ key: { threadId: "t1", runId: "r1" }, nextAttemptAt: T0 }]);
     expect(await webhooks.get({ threadId: "t1", runId: "r1" })).toEqual(d);
@@ -71,8 +70,8 @@ describe("webhooks on Postgres", () => {
   it("a finish without a webhook enqueues nothing; a rollback enqueues nothing", async () => {
     await pg.threads.create(thread("t2"));
     const r = run("t2", "r2");
-    await pg.runs.create(r, thread("t2")).committed;
-    await pg.runs.finish({ run: { rolledBack: { threadId: "t2", runId: "r2" } }, thread: thread("t2") }).committed;
+    await pg.runs.create({ run: r, thread: thread("t2"), prev: undefined }).committed;
+    await pg.runs.finish({ run: { rolledBack: { threadId: "t2", runId: "r2" } }, thread: thread("t2"), prev: thread("t2"), valuesJson: undefined }).committed;
     expect(await pg.webhooks.anyPending()).toBe(false);
   });
 
@@ -81,11 +80,11 @@ describe("webhooks on Postgres", () => {
     const running = run("t3", "r3-1-running");
     const queuedA = run("t3", "r3-2-queued");
     const queuedB = run("t3", "r3-3-queued");
-    for (const r of [running, queuedA, queuedB]) await pg.runs.create(r, thread("t3")).committed;
+    for (const r of [running, queuedA, queuedB]) await pg.runs.create({ run: r, thread: thread("t3"), prev: undefined }).committed;
     await pg.runs.save({ ...running, status: "running", attempt: 1 }).committed;
     const next = run("t3", "r3-4-next");
     const interrupted = { ...queuedA, status: "interrupted" as const };
-    await pg.runs.createSuperseding({
+    await pg.runs.create({ prev: undefined,
       run: next, thread: { ...thread("t3"), status: "busy" },
       running: { ...running, status: "running", attempt: 1, cancel_reason: "interrupt" },
       stopped: [{ final: interrupted, webhook: delivery(queuedA) }, { rolledBack: { threadId: "t3", runId: queuedB.run_id } }],
@@ -104,22 +103,22 @@ describe("webhooks on Postgres", () => {
   it("stopQueued ends a queued run and sets the thread's status; discard and a thread delete enqueue their delivery", async () => {
     await pg.threads.create(thread("t4"));
     const q = run("t4", "r4");
-    await pg.runs.create(q, { ...thread("t4"), status: "busy" }).committed;
+    await pg.runs.create({ run: q, thread: { ...thread("t4"), status: "busy" }, prev: undefined }).committed;
     await pg.runs.stopQueued("t4", { final: { ...q, status: "interrupted" }, webhook: delivery(q) }, "idle", "2026-01-02T00:00:00.000Z");
     expect(await pg.runs.get("t4", q.run_id)).toMatchObject({ status: "interrupted" });
     expect(await pg.threads.get("t4")).toMatchObject({ status: "idle", updated_at: "2026-01-02T00:00:00.000Z" });
     expect(await pg.webhooks.get({ threadId: "t4", runId: q.run_id })).toBeDefined();
     // rolled back, on a thread that is gone: the run goes, nothing else is written
     const q2 = run("t-none", "r-none");
-    await pg.runs.create(q2, thread("t-none")).committed;
+    await pg.runs.create({ run: q2, thread: thread("t-none"), prev: undefined }).committed;
     await pg.threads.delete("t-none");
-    await pg.runs.create(q2, thread("t-none")).committed;
+    await pg.runs.create({ run: q2, thread: thread("t-none"), prev: undefined }).committed;
     await pg.runs.stopQueued("t-none", { rolledBack: { threadId: "t-none", runId: q2.run_id } }, "idle", T0);
     expect(await pg.runs.get("t-none", q2.run_id)).toBeUndefined();
 
     await pg.threads.create(thread("t5"));
     const r5 = run("t5", "r5");
-    await pg.runs.create(r5, thread("t5")).committed;
+    await pg.runs.create({ run: r5, thread: thread("t5"), prev: undefined }).committed;
     await pg.runs.discard({ threadId: "t5", runId: r5.run_id }, delivery(r5));
     expect(await pg.runs.get("t5", r5.run_id)).toBeUndefined();
     expect(await pg.webhooks.get({ threadId: "t5", runId: r5.run_id })).toEqual(delivery(r5));
@@ -128,7 +127,7 @@ describe("webhooks on Postgres", () => {
 
     await pg.threads.create(thread("t6"));
     const r6 = run("t6", "r6");
-    await pg.runs.create(r6, thread("t6")).committed;
+    await pg.runs.create({ run: r6, thread: thread("t6"), prev: undefined }).committed;
     await pg.threads.delete("t6", { runId: r6.run_id, delivery: delivery(r6) });
     expect(await pg.threads.get("t6")).toBeUndefined();
     expect(await pg.runs.get("t6", r6.run_id)).toBeUndefined();

@@ -21,7 +21,7 @@ const TABLES: Record<Family, string> = { assistants: "assistants", crons: "crons
 
 export async function openPostgresEndpoint(uri: string, schema?: string): Promise<MigrationEndpoint> {
   const storage = await openPostgresStorage({ uri, schema, maxConnections: 4 });
-  return new PostgresEndpoint(storage, labelOf(uri, storage.db.schema));
+  return new PostgresEndpoint(storage, labelOf(uri, storage.db.schema), (await storage.checkpoints.open()).saver());
 }
 
 /** the URI without its password, and the schema */
@@ -41,9 +41,9 @@ class PostgresEndpoint implements MigrationEndpoint {
   readonly saver: CheckpointSaver;
   private readonly pool: pg.Pool;
 
-  constructor(private readonly storage: PostgresStorage, readonly label: string) {
+  constructor(private readonly storage: PostgresStorage, readonly label: string, saver: CheckpointSaver) {
     this.pool = storage.db.pool;
-    this.saver = storage.checkpoints.saver();
+    this.saver = saver;
   }
 
   async count(family: Family): Promise<number> {

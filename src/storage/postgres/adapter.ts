@@ -1,9 +1,7 @@
 // The storage port on PostgreSQL: every family on one connection pool and one schema, migrated at
 // open. Writes of one thread (records and checkpoints) share the per-thread write chains.
-import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import type { CheckpointPort, StoragePort } from "../port.ts";
+import type { StoragePort } from "../port.ts";
 import { PostgresAssistants } from "./assistants.ts";
-import { PostgresCheckpointSaver } from "./checkpointer.ts";
 import { PostgresCrons } from "./crons.ts";
 import { migrate } from "./migrations.ts";
 import { openPostgres, type PostgresDb, type PostgresOptions } from "./pool.ts";
@@ -23,7 +21,6 @@ export interface PostgresStorage extends StoragePort {
   readonly db: PostgresDb;
   readonly threads: PostgresThreads;
   readonly runs: PostgresRuns;
-  /** the webhook outbox family (joins StoragePort when the port has it: issue-21b-port) */
   readonly webhooks: PostgresWebhooks;
 }
 
@@ -47,8 +44,8 @@ export function postgresStorage(db: PostgresDb): PostgresStorage {
     assistants: new PostgresAssistants(db.pool),
     threads: new PostgresThreads(db.pool, chains),
     runs: new PostgresRuns(db.pool, chains),
-    // (the port's ThreadCheckpointOps says Promise<void> where both savers answer how many checkpoints went)
-    checkpoints: { saver: (serde?: SerializerProtocol) => new PostgresCheckpointSaver(db, serde, chains) as unknown as ReturnType<CheckpointPort["saver"]> },
+    // loaded on first use, as on LMDB
+    checkpoints: { open: async () => (await import("./checkpoints.ts")).postgresCheckpointSavers(db, chains) },
     store: {
       // loaded on first use, as on LMDB: PostgresStore extends LangGraph's BaseStore (@langchain/core)
       open: async (opts) => new (await import("./store.ts")).PostgresStore(db.pool, opts),
@@ -56,6 +53,9 @@ export function postgresStorage(db: PostgresDb): PostgresStorage {
     },
     crons: new PostgresCrons(db.pool),
     webhooks: new PostgresWebhooks(db.pool),
+    // the database's size is the server's to report (pg_database_size), not this process's memory map
+    usage: () => undefined,
+    releaseMemory: () => undefined,
     refreshReads: () => undefined,
     close: () => db.close(),
   };

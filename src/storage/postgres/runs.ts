@@ -3,7 +3,7 @@
 // thread's write chain. A run's create, start and finish are one statement each: the run row and
 // the thread row change together (data-modifying CTEs), in one round trip.
 import type pg from "pg";
-import type { ActiveRun, Issued, RunKey, RunsPort } from "../port.ts";
+import type { ActiveRun, Issued, QueuedStop, RunKey, RunsPort } from "../port.ts";
 import type { RunRecord, RunStatus, ThreadRecord, ThreadStatus, WebhookDeliveryRecord } from "../records.ts";
 import { jsonText } from "./json-columns.ts";
 import { bytesParam, threadRowValues, upsertThreadSql } from "./threads.ts";
@@ -74,9 +74,6 @@ const CREATE_SUPERSEDING = {
 ${upsertThreadSql(1)}`,
 };
 
-/** How a stop ends a queued run: its final record (and webhook delivery), or its removal (rollback). */
-export type QueuedStop = { final: RunRecord; webhook?: WebhookDeliveryRecord } | { rolledBack: RunKey };
-
 /** The parameters $15..$22 of CREATE_SUPERSEDING for these stops. */
 function stopValues(stops: readonly QueuedStop[]): unknown[] {
   const finals = stops.flatMap((s) => ("final" in s ? [s] : []));
@@ -88,8 +85,8 @@ function stopValues(stops: readonly QueuedStop[]): unknown[] {
   ];
 }
 
-const START = {
-  name: "troupe_run_start",
+const SAVE = {
+  name: "troupe_run_save",
   text: "UPDATE runs SET status = $3, record = $4::json WHERE run_id = $2 AND thread_id = $1",
 };
 
@@ -117,6 +114,12 @@ export class PostgresRuns implements RunsPort {
   async get(threadId: string, runId: string): Promise<RunRecord | undefined> {
     const r = await this.pool.query<RunRow>({ name: "troupe_run_get", text: `${SELECT} WHERE run_id = $2 AND thread_id = $1`, values: [threadId, runId] });
     return r.rows[0] === undefined ? undefined : toRun(r.rows[0]);
+  }
+
+  async exists(threadId: string, runId: string): Promise<boolean> {
+    const r = await this.pool.query<{ found: boolean }>({
+      name: "troupe_run_exists", text: "SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = $2 AND thread_id = $1) AS found", values: [threadId, runId] });
+    return r.rows[0].found;
   }
 
   async threadOf(runId: string): Promise<string | undefined> {
@@ -160,16 +163,12 @@ export class PostgresRuns implements RunsPort {
     }
   }
 
-  create(run: RunRecord, thread: ThreadRecord): Issued {
-    return this.createSuperseding({ run, thread });
-  }
-
   /**
    * The run and the thread's next record, and (a run superseding others) the running run's record
-   * with its recorded stop and the end of each queued run it stopped, in one statement (the shape
-   * issue-21b-port gives runs.create).
+   * with its recorded stop and the end of each queued run it stopped, in one statement. (`prev`:
+   * the LMDB adapter's index diff; rows need none.)
    */
-  createSuperseding(c: { run: RunRecord; thread: ThreadRecord; running?: RunRecord; stopped?: readonly QueuedStop[] }): Issued {
+  create(c: { run: RunRecord; thread: ThreadRecord; prev?: ThreadRecord; running?: RunRecord; stopped?: readonly QueuedStop[] }): Issued {
     const { run } = c;
     const values: unknown[] = [...threadRowValues(c.thread), run.run_id, run.assistant_id, run.status, recordText(run), jsonText(run.kwargs)];
     const plain = c.running === undefined && (c.stopped === undefined || c.stopped.length === 0);
@@ -178,9 +177,10 @@ export class PostgresRuns implements RunsPort {
     return { committed: this.chains.issue(run.thread_id, async () => void (await this.pool.query({ ...statement, values }))) };
   }
 
-  /** replaces an existing run's record: its start, a stop recorded while it runs (cancel_reason) */
+  /** replaces an existing run's record: its start (running, attempt + 1), a stop recorded while it runs (cancel_reason) */
   save(run: RunRecord): Issued {
-    return this.start(run);
+    const values = [run.thread_id, run.run_id, run.status, recordText(run)];
+    return { committed: this.chains.issue(run.thread_id, async () => void (await this.pool.query({ ...SAVE, values }))) };
   }
 
   /**
@@ -215,20 +215,13 @@ export class PostgresRuns implements RunsPort {
     });
   }
 
-  start(run: RunRecord): Issued {
-    const values = [run.thread_id, run.run_id, run.status, recordText(run)];
-    return { committed: this.chains.issue(run.thread_id, async () => void (await this.pool.query({ ...START, values }))) };
-  }
-
-  /** `webhook`: the run's delivery, enqueued in the same commit (the webhooks family) */
-  finish(end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; valuesJson?: Uint8Array | null; webhook?: WebhookDeliveryRecord }): Issued {
+  /** the run's end (its final record or removal), the thread's record and values (undefined: none), its webhook delivery: one statement */
+  finish(end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; prev?: ThreadRecord; valuesJson: Uint8Array | undefined; webhook?: WebhookDeliveryRecord }): Issued {
     const run = "rolledBack" in end.run ? undefined : end.run;
     const key: RunKey = "rolledBack" in end.run ? end.run.rolledBack : { threadId: end.run.thread_id, runId: end.run.run_id };
-    // omitted: the values stay; undefined or null: the thread has none
-    const writeValues = "valuesJson" in end;
     const values = [
       ...threadRowValues(end.thread), key.runId, run?.status ?? null, run === undefined ? null : recordText(run),
-      writeValues, end.valuesJson == null ? null : bytesParam(end.valuesJson),
+      true, end.valuesJson === undefined ? null : bytesParam(end.valuesJson),
       ...(end.webhook === undefined ? [null, null, null] : deliveryValues(end.webhook)),
     ];
     return { committed: this.chains.issue(key.threadId, async () => void (await this.pool.query({ ...FINISH, values }))) };

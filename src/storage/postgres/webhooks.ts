@@ -3,7 +3,7 @@
 // records each retry and ends it, keeping the outcome while the run exists. The delivery's values
 // (the run's final state as UTF-8 JSON) are a bytea column beside the record.
 import type pg from "pg";
-import type { RunKey } from "../port.ts";
+import type { RunKey, WebhooksPort } from "../port.ts";
 import type { WebhookDeliveryRecord, WebhookOutcomeRecord } from "../records.ts";
 import { jsonText } from "./json-columns.ts";
 import { bytesParam } from "./threads.ts";
@@ -32,7 +32,7 @@ interface DeliveryRow {
 const toDelivery = (row: DeliveryRow): WebhookDeliveryRecord =>
   row.values_json === null ? row.record : { ...row.record, values: new Uint8Array(row.values_json) };
 
-export class PostgresWebhooks {
+export class PostgresWebhooks implements WebhooksPort {
   constructor(private readonly pool: pg.Pool) {}
 
   /** whether any delivery waits */
