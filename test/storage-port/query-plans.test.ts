@@ -2,7 +2,6 @@
 // whole tables: on 100,000 rows per table (ANALYZEd), the plan of each indexed search (the
 // statements the adapter sends, with real parameters) names the index and has no sequential scan.
 // Not a timing test: the plans are what the statements will cost at any size.
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANT_SEARCH, filterSql as assistantFilter } from "../../src/storage/postgres/assistants.ts";
 import { CRON_SEARCH, filterSql as cronFilter } from "../../src/storage/postgres/crons.ts";

@@ -7,7 +7,7 @@ import path from "node:path";
 import { open } from "lmdb";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { dataFilePath, openStorage, type Storage } from "../../src/storage/env.ts";
-import type { AssistantRecord, CronRecord, Json, JsonObject, StoreItemRecord, ThreadRecord, ThreadStatus } from "../../src/storage/records.ts";
+import type { AssistantRecord, CronRecord, JsonObject, StoreItemRecord, ThreadRecord } from "../../src/storage/records.ts";
 import { countThreads, putThread, removeThread, searchThreads, threadEntries, type ThreadFilter, type ThreadSort } from "../../src/storage/indexes/threads.ts";
 import { countAssistants, putAssistant, removeAssistant, searchAssistants, type AssistantFilter, type AssistantSort } from "../../src/storage/indexes/assistants.ts";
 import { countCrons, putCron, removeCron, searchCrons, type CronFilter, type CronSort } from "../../src/storage/indexes/crons.ts";
@@ -16,7 +16,7 @@ import { ensureIndexes } from "../../src/storage/indexes/build.ts";
 import { matchesFilter } from "../../src/domain/lifecycle.ts";
 import { matchesAuthFilter } from "../../src/auth/filter.ts";
 import { deepEqual } from "../../src/util/deep-equal.ts";
-import { KEYS, randomAuthFilter, randomMetadata, randomMetadataFilter, referenceSort, rng, STATUSES, TIMES, uuidOf, VALUES, type Rng } from "../helpers/random-records.ts";
+import { randomAuthFilter, randomMetadata, randomMetadataFilter, referenceSort, rng, STATUSES, TIMES, uuidOf, VALUES, type Rng } from "../helpers/random-records.ts";
 
 let dir: string;
 let storage: Storage;

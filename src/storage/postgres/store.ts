@@ -13,7 +13,7 @@ import type { StoreTtlOptions } from "../../bridge/messages.ts";
 import type { ItemStore, StoreOptions } from "../port.ts";
 import type { JsonObject, StoreItemRecord } from "../records.ts";
 import { nowIso } from "../records.ts";
-import { cosine, StoreIndex, textsOf, type StoreIndexOptions } from "../store-index.ts";
+import { cosine, StoreIndex, textsOf } from "../store-index.ts";
 import { Params, storeFilterSql } from "./filter-sql.ts";
 import { jsonbText, jsonText } from "./json-columns.ts";
 
