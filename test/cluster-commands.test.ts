@@ -11,13 +11,14 @@ import { waitUntil } from "./helpers/wait.ts";
 const cluster = useClusterDatabase();
 const closers: (() => Promise<void>)[] = [];
 let nodes = 0;
+const newNodeId = () => `n${process.pid}-${++nodes}`;
 
 afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
 });
 
-async function startNode(handle: CommandHandler, opts: { minBackoffMs?: number } = {}): Promise<{ nodeId: string; bus: NotifyBus; commands: ClusterCommands }> {
-  const nodeId = `n${process.pid}-${++nodes}`;
+async function startNode(handle: CommandHandler, opts: { minBackoffMs?: number; nodeId?: string } = {}): Promise<{ nodeId: string; bus: NotifyBus; commands: ClusterCommands }> {
+  const nodeId = opts.nodeId ?? newNodeId();
   const db = cluster.open();
   const bus = new NotifyBus(db, { cleanupEveryMs: 0, minBackoffMs: opts.minBackoffMs });
   await bus.start();
@@ -27,21 +28,24 @@ async function startNode(handle: CommandHandler, opts: { minBackoffMs?: number }
   return { nodeId, bus, commands };
 }
 
-test("commands sent one after another run on the owner in that order; replies (large ones too) come back to each sender", async () => {
+test("commands sent one after another run on the owner in that order (also those waiting for it to start); replies, large ones too, come back to each sender", async () => {
   const ran: string[] = [];
+  const a = await startNode(async () => "unused");
+  const b = await startNode(async () => "unused");
+  const ownerId = newNodeId();
+  const sentByA: Promise<unknown>[] = [];
+  const send = async (i: number) => {
+    // each is committed before the next is sent (replies not awaited): the owner must run them in this order
+    const body = i % 7 === 6 ? `a${i}-${"x".repeat(9_000)}` : `a${i}`;
+    const sent = await a.commands.send(ownerId, body);
+    sentByA.push(sent.reply(20_000));
+  };
+  for (let i = 0; i < 10; i++) await send(i); // the owner is not up yet: these wait as rows
   const owner = await startNode(async (body, from) => {
     ran.push(body);
     return `${from}:${body}:${body.length > 10 ? "L".repeat(20_000) : "done"}`;
-  });
-  const a = await startNode(async () => "unused");
-  const b = await startNode(async () => "unused");
-  const sentByA: Promise<unknown>[] = [];
-  for (let i = 0; i < 20; i++) {
-    // each is committed before the next is sent (replies not awaited): the owner must run them in this order
-    const body = i % 7 === 6 ? `a${i}-${"x".repeat(9_000)}` : `a${i}`;
-    const sent = await a.commands.send(owner.nodeId, body);
-    sentByA.push(sent.reply(20_000));
-  }
+  }, { nodeId: ownerId });
+  for (let i = 10; i < 20; i++) await send(i);
   const replyB = await b.commands.forward(owner.nodeId, "b0", 20_000);
   expect(replyB).toEqual({ status: "replied", body: `${b.nodeId}:b0:done` });
   const replies = await Promise.all(sentByA);
@@ -49,6 +53,7 @@ test("commands sent one after another run on the owner in that order; replies (l
     const body = i % 7 === 6 ? `a${i}-${"x".repeat(9_000)}` : `a${i}`;
     expect(reply).toEqual({ status: "replied", body: `${a.nodeId}:${body}:${body.length > 10 ? "L".repeat(20_000) : "done"}` });
   }
+
   const fromA = ran.filter((r) => r.startsWith("a")).map((r) => r.split("-")[0]);
   expect(fromA).toEqual(Array.from({ length: 20 }, (_, i) => `a${i}`));
 });
