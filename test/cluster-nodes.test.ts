@@ -39,7 +39,8 @@ test("a node registers, is alive for a TTL after each beat, and a second process
 
   const hb = new NodeHeartbeat(db, heartbeatOptions(a, clock));
   await clock.advance(10_000);
-  expect(await hb.beat()).toEqual({ nodeAlive: true, renewed: 0, lost: [] });
+  expect(await hb.beat()).toEqual({ nodeAlive: true, aliveNodes: before, renewed: 0, lost: [] });
+  expect(hb.aliveNodes).toBe(before);
   await clock.advance(10_000); // b has not beaten for 20 s: dead; a beat 10 s ago: alive
   expect(await aliveAmong(db, clock, [a.nodeId, b.nodeId])).toEqual([a.nodeId]);
   expect(await countAliveNodes(db, stamp)).toBe(before - 1);

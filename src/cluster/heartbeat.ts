@@ -25,6 +25,8 @@ export interface HeartbeatOptions {
 
 export interface BeatResult {
   nodeAlive: boolean;
+  /** nodes alive as of this beat (this one included when nodeAlive): GET /info reads it */
+  aliveNodes: number;
   renewed: number;
   lost: string[];
 }
@@ -36,6 +38,7 @@ export class NodeHeartbeat {
   private inFlight: Promise<BeatResult> | undefined;
   /** local time at which the last successful beat was sent (its leases run at least a TTL from then) */
   private lastGoodSentAt: number;
+  private lastAliveNodes = 0;
 
   constructor(private readonly db: PostgresDb, private readonly opts: HeartbeatOptions) {
     this.lastGoodSentAt = opts.clock.now();
@@ -54,6 +57,11 @@ export class NodeHeartbeat {
   /** The epoch of this node's holding of the thread, if it holds it. */
   epochOf(threadId: string): number | undefined {
     return this.held.get(threadId);
+  }
+
+  /** nodes alive as of the last good beat (0 before the first) */
+  get aliveNodes(): number {
+    return this.lastAliveNodes;
   }
 
   get heldCount(): number {
@@ -99,7 +107,7 @@ export class NodeHeartbeat {
     const sentAt = this.opts.clock.now();
     const sent = [...this.held];
     const { node } = this.opts;
-    const result = await this.db.pool.query<{ node_alive: boolean; renewed: string[] }>(`
+    const result = await this.db.pool.query<{ node_alive: boolean; renewed: string[]; alive_nodes: number }>(`
 WITH node AS (
   UPDATE cluster_nodes SET heartbeat_at = ${nowSql("$3")}, expires_at = ${laterSql("$3", "$4")}
   WHERE node_id = $1 AND instance = $2 RETURNING 1
@@ -110,7 +118,10 @@ WITH node AS (
     AND EXISTS (SELECT 1 FROM node)
   RETURNING l.thread_id
 )
-SELECT EXISTS (SELECT 1 FROM node) AS node_alive, coalesce((SELECT array_agg(thread_id) FROM renewed), '{}') AS renewed`,
+SELECT EXISTS (SELECT 1 FROM node) AS node_alive, coalesce((SELECT array_agg(thread_id) FROM renewed), '{}') AS renewed,
+  -- the statement's snapshot predates its own update: this node counts by its update
+  (SELECT count(*)::int FROM cluster_nodes WHERE expires_at > ${nowSql("$3")} AND NOT (node_id = $1 AND instance = $2))
+    + (SELECT count(*)::int FROM node) AS alive_nodes`,
       [node.nodeId, node.instance, this.opts.stamp(), this.opts.ttlMs, sent.map(([t]) => t), sent.map(([, e]) => e)]);
     const row = result.rows[0];
     const renewed = new Set(row.renewed);
@@ -120,6 +131,7 @@ SELECT EXISTS (SELECT 1 FROM node) AS node_alive, coalesce((SELECT array_agg(thr
     if (row.node_alive) this.lastGoodSentAt = Math.max(this.lastGoodSentAt, sentAt);
     if (lost.length > 0) this.opts.onLeasesLost(lost);
     if (!row.node_alive) this.opts.onNodeLost();
-    return { nodeAlive: row.node_alive, renewed: renewed.size, lost };
+    this.lastAliveNodes = row.alive_nodes;
+    return { nodeAlive: row.node_alive, aliveNodes: row.alive_nodes, renewed: renewed.size, lost };
   }
 }
