@@ -99,7 +99,7 @@ test("the heartbeat loop renews the node and every lease it holds; a lease that 
   expect(lost).toEqual([threads[1]]);
   expect(hb.epochOf(threads[1])).toBeUndefined();
   expect(hb.heldCount).toBe(2);
-  hb.stop();
+  await hb.stop();
 });
 
 test("a node whose beats fail for a TTL gives up every lease; the others take them over and its late writes are refused", async () => {
@@ -132,7 +132,7 @@ test("a node whose beats fail for a TTL gives up every lease; the others take th
     expect(lost.sort()).toEqual([...leases.keys()].sort());
     expect(hb.heldCount).toBe(0);
   } finally {
-    hb.stop();
+    await hb.stop();
     await unreachable.close();
   }
   // another node finds them expired and takes each over with a new epoch

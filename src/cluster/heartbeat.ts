@@ -64,6 +64,11 @@ export class NodeHeartbeat {
     return this.lastAliveNodes;
   }
 
+  /** [thread id, epoch] of every holding */
+  holdings(): [string, number][] {
+    return [...this.held];
+  }
+
   get heldCount(): number {
     return this.held.size;
   }
@@ -74,9 +79,11 @@ export class NodeHeartbeat {
     this.schedule();
   }
 
-  stop(): void {
+  /** Stops the loop; resolves once a beat in flight has settled. */
+  async stop(): Promise<void> {
     this.timerCancel?.();
     this.timerCancel = undefined;
+    await this.inFlight?.catch(() => undefined);
   }
 
   /** One beat now (the loop calls it; tests and shutdown may too). */
