@@ -25,16 +25,20 @@ async function nodes(count: number): Promise<PostgresDb[]> {
  * A write of the executor under `fence`: a pending write of a checkpoint (migration 1's table), one
  * statement; answers whether the holding stood and whether the row was written.
  */
-async function fencedWrite(db: PostgresDb, fence: Fence, taskId: string): Promise<{ held: boolean; written: number }> {
+function fencedInsert(fence: Fence, taskId: string): { text: string; values: unknown[] } {
   const f = fenceSql(3);
-  const result = await db.pool.query<{ held: boolean; written: number }>(`
+  const text = `
 WITH ${f.cte}, w AS (
   INSERT INTO checkpoint_writes (thread_id, checkpoint_id, task_id, idx, channel, type, blob)
   SELECT $1, 'cp-1', $2, 0, 'messages', 'json', '\\x7b7d'::bytea WHERE ${f.holds}
   RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM ${FENCE_CTE}) AS held, (SELECT count(*)::int FROM w) AS written`, [fence.threadId, taskId, ...fenceValues(fence)]);
-  return result.rows[0];
+SELECT EXISTS (SELECT 1 FROM ${FENCE_CTE}) AS held, (SELECT count(*)::int FROM w) AS written`;
+  return { text, values: [fence.threadId, taskId, ...fenceValues(fence)] };
+}
+
+async function fencedWrite(db: PostgresDb, fence: Fence, taskId: string): Promise<{ held: boolean; written: number }> {
+  return (await db.pool.query<{ held: boolean; written: number }>(fencedInsert(fence, taskId))).rows[0];
 }
 
 const writesOf = async (db: PostgresDb, threadId: string) =>
@@ -140,12 +144,7 @@ test("a write racing a steal in flight waits for it and is then refused (no writ
       WHERE thread_id = $1 RETURNING epoch`, [thread, new Date(clock.now() + TTL)]);
     expect(steal.rowCount).toBe(1);
     const writerPid = (await writer.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0].pid;
-    const f = fenceSql(2);
-    const late = writer.query<{ written: number }>(`
-WITH ${f.cte}, w AS (
-  INSERT INTO checkpoint_writes (thread_id, checkpoint_id, task_id, idx, channel, type, blob)
-  SELECT $1, 'cp-1', 'late', 0, 'messages', 'json', '\\x7b7d'::bytea WHERE ${f.holds} RETURNING 1
-) SELECT (SELECT count(*)::int FROM w) AS written`, [thread, ...fenceValues(old)]);
+    const late = writer.query<{ written: number }>(fencedInsert(old, "late"));
     await waitingOnLock(a, writerPid);
     await stealer.query("COMMIT");
     expect((await late).rows[0].written).toBe(0);
@@ -165,12 +164,7 @@ test("a steal waits for a write in flight of the holding it replaces, and then s
   const writer = await a.pool.connect();
   try {
     await writer.query("BEGIN");
-    const f = fenceSql(2);
-    const w = await writer.query<{ written: number }>(`
-WITH ${f.cte}, w AS (
-  INSERT INTO checkpoint_writes (thread_id, checkpoint_id, task_id, idx, channel, type, blob)
-  SELECT $1, 'cp-1', 'in-flight', 0, 'messages', 'json', '\\x7b7d'::bytea WHERE ${f.holds} RETURNING 1
-) SELECT (SELECT count(*)::int FROM w) AS written`, [thread, ...fenceValues(old)]);
+    const w = await writer.query<{ written: number }>(fencedInsert(old, "in-flight"));
     expect(w.rows[0].written).toBe(1);
     await clock.advance(TTL);
     const steal = acquireLease(b, thread, "node-b", timing);

@@ -14,7 +14,8 @@ import { REPO } from "./helpers/server.ts";
 import { waitUntil } from "./helpers/wait.ts";
 
 const cluster = useClusterDatabase();
-const TTL_MS = 3_000;
+// short for a test, long enough that a loaded machine does not stall a live node past it
+const TTL_MS = 5_000;
 let ids = 0;
 const uniqueId = (name: string) => `${name}-${process.pid}-${++ids}`;
 
