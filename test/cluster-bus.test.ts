@@ -159,3 +159,24 @@ test("an unsubscribed handler gets nothing more; other subscribers of the channe
   expect(b).toEqual(["1", "2"]);
   expect(c).toEqual(["4"]);
 });
+
+test("a message whose payload row is gone is reported missing and its stream goes on; a malformed notification is reported as an error", async () => {
+  const errors: unknown[] = [];
+  const bus = await startBus({ onError: (e) => errors.push(e) });
+  const channel = newChannel();
+  const events: (BusMessage | BusGap)[] = [];
+  await bus.subscribe(channel, { message: (m) => events.push(m), gap: (g) => events.push(g) });
+  // what another node's publisher sends, by hand: seq 1 inline, seq 2 naming a removed row, seq 3 inline
+  const db = cluster.open(1);
+  await db.pool.query("SELECT pg_notify($1, $2)", [channel, "ext 1 ifirst"]);
+  await db.pool.query("SELECT pg_notify($1, $2)", [channel, "ext 2 p987654321"]);
+  await db.pool.query("SELECT pg_notify($1, $2)", [channel, "ext 3 ithird"]);
+  await db.pool.query("SELECT pg_notify($1, $2)", [channel, "not an envelope"]);
+  await waitUntil(() => events.length === 3 && errors.length === 1, { what: "three events and one error" });
+  expect(events).toEqual([
+    { body: "first", stream: "ext", seq: 1 },
+    { reason: "payload-missing", stream: "ext", seq: 2 },
+    { body: "third", stream: "ext", seq: 3 },
+  ]);
+  expect(String(errors[0])).toMatch(/malformed notification/);
+});
