@@ -91,6 +91,11 @@ export class SingletonJob {
     const client = await this.connection();
     const result = await client.query<{ taken: boolean }>("SELECT pg_try_advisory_lock($1, hashtext($2)) AS taken", [LOCK_CLASS, `${this.db.schema}:${this.opts.name}`]);
     if (!result.rows[0].taken) return;
+    if (this.stopped) {
+      // stop() came while the lock was being taken: a stopping node does not start the job
+      await client.query("SELECT pg_advisory_unlock($1, hashtext($2))", [LOCK_CLASS, `${this.db.schema}:${this.opts.name}`]);
+      return;
+    }
     const abort = new AbortController();
     const done = (async () => {
       try {
