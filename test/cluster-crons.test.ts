@@ -1,12 +1,13 @@
 // Cron ticks claimed across real processes on a real PostgreSQL: three nodes race over the same
 // ticks of the same crons (and retry old ticks, as a node with a stale view would): every tick of
 // every cron is fired by exactly one node.
-import { execFile } from "node:child_process";
+import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { promisify } from "node:util";
+import { createInterface } from "node:readline";
 import { claimCronTick, forgetCronTicks, lastCronTick } from "../src/cluster/cron-claims.ts";
 import { useClusterDatabase } from "./helpers/cluster.ts";
 import { REPO } from "./helpers/server.ts";
+import { waitUntil } from "./helpers/wait.ts";
 
 const cluster = useClusterDatabase();
 
@@ -14,11 +15,19 @@ test("three processes racing over 150 ticks of 6 crons: each tick fired exactly 
   const crons = 6;
   const ticks = 150;
   const prefix = `cron-${process.pid}`;
-  const startAt = Date.now() + 4_000; // every process connected and waiting by then
-  const run = promisify(execFile);
-  const outputs = await Promise.all(["node-1", "node-2", "node-3"].map((node) =>
-    run(process.execPath, ["--import", "tsx", join(REPO, "test/fixtures/cluster/cron-racer.ts"), cluster.uri, node, prefix, String(crons), String(ticks), String(startAt)], { cwd: REPO })));
-  const results = outputs.map((o) => JSON.parse(o.stdout.trim()) as { won: string[]; staleWins: number });
+  const racers = ["node-1", "node-2", "node-3"].map((node) => {
+    const proc = spawn(process.execPath, ["--import", "tsx", join(REPO, "test/fixtures/cluster/cron-racer.ts"), cluster.uri, node, prefix, String(crons), String(ticks)],
+      { cwd: REPO, stdio: ["pipe", "pipe", "inherit"] });
+    const lines: string[] = [];
+    createInterface({ input: proc.stdout! }).on("line", (l) => lines.push(l));
+    const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
+    return { proc, lines, exited };
+  });
+  // all connected before any starts (a slow start under load must not leave one racer alone)
+  await waitUntil(() => racers.every((r) => r.lines.includes("ready")), { timeoutMs: 60_000, what: "the racers connected" });
+  for (const r of racers) r.proc.stdin!.end("go\n");
+  expect(await Promise.all(racers.map((r) => r.exited))).toEqual([0, 0, 0]);
+  const results = racers.map((r) => JSON.parse(r.lines[1]) as { won: string[]; staleWins: number });
   const all = results.flatMap((r) => r.won);
   const expected = Array.from({ length: crons }, (_, c) => Array.from({ length: ticks }, (_, t) => `${prefix}-${c}@${t + 1}`)).flat();
   expect(all.length).toBe(expected.length); // none twice
