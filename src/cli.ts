@@ -9,12 +9,13 @@ import { componentLog } from "./log/logger.ts";
 import { RUNTIME_DEFAULTS as D } from "./config/runtime-defaults.ts";
 import { apiKeyAuthFromFlags, SERVE_AUTH_USAGE } from "./control-plane/auth/serve-flags.ts"; // api keys
 import { trustedProxiesFrom } from "./cli-usage.ts";
+import { NODE_ID } from "./cluster/nodes.ts";
 
 const USAGE = `troupe — LangGraph-compatible agent server
 
 Usage:
   troupe dev   [--config FILE] [--port ${D.port}] [--data-dir DIR] [--workers N]
-  troupe serve [--config FILE] [--port ${D.port}] [--host ${D.serveHost}] [--data-dir DIR] [--workers N] [--sync-commits] [--low-memory] [--rate-limit us|eu|off] [--trusted-proxies CIDRS] [--org ORG --control-plane-dir DIR]
+  troupe serve [--config FILE] [--port ${D.port}] [--host ${D.serveHost}] [--data-dir DIR] [--workers N] [--node-id ID] [--sync-commits] [--low-memory] [--rate-limit us|eu|off] [--trusted-proxies CIDRS] [--org ORG --control-plane-dir DIR]
   troupe control-plane [--port ${D.controlPlanePort}] [--host ${D.loopbackHost}] [--data-dir DIR] [--region us|eu] [--projects-root DIR] [--trusted-proxies CIDRS]   (see docs/CONTROL_PLANE.md)
   troupe keys create|list|revoke --org NAME [--data-dir DIR] …   (API keys; see docs/AUTH.md)
   troupe migrate --from DIR|URI --to DIR|URI [--schema NAME] [--batch N] [--progress-every N]
@@ -25,6 +26,8 @@ Usage:
   --host ADDR       address to bind (dev: always ${D.loopbackHost}; serve: default ${D.serveHost})
   --data-dir DIR    LMDB data directory (default ./${D.dataDir})
   --workers N       actor worker threads (default: number of CPUs)
+  --node-id ID      this server's name in /info and the metrics' node label (letters, digits, . _ -;
+                    default: TROUPE_NODE_NAME, else the host name)
   --sync-commits    fsync every commit (survives power loss; slower). Default survives kill -9.
   --low-memory      favour memory over speed (V8 --optimize-for-size; also TROUPE_LOW_MEMORY=1):
                     about 40% less RSS under load for about half the throughput at high concurrency
@@ -78,6 +81,7 @@ async function main(argv: string[]): Promise<void> {
       host: { type: "string" },
       "data-dir": { type: "string" },
       workers: { type: "string" },
+      "node-id": { type: "string" },
       "sync-commits": { type: "boolean" },
       "low-memory": { type: "boolean" }, // applied (and announced) by bin/troupe.js before anything starts
       "rate-limit": { type: "string" },
@@ -97,6 +101,8 @@ async function main(argv: string[]): Promise<void> {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer 0-65535, got "${values.port}"`);
   const workers = values.workers === undefined ? undefined : Number(values.workers);
   if (workers !== undefined && (!Number.isInteger(workers) || workers < 1)) throw new UsageError(`--workers must be a positive integer, got "${values.workers}"`);
+  const nodeId = values["node-id"];
+  if (nodeId !== undefined && !NODE_ID.test(nodeId)) throw new UsageError(`--node-id must be 1-40 letters, digits, ".", "_" or "-" (starting with a letter or digit), got "${nodeId}"`);
   const host = command === "dev" ? D.loopbackHost : values.host ?? D.serveHost;
   // undefined: the config's http.rate_limit decides (default off)
   const rl = command === "dev" ? "off" : values["rate-limit"] ?? process.env.TROUPE_RATE_LIMIT;
@@ -107,6 +113,7 @@ async function main(argv: string[]): Promise<void> {
     port,
     dataDir: resolve(values["data-dir"] ?? D.dataDir),
     workers,
+    nodeId,
     syncCommits: values["sync-commits"] ?? false,
     rateLimit: rl === "off" ? null : rl,
     rateLimitScale: rateLimitScale(values["rate-limit-scale"] ?? process.env.TROUPE_RATE_LIMIT_SCALE),

@@ -22,7 +22,7 @@ describe("troupe CLI", () => {
   });
 
   it("reports a bad flag in one line with exit code 2", () => {
-    for (const args of [["dev", "--port", "abc"], ["serve", "--workers", "0"], ["dev", "--bogus"], ["serve", "--rate-limit", "xx"], ["control-plane", "--region", "xx"]]) {
+    for (const args of [["dev", "--port", "abc"], ["serve", "--workers", "0"], ["dev", "--bogus"], ["serve", "--rate-limit", "xx"], ["serve", "--node-id", "no spaces"], ["serve", "--node-id", "-dash-first"], ["control-plane", "--region", "xx"]]) {
       const r = troupe(args);
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stderr.split("\n")[0]).toMatch(/^troupe: /);

@@ -1,5 +1,6 @@
 // End to end through the real @langchain/langgraph-sdk Client against a spawned server:
 // assistants, threads, runs (wait/stream/background/join), interrupts, multitask strategies.
+import { hostname } from "node:os";
 import { describe, expect, it } from "vitest";
 import { human, rawRequest, useServer } from "./helpers/suite.ts";
 
@@ -10,8 +11,10 @@ const raw = (path: string, init?: RequestInit) => rawRequest(fx.server.url, path
 describe("system", () => {
   it("answers /ok, /info, /docs and /openapi.json", async () => {
     expect((await raw("/ok")).body).toEqual({ ok: true });
-    const info = (await raw("/info")).body as { version: string; flags: Record<string, boolean> };
+    const info = (await raw("/info")).body as { version: string; flags: Record<string, boolean>; node_id: string; nodes_alive: number };
     expect(info.version).toMatch(/^\d+\.\d+\.\d+/);
+    // which node answered (no --node-id: TROUPE_NODE_NAME, else the host name) of how many alive
+    expect(info).toMatchObject({ node_id: process.env.TROUPE_NODE_NAME || hostname(), nodes_alive: 1 });
     const doc = (await raw("/openapi.json")).body as { openapi: string; paths: Record<string, unknown> };
     expect(doc.openapi).toBe("3.1.0");
     expect(doc.paths["/threads/{thread_id}/runs/wait"]).toBeDefined();

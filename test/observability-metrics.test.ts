@@ -36,7 +36,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
   receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-  server = await startTestServer({ config: CONFIG });
+  server = await startTestServer({ config: CONFIG, extraArgs: ["--node-id", "metrics-node-1"] });
   client = new Client({ apiUrl: server.url, apiKey: null });
 });
 afterAll(async () => {
@@ -72,8 +72,9 @@ describe("GET /metrics", () => {
     // route templates only: no raw path (ids, scanner paths) ever becomes a label
     const paths = new Set(after.samples("lg_api_http_requests_total").map((s) => s.labels?.path));
     for (const p of paths) expect(p === "unmatched" || !/[0-9a-f]{8}-|wp-admin|no\/such/.test(p ?? "")).toBe(true);
-    // every series carries the node label
-    expect(after.samples("lg_api_http_requests_total").every((s) => typeof s.labels?.node === "string" && s.labels.node !== "")).toBe(true);
+    // every series carries the node label: the --node-id, which /info names too
+    expect(after.samples("lg_api_http_requests_total").every((s) => s.labels?.node === "metrics-node-1")).toBe(true);
+    expect(await (await fetch(`${server.url}/info`)).json()).toMatchObject({ node_id: "metrics-node-1", nodes_alive: 1 });
   });
 
   it("reports pending and running runs, how long the pending ones wait, and busy workers (lg_api_ gauges)", async () => {

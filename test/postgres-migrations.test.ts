@@ -39,8 +39,9 @@ test("a new schema is created and brought to the latest version; a second run ap
   expect(await schemaVersion(db)).toBe(latest);
   const tables = await db.pool.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name", [db.schema]);
   expect(tables.rows.map((r) => r.table_name)).toEqual([
-    "assistant_versions", "assistants", "checkpoint_blobs", "checkpoint_chunks", "checkpoint_writes", "checkpoints", "crons", "runs",
-    "store_items", "thread_ttls", "threads", "troupe_migrate_progress", "troupe_migrations", "webhook_outbox", "webhook_outcomes",
+    "assistant_versions", "assistants", "checkpoint_blobs", "checkpoint_chunks", "checkpoint_writes", "checkpoints",
+    "cluster_commands", "cluster_nodes", "cluster_payloads", "cron_ticks", "crons", "runs",
+    "store_items", "thread_leases", "thread_ttls", "threads", "troupe_migrate_progress", "troupe_migrations", "webhook_outbox", "webhook_outcomes",
   ]);
   expect(await migrate(db)).toEqual({ from: latest, applied: [] });
 });

@@ -17,6 +17,8 @@ export function systemRoutes(app: AppContext, allRoutes: () => readonly RouteDef
           langgraph_js_version: app.langgraphVersion,
           context: "js",
           flags: { assistants: true, crons: true, langsmith: false, langsmith_tracing_replicas: true },
+          node_id: app.node.id,
+          nodes_alive: app.node.aliveNodes(),
         }),
     },
     {

@@ -12,6 +12,15 @@ import type { WebhookCounters } from "../webhooks/counters.ts";
 import type { StaticSchemas } from "../schemas/static-schemas.ts";
 import type { ServerMetrics } from "../metrics/server-metrics.ts";
 
+/**
+ * This server as one node of its deployment: an LMDB server is a cluster of one; a cluster node
+ * (docs/CLUSTER.md) reads the alive count from its last heartbeat, never per request.
+ */
+export interface NodeView {
+  readonly id: string;
+  aliveNodes(): number;
+}
+
 export interface AppContext {
   /** every durable record, through the storage port (docs/STORAGE.md) */
   storage: StoragePort;
@@ -34,6 +43,8 @@ export interface AppContext {
   staticSchemas: StaticSchemas;
   /** GET /metrics (absent: a server built without them, e.g. in route tests) */
   metrics?: ServerMetrics;
+  /** which server this is and how many are alive (GET /info) */
+  node: NodeView;
   /** resolve a graph id or assistant id to the assistant record; rejects with 404 */
   resolveAssistant(idOrGraph: string): Promise<AssistantRecord>;
 }

@@ -57,6 +57,8 @@ export interface ServerOptions {
   port?: number;
   dataDir: string;
   workers?: number;
+  /** this server's name (/info, the metrics' node label; a cluster node's id); default TROUPE_NODE_NAME, else the host name */
+  nodeId?: string;
   syncCommits?: boolean;
   /** platform rate limits (spec table) of a region; null = off; undefined = the config's `http.rate_limit` (default off) */
   rateLimit?: "us" | "eu" | null;
@@ -173,6 +175,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   // Metrics and the request log (src/metrics/, src/log/)
   const telemetry = new RequestTelemetry(logOptions.requestsPerSecond);
   const rateLimitDecisions = opts.rateLimit ? new RateLimitDecisions() : undefined;
+  const nodeId = opts.nodeId ?? (process.env.TROUPE_NODE_NAME || hostname());
   const metrics = new ServerMetrics({
     http: telemetry.http,
     streams: telemetry.streams,
@@ -182,7 +185,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     webhooks: config.http.disableWebhooks ? undefined : webhooks.counters,
     rateLimits: rateLimitDecisions,
     storage: port,
-    node: process.env.TROUPE_NODE_NAME || hostname(),
+    node: nodeId,
   });
 
   const app: AppContext = {
@@ -202,6 +205,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       cacheDir: join(opts.dataDir, "modules", "schemas"),
     }),
     metrics,
+    node: { id: nodeId, aliveNodes: () => 1 },
     resolveAssistant: async (idOrGraph) => {
       if (idOrGraph.length > MAX_KEY_CHARS) throw assistantNotFound(); // no key that long exists (or fits LMDB)
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : canonicalUuidOf(idOrGraph) ?? idOrGraph;

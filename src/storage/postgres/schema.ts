@@ -18,6 +18,7 @@ import { RECORD_TABLES } from "./schema-records.ts";
  *   bytewise (COLLATE "C"): checkpoint ids order as LangGraph orders them, whatever the
  *   database's locale.
  */
+import { CLUSTER_MIGRATION } from "../../cluster/schema.ts";
 
 export interface Migration {
   version: number;
@@ -86,4 +87,6 @@ CREATE INDEX checkpoint_writes_run ON checkpoint_writes (thread_id, run_id) WHER
 `,
   },
   RECORD_TABLES,
+  // cluster mode (src/cluster/schema.ts): self-contained
+  { version: 3, ...CLUSTER_MIGRATION },
 ];

@@ -1,0 +1,185 @@
+// One node of a cluster, put together: its registration, heartbeat, bus, forwarded commands, the
+// takeover scan, and the drain. The server starts one per process on the Postgres backend and asks
+// it who owns a thread; the pieces are in the modules it composes.
+import type { PostgresDb } from "../storage/postgres/pool.ts";
+import { systemClock, type Clock } from "../util/clock.ts";
+import { NotifyBus } from "./bus.ts";
+import { ClusterCommands, type CommandHandler } from "./commands.ts";
+import { NodeHeartbeat } from "./heartbeat.ts";
+import { acquireLease, expiredLeases, handOverLease, leaseOf, releaseLease, type Lease, type LeaseState } from "./leases.ts";
+import { deregisterNode, markDraining, registerNode, type NodeIdentity } from "./nodes.ts";
+import { databaseStamp, type Stamp } from "./time.ts";
+
+export interface ClusterNodeOptions {
+  identity: NodeIdentity;
+  /** lease and node lifetime (default 15 s) */
+  ttlMs?: number;
+  /** heartbeat interval (default 5 s) */
+  heartbeatMs?: number;
+  /** how often expired leases are looked for (default 5 s) */
+  takeoverScanMs?: number;
+  clock?: Clock;
+  stamp?: Stamp;
+  info?: Record<string, unknown>;
+  /** runs a command another node forwarded here */
+  handle: CommandHandler;
+  /** a thread this node took over from a dead, partitioned or draining node: recover its runs here */
+  onTakeover(lease: Lease): Promise<void>;
+  /** threads this node no longer owns: stop their executors now (their writes would be refused) */
+  onLeasesLost(threadIds: string[]): void;
+  onError?(err: unknown): void;
+}
+
+/** Expired leases taken per scan. */
+const TAKEOVER_BATCH = 100;
+
+export class ClusterNode {
+  readonly bus: NotifyBus;
+  readonly commands: ClusterCommands;
+  private readonly heartbeat: NodeHeartbeat;
+  private readonly clock: Clock;
+  private readonly stamp: Stamp;
+  private readonly ttlMs: number;
+  private cancelScan: (() => void) | undefined;
+  private scanning: Promise<void> = Promise.resolve();
+  private draining = false;
+  private stopped = false;
+
+  private constructor(private readonly db: PostgresDb, private readonly opts: ClusterNodeOptions) {
+    this.clock = opts.clock ?? systemClock;
+    this.stamp = opts.stamp ?? databaseStamp;
+    this.ttlMs = opts.ttlMs ?? 15_000;
+    this.bus = new NotifyBus(db, { clock: this.clock, stamp: this.stamp, onError: opts.onError });
+    this.commands = new ClusterCommands(db, this.bus, { nodeId: opts.identity.nodeId, handle: opts.handle, onError: opts.onError });
+    this.heartbeat = new NodeHeartbeat(db, {
+      node: opts.identity,
+      ttlMs: this.ttlMs,
+      intervalMs: opts.heartbeatMs ?? 5_000,
+      clock: this.clock,
+      stamp: this.stamp,
+      onLeasesLost: (threads) => opts.onLeasesLost(threads),
+      onNodeLost: () => {
+        if (this.stopped) return; // our own deregistration
+        // another process took this node id over (we were presumed dead): stop taking work
+        this.draining = true;
+        opts.onError?.(new Error(`node ${opts.identity.nodeId}: its registration was taken over; no longer taking leases`));
+      },
+      onBeatError: opts.onError,
+    });
+  }
+
+  /**
+   * Registers (waiting while a previous instance under the same node id is still alive, at most
+   * `waitMs`), opens the bus, takes forwarded commands, and starts beating and scanning.
+   */
+  static async start(db: PostgresDb, opts: ClusterNodeOptions, waitMs = 30_000): Promise<ClusterNode> {
+    const node = new ClusterNode(db, opts);
+    const clock = node.clock;
+    const deadline = clock.now() + waitMs;
+    for (;;) {
+      const result = await registerNode(db, opts.identity, { ttlMs: node.ttlMs, stamp: node.stamp, info: opts.info });
+      if (result.registered) break;
+      if (clock.now() >= deadline) throw new Error(`node id ${opts.identity.nodeId} is in use by a live node (its registration runs until ${result.heldUntil.toISOString()})`);
+      await new Promise<void>((resolve) => clock.at(clock.now() + 1_000, resolve));
+    }
+    await node.bus.start();
+    await node.commands.start();
+    node.heartbeat.start();
+    node.scheduleScan();
+    return node;
+  }
+
+  get nodeId(): string {
+    return this.opts.identity.nodeId;
+  }
+
+  get isDraining(): boolean {
+    return this.draining;
+  }
+
+  /** Nodes alive as of the last heartbeat (GET /info). */
+  get aliveNodes(): number {
+    return Math.max(1, this.heartbeat.aliveNodes);
+  }
+
+  /** This node's holding of the thread, if it has one. */
+  epochOf(threadId: string): number | undefined {
+    return this.heartbeat.epochOf(threadId);
+  }
+
+  /** Takes the thread's lease if it is free or expired (never while draining); renewed from now on. */
+  async acquire(threadId: string): Promise<Lease | undefined> {
+    if (this.draining || this.stopped) return undefined;
+    const lease = await acquireLease(this.db, threadId, this.nodeId, { ttlMs: this.ttlMs, stamp: this.stamp });
+    if (lease !== undefined) this.heartbeat.hold(lease);
+    return lease;
+  }
+
+  /** Who holds the thread now (another node's id, this one's, or nobody / expired). */
+  ownerOf(threadId: string): Promise<LeaseState | undefined> {
+    return leaseOf(this.db, threadId, this.stamp);
+  }
+
+  /** Gives up a thread that has nothing in flight. */
+  async release(threadId: string): Promise<void> {
+    const epoch = this.heartbeat.epochOf(threadId);
+    if (epoch === undefined) return;
+    this.heartbeat.drop(threadId);
+    await releaseLease(this.db, { threadId, epoch });
+  }
+
+  /**
+   * SIGTERM: takes no new leases, waits for `finish` (running runs ending, at most the grace
+   * period: the caller bounds it), then hands every lease still held over to the other nodes and
+   * leaves the cluster.
+   */
+  async drain(finish: () => Promise<void>): Promise<void> {
+    this.draining = true;
+    await markDraining(this.db, this.opts.identity).catch((err: unknown) => this.opts.onError?.(err));
+    await finish();
+    await this.stop();
+  }
+
+  /** Leaves the cluster: leases still held are handed over (expired now), the node row removed. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.draining = true;
+    this.cancelScan?.();
+    await this.scanning;
+    await this.heartbeat.stop();
+    for (const [threadId, epoch] of this.heartbeat.holdings()) {
+      this.heartbeat.drop(threadId);
+      await handOverLease(this.db, { threadId, epoch }).catch((err: unknown) => this.opts.onError?.(err));
+    }
+    await deregisterNode(this.db, this.opts.identity).catch((err: unknown) => this.opts.onError?.(err));
+    await this.commands.close();
+    await this.bus.close();
+  }
+
+  private scheduleScan(): void {
+    if (this.stopped) return;
+    this.cancelScan = this.clock.at(this.clock.now() + (this.opts.takeoverScanMs ?? 5_000), () => {
+      this.scanning = this.scan().catch((err: unknown) => this.opts.onError?.(err)).finally(() => this.scheduleScan());
+    });
+  }
+
+  /** Takes over expired leases (racing nodes are fine: each thread goes to one) and recovers them. */
+  private async scan(): Promise<void> {
+    if (this.draining) return;
+    const expired = await expiredLeases(this.db, { limit: TAKEOVER_BATCH, stamp: this.stamp });
+    for (const old of expired) {
+      if (this.draining) return;
+      const lease = await this.acquire(old.threadId);
+      if (lease === undefined) continue; // another node was first
+      try {
+        await this.opts.onTakeover(lease);
+      } catch (err) {
+        // not recovered here: let another node try
+        this.opts.onError?.(err);
+        this.heartbeat.drop(lease.threadId);
+        await handOverLease(this.db, lease).catch(() => undefined);
+      }
+    }
+  }
+}

@@ -1,0 +1,73 @@
+// ClusterNode in-process on a real PostgreSQL (two nodes, each with its own pool): who holds a
+// thread, release and re-acquire, the alive count /info reads, a node id in use, and the drain
+// (no new leases while draining, leases handed over, the node gone from the registry).
+import { ClusterNode, type ClusterNodeOptions } from "../src/cluster/node.ts";
+import { leaseOf } from "../src/cluster/leases.ts";
+import { listNodes, newNodeIdentity } from "../src/cluster/nodes.ts";
+import { databaseStamp } from "../src/cluster/time.ts";
+import { useClusterDatabase } from "./helpers/cluster.ts";
+import { waitUntil } from "./helpers/wait.ts";
+
+const cluster = useClusterDatabase();
+const nodes: ClusterNode[] = [];
+let ids = 0;
+const uniqueId = (name: string) => `${name}-${process.pid}-${++ids}`;
+
+afterEach(async () => {
+  await Promise.all(nodes.splice(0).map((n) => n.stop()));
+});
+
+async function startNode(nodeId: string, over: Partial<ClusterNodeOptions> = {}, waitMs?: number): Promise<ClusterNode> {
+  const node = await ClusterNode.start(cluster.open(), {
+    identity: newNodeIdentity(nodeId),
+    heartbeatMs: 200,
+    takeoverScanMs: 60_000, // no takeovers in these tests
+    handle: async (body) => body,
+    onTakeover: async () => undefined,
+    onLeasesLost: () => undefined,
+    ...over,
+  }, waitMs);
+  nodes.push(node);
+  return node;
+}
+
+test("one holder per thread; release lets another node take it with a higher epoch; the alive count comes from the beats", async () => {
+  const a = await startNode(uniqueId("a"));
+  const b = await startNode(uniqueId("b"));
+  const thread = uniqueId("t");
+  const lease = await a.acquire(thread);
+  expect(lease).toMatchObject({ nodeId: a.nodeId });
+  expect(a.epochOf(thread)).toBe(lease!.epoch);
+  expect(await b.acquire(thread)).toBeUndefined();
+  expect(await b.ownerOf(thread)).toMatchObject({ nodeId: a.nodeId, expired: false });
+  await a.release(thread);
+  expect(a.epochOf(thread)).toBeUndefined();
+  const taken = await b.acquire(thread);
+  expect(taken?.epoch).toBeGreaterThan(lease!.epoch);
+  await waitUntil(() => a.aliveNodes === 2 && b.aliveNodes === 2, { what: "both see two nodes alive" });
+  // the forwarded-command path is live between them
+  expect(await a.commands.forward(b.nodeId, "ping", 10_000)).toEqual({ status: "replied", body: "ping" });
+});
+
+test("a second process under a live node id is refused at start", async () => {
+  const id = uniqueId("dup");
+  await startNode(id);
+  await expect(startNode(id, {}, 0)).rejects.toThrow(/is in use by a live node/);
+});
+
+test("drain: no new leases while it finishes its work, then its leases are handed over and it leaves the registry", async () => {
+  const a = await startNode(uniqueId("a"));
+  const b = await startNode(uniqueId("b"));
+  const kept = uniqueId("t");
+  await a.acquire(kept);
+  let duringDrain: unknown = "not called";
+  await a.drain(async () => {
+    duringDrain = await a.acquire(uniqueId("t"));
+  });
+  expect(a.isDraining).toBe(true);
+  expect(duringDrain).toBeUndefined();
+  const db = cluster.open(1);
+  expect(await leaseOf(db, kept, databaseStamp)).toMatchObject({ nodeId: a.nodeId, expired: true });
+  expect((await listNodes(db, databaseStamp)).map((n) => n.nodeId)).not.toContain(a.nodeId);
+  expect(await b.acquire(kept)).toMatchObject({ nodeId: b.nodeId }); // at once, no TTL to wait
+});
