@@ -1,14 +1,15 @@
 // Assistants: configured instances of a graph (reference §4). Records live on the HTTP thread;
 // graph-introspection routes are answered by an actor worker, where graphs are loaded.
 import { conflict, TroupeError, assistantNotFound } from "../errors.ts";
-import { json, type AuthInfo, type RouteDef } from "../http/types.ts";
+import { json, route, type AuthInfo, type RouteDef } from "../http/types.ts";
+import type { Schema } from "../http/schema-types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent } from "../auth/index.ts";
 import { canonicalUuid, defaultAssistantId, uuid7 } from "../util/ids.ts";
-import { body, configSchema, int, keyString, limit, nullable, object, offset, sortOrder, str, uuid, anyValue } from "../http/schemas/common.ts";
+import { body, configSchema, enumOf, int, keyString, limit, nullable, object, offset, sortOrder, str, uuid, anyValue } from "../http/schemas/common.ts";
 import { pageHeaders, select } from "../http/paging.ts";
 import type { AppContext } from "../server/context.ts";
-import { AssistantStore, type AssistantCreate, type AssistantFilter, type AssistantPatch, type AssistantSearch } from "../domain/assistants.ts";
-import type { AssistantRecord, JsonObject } from "../storage/records.ts";
+import { AssistantStore, type AssistantCreate, type AssistantFilter } from "../domain/assistants.ts";
+import type { AssistantRecord } from "../storage/records.ts";
 import { assistantSelectSchema } from "./field-select.ts";
 import { graphSchemas, subgraphSchemas } from "./graph-schemas.ts";
 
@@ -20,7 +21,7 @@ const assistantCreate = body({
   config: configSchema,
   context: anyValue,
   metadata: object,
-  if_exists: { type: "string", enum: ["raise", "do_nothing"] },
+  if_exists: enumOf(["raise", "do_nothing"]),
   name: str,
   description: nullable(str),
 }, ["graph_id"]);
@@ -40,12 +41,12 @@ const assistantSearch = body({
   name: str,
   limit: limit(1000, 10),
   offset,
-  sort_by: { type: "string", enum: ["assistant_id", "graph_id", "created_at", "updated_at", "name"] },
+  sort_by: enumOf(["assistant_id", "graph_id", "created_at", "updated_at", "name"]),
   sort_order: sortOrder,
   select: assistantSelectSchema,
 });
 
-const boolQuery = { type: "string" } as const;
+const boolQuery = str;
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
 
 export function assistantRoutes(app: AppContext): RouteDef[] {
@@ -69,11 +70,11 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
   };
 
   return [
-    {
+    route({
       method: "POST", path: "/assistants", operationId: "create_assistant", summary: "Create an assistant", tag: TAG,
       body: assistantCreate,
       handler: async ({ body: b, auth }) => {
-        const c = { ...(b as AssistantCreate) };
+        const c: AssistantCreate = { ...b };
         if (!app.graphIds.has(c.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${c.graph_id}" not found. Registered graphs: ${[...app.graphIds].join(", ")}`);
         c.assistant_id = c.assistant_id ? canonicalUuid(c.assistant_id) : uuid7();
         const created = { assistant_id: c.assistant_id, graph_id: c.graph_id, config: c.config, context: c.context, metadata: c.metadata ?? {}, if_exists: c.if_exists, name: c.name, description: c.description };
@@ -82,97 +83,97 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
         if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict("Assistant already exists");
         return json(await store.create({ ...c, metadata: asMetadata(created.metadata) }));
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/assistants/search", operationId: "search_assistants", summary: "Search assistants", tag: TAG,
       body: assistantSearch, bodyOptional: true,
       handler: async ({ body: b, auth }) => {
-        const q = b as AssistantFilter & { limit: number; offset: number; sort_by?: AssistantSearch["sortBy"]; sort_order?: "asc" | "desc"; select?: string[] };
+        const q = b;
         const filter = await searchFilter(auth, q);
         const found = await store.search({ ...q, auth: filter, sortBy: q.sort_by ?? "created_at", order: q.sort_order ?? "desc" });
-        return json(select(found.items, q.select), 200, pageHeaders(found, q.offset));
+        return json(select(found.items, q.select ?? undefined), 200, pageHeaders(found, q.offset));
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/assistants/count", operationId: "count_assistants", summary: "Count assistants", tag: TAG,
       body: body({ metadata: object, graph_id: str, name: str }), bodyOptional: true,
       handler: async ({ body: b, auth }) => {
-        const filter = await searchFilter(auth, b as AssistantFilter);
-        return json(await store.count({ ...(b as AssistantFilter), auth: filter }));
+        const filter = await searchFilter(auth, b);
+        return json(await store.count({ ...b, auth: filter }));
       },
-    },
-    {
+    }),
+    route({
       method: "GET", path: "/assistants/:assistant_id", operationId: "get_assistant", summary: "Get an assistant", tag: TAG,
       handler: async ({ params, auth }) => json(await resolve(auth, "assistants:read", params.assistant_id)),
-    },
-    {
+    }),
+    route({
       method: "PATCH", path: "/assistants/:assistant_id", operationId: "patch_assistant", summary: "Update an assistant (creates a new version)", tag: TAG,
       body: assistantPatch, bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
-        const p = b as AssistantPatch;
+        const p = b;
         if (p.graph_id !== undefined && !app.graphIds.has(p.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${p.graph_id}" not found`);
         const update = { graph_id: p.graph_id, config: p.config, metadata: p.metadata, name: p.name, description: p.description };
         const a = await resolve(auth, "assistants:update", params.assistant_id, update);
         return json(await store.patch(a.assistant_id, { ...p, metadata: update.metadata === undefined ? undefined : asMetadata(update.metadata) }));
       },
-    },
-    {
+    }),
+    route({
       method: "DELETE", path: "/assistants/:assistant_id", operationId: "delete_assistant", summary: "Delete an assistant and its versions", tag: TAG,
-      query: { type: "object", properties: { delete_threads: boolQuery } },
+      query: body({ delete_threads: boolQuery }),
       handler: async ({ params, query, auth }) => {
         const a = await resolve(auth, "assistants:delete", params.assistant_id);
         await store.delete(a.assistant_id);
         await deleteRunsOf(app, a.assistant_id);
-        if (truthy((query as { delete_threads?: string }).delete_threads)) {
+        if (truthy(query.delete_threads)) {
           const bound = await app.storage.threads.search({ metadata: { assistant_id: a.assistant_id }, sortBy: "created_at", order: "asc", offset: 0, limit: Number.MAX_SAFE_INTEGER });
           await Promise.all(bound.items.map((t) => app.pool.deleteThread(t.thread_id).catch(() => undefined)));
         }
         return json([a.assistant_id]);
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/assistants/:assistant_id/versions", operationId: "list_assistant_versions", summary: "List versions of an assistant, newest first", tag: TAG,
       body: body({ metadata: object, limit: limit(1000, 10), offset }), bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const a = await resolve(auth, "assistants:read", params.assistant_id);
-        return json(await store.versions(a.assistant_id, b as { metadata?: JsonObject; limit: number; offset: number }));
+        return json(await store.versions(a.assistant_id, b));
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/assistants/:assistant_id/latest", operationId: "set_latest_assistant_version", summary: "Make a version the current one", tag: TAG,
       body: body({ version: int }, ["version"]),
       handler: async ({ params, body: b, auth }) => {
-        const version = (b as { version: number }).version;
+        const version = b.version;
         return json(await store.setLatest((await resolve(auth, "assistants:update", params.assistant_id, { version })).assistant_id, version));
       },
-    },
-    {
+    }),
+    route({
       method: "GET", path: "/assistants/:assistant_id/graph", operationId: "get_assistant_graph", summary: "Drawable graph of an assistant", tag: TAG,
-      query: { type: "object", properties: { xray: { type: ["string"] } } },
+      query: body({ xray: { type: ["string"] } as Schema<string> }),
       handler: async ({ params, query, auth }) => {
-        const x = (query as { xray?: string }).xray;
+        const x = query.xray;
         const xray: boolean | number = x === undefined ? false : /^\d+$/.test(x) && x !== "1" && x !== "0" ? Number(x) : truthy(x);
         return json(await drawGraph(await resolve(auth, "assistants:read", params.assistant_id), xray));
       },
-    },
-    {
+    }),
+    route({
       method: "GET", path: "/assistants/:assistant_id/schemas", operationId: "get_assistant_schemas", summary: "JSON schemas of an assistant's graph", tag: TAG,
       handler: async ({ params, auth }) => json(await graphSchemas(app, await resolve(auth, "assistants:read", params.assistant_id))),
-    },
-    {
+    }),
+    route({
       method: "GET", path: "/assistants/:assistant_id/subgraphs", operationId: "get_assistant_subgraphs", summary: "Subgraphs of an assistant's graph", tag: TAG,
-      query: { type: "object", properties: { recurse: boolQuery, namespace: str } },
+      query: body({ recurse: boolQuery, namespace: str }),
       handler: async ({ params, query, auth }) => {
-        const q = query as { recurse?: string; namespace?: string };
+        const q = query;
         return json(await subgraphSchemas(app, await resolve(auth, "assistants:read", params.assistant_id), q.namespace, truthy(q.recurse)));
       },
-    },
-    {
+    }),
+    route({
       method: "GET", path: "/assistants/:assistant_id/subgraphs/:namespace", operationId: "get_assistant_subgraphs_by_namespace", summary: "One subgraph of an assistant's graph", tag: TAG,
-      query: { type: "object", properties: { recurse: boolQuery } },
+      query: body({ recurse: boolQuery }),
       handler: async ({ params, query, auth }) =>
-        json(await subgraphSchemas(app, await resolve(auth, "assistants:read", params.assistant_id), params.namespace, truthy((query as { recurse?: string }).recurse))),
-    },
+        json(await subgraphSchemas(app, await resolve(auth, "assistants:read", params.assistant_id), params.namespace, truthy(query.recurse))),
+    }),
   ];
 }
 

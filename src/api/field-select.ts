@@ -2,7 +2,7 @@
 // (SDK 1.15: `threads.getState(…, {select})`, `threads.getHistory({select})`, `runs.list(…, {select})`,
 // `threads/assistants/crons.search({select})`): only the named fields are returned. States also
 // accept `values.<key>` for one key of the values. A field the SDK does not name is a 422.
-import type { JsonSchema } from "../http/schema-types.ts";
+import type { JsonSchema, Schema } from "../http/schema-types.ts";
 
 export const STATE_FIELDS = ["values", "next", "tasks", "metadata", "created_at", "checkpoint", "parent_checkpoint", "interrupts"] as const;
 export const RUN_FIELDS = ["run_id", "thread_id", "assistant_id", "metadata", "status", "kwargs", "multitask_strategy", "created_at", "updated_at", "cancel_reason"] as const;
@@ -16,7 +16,7 @@ export const stateSelectSchema: JsonSchema = {
 };
 
 /** Schema of a run-list `select`. */
-export const runSelectSchema: JsonSchema = { type: "array", items: { type: "string", enum: [...RUN_FIELDS] } };
+export const runSelectSchema: Schema<string[]> = { type: "array", items: { type: "string", enum: [...RUN_FIELDS] } };
 
 /** The SDK's ThreadSelectField, AssistantSelectField and CronSelectField (a field we never send is just absent). */
 export const THREAD_FIELDS = ["thread_id", "created_at", "updated_at", "state_updated_at", "metadata", "config", "context", "status", "values", "interrupts"] as const;
@@ -27,7 +27,7 @@ export const CRON_FIELDS = [
 ] as const;
 
 // null allowed by type (not nullable()'s anyOf), so an unknown item is reported at its own index
-const fieldList = (fields: readonly string[]): JsonSchema => ({ type: ["array", "null"], items: { type: "string", enum: [...fields] } });
+const fieldList = (fields: readonly string[]): Schema<string[] | null> => ({ type: ["array", "null"], items: { type: "string", enum: [...fields] } });
 export const threadSelectSchema = fieldList(THREAD_FIELDS);
 export const assistantSelectSchema = fieldList(ASSISTANT_FIELDS);
 export const cronSelectSchema = fieldList(CRON_FIELDS);

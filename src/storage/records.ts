@@ -1,8 +1,8 @@
 // Persisted record shapes. Field names follow the wire (snake_case) so handlers can emit
 // records without copying; fields that are internal only are listed in INTERNAL_RUN_FIELDS.
 
-import type { Json, JsonObject } from "../util/json.ts";
-export type { Json, JsonObject };
+import type { Json, JsonObject, RunnableConfigJson } from "../util/json.ts";
+export type { Json, JsonObject, RunnableConfigJson };
 
 export type ThreadStatus = "idle" | "busy" | "interrupted" | "error";
 export type RunStatus = "pending" | "running" | "success" | "error" | "timeout" | "interrupted";
@@ -11,12 +11,6 @@ export type StreamMode =
   | "values" | "messages" | "messages-tuple" | "updates" | "events" | "tasks"
   | "checkpoints" | "debug" | "custom" | "tools";
 
-export interface RunnableConfigJson {
-  tags?: string[];
-  recursion_limit?: number;
-  configurable?: JsonObject;
-  [key: string]: Json | undefined;
-}
 
 export interface AssistantRecord {
   assistant_id: string;

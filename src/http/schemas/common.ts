@@ -1,6 +1,6 @@
 // Schema fragments shared by every endpoint group. Each route's body/query schema is built
 // from these once at startup; ajv compiles them and the OpenAPI document reuses them.
-import type { Json, JsonObject } from "../../util/json.ts";
+import type { Json, JsonObject, RunnableConfigJson } from "../../util/json.ts";
 import type { Defaulted, JsonSchema, ObjectOf, Schema } from "../schema-types.ts";
 
 export const anyValue: Schema<Json> = {};
@@ -24,7 +24,7 @@ export const limit = (max: number, def: number): Defaulted<number> => ({ type: "
 export const offset: Defaulted<number> = { type: "integer", minimum: 0, default: 0 };
 export const sortOrder = enumOf(["asc", "desc"]);
 
-export const configSchema: JsonSchema = {
+export const configSchema: Schema<RunnableConfigJson> = {
   type: "object",
   properties: {
     tags: strings,
