@@ -2,12 +2,12 @@
 // alias names a path into the thread, e.g. {"last": "values.messages[-1].content", "user":
 // "metadata.user_id"}. A path is dot-separated keys, each optionally followed by [index] (negative
 // counts from the end); a missing step yields null. Malformed paths are a 422.
-import type { JsonSchema } from "../http/schema-types.ts";
+import type { Schema } from "../http/schema-types.ts";
 
 const STEP = "[A-Za-z_$][\\w$-]*(\\[-?\\d+\\])*";
 const PATH_PATTERN = `^${STEP}(\\.${STEP})*$`;
 
-export const extractSchema: JsonSchema = {
+export const extractSchema: Schema<Record<string, string> | null> = {
   type: ["object", "null"],
   additionalProperties: { type: "string", pattern: PATH_PATTERN, maxLength: 256 },
   maxProperties: 20,

@@ -2,7 +2,7 @@
 // (SDK 1.15: `threads.getState(…, {select})`, `threads.getHistory({select})`, `runs.list(…, {select})`,
 // `threads/assistants/crons.search({select})`): only the named fields are returned. States also
 // accept `values.<key>` for one key of the values. A field the SDK does not name is a 422.
-import type { JsonSchema, Schema } from "../http/schema-types.ts";
+import type { Schema } from "../http/schema-types.ts";
 
 export const STATE_FIELDS = ["values", "next", "tasks", "metadata", "created_at", "checkpoint", "parent_checkpoint", "interrupts"] as const;
 export const RUN_FIELDS = ["run_id", "thread_id", "assistant_id", "metadata", "status", "kwargs", "multitask_strategy", "created_at", "updated_at", "cancel_reason"] as const;
@@ -10,7 +10,7 @@ export const RUN_FIELDS = ["run_id", "thread_id", "assistant_id", "metadata", "s
 const VALUES_KEY = "values.";
 
 /** Schema of a state `select`: top-level ThreadState fields or `values.<key>`. */
-export const stateSelectSchema: JsonSchema = {
+export const stateSelectSchema: Schema<string[]> = {
   type: "array",
   items: { type: "string", anyOf: [{ enum: [...STATE_FIELDS] }, { pattern: "^values\\..+" }] },
 };

@@ -5,66 +5,55 @@ import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "
 import { canonicalUuid, uuid7 } from "../util/ids.ts";
 import { deepEqual } from "../util/deep-equal.ts";
 import type { CheckpointSelector } from "../bridge/messages.ts";
-import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
-import { body, checkpointIdString, checkpointSelector, keyString, limit, nullable, object, offset, sortOrder, str, uuid } from "../http/schemas/common.ts";
+import { empty, json, route, type AuthInfo, type RouteDef } from "../http/types.ts";
+import { arrayOf, body, bool, checkpointIdString, checkpointSelector, enumOf, integer, keyString, limit, nullable, object, offset, sortOrder, str, uuid, withDefault } from "../http/schemas/common.ts";
 
 /** A state update's values (reference: ThreadStateUpdate): an object, a list of them, or null. */
-const stateValues = { type: ["object", "array", "null"], items: object };
+const stateValues: Schema<JsonObject | JsonObject[] | null> = { type: ["object", "array", "null"], items: object };
 import { pageHeaders, select } from "../http/paging.ts";
-import type { JsonSchema } from "../http/schema-types.ts";
+import type { Schema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
-import type { Json, JsonObject, ThreadRecord, ThreadStatus } from "../storage/records.ts";
+import type { JsonObject, ThreadRecord, ThreadStatus } from "../storage/records.ts";
 import { threadView } from "../storage/thread-values.ts";
-import type { ThreadFilter, ThreadSort } from "../storage/port.ts";
+import type { ThreadFilter } from "../storage/port.ts";
 import { threadStreamRoutes } from "./thread-stream.ts";
 import { threadProtocolRoutes } from "./thread-protocol.ts";
 import { selectState, stateSelectSchema, threadSelectSchema } from "./field-select.ts";
 import { extractFields, extractSchema } from "./extract.ts";
 
 const TAG = "threads";
-const threadStatus: JsonSchema = { type: "string", enum: ["idle", "busy", "interrupted", "error"] };
+const threadStatus = enumOf(["idle", "busy", "interrupted", "error"]);
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
 
 /** `ttl` of a thread (SDK): minutes, or {ttl: minutes, strategy: "delete"}; null removes it (src/ttl/thread-sweeper.ts). */
-const ttlSchema: JsonSchema = {
+const ttlSchema: Schema<TtlParam> = {
   anyOf: [
     { type: "number", minimum: 0 },
     { type: "object", properties: { ttl: { type: "number", minimum: 0 }, strategy: { type: "string", enum: ["delete"] } }, required: ["ttl"] },
     { type: "null" },
   ],
 };
-type TtlParam = number | { ttl: number; strategy?: "delete" } | null | undefined;
+type TtlParam = number | { ttl: number; strategy?: "delete" } | null;
 
 const threadCreate = body({
   thread_id: uuid,
   metadata: nullable(object),
-  if_exists: nullable({ type: "string", enum: ["raise", "do_nothing"] }),
+  if_exists: nullable(enumOf(["raise", "do_nothing"])),
   graph_id: nullable(keyString),
   ttl: ttlSchema,
-  supersteps: nullable({
-    type: "array",
-    items: {
-      type: "object",
-      required: ["updates"],
-      properties: {
-        updates: {
-          type: "array",
-          minItems: 1,
-          items: { type: "object", required: ["as_node"], properties: { values: stateValues, command: nullable(object), as_node: str } },
-        },
-      },
-    },
-  }),
+  supersteps: nullable(arrayOf(body({
+    updates: arrayOf(body({ values: stateValues, command: nullable(object), as_node: str }, ["as_node"]), { minItems: 1 }),
+  }, ["updates"]))),
 });
 
 const threadSearch = body({
   metadata: nullable(object),
   values: nullable(object),
-  ids: nullable({ type: "array", items: uuid }),
+  ids: nullable(arrayOf(uuid)),
   status: nullable(threadStatus),
   limit: limit(1000, 10),
   offset,
-  sort_by: nullable({ type: "string", enum: ["thread_id", "status", "created_at", "updated_at"] }),
+  sort_by: nullable(enumOf(["thread_id", "status", "created_at", "updated_at"])),
   sort_order: nullable(sortOrder),
   select: threadSelectSchema,
   extract: extractSchema,
@@ -78,7 +67,7 @@ interface ThreadQuery {
 }
 
 const historyBody = body({
-  limit: { type: "integer", minimum: 1, default: 10 },
+  limit: withDefault(integer({ minimum: 1 }), 10),
   before: nullable({
     anyOf: [
       checkpointIdString,
@@ -132,15 +121,14 @@ export function threadRoutes(app: AppContext): RouteDef[] {
     const s = await pool.request({ type: "thread.state", threadId, checkpoint, subgraphs, assistant: await graphAssistant(t) });
     return json(selectState(s as unknown as Record<string, unknown>, fields));
   };
-  const stateQuery = { type: "object", properties: { subgraphs: str, select: stateSelectSchema } } satisfies JsonSchema;
-  type StateQuery = { subgraphs?: string; select?: string[] };
+  const stateQuery = body({ subgraphs: str, select: stateSelectSchema });
 
   return [
-    {
+    route({
       method: "POST", path: "/threads", operationId: "create_thread", summary: "Create a thread", tag: TAG,
       body: threadCreate, bodyOptional: true,
       handler: async ({ body: b, auth }) => {
-        const c = b as { thread_id?: string; metadata?: JsonObject | null; if_exists?: "raise" | "do_nothing" | null; graph_id?: string | null; supersteps?: { updates: { values?: Json; command?: JsonObject | null; as_node: string }[] }[] | null };
+        const c = b;
         const metadata: JsonObject = { ...(c.metadata ?? {}) };
         if (c.graph_id) metadata.graph_id = c.graph_id;
         const threadId = c.thread_id ? canonicalUuid(c.thread_id) : uuid7();
@@ -150,15 +138,15 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict("Thread already exists");
         const thread = await pool.request({ type: "thread.create", threadId, metadata: asMetadata(created.metadata), ifExists: c.if_exists ?? "raise", supersteps: c.supersteps ?? undefined });
         // a new thread takes the request's ttl (none: the config default, if any); an existing one keeps its own
-        if (!existing) await setTtl(threadId, (b as { ttl?: TtlParam }).ttl ?? null);
+        if (!existing) await setTtl(threadId, b.ttl ?? null);
         return json(await view(thread));
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/threads/search", operationId: "search_threads", summary: "Search threads", tag: TAG,
       body: threadSearch, bodyOptional: true,
       handler: async ({ body: b, auth }) => {
-        const q = b as ThreadQuery & { limit: number; offset: number; sort_by?: ThreadSort | null; sort_order?: "asc" | "desc" | null; select?: string[] | null; extract?: Record<string, string> | null };
+        const q = b;
         const filter = await authorize(auth, "threads:search", { metadata: q.metadata, ids: q.ids, status: q.status, values: q.values, limit: q.limit, offset: q.offset });
         const found = await storage.threads.search({ ...threadFilter(q, filter), sortBy: q.sort_by ?? "created_at", order: q.sort_order ?? "desc", offset: q.offset, limit: q.limit });
         const extract = q.extract && Object.keys(q.extract).length ? q.extract : undefined;
@@ -168,23 +156,23 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         if (extract) selected.forEach((t, i) => (t.extracted = extractFields(threads[i], extract)));
         return json(selected, 200, pageHeaders(found, q.offset));
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/threads/count", operationId: "count_threads", summary: "Count threads", tag: TAG,
       body: body({ metadata: nullable(object), values: nullable(object), status: nullable(threadStatus) }), bodyOptional: true,
       handler: async ({ body: b, auth }) => {
-        const q = b as ThreadQuery;
+        const q = b;
         const filter = await authorize(auth, "threads:search", { metadata: q.metadata, values: q.values, status: q.status, limit: 0, offset: 0 });
         return json(await storage.threads.count(threadFilter(q, filter)));
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/threads/prune", operationId: "prune_threads", summary: "Delete threads or keep only their latest state", tag: TAG,
       // delete: threads and all their data; keep_latest: only checkpoints older than the latest
       // (threads with a run queued or in flight are skipped and not counted)
-      body: body({ thread_ids: { type: "array", items: uuid }, strategy: { type: "string", enum: ["delete", "keep_latest"], default: "delete" } }, ["thread_ids"]),
+      body: body({ thread_ids: arrayOf(uuid), strategy: withDefault(enumOf(["delete", "keep_latest"]), "delete") }, ["thread_ids"]),
       handler: async ({ body: b, auth }) => {
-        const q = b as { thread_ids: string[]; strategy: "delete" | "keep_latest" };
+        const q = b;
         let pruned = 0;
         for (const threadId of q.thread_ids) {
           const t = await storage.threads.get(threadId);
@@ -199,25 +187,25 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         }
         return json({ pruned_count: pruned });
       },
-    },
-    {
+    }),
+    route({
       method: "GET", path: "/threads/:thread_id", operationId: "get_thread", summary: "Get a thread", tag: TAG,
       params: threadParams, query: { type: "object", properties: { include: {} } },
       handler: async ({ params, auth }) => json(await view(await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id })))),
-    },
-    {
+    }),
+    route({
       method: "PATCH", path: "/threads/:thread_id", operationId: "patch_thread", summary: "Merge metadata into a thread", tag: TAG,
       params: threadParams, body: body({ metadata: object, ttl: ttlSchema }), bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
-        const patch = { thread_id: params.thread_id, metadata: (b as { metadata?: JsonObject }).metadata ?? {} };
+        const patch = { thread_id: params.thread_id, metadata: b.metadata ?? {} };
         await mustThread(params.thread_id, await authorize(auth, "threads:update", patch));
         const thread = await pool.request({ type: "thread.patch", threadId: params.thread_id, metadata: asMetadata(patch.metadata) });
-        const ttl = (b as { ttl?: TtlParam }).ttl;
+        const ttl = b.ttl;
         if (ttl !== undefined) await setTtl(params.thread_id, ttl);
         return json(await view(thread));
       },
-    },
-    {
+    }),
+    route({
       method: "DELETE", path: "/threads/:thread_id", operationId: "delete_thread", summary: "Delete a thread, its runs and checkpoints", tag: TAG,
       params: threadParams,
       handler: async ({ params, auth }) => {
@@ -225,8 +213,8 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         await pool.deleteThread(params.thread_id);
         return empty(204);
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/threads/:thread_id/copy", operationId: "copy_thread", summary: "Copy a thread with its history", tag: TAG,
       params: threadParams,
       handler: async ({ params, auth }) => {
@@ -239,26 +227,26 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         const changed = asMetadata(created.metadata);
         return json(await view(deepEqual(changed, copy.metadata) ? copy : await pool.request({ type: "thread.patch", threadId: newThreadId, metadata: changed })));
       },
-    },
-    {
+    }),
+    route({
       method: "GET", path: "/threads/:thread_id/state", operationId: "get_thread_state", summary: "Latest state of a thread", tag: TAG,
       params: threadParams, query: stateQuery,
-      handler: ({ params, query, auth }) => state(auth, params.thread_id, undefined, truthy((query as StateQuery).subgraphs), (query as StateQuery).select),
-    },
-    {
+      handler: ({ params, query, auth }) => state(auth, params.thread_id, undefined, truthy(query.subgraphs), query.select),
+    }),
+    route({
       method: "GET", path: "/threads/:thread_id/state/:checkpoint_id", operationId: "get_thread_state_at_checkpoint", summary: "State of a thread at a checkpoint", tag: TAG,
       params: { thread_id: "uuid", checkpoint_id: "uuid" }, query: stateQuery,
-      handler: ({ params, query, auth }) => state(auth, params.thread_id, { checkpoint_id: params.checkpoint_id }, truthy((query as StateQuery).subgraphs), (query as StateQuery).select),
-    },
-    {
+      handler: ({ params, query, auth }) => state(auth, params.thread_id, { checkpoint_id: params.checkpoint_id }, truthy(query.subgraphs), query.select),
+    }),
+    route({
       method: "POST", path: "/threads/:thread_id/state/checkpoint", operationId: "post_thread_state_at_checkpoint", summary: "State of a thread at a checkpoint (body form)", tag: TAG,
-      params: threadParams, body: body({ checkpoint: nullable(checkpointSelector), subgraphs: nullable({ type: "boolean" }), select: nullable(stateSelectSchema) }), bodyOptional: true,
+      params: threadParams, body: body({ checkpoint: nullable(checkpointSelector), subgraphs: nullable(bool), select: nullable(stateSelectSchema) }), bodyOptional: true,
       handler: ({ params, body: b, auth }) => {
-        const q = b as { checkpoint?: CheckpointSelector | null; subgraphs?: boolean | null; select?: string[] | null };
+        const q = b;
         return state(auth, params.thread_id, q.checkpoint ?? undefined, q.subgraphs ?? false, q.select);
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/threads/:thread_id/state", operationId: "update_thread_state", summary: "Update a thread's state as if a node wrote it", tag: TAG,
       params: threadParams,
       body: body({ values: stateValues, as_node: nullable(str), checkpoint_id: nullable(uuid), checkpoint: nullable(checkpointSelector) }),
@@ -266,7 +254,7 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         const filter = await authorize(auth, "threads:update", { thread_id: params.thread_id });
         const t = await mustThread(params.thread_id);
         if (!matchesAuthFilter(filter, t.metadata)) throw new TroupeError("FORBIDDEN", "Forbidden");
-        const q = b as { values?: Json; as_node?: string | null; checkpoint_id?: string | null; checkpoint?: CheckpointSelector | null };
+        const q = b;
         const checkpoint: CheckpointSelector | undefined = q.checkpoint ?? (q.checkpoint_id ? { checkpoint_id: q.checkpoint_id } : undefined);
         const updated = await pool.request({ type: "thread.update_state", threadId: params.thread_id, values: q.values, asNode: q.as_node ?? undefined, checkpoint, assistant: await graphAssistant(t) });
         if (streams.has(params.thread_id)) {
@@ -275,8 +263,8 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         }
         return json(updated);
       },
-    },
-    {
+    }),
+    route({
       method: "PATCH", path: "/threads/:thread_id/state", operationId: "patch_thread_state", summary: "Merge metadata into the latest checkpoint (or `checkpoint_id`)", tag: TAG,
       params: threadParams,
       body: body({ metadata: object, checkpoint_id: nullable(uuid) }, ["metadata"]),
@@ -284,32 +272,32 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         const filter = await authorize(auth, "threads:update", { thread_id: params.thread_id });
         const t = await mustThread(params.thread_id);
         if (!matchesAuthFilter(filter, t.metadata)) throw new TroupeError("FORBIDDEN", "Forbidden");
-        const q = b as { metadata: JsonObject; checkpoint_id?: string | null };
+        const q = b;
         await pool.request({ type: "thread.patch_state", threadId: params.thread_id, metadata: q.metadata, checkpointId: q.checkpoint_id ?? undefined });
         return empty(204);
       },
-    },
-    {
+    }),
+    route({
       method: "GET", path: "/threads/:thread_id/history", operationId: "get_thread_history", summary: "States a thread went through, newest first", tag: TAG,
       params: threadParams,
-      query: { type: "object", properties: { limit: { type: "integer", minimum: 1, default: 10 }, before: checkpointIdString, select: stateSelectSchema } },
+      query: body({ limit: withDefault(integer({ minimum: 1 }), 10), before: checkpointIdString, select: stateSelectSchema }),
       handler: async ({ params, query, auth }) => {
         const t = await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
-        const q = query as { limit: number; before?: string; select?: string[] };
+        const q = query;
         const states = await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: q.before, assistant: await graphAssistant(t) });
         return json(states.map((s) => selectState(s as unknown as Record<string, unknown>, q.select)));
       },
-    },
-    {
+    }),
+    route({
       method: "POST", path: "/threads/:thread_id/history", operationId: "post_thread_history", summary: "States a thread went through, newest first (filters in body)", tag: TAG,
       params: threadParams, body: historyBody, bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const t = await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
-        const q = b as { limit: number; before?: unknown; metadata?: JsonObject | null; checkpoint?: CheckpointSelector | null; select?: string[] | null };
+        const q = b;
         const states = await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: beforeId(q.before), metadata: q.metadata ?? undefined, checkpoint: q.checkpoint ?? undefined, assistant: await graphAssistant(t) });
         return json(states.map((s) => selectState(s as unknown as Record<string, unknown>, q.select)));
       },
-    },
+    }),
     ...threadStreamRoutes(app),
     ...threadProtocolRoutes(app),
   ];

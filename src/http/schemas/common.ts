@@ -33,7 +33,7 @@ export const configSchema: Schema<RunnableConfigJson> = {
   },
 };
 
-export const checkpointSelector: JsonSchema = {
+export const checkpointSelector: Schema<{ checkpoint_id?: string; checkpoint_ns?: string; checkpoint_map?: JsonObject | null }> = {
   type: "object",
   properties: {
     checkpoint_id: uuid,
