@@ -27,6 +27,8 @@ export interface StartOptions {
   command?: "dev" | "serve";
   config?: string;
   dataDir?: string;
+  /** postgres://… passed as --database-uri (the data dir then keeps only compiled modules) */
+  databaseUri?: string;
   workers?: number;
   env?: Record<string, string>;
   extraArgs?: string[];
@@ -34,7 +36,7 @@ export interface StartOptions {
 
 export async function startTestServer(opts: StartOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "troupe-test-"));
-  const args = [join(REPO, "bin/troupe.js"), opts.command ?? "dev", "--port", "0", "--config", opts.config ?? TEST_CONFIG, "--data-dir", dataDir, "--workers", String(opts.workers ?? 2), ...(opts.extraArgs ?? [])];
+  const args = [join(REPO, "bin/troupe.js"), opts.command ?? "dev", "--port", "0", "--config", opts.config ?? TEST_CONFIG, "--data-dir", dataDir, "--workers", String(opts.workers ?? 2), ...(opts.databaseUri ? ["--database-uri", opts.databaseUri] : []), ...(opts.extraArgs ?? [])];
   const proc = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, ...opts.env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   proc.stdout!.on("data", (d: Buffer) => (out += d.toString()));
