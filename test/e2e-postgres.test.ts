@@ -103,6 +103,18 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
     expect((await client.threads.get(t.thread_id)).status).toBe("idle");
   });
 
+  it("a burst of concurrent creates on one thread runs in run id order (assistant reads finish out of order on the pool)", async () => {
+    const t = await client.threads.create();
+    for (let round = 0; round < 3; round++) {
+      const created = await Promise.all(Array.from({ length: 40 }, (_, i) => client.runs.create(t.thread_id, "echo", { input: human(`${round}-${i}`) })));
+      await Promise.all(created.map((r) => client.runs.join(t.thread_id, r.run_id)));
+      const byId = [...created].sort((a, b) => a.run_id.localeCompare(b.run_id)).map((r) => (r as unknown as { kwargs: { input: Messages } }).kwargs.input.messages[0].content);
+      const state = await client.threads.getState<Messages>(t.thread_id);
+      const ran = state.values.messages.filter((m) => m.type === "human" && m.content.startsWith(`${round}-`)).map((m) => m.content);
+      expect(ran).toEqual(byId);
+    }
+  });
+
   it("store: put, get, search", async () => {
     await client.store.putItem(["pg", "notes"], "a", { text: "first" });
     await client.store.putItem(["pg", "notes"], "b", { text: "second" });
