@@ -48,6 +48,10 @@ describe("troupe CLI", () => {
       expect(lines).toEqual(["troupe: cannot open the database postgres://u:***@127.0.0.1:1/db: connect ECONNREFUSED 127.0.0.1:1"]);
       expect(down.stderr).not.toMatch(/\n\s+at /); // no stack trace
       expect(down.stderr).not.toContain("secret");
+      // the flag wins over DATABASE_URI
+      const both = spawnSync(process.execPath, [join(REPO, "bin/troupe.js"), ...base, "--database-uri", "postgres://u@127.0.0.1:1/db"], { cwd: REPO, encoding: "utf8", timeout: 60_000, env: { ...process.env, DATABASE_URI: "mysql://x" } });
+      expect(both.status).toBe(1);
+      expect(both.stderr).toContain("troupe: cannot open the database postgres://u@127.0.0.1:1/db: connect ECONNREFUSED");
       expect(troupe(["serve", "--help"]).stdout).toContain("--database-uri URI");
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
