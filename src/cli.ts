@@ -10,12 +10,13 @@ import { RUNTIME_DEFAULTS as D } from "./config/runtime-defaults.ts";
 import { apiKeyAuthFromFlags, SERVE_AUTH_USAGE } from "./control-plane/auth/serve-flags.ts"; // api keys
 import { trustedProxiesFrom } from "./cli-usage.ts";
 import { NODE_ID } from "./cluster/nodes.ts";
+import { redactedUri, StorageOpenError } from "./storage/open.ts";
 
 const USAGE = `troupe — LangGraph-compatible agent server
 
 Usage:
-  troupe dev   [--config FILE] [--port ${D.port}] [--data-dir DIR] [--workers N]
-  troupe serve [--config FILE] [--port ${D.port}] [--host ${D.serveHost}] [--data-dir DIR] [--workers N] [--node-id ID] [--sync-commits] [--low-memory] [--rate-limit us|eu|off] [--trusted-proxies CIDRS] [--org ORG --control-plane-dir DIR]
+  troupe dev   [--config FILE] [--port ${D.port}] [--data-dir DIR] [--database-uri URI] [--workers N]
+  troupe serve [--config FILE] [--port ${D.port}] [--host ${D.serveHost}] [--data-dir DIR] [--database-uri URI] [--workers N] [--node-id ID] [--sync-commits] [--low-memory] [--rate-limit us|eu|off] [--trusted-proxies CIDRS] [--org ORG --control-plane-dir DIR]
   troupe control-plane [--port ${D.controlPlanePort}] [--host ${D.loopbackHost}] [--data-dir DIR] [--region us|eu] [--projects-root DIR] [--trusted-proxies CIDRS]   (see docs/CONTROL_PLANE.md)
   troupe keys create|list|revoke --org NAME [--data-dir DIR] …   (API keys; see docs/AUTH.md)
   troupe migrate --from DIR|URI --to DIR|URI [--schema NAME] [--batch N] [--progress-every N]
@@ -24,7 +25,10 @@ Usage:
   --config FILE     service.json or langgraph.json (default: ./service.json, then ./langgraph.json)
   --port N          port to listen on (default ${D.port}, the SDK's default; 0 = any free port)
   --host ADDR       address to bind (dev: always ${D.loopbackHost}; serve: default ${D.serveHost})
-  --data-dir DIR    LMDB data directory (default ./${D.dataDir})
+  --data-dir DIR    LMDB data directory (default ./${D.dataDir}); with --database-uri it keeps only
+                    local scratch (compiled modules, schema cache)
+  --database-uri URI  store everything in PostgreSQL (postgres://user:password@host:port/db; env
+                    DATABASE_URI; the flag wins). Migrations run at startup. Default: LMDB in --data-dir
   --workers N       actor worker threads (default: number of CPUs)
   --node-id ID      this server's name in /info and the metrics' node label (letters, digits, . _ -;
                     default: TROUPE_NODE_NAME, else the host name)
@@ -80,6 +84,7 @@ async function main(argv: string[]): Promise<void> {
       port: { type: "string" },
       host: { type: "string" },
       "data-dir": { type: "string" },
+      "database-uri": { type: "string" },
       workers: { type: "string" },
       "node-id": { type: "string" },
       "sync-commits": { type: "boolean" },
@@ -107,11 +112,13 @@ async function main(argv: string[]): Promise<void> {
   // undefined: the config's http.rate_limit decides (default off)
   const rl = command === "dev" ? "off" : values["rate-limit"] ?? process.env.TROUPE_RATE_LIMIT;
   if (rl !== undefined && rl !== "us" && rl !== "eu" && rl !== "off") throw new UsageError(`--rate-limit must be us, eu or off, got "${rl}"`);
+  const databaseUri = databaseUriFrom(values["database-uri"]);
   const server = await startServer({
     configPath,
     host,
     port,
     dataDir: resolve(values["data-dir"] ?? D.dataDir),
+    databaseUri,
     workers,
     nodeId,
     syncCommits: values["sync-commits"] ?? false,
@@ -141,10 +148,28 @@ main(process.argv.slice(2)).catch((err: unknown) => {
     process.stderr.write(`troupe: ${err.message}\nRun "troupe --help" for usage.\n`);
     process.exit(2);
   }
-  if (err instanceof ConfigError) process.stderr.write(`troupe: invalid configuration\n${err.message}\n`);
+  if (err instanceof StorageOpenError) process.stderr.write(`troupe: ${err.message}\n`);
+  else if (err instanceof ConfigError) process.stderr.write(`troupe: invalid configuration\n${err.message}\n`);
   else process.stderr.write(`troupe: ${(err as Error)?.stack ?? String(err)}\n`);
   process.exit(1);
 });
+
+/** `--database-uri` (else $DATABASE_URI; empty = unset): a postgres:// or postgresql:// URI. */
+function databaseUriFrom(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const raw = flag ?? env.DATABASE_URI;
+  if (raw === undefined || raw.trim() === "") return undefined;
+  const source = flag === undefined ? "DATABASE_URI" : "--database-uri";
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`${source} must be a postgres://user:password@host:port/database URI, got ${JSON.stringify(redactedUri(raw))}`);
+  }
+  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
+    throw new UsageError(`${source} must be a postgres:// or postgresql:// URI, got ${JSON.stringify(redactedUri(raw))}`);
+  }
+  return raw;
+}
 
 function rateLimitScale(raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;

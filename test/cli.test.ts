@@ -30,6 +30,34 @@ describe("troupe CLI", () => {
     }
   });
 
+  it("refuses a --database-uri / DATABASE_URI that is not postgres:// (exit 2) and an unreachable database in one line (exit 1)", () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "troupe-cli-"));
+    const cfg = join(REPO, "test/fixtures/graphs/service.json");
+    try {
+      const base = ["serve", "--host", "127.0.0.1", "--port", "0", "--config", cfg, "--data-dir", dataDir];
+      const scheme = troupe([...base, "--database-uri", "mysql://u:secret@h/db"]);
+      expect(scheme.status).toBe(2);
+      expect(scheme.stderr.split("\n")[0]).toBe('troupe: --database-uri must be a postgres:// or postgresql:// URI, got "mysql://u:***@h/db"');
+      const env = spawnSync(process.execPath, [join(REPO, "bin/troupe.js"), ...base], { cwd: REPO, encoding: "utf8", timeout: 60_000, env: { ...process.env, DATABASE_URI: "not a uri" } });
+      expect(env.status).toBe(2);
+      expect(env.stderr).toMatch(/^troupe: DATABASE_URI must be a postgres/);
+      // port 1 on loopback: nothing listens, the connection is refused at once
+      const down = troupe([...base, "--database-uri", "postgres://u:secret@127.0.0.1:1/db"]);
+      expect(down.status).toBe(1);
+      const lines = down.stderr.split("\n").filter((l) => l.startsWith("troupe: "));
+      expect(lines).toEqual(["troupe: cannot open the database postgres://u:***@127.0.0.1:1/db: connect ECONNREFUSED 127.0.0.1:1"]);
+      expect(down.stderr).not.toMatch(/\n\s+at /); // no stack trace
+      expect(down.stderr).not.toContain("secret");
+      // the flag wins over DATABASE_URI
+      const both = spawnSync(process.execPath, [join(REPO, "bin/troupe.js"), ...base, "--database-uri", "postgres://u@127.0.0.1:1/db"], { cwd: REPO, encoding: "utf8", timeout: 60_000, env: { ...process.env, DATABASE_URI: "mysql://x" } });
+      expect(both.status).toBe(1);
+      expect(both.stderr).toContain("troupe: cannot open the database postgres://u@127.0.0.1:1/db: connect ECONNREFUSED");
+      expect(troupe(["serve", "--help"]).stdout).toContain("--database-uri URI");
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
   it("names both config files it looked for when there is none", () => {
     const empty = mkdtempSync(join(tmpdir(), "troupe-cli-"));
     try {

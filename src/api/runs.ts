@@ -16,6 +16,7 @@ import { wireRun } from "./run-view.ts";
 import { runSelectSchema } from "./field-select.ts";
 import { select } from "../http/paging.ts";
 import { webhookDeliveryOf } from "../webhooks/outbox.ts";
+import { CreateOrder } from "./create-order.ts";
 
 const TAG = "runs";
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
@@ -31,6 +32,7 @@ export function runRoutes(app: AppContext): RouteDef[] {
     return t;
   };
   const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
+  const createOrder = new CreateOrder();
   const mustRun = async (threadId: string, runId: string): Promise<RunRecord> => {
     const r = await storage.runs.get(threadId, runId);
     if (!r) throw runNotFound();
@@ -44,9 +46,15 @@ export function runRoutes(app: AppContext): RouteDef[] {
   const create = async (b: RunCreateBody, headers: Record<string, string>, threadId: string | null, auth: AuthInfo | undefined, reader?: "stream" | "wait"): Promise<RunRecord> => {
     const stateless = threadId === null;
     const ids = { threadId: threadId ?? uuid7(), runId: uuid7(), stateless, auth };
-    const cmd = await buildCreateRun(app, b, headers, { ...ids, observed: reader === "stream", outputAwaited: reader === "wait" });
-    await app.auth?.authorizeRun(auth, cmd, (id) => storage.threads.get(id));
-    return pool.createRun(cmd);
+    const turn = stateless ? undefined : createOrder.take(ids.threadId); // with the id: sent in id order
+    try {
+      const cmd = await buildCreateRun(app, b, headers, { ...ids, observed: reader === "stream", outputAwaited: reader === "wait" });
+      await app.auth?.authorizeRun(auth, cmd, (id) => storage.threads.get(id));
+      if (turn) await turn.ready;
+      return pool.createRun(cmd); // posts to the shard synchronously
+    } finally {
+      turn?.done();
+    }
   };
   const location = (run: RunRecord, stateless: boolean) =>
     stateless ? `/runs/${run.run_id}` : `/threads/${run.thread_id}/runs/${run.run_id}`;

@@ -170,6 +170,8 @@ export interface ShardTask {
   port: MessagePort;
   webhookPort: MessagePort | null;
   dataDir: string;
+  /** the server's PostgreSQL (`--database-uri`); absent: LMDB in dataDir */
+  databaseUri?: string;
   graphs: GraphSpecLite[];
   /** env vars from the config, applied in the worker before graphs load */
   env: Record<string, string>;

@@ -26,6 +26,8 @@ export interface ShardPoolOptions {
   /** the user's compiled graph / embed modules */
   modules: CompiledModules;
   dataDir: string;
+  /** the server's PostgreSQL (`--database-uri`); absent: LMDB in dataDir */
+  databaseUri?: string;
   graphs: GraphSpecLite[];
   env: Record<string, string>;
   storeTtl?: StoreTtlOptions;
@@ -117,6 +119,7 @@ export class ShardPool {
       port: port2 as unknown as ShardTask["port"],
       webhookPort: webhookPort as unknown as ShardTask["webhookPort"],
       dataDir: this.opts.dataDir,
+      databaseUri: this.opts.databaseUri,
       graphs: this.opts.graphs,
       env: this.opts.env,
       storeTtl: this.opts.storeTtl,

@@ -56,6 +56,8 @@ export interface ServerOptions {
   host?: string;
   port?: number;
   dataDir: string;
+  /** postgres://… : the data lives in PostgreSQL (dataDir keeps compiled modules and schema caches) */
+  databaseUri?: string;
   workers?: number;
   /** this server's name (/info, the metrics' node label; a cluster node's id); default TROUPE_NODE_NAME, else the host name */
   nodeId?: string;
@@ -131,7 +133,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const auth = config.auth.path ? await loadAuth(config.auth.path, { configPath: config.configPath, studioHeader }) : undefined;
 
   const apiKeys = opts.apiKeyAuth ? openApiKeyGuard(opts.apiKeyAuth) : null; // api keys: fail fast on a bad dir/org
-  const port = await openStorage({ dataDir: opts.dataDir, syncCommits: opts.syncCommits, primary: true });
+  const port = await openStorage({ dataDir: opts.dataDir, syncCommits: opts.syncCommits, primary: true, databaseUri: opts.databaseUri });
   const graphIds = new Set(config.graphs.map((g) => g.graphId));
   const assistants = new AssistantStore(port.assistants);
   await assistants.ensureDefaults(graphIds, parseGraphConfigs(process.env.LANGGRAPH_CONFIG));
@@ -145,6 +147,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const webhooks = new WebhookWorkerHost({
     entryUrl: workerModules.webhook,
     dataDir: opts.dataDir,
+    databaseUri: opts.databaseUri,
     log: threadLog,
     headers: { ...config.webhooks.headers },
     signingSecret: config.webhooks.signingSecret,
@@ -162,6 +165,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     workerEntry: workerModules.actorShard,
     modules: workerModules.user,
     dataDir: opts.dataDir,
+    databaseUri: opts.databaseUri,
     graphs: config.graphs.map((g) => ({ graphId: g.graphId, filePath: g.filePath, exportName: g.exportName })),
     env: { ...config.env },
     storeTtl,

@@ -11,6 +11,8 @@ export interface StorageConfig {
   syncCommits?: boolean;
   /** the server's main thread at startup: the adapter prepares the storage (LMDB: builds missing indexes) */
   primary?: boolean;
+  /** postgres://… (`--database-uri` / DATABASE_URI): the data lives in PostgreSQL, not in the data dir's LMDB */
+  databaseUri?: string;
 }
 
 /** Opens one adapter's port; an adapter may load its modules (a driver) on first use. */
@@ -20,9 +22,41 @@ export type StorageAdapter = (config: StorageConfig) => Promise<StoragePort>;
 export const lmdbAdapter: StorageAdapter = (config) => Promise.resolve(openLmdbStorage(config.dataDir, { syncCommits: config.syncCommits, primary: config.primary }));
 
 /**
- * The storage of a server. `adapter` picks the backend (LMDB unless given): the Postgres adapter
- * (`--database-uri`, issue 21) plugs in here.
+ * PostgreSQL at `config.databaseUri`. The driver loads only here (an LMDB server never loads it).
+ * Only the primary migrates: the other threads start after it has, and concurrent migrations would
+ * contend on the migration lock for nothing.
  */
-export function openStorage(config: StorageConfig, adapter: StorageAdapter = lmdbAdapter): Promise<StoragePort> {
+export const postgresAdapter: StorageAdapter = async (config) => {
+  const uri = config.databaseUri;
+  if (uri === undefined) throw new Error("postgresAdapter: no databaseUri");
+  const { openPostgresStorage } = await import("./postgres/adapter.ts");
+  try {
+    const storage = await openPostgresStorage({ uri, migrate: config.primary === true });
+    // the migration reached the server; the other threads check it too, so a bad URI fails every opener alike
+    if (config.primary !== true) await storage.db.pool.query("SELECT 1");
+    return storage;
+  } catch (err) {
+    throw new StorageOpenError(`cannot open the database ${redactedUri(uri)}: ${(err as Error)?.message || String(err)}`);
+  }
+};
+
+/** The configured storage cannot be opened (database unreachable, bad URI, refused login): startup fails with this one line. */
+export class StorageOpenError extends Error {
+  override name = "StorageOpenError";
+}
+
+/** The URI as logs may show it: without its password. */
+export function redactedUri(uri: string): string {
+  try {
+    const u = new URL(uri);
+    if (u.password !== "") u.password = "***";
+    return u.toString();
+  } catch {
+    return "(unparsable URI)";
+  }
+}
+
+/** The storage of a server: PostgreSQL when the config names a database, else LMDB (unless `adapter` is given). */
+export function openStorage(config: StorageConfig, adapter: StorageAdapter = config.databaseUri === undefined ? lmdbAdapter : postgresAdapter): Promise<StoragePort> {
   return adapter(config);
 }

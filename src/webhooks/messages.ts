@@ -46,8 +46,10 @@ export type FromWebhookWorker = WebhookDispatchRequest;
 
 /** `workerData` of workers/webhook.ts. `dataDir` and `headers` are required; the rest have defaults. */
 export interface WebhookWorkerData {
-  /** the server's data dir: the outbox is in its LMDB */
+  /** the server's data dir: the outbox is in its LMDB (unless databaseUri) */
   dataDir: string;
+  /** the server's PostgreSQL (`--database-uri`): the outbox is there */
+  databaseUri?: string;
   headers: Record<string, string>;
   /** Standard Webhooks secret (`webhooks.signing_secret`); null/absent = unsigned */
   signingSecret?: string | null;

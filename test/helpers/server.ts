@@ -1,5 +1,9 @@
 // Spawns a real Troupe server process (bin/troupe.js) on port 0 with a fresh data directory,
 // exactly as a user would run it, and stops it (gracefully or with SIGKILL) at the end.
+// TROUPE_TEST_BACKEND=postgres: every server without an explicit databaseUri stores into a fresh
+// database of the test run's PostgreSQL (one per data dir: a restart on the same data dir finds
+// the same data), dropped by cleanup(). Tests that open the data dir's LMDB themselves do not
+// apply on that backend.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -27,14 +31,31 @@ export interface StartOptions {
   command?: "dev" | "serve";
   config?: string;
   dataDir?: string;
+  /** postgres://… passed as --database-uri (the data dir then keeps only compiled modules) */
+  databaseUri?: string;
   workers?: number;
   env?: Record<string, string>;
   extraArgs?: string[];
 }
 
+/** the test backend's database of each data dir (TROUPE_TEST_BACKEND=postgres) */
+const backendDatabases = new Map<string, Promise<{ uri: string; drop(): Promise<void> }>>();
+
+function backendDatabaseOf(dataDir: string): Promise<{ uri: string; drop(): Promise<void> }> | undefined {
+  if (process.env.TROUPE_TEST_BACKEND !== "postgres") return undefined;
+  let db = backendDatabases.get(dataDir);
+  if (db === undefined) {
+    // loaded only here: it needs vitest's inject (the run's PostgreSQL server)
+    db = import("./postgres.ts").then((m) => m.createTestDatabase());
+    backendDatabases.set(dataDir, db);
+  }
+  return db;
+}
+
 export async function startTestServer(opts: StartOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "troupe-test-"));
-  const args = [join(REPO, "bin/troupe.js"), opts.command ?? "dev", "--port", "0", "--config", opts.config ?? TEST_CONFIG, "--data-dir", dataDir, "--workers", String(opts.workers ?? 2), ...(opts.extraArgs ?? [])];
+  const databaseUri = opts.databaseUri ?? (await backendDatabaseOf(dataDir))?.uri;
+  const args = [join(REPO, "bin/troupe.js"), opts.command ?? "dev", "--port", "0", "--config", opts.config ?? TEST_CONFIG, "--data-dir", dataDir, "--workers", String(opts.workers ?? 2), ...(databaseUri ? ["--database-uri", databaseUri] : []), ...(opts.extraArgs ?? [])];
   const proc = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, ...opts.env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   proc.stdout!.on("data", (d: Buffer) => (out += d.toString()));
@@ -72,6 +93,9 @@ export async function startTestServer(opts: StartOptions = {}): Promise<TestServ
     },
     cleanup() {
       rmSync(dataDir, { recursive: true, force: true });
+      const db = backendDatabases.get(dataDir);
+      backendDatabases.delete(dataDir);
+      void db?.then((d) => d.drop()).catch(() => undefined);
     },
   };
 }

@@ -30,6 +30,8 @@ export function openPostgres(opts: PostgresOptions): PostgresDb {
     // the server's startup options: every statement on these connections resolves tables in the schema
     options: `-c search_path=${schema}`,
     application_name: "troupe",
+    // an unreachable server fails the opener (startup) instead of waiting out the OS's TCP timeout
+    connectionTimeoutMillis: 10_000,
   });
   // An idle connection the server dropped (restart, idle timeout) must not crash the process:
   // the pool discards it and the next query opens a new one.

@@ -1,0 +1,182 @@
+// A real server process on PostgreSQL (`--database-uri`, a fresh database of this file) driven by
+// the real SDK client: assistants, threads, runs (wait, stream, background + join, enqueue order),
+// state and history, the store, crons, a webhook delivered by the webhook worker; then kill -9
+// during a slow run and a restart on the same database: the run ends in a final status and the
+// thread is not left busy. `troupe dev` first, `troupe serve` after the restart. The data dir holds
+// no LMDB file: every thread (HTTP, shards, webhook worker) stored into the database.
+import { existsSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { Client } from "@langchain/langgraph-sdk";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { usePostgresDatabase } from "./helpers/postgres.ts";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { waitUntil } from "./helpers/wait.ts";
+
+const db = usePostgresDatabase();
+let server: TestServer;
+let client: Client;
+const servers: TestServer[] = [];
+
+const human = (content: string) => ({ messages: [{ role: "human", content }] });
+type Messages = { messages: { content: string; type: string }[] };
+
+beforeAll(async () => {
+  server = await startTestServer({ command: "dev", databaseUri: db.uri }); // dev: webhooks may reach loopback
+  servers.push(server);
+  client = new Client({ apiUrl: server.url, apiKey: null });
+}, 60_000);
+
+afterAll(async () => {
+  for (const s of servers) await s.stop();
+  server?.cleanup();
+});
+
+async function rowCount(table: string, where = "TRUE"): Promise<number> {
+  const c = new pg.Client({ connectionString: db.uri });
+  await c.connect();
+  try {
+    const r = await c.query<{ n: string }>(`SELECT count(*) AS n FROM ${table} WHERE ${where}`);
+    return Number(r.rows[0].n);
+  } finally {
+    await c.end();
+  }
+}
+
+describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
+  it("keeps its data in the database, not in the data dir", async () => {
+    const assistants = await client.assistants.search({ graphId: "echo" });
+    expect(assistants.length).toBe(1);
+    expect(await rowCount("assistants")).toBeGreaterThanOrEqual(1);
+    expect(existsSync(join(server.dataDir, "troupe.mdb"))).toBe(false);
+  });
+
+  it("threads: create, search, count", async () => {
+    const t = await client.threads.create({ metadata: { suite: "pg" } });
+    await client.threads.create({ metadata: { suite: "pg" } });
+    const found = await client.threads.search({ metadata: { suite: "pg" } });
+    expect(found.map((x) => x.thread_id)).toContain(t.thread_id);
+    expect(await client.threads.count({ metadata: { suite: "pg" } })).toBe(2);
+    expect((await client.threads.get(t.thread_id)).status).toBe("idle");
+  });
+
+  it("runs.wait, runs.stream, a background run joined; state and history", async () => {
+    const t = await client.threads.create();
+    const waited = (await client.runs.wait(t.thread_id, "echo", { input: human("hello") })) as Messages;
+    expect(waited.messages.map((m) => m.content)).toEqual(["hello", "hello"]);
+
+    const events: string[] = [];
+    let last: Messages | undefined;
+    for await (const chunk of client.runs.stream(t.thread_id, "echo", { input: human("streamed"), streamMode: "values" })) {
+      events.push(chunk.event);
+      if (chunk.event === "values") last = chunk.data as Messages;
+    }
+    expect(events[0]).toBe("metadata");
+    expect(last?.messages.map((m) => m.content)).toEqual(["hello", "hello", "streamed", "streamed"]);
+
+    const bg = await client.runs.create(t.thread_id, "echo", { input: human("background") });
+    const joined = (await client.runs.join(t.thread_id, bg.run_id)) as Messages;
+    expect(joined.messages.at(-1)?.content).toBe("background");
+    expect((await client.runs.get(t.thread_id, bg.run_id)).status).toBe("success");
+
+    const state = await client.threads.getState<Messages>(t.thread_id);
+    expect(state.values.messages).toHaveLength(6);
+    const history = await client.threads.getHistory(t.thread_id, { limit: 100 });
+    expect(history.length).toBeGreaterThanOrEqual(6); // input + node checkpoints of 3 runs
+    expect(history[0].checkpoint.checkpoint_id).toBe(state.checkpoint.checkpoint_id);
+    expect((await client.threads.get(t.thread_id)).status).toBe("idle");
+    expect(await rowCount("runs", `thread_id = '${t.thread_id}'`)).toBe(3);
+  });
+
+  it("enqueued runs on one thread run in the order they were created", async () => {
+    const t = await client.threads.create();
+    const runs = [];
+    for (let i = 0; i < 4; i++) {
+      runs.push(await client.runs.create(t.thread_id, "slow", { input: human(`r${i}`), multitaskStrategy: "enqueue", config: { configurable: { sleep_ms: 50 } } }));
+    }
+    for (const r of runs) await client.runs.join(t.thread_id, r.run_id);
+    for (const r of runs) expect((await client.runs.get(t.thread_id, r.run_id)).status).toBe("success");
+    const state = await client.threads.getState<Messages>(t.thread_id);
+    expect(state.values.messages.map((m) => m.content)).toEqual(["r0", "r0", "r1", "r1", "r2", "r2", "r3", "r3"]);
+    expect((await client.threads.get(t.thread_id)).status).toBe("idle");
+  });
+
+  it("a burst of concurrent creates on one thread runs in run id order (assistant reads finish out of order on the pool)", async () => {
+    const t = await client.threads.create();
+    for (let round = 0; round < 3; round++) {
+      const created = await Promise.all(Array.from({ length: 40 }, (_, i) => client.runs.create(t.thread_id, "echo", { input: human(`${round}-${i}`) })));
+      await Promise.all(created.map((r) => client.runs.join(t.thread_id, r.run_id)));
+      const byId = [...created].sort((a, b) => a.run_id.localeCompare(b.run_id)).map((r) => (r as unknown as { kwargs: { input: Messages } }).kwargs.input.messages[0].content);
+      const state = await client.threads.getState<Messages>(t.thread_id);
+      const ran = state.values.messages.filter((m) => m.type === "human" && m.content.startsWith(`${round}-`)).map((m) => m.content);
+      expect(ran).toEqual(byId);
+    }
+  });
+
+  it("store: put, get, search", async () => {
+    await client.store.putItem(["pg", "notes"], "a", { text: "first" });
+    await client.store.putItem(["pg", "notes"], "b", { text: "second" });
+    expect((await client.store.getItem(["pg", "notes"], "a"))?.value).toEqual({ text: "first" });
+    const found = await client.store.searchItems(["pg"], { filter: { text: "second" } });
+    expect(found.items.map((i) => i.key)).toEqual(["b"]);
+  });
+
+  it("crons: created, listed, and it fires", async () => {
+    const t = await client.threads.create();
+    const cron = await client.crons.createForThread(t.thread_id, "echo", { schedule: "* * * * * *", input: human("tick") });
+    const listed = await client.crons.search({ threadId: t.thread_id });
+    expect(listed.map((c) => c.cron_id)).toEqual([cron.cron_id]);
+    await waitUntil(async () => (await client.runs.list(t.thread_id)).some((r) => r.status === "success"), { timeoutMs: 20_000, what: "a cron run finished" });
+    await client.crons.delete(cron.cron_id);
+    expect(await client.crons.count({ threadId: t.thread_id })).toBe(0);
+  });
+
+  it("a run's webhook is delivered by the webhook worker, its delivery recorded in the database", async () => {
+    const received: { run_id: string; status: string }[] = [];
+    const receiver = createServer((req, res) => {
+      let raw = "";
+      req.on("data", (d: Buffer) => (raw += d.toString()));
+      req.on("end", () => {
+        received.push(JSON.parse(raw) as { run_id: string; status: string });
+        res.end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+    try {
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+      const t = await client.threads.create();
+      const run = await client.runs.create(t.thread_id, "echo", { input: human("hooked"), webhook: url });
+      await client.runs.join(t.thread_id, run.run_id);
+      await waitUntil(() => received.some((h) => h.run_id === run.run_id), { timeoutMs: 20_000, what: "the webhook delivered" });
+      expect(received.find((h) => h.run_id === run.run_id)?.status).toBe("success");
+      await waitUntil(async () => (await fetch(`${server.url}/threads/${t.thread_id}/runs/${run.run_id}/webhook`)).status === 200, { what: "the delivery recorded" });
+      expect(await rowCount("webhook_outcomes", `run_id = '${run.run_id}'`)).toBe(1);
+      expect(existsSync(join(server.dataDir, "troupe.mdb"))).toBe(false); // the worker opened no LMDB either
+    } finally {
+      receiver.close();
+    }
+  });
+
+  it("kill -9 during a slow run, restart on the same database: the run ends, the thread is not busy", async () => {
+    const t = await client.threads.create();
+    const run = await client.runs.create(t.thread_id, "slow", { input: human("survive"), config: { configurable: { sleep_ms: 3_000 } } });
+    const queued = await client.runs.create(t.thread_id, "echo", { input: human("after"), multitaskStrategy: "enqueue" });
+    await waitUntil(async () => (await client.runs.get(t.thread_id, run.run_id)).status === "running", { timeoutMs: 20_000, what: "the slow run running" });
+    await server.kill();
+
+    // DATABASE_URI (no flag) names the database this time, on `troupe serve`
+    server = await startTestServer({ command: "serve", env: { DATABASE_URI: db.uri }, dataDir: server.dataDir, extraArgs: ["--host", "127.0.0.1"] });
+    servers.push(server);
+    client = new Client({ apiUrl: server.url, apiKey: null });
+    await client.runs.join(t.thread_id, run.run_id);
+    await client.runs.join(t.thread_id, queued.run_id);
+    for (const id of [run.run_id, queued.run_id]) expect(["success", "error", "interrupted"]).toContain((await client.runs.get(t.thread_id, id)).status);
+    await waitUntil(async () => (await client.threads.get(t.thread_id)).status !== "busy", { timeoutMs: 20_000, what: "the thread not busy" });
+    expect(await client.threads.count({ status: "busy" })).toBe(0);
+    // the data written before the crash is still there
+    expect(await client.threads.count({ metadata: { suite: "pg" } })).toBe(2);
+    expect(existsSync(join(server.dataDir, "troupe.mdb"))).toBe(false);
+  }, 90_000);
+});
