@@ -4,6 +4,7 @@
 // (an item's best field) and returns `score`. Embeddings come from the user's module
 // (`"./embed.ts:fn"`): a function `(texts) => vectors` or an Embeddings object
 // (embedDocuments/embedQuery).
+import type { PutOperation } from "@langchain/langgraph-checkpoint";
 import { importUserModule } from "../loader/user-modules.ts";
 
 export interface StoreIndexOptions {
@@ -74,6 +75,22 @@ export class StoreIndex {
   async embedDocuments(texts: string[]): Promise<number[][]> {
     if (texts.length === 0) return [];
     return this.checked(await (await this.load()).documents(texts));
+  }
+
+  /** The embeddings of each put that is indexed (value set, the put's `index` not false), by put. */
+  async embedPuts(ops: readonly PutOperation[]): Promise<Map<PutOperation, number[][]>> {
+    const out = new Map<PutOperation, number[][]>();
+    const jobs = ops
+      .filter((op) => op.value !== null && op.index !== false)
+      .map((op) => ({ op, texts: textsOf(op.value as Record<string, unknown>, Array.isArray(op.index) ? op.index : this.opts.fields) }))
+      .filter((j) => j.texts.length > 0);
+    const flat = await this.embedDocuments(jobs.flatMap((j) => j.texts));
+    let at = 0;
+    for (const j of jobs) {
+      out.set(j.op, flat.slice(at, at + j.texts.length));
+      at += j.texts.length;
+    }
+    return out;
   }
 
   async embedQuery(text: string): Promise<number[]> {

@@ -10,7 +10,7 @@ import type { Transaction } from "lmdb";
 import type { Storage } from "./env.ts";
 import type { StoreTtlOptions } from "../bridge/messages.ts";
 import { itemExpired, refreshItemTtls } from "./store-ttl.ts";
-import { cosine, StoreIndex, textsOf, type StoreIndexOptions } from "./store-index.ts";
+import { cosine, StoreIndex, type StoreIndexOptions } from "./store-index.ts";
 import type { JsonObject, StoreItemRecord } from "./records.ts";
 import type { ItemStore } from "./port.ts";
 import { nowIso } from "./records.ts";
@@ -120,7 +120,7 @@ export class LmdbStore extends BaseStore implements ItemStore {
     const now = nowIso();
     const minutes = ttlMinutes === undefined ? this.ttl.defaultTtlMinutes : ttlMinutes;
     const expiresAt = minutes === null ? 0 : Date.parse(now) + minutes * 60_000;
-    const vectors = await this.embed(ops);
+    const vectors = await (this.index?.embedPuts(ops) ?? new Map<PutOperation, number[][]>());
     await this.s.root.transaction(() => {
       for (const op of ops) {
         const k = keyOf(op.namespace, op.key);
@@ -148,22 +148,6 @@ export class LmdbStore extends BaseStore implements ItemStore {
     });
   }
 
-  /** The embeddings of each put that is indexed (index configured, value set, the put's `index` not false). */
-  private async embed(ops: readonly PutOperation[]): Promise<Map<PutOperation, number[][]>> {
-    const out = new Map<PutOperation, number[][]>();
-    if (!this.index) return out;
-    const jobs = ops
-      .filter((op) => op.value !== null && op.index !== false)
-      .map((op) => ({ op, texts: textsOf(op.value as Record<string, unknown>, Array.isArray(op.index) ? op.index : this.index!.opts.fields) }))
-      .filter((j) => j.texts.length > 0);
-    const flat = await this.index.embedDocuments(jobs.flatMap((j) => j.texts));
-    let at = 0;
-    for (const j of jobs) {
-      out.set(j.op, flat.slice(at, at + j.texts.length));
-      at += j.texts.length;
-    }
-    return out;
-  }
 
   /**
    * searchRecords, ranked by similarity to `query` when the store has an index (every matching

@@ -13,7 +13,7 @@ import type { StoreTtlOptions } from "../../bridge/messages.ts";
 import type { ItemStore, StoreOptions } from "../port.ts";
 import type { JsonObject, StoreItemRecord } from "../records.ts";
 import { nowIso } from "../records.ts";
-import { cosine, StoreIndex, textsOf } from "../store-index.ts";
+import { cosine, StoreIndex } from "../store-index.ts";
 import { Params, storeFilterSql } from "./filter-sql.ts";
 import { jsonbText, jsonText } from "./json-columns.ts";
 
@@ -129,7 +129,7 @@ export class PostgresStore extends BaseStore implements ItemStore {
     const now = nowIso();
     const minutes = ttlMinutes === undefined ? this.ttl.defaultTtlMinutes : ttlMinutes;
     const expiresAt = minutes === null ? null : Date.parse(now) + minutes * 60_000;
-    const vectors = await this.embed(ops);
+    const vectors = await (this.index?.embedPuts(ops) ?? new Map<PutOperation, number[][]>());
     const dels = ops.filter((op) => op.value === null);
     const ups = ops.filter((op) => op.value !== null);
     await this.pool.query(WRITE, [
@@ -140,22 +140,6 @@ export class PostgresStore extends BaseStore implements ItemStore {
     ]);
   }
 
-  /** The embeddings of each put that is indexed (as LmdbStore.embed). */
-  private async embed(ops: readonly PutOperation[]): Promise<Map<PutOperation, number[][]>> {
-    const out = new Map<PutOperation, number[][]>();
-    if (!this.index) return out;
-    const jobs = ops
-      .filter((op) => op.value !== null && op.index !== false)
-      .map((op) => ({ op, texts: textsOf(op.value as Record<string, unknown>, Array.isArray(op.index) ? op.index : this.index!.opts.fields) }))
-      .filter((j) => j.texts.length > 0);
-    const flat = await this.index.embedDocuments(jobs.flatMap((j) => j.texts));
-    let at = 0;
-    for (const j of jobs) {
-      out.set(j.op, flat.slice(at, at + j.texts.length));
-      at += j.texts.length;
-    }
-    return out;
-  }
 
   /** Matching items in key order, or ranked by similarity with `query` when the store has an index (every match scored). */
   async searchItems(op: SearchOperation): Promise<Scored[]> {
