@@ -37,6 +37,19 @@ export interface AssistantVersionRecord {
   created_at: string;
 }
 
+/** The version record an assistant's current state is kept as. */
+export const assistantVersionOf = (a: AssistantRecord): AssistantVersionRecord => ({
+  assistant_id: a.assistant_id,
+  version: a.version,
+  graph_id: a.graph_id,
+  config: a.config,
+  context: a.context,
+  metadata: a.metadata,
+  name: a.name,
+  description: a.description,
+  created_at: a.updated_at,
+});
+
 /**
  * A thread as stored in `threads`. Its state values live apart, as JSON text in `thread_values`
  * (written once per run end), so the record every run rewrites stays small on long threads.

@@ -20,7 +20,7 @@ import { loadChannelValue, NO_VALUE, tagOf, type EncodedBlob } from "./blob-stor
 import { MAX_KEY, type LmdbSaverContext, type StoredCheckpointBody } from "./lmdb-context.ts";
 import { joinChunks } from "./message-chunks.ts";
 import type { TagMap } from "./queued-writes.ts";
-import { revivePendingWrites, tupleConfigs } from "./tuple.ts";
+import { revivePendingWrites, tupleConfigs, type StoredPendingWrite } from "./tuple.ts";
 
 /** One channel of a pending checkpoint. */
 export type PendingChannel =
@@ -33,14 +33,8 @@ export type PendingChannel =
   /** no value (the put wrote no blob for it) */
   | { version: StoredChannelVersion; absent: true };
 
-export interface PendingWriteRecord {
-  taskId: string;
-  idx: number;
-  channel: string;
-  type: string;
-  value: Uint8Array;
-  taskPath: string;
-}
+/** A pending write as the pending view keeps it: as both savers store it. */
+export type PendingWriteRecord = StoredPendingWrite;
 
 export interface PendingCheckpoint {
   id: string;

@@ -2,21 +2,10 @@
 // write transaction (the read-modify-writes read inside it, so two PATCHes never reuse a version).
 import { matchesFilter } from "../../domain/lifecycle.ts";
 import type { Storage } from "../env.ts";
-import type { AssistantRecord, AssistantVersionRecord, JsonObject } from "../records.ts";
+import { assistantVersionOf, type AssistantRecord, type AssistantVersionRecord, type JsonObject } from "../records.ts";
 import { countAssistants, putAssistant, removeAssistant, searchAssistants } from "../indexes/assistants.ts";
 import type { AssistantFilter, AssistantSort, AssistantWrite, AssistantsPort, Page, PageSpec } from "../port.ts";
 
-export const versionOf = (a: AssistantRecord): AssistantVersionRecord => ({
-  assistant_id: a.assistant_id,
-  version: a.version,
-  graph_id: a.graph_id,
-  config: a.config,
-  context: a.context,
-  metadata: a.metadata,
-  name: a.name,
-  description: a.description,
-  created_at: a.updated_at,
-});
 
 export class LmdbAssistants implements AssistantsPort {
   constructor(private readonly s: Storage) {}
@@ -29,7 +18,7 @@ export class LmdbAssistants implements AssistantsPort {
     const ok = await this.s.root.transaction(() => {
       if (this.s.assistants.get(a.assistant_id)) return false;
       putAssistant(this.s, a, undefined);
-      this.s.assistantVersions.put([a.assistant_id, a.version], versionOf(a));
+      this.s.assistantVersions.put([a.assistant_id, a.version], assistantVersionOf(a));
       return true;
     });
     return ok ? a : "exists";
@@ -51,7 +40,7 @@ export class LmdbAssistants implements AssistantsPort {
         updated_at: now,
       };
       putAssistant(this.s, next, a);
-      this.s.assistantVersions.put([assistantId, next.version], versionOf(next));
+      this.s.assistantVersions.put([assistantId, next.version], assistantVersionOf(next));
       return next;
     });
   }

@@ -3,7 +3,7 @@
 // setLatest read-modify-write the row under FOR UPDATE.
 import type pg from "pg";
 import type { AssistantFilter, AssistantSort, AssistantsPort, AssistantWrite, Page, PageSpec } from "../port.ts";
-import type { AssistantRecord, AssistantVersionRecord, JsonObject } from "../records.ts";
+import { assistantVersionOf, type AssistantRecord, type AssistantVersionRecord, type JsonObject } from "../records.ts";
 import { authFilterSql, metadataFilterSql, Params } from "./filter-sql.ts";
 import { jsonbText, jsonText } from "./json-columns.ts";
 import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
@@ -16,17 +16,6 @@ export const ASSISTANT_SEARCH: SearchSql<AssistantSort> = {
   select: "record",
 };
 
-const versionOf = (a: AssistantRecord): AssistantVersionRecord => ({
-  assistant_id: a.assistant_id,
-  version: a.version,
-  graph_id: a.graph_id,
-  config: a.config,
-  context: a.context,
-  metadata: a.metadata,
-  name: a.name,
-  description: a.description,
-  created_at: a.updated_at,
-});
 
 /** the row's columns as parameters $1..$8 (assistant_id, graph_id, name, name_lower, version, created_at, updated_at, metadata, record) */
 const rowValues = (a: AssistantRecord): unknown[] => [
@@ -65,7 +54,7 @@ export class PostgresAssistants implements AssistantsPort {
   }
 
   async create(record: AssistantRecord): Promise<AssistantRecord | "exists"> {
-    const v = versionOf(record);
+    const v = assistantVersionOf(record);
     const r = await this.pool.query(INSERT, [...rowValues(record), jsonbText(v.metadata), jsonText(v)]);
     return r.rowCount === 1 ? record : "exists";
   }
@@ -86,7 +75,7 @@ export class PostgresAssistants implements AssistantsPort {
         version: (max.rows[0].v ?? 0) + 1,
         updated_at: now,
       };
-      const v = versionOf(next);
+      const v = assistantVersionOf(next);
       await c.query(`WITH u AS (${UPDATE}) INSERT INTO assistant_versions (assistant_id, version, metadata, record) VALUES ($1, $5, $10::jsonb, $11::json)`,
         [...rowValues(next), jsonbText(v.metadata), jsonText(v)]);
       return next;
