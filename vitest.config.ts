@@ -15,7 +15,15 @@ export default defineConfig({
       { extends: true, test: { name: "unit", include: ["test/unit/**/*.test.ts"] } },
       // servers spawned as users run them, and the long in-process soaks
       // (and one PostgreSQL server for the Postgres tests, started in the background: test/helpers/postgres-server.ts)
-      { extends: true, test: { name: "e2e", include: ["test/**/*.test.ts"], exclude: ["test/unit/**", "**/node_modules/**"], globalSetup: ["test/helpers/postgres-server.ts"] } },
+      {
+        extends: true,
+        test: {
+          name: "e2e",
+          include: ["test/**/*.test.ts"],
+          exclude: ["test/unit/**", "**/node_modules/**"],
+          globalSetup: ["test/helpers/postgres-server.ts"],
+        },
+      },
     ],
   },
 });

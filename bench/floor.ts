@@ -13,12 +13,7 @@ import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { MemorySaver } from "@langchain/langgraph";
-import {
-  BaseCheckpointSaver,
-  type Checkpoint,
-  type CheckpointMetadata,
-  type CheckpointTuple,
-} from "@langchain/langgraph-checkpoint";
+import { BaseCheckpointSaver, type Checkpoint, type CheckpointMetadata, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { GraphRegistry } from "../src/actors/graph-registry.ts";
 import { parseImportString } from "../src/config/import-ref.ts";
@@ -64,7 +59,10 @@ class ByReferenceSaver extends BaseCheckpointSaver {
 async function loadGraph(spec: string): Promise<StreamableGraph> {
   const ref = parseImportString(spec);
   if ("problem" in ref) throw new Error(`--graph ${ref.problem}`);
-  const registry = new GraphRegistry([{ graphId: "floor", filePath: resolve(ref.file), exportName: ref.exportName }], { checkpointer: () => undefined, store: undefined });
+  const registry = new GraphRegistry([{ graphId: "floor", filePath: resolve(ref.file), exportName: ref.exportName }], {
+    checkpointer: () => undefined,
+    store: undefined,
+  });
   return (await registry.get("floor", {})) as unknown as StreamableGraph;
 }
 
@@ -116,7 +114,10 @@ async function main(): Promise<void> {
   });
   const runs = Number(values.runs);
   const long = Number(values.long);
-  for (const [name, n] of [["--runs", runs], ["--long", long]] as const) {
+  for (const [name, n] of [
+    ["--runs", runs],
+    ["--long", long],
+  ] as const) {
     if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got "${name === "--runs" ? values.runs : values.long}"`);
   }
   const input = JSON.parse(values.input) as unknown;

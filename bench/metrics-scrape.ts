@@ -29,7 +29,20 @@ const QUEUED = Number(values.queued);
 const SCRAPES = Number(values.scrapes);
 
 const dataDir = mkdtempSync(join(tmpdir(), "troupe-scrape-"));
-const args = [join(REPO, "bin/troupe.js"), "serve", "--host", "127.0.0.1", "--port", "0", "--rate-limit", "off", "--config", join(REPO, "examples/service.json"), "--data-dir", dataDir];
+const args = [
+  join(REPO, "bin/troupe.js"),
+  "serve",
+  "--host",
+  "127.0.0.1",
+  "--port",
+  "0",
+  "--rate-limit",
+  "off",
+  "--config",
+  join(REPO, "examples/service.json"),
+  "--data-dir",
+  dataDir,
+];
 if (values.workers) args.push("--workers", values.workers);
 const server = spawn(process.execPath, args, { cwd: REPO, stdio: ["ignore", "pipe", "inherit"] });
 let out = "";
@@ -54,9 +67,11 @@ async function post(path: string, body: unknown): Promise<Record<string, unknown
 /** `n` calls of `fn`, `concurrency` at a time */
 async function pool(n: number, concurrency: number, fn: (i: number) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < n) await fn(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < n) await fn(next++);
+    }),
+  );
 }
 
 try {
@@ -78,7 +93,7 @@ try {
   console.log(`${RUNNING + QUEUED} runs created in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   await new Promise((r) => setTimeout(r, 2_500)); // the shards' 1 s queue snapshots
 
-  const check = await (await fetch(`${url}/metrics?format=json`)).json() as { queue: { n_pending: number; n_running: number } };
+  const check = (await (await fetch(`${url}/metrics?format=json`)).json()) as { queue: { n_pending: number; n_running: number } };
   console.log(`gauges: ${check.queue.n_running} running, ${check.queue.n_pending} pending`);
   const client: number[] = [];
   const logFrom = out.length;

@@ -195,7 +195,10 @@ export function parseOptions(argv: string[], now = new Date()): ResolvedOptions 
 
   let scenarios: ScenarioName[] = SCENARIO_NAMES.filter((s) => !OPT_IN.includes(s));
   if (values.only !== undefined) {
-    const picked = values.only.split(",").map((s) => s.trim()).filter((s) => s !== "");
+    const picked = values.only
+      .split(",")
+      .map((s) => s.trim())
+      .filter((s) => s !== "");
     for (const s of picked) {
       if (!(SCENARIO_NAMES as readonly string[]).includes(s)) {
         throw new OptionError(`--only: unknown scenario "${s}" (known: ${SCENARIO_NAMES.join(", ")})`);

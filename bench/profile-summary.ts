@@ -45,7 +45,8 @@ function sourceMapOf(url: string): SourceMap | null {
 
 function frameName(n: ProfileNode): string {
   const { functionName, url, lineNumber, columnNumber } = n.callFrame;
-  const entry = (url ? sourceMapOf(url)?.findEntry(lineNumber, columnNumber ?? 0) : undefined) as { originalSource?: string; originalLine?: number } | undefined;
+  const entry = (url ? sourceMapOf(url)?.findEntry(lineNumber, columnNumber ?? 0) : undefined) as
+    { originalSource?: string; originalLine?: number } | undefined;
   const [file, line] = entry?.originalSource !== undefined ? [entry.originalSource, entry.originalLine ?? 0] : [url, lineNumber];
   return `${functionName || "(anonymous)"} ${file.split("/").slice(-2).join("/")}:${line + 1}`;
 }
@@ -79,7 +80,10 @@ export function summariseProfile(profile: CpuProfileFile, top = 30): { self: Pro
   }
   const total = profile.samples.length || 1;
   const rows = (m: Map<string, number>) =>
-    [...m].sort((a, b) => b[1] - a[1]).slice(0, top).map(([name, n]) => ({ name, percent: (100 * n) / total }));
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([name, n]) => ({ name, percent: (100 * n) / total }));
   return { self: rows(self), inclusive: rows(inclusive), samples: profile.samples.length };
 }
 

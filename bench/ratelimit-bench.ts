@@ -54,7 +54,9 @@ export async function race(): Promise<{ admitted: number[]; ms: number[] }> {
   const nowMs = Date.now();
   // tsx does not reach worker threads on Node 20 via --import: register it in the worker first.
   const boot = `import(${JSON.stringify(import.meta.resolve("tsx/esm/api"))}).then((m) => { m.register(); return import(${JSON.stringify(import.meta.url)}); });`;
-  const workers = [0, 1].map(() => new Worker(boot, { eval: true, workerData: { sab: table.buffer, start, attempts: RACE_ATTEMPTS, nowMs } satisfies RaceJob }));
+  const workers = [0, 1].map(
+    () => new Worker(boot, { eval: true, workerData: { sab: table.buffer, start, attempts: RACE_ATTEMPTS, nowMs } satisfies RaceJob }),
+  );
   let ready = 0;
   const done = await Promise.all(
     workers.map(
@@ -91,9 +93,15 @@ async function main(): Promise<void> {
   const both = { "x-api-key": "lsv2_pt_0123456789abcdef0123456789abcdef", "x-user-id": "user-42" };
 
   const l1 = new RateLimiter({ region: "us" });
-  rows.push(["check: POST /threads/{id}/runs, 4096 api keys (1 rule)", timeIt(N, (i) => l1.check("POST", "/threads/0190f0c4/runs", keyed[i & 4095], "10.0.0.1", now + i)).toFixed(0)]);
+  rows.push([
+    "check: POST /threads/{id}/runs, 4096 api keys (1 rule)",
+    timeIt(N, (i) => l1.check("POST", "/threads/0190f0c4/runs", keyed[i & 4095], "10.0.0.1", now + i)).toFixed(0),
+  ]);
   const l2 = new RateLimiter({ region: "us" });
-  rows.push(["check: GET /threads/{id}, no headers (catch-all)", timeIt(N, (i) => l2.check("GET", "/threads/0190f0c4", {}, `10.0.${(i >> 8) & 15}.${i & 255}`, now + i)).toFixed(0)]);
+  rows.push([
+    "check: GET /threads/{id}, no headers (catch-all)",
+    timeIt(N, (i) => l2.check("GET", "/threads/0190f0c4", {}, `10.0.${(i >> 8) & 15}.${i & 255}`, now + i)).toFixed(0),
+  ]);
   const l3 = new RateLimiter({ region: "eu", scale: 1000 });
   rows.push(["check: POST /runs/query, key + user (2 rules)", timeIt(N, (i) => l3.check("POST", "/runs/query", both, "10.0.0.2", now + i)).toFixed(0)]);
   const l4 = new RateLimiter({ region: "us" });
@@ -106,14 +114,18 @@ async function main(): Promise<void> {
 
   const r = await race();
   const total = r.admitted[0] + r.admitted[1];
-  console.log(`\nRateLimiter micro-benchmark (single thread; CPU ns per call, best of 3; load average ${os.loadavg()[0].toFixed(1)} on ${os.availableParallelism()} cores)\n`);
+  console.log(
+    `\nRateLimiter micro-benchmark (single thread; CPU ns per call, best of 3; load average ${os.loadavg()[0].toFixed(1)} on ${os.availableParallelism()} cores)\n`,
+  );
   console.log(`| ${"case".padEnd(54)} | ns/call |`);
   console.log(`|${"-".repeat(56)}|---------|`);
   for (const [name, ns] of rows) console.log(`| ${name.padEnd(54)} | ${ns.padStart(7)} |`);
   console.log(`\n2 threads racing on one bucket (capacity ${RACE_CAPACITY}, ${RACE_ATTEMPTS} attempts each, fixed clock)\n`);
   console.log("| thread | admitted | ms     | ns/attempt |");
   console.log("|--------|----------|--------|------------|");
-  r.admitted.forEach((a, i) => console.log(`| ${i}      | ${String(a).padStart(8)} | ${r.ms[i].toFixed(1).padStart(6)} | ${((r.ms[i] * 1e6) / RACE_ATTEMPTS).toFixed(0).padStart(10)} |`));
+  r.admitted.forEach((a, i) =>
+    console.log(`| ${i}      | ${String(a).padStart(8)} | ${r.ms[i].toFixed(1).padStart(6)} | ${((r.ms[i] * 1e6) / RACE_ATTEMPTS).toFixed(0).padStart(10)} |`),
+  );
   console.log(`| total  | ${String(total).padStart(8)} | (capacity ${RACE_CAPACITY}: ${total === RACE_CAPACITY ? "exact" : "MISMATCH"})`);
 }
 

@@ -21,7 +21,10 @@ export function formatTable(results: readonly ScenarioResult[]): string {
   }
   const widths = rows[0].map((_, c) => Math.max(...rows.map((row) => row[c].length)));
   const line = (row: string[]): string =>
-    row.map((cell, c) => (c === 2 ? cell.padStart(widths[c]) : cell.padEnd(widths[c]))).join("  ").trimEnd();
+    row
+      .map((cell, c) => (c === 2 ? cell.padStart(widths[c]) : cell.padEnd(widths[c])))
+      .join("  ")
+      .trimEnd();
   const out = [line(rows[0]), widths.map((w) => "-".repeat(w)).join("  ")];
   let prev = "";
   for (const row of rows.slice(1)) {
@@ -82,7 +85,14 @@ export function buildJson(options: ResolvedOptions, info: RunInfo, results: read
       pid: options.pid,
       pid_tree: options.pidTree,
       ...(options.scenarios.includes("scale")
-        ? { scale_threads: options.scaleThreads, scale_users: options.scaleUsers, scale_store_items: options.scaleStoreItems, scale_samples: options.scaleSamples, scale_wait_runs: options.scaleWaitRuns, scale_data_dir: options.scaleDataDir }
+        ? {
+            scale_threads: options.scaleThreads,
+            scale_users: options.scaleUsers,
+            scale_store_items: options.scaleStoreItems,
+            scale_samples: options.scaleSamples,
+            scale_wait_runs: options.scaleWaitRuns,
+            scale_data_dir: options.scaleDataDir,
+          }
         : {}),
     },
     scenarios: results.map((r) => ({

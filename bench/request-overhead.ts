@@ -16,7 +16,14 @@ import { configureLogging, flushLogs } from "../src/log/logger.ts";
 import { RequestLog } from "../src/log/request-log.ts";
 import { RequestTelemetry } from "../src/metrics/request-telemetry.ts";
 
-const { values } = parseArgs({ options: { requests: { type: "string", default: "300000" }, rounds: { type: "string", default: "6" }, only: { type: "string" }, "lines-per-second": { type: "string", default: "100" } } });
+const { values } = parseArgs({
+  options: {
+    requests: { type: "string", default: "300000" },
+    rounds: { type: "string", default: "6" },
+    only: { type: "string" },
+    "lines-per-second": { type: "string", default: "100" },
+  },
+});
 const N = Number(values.requests);
 const ROUNDS = Number(values.rounds);
 configureLogging({ level: "info", format: "json" }, "http");
@@ -33,7 +40,15 @@ const observer = new RequestTelemetry(Number(values["lines-per-second"]));
 const plain = dispatcher();
 const observed = dispatcher(observer);
 const signal = new AbortController().signal;
-const req = (): RawRequest => ({ method: "GET", path: "/ok", query: "", headers: { host: "x", "user-agent": "bench" }, body: null, clientIp: "127.0.0.1", signal });
+const req = (): RawRequest => ({
+  method: "GET",
+  path: "/ok",
+  query: "",
+  headers: { host: "x", "user-agent": "bench" },
+  body: null,
+  clientIp: "127.0.0.1",
+  signal,
+});
 
 /** CPU time (ns) per request of N requests: CPU, not wall time, on a machine shared with others */
 async function round(d: Dispatcher, n = N): Promise<number> {
@@ -73,5 +88,7 @@ const cpuNs = (fn: () => void, n: number) => {
 };
 report(`randomUUID (what a made-up request id would cost with it; ids use a counter): ${cpuNs(() => randomUUID(), N)} CPU ns`);
 const unbudgeted = new RequestLog(Number.POSITIVE_INFINITY);
-report(`one JSON request line (pino, async write to stdout): ${cpuNs(() => unbudgeted.record("0b4f1e1c-3e2a-4a63-9d7f-8f7b0b2b5d11", "GET", "/ok", "/ok", 200, 0.123, 0), 20_000)} CPU ns`);
+report(
+  `one JSON request line (pino, async write to stdout): ${cpuNs(() => unbudgeted.record("0b4f1e1c-3e2a-4a63-9d7f-8f7b0b2b5d11", "GET", "/ok", "/ok", 200, 0.123, 0), 20_000)} CPU ns`,
+);
 flushLogs();

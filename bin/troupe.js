@@ -47,7 +47,13 @@ async function loadCompiler(cache) {
     const tmp = `${out}.${process.pid}.tmp`;
     mkdirSync(dirname(out), { recursive: true });
     await esbuild.build({
-      entryPoints: [LOADER_SOURCE], outfile: tmp, bundle: true, format: "esm", platform: "node", target: "node20", logLevel: "error",
+      entryPoints: [LOADER_SOURCE],
+      outfile: tmp,
+      bundle: true,
+      format: "esm",
+      platform: "node",
+      target: "node20",
+      logLevel: "error",
       // the output may live outside this install (temp dir): point "esbuild" at this install's copy
       plugins: [{ name: "esbuild-here", setup: (b) => b.onResolve({ filter: /^esbuild$/ }, () => ({ path: esbuildUrl, external: true })) }],
     });

@@ -20,14 +20,7 @@
 import { tool } from "@langchain/core/tools";
 import { ToolMessage, type AIMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
-import {
-  END,
-  START,
-  MessagesAnnotation,
-  StateGraph,
-  interrupt,
-  type LangGraphRunnableConfig,
-} from "@langchain/langgraph";
+import { END, START, MessagesAnnotation, StateGraph, interrupt, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import { ToolNode, toolsCondition } from "@langchain/langgraph/prebuilt";
 import { z } from "zod";
 import { FakeChatModel } from "./fake-chat-model.ts";
@@ -68,9 +61,7 @@ function humanReview(state: State): Partial<State> {
   if (isApproval(decision)) return {};
   const message = `Rejected by reviewer: ${rejectionReason(decision)}`;
   return {
-    messages: toolCalls.map(
-      (call) => new ToolMessage({ tool_call_id: call.id ?? "", name: call.name, status: "error", content: message }),
-    ),
+    messages: toolCalls.map((call) => new ToolMessage({ tool_call_id: call.id ?? "", name: call.name, status: "error", content: message })),
   };
 }
 

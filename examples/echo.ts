@@ -10,8 +10,4 @@ function echo(state: State): Partial<State> {
   return { messages: [new AIMessage({ content: last?.content ?? "" })] };
 }
 
-export const graph = new StateGraph(MessagesAnnotation)
-  .addNode("echo", echo)
-  .addEdge(START, "echo")
-  .addEdge("echo", END)
-  .compile({ name: "echo" });
+export const graph = new StateGraph(MessagesAnnotation).addNode("echo", echo).addEdge(START, "echo").addEdge("echo", END).compile({ name: "echo" });

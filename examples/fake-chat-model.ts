@@ -20,19 +20,9 @@
 // Per-token delay: `configurable.token_delay_ms` of the surrounding run (default: the
 // constructor's `tokenDelayMs`, default 0). The delay honours the call's abort signal.
 import type { CallbackManagerForLLMRun } from "@langchain/core/callbacks/manager";
-import {
-  BaseChatModel,
-  type BaseChatModelCallOptions,
-  type BaseChatModelParams,
-  type BindToolsInput,
-} from "@langchain/core/language_models/chat_models";
+import { BaseChatModel, type BaseChatModelCallOptions, type BaseChatModelParams, type BindToolsInput } from "@langchain/core/language_models/chat_models";
 import type { BaseLanguageModelInput } from "@langchain/core/language_models/base";
-import {
-  AIMessageChunk,
-  type BaseMessage,
-  ToolMessage,
-  type ToolCallChunk,
-} from "@langchain/core/messages";
+import { AIMessageChunk, type BaseMessage, ToolMessage, type ToolCallChunk } from "@langchain/core/messages";
 import { ChatGenerationChunk, type ChatResult } from "@langchain/core/outputs";
 import type { Runnable } from "@langchain/core/runnables";
 import { AsyncLocalStorageProviderSingleton } from "@langchain/core/singletons";
@@ -81,11 +71,7 @@ export class FakeChatModel extends BaseChatModel<FakeChatModelCallOptions, AIMes
     return this.withConfig({ ...kwargs, fakeTools });
   }
 
-  async _generate(
-    messages: BaseMessage[],
-    options: this["ParsedCallOptions"],
-    runManager?: CallbackManagerForLLMRun,
-  ): Promise<ChatResult> {
+  async _generate(messages: BaseMessage[], options: this["ParsedCallOptions"], runManager?: CallbackManagerForLLMRun): Promise<ChatResult> {
     let aggregate: ChatGenerationChunk | undefined;
     for await (const chunk of this._streamResponseChunks(messages, options, runManager)) {
       aggregate = aggregate === undefined ? chunk : aggregate.concat(chunk);
@@ -140,9 +126,7 @@ export class FakeChatModel extends BaseChatModel<FakeChatModelCallOptions, AIMes
   }
 }
 
-type Reply =
-  | { kind: "text"; text: string }
-  | { kind: "tool_call"; name: string; args: Record<string, string>; callId: string };
+type Reply = { kind: "text"; text: string } | { kind: "tool_call"; name: string; args: Record<string, string>; callId: string };
 
 /** The three rules from the top of this file. Exported for tests and docs. */
 export function decideReply(messages: BaseMessage[], tools: FakeToolSpec[]): Reply {
@@ -187,9 +171,7 @@ function subjectOf(text: string): string {
 
 function textOf(message: BaseMessage): string {
   if (typeof message.content === "string") return message.content;
-  return message.content
-    .map((part) => (part.type === "text" && typeof part.text === "string" ? part.text : ""))
-    .join("");
+  return message.content.map((part) => (part.type === "text" && typeof part.text === "string" ? part.text : "")).join("");
 }
 
 /** Words with their trailing whitespace; concatenating the tokens gives back the text. */

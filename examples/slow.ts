@@ -17,8 +17,4 @@ async function slowEcho(state: State, config: LangGraphRunnableConfig): Promise<
   return { messages: [new AIMessage({ content: last?.content ?? "" })] };
 }
 
-export const graph = new StateGraph(MessagesAnnotation)
-  .addNode("slow", slowEcho)
-  .addEdge(START, "slow")
-  .addEdge("slow", END)
-  .compile({ name: "slow" });
+export const graph = new StateGraph(MessagesAnnotation).addNode("slow", slowEcho).addEdge(START, "slow").addEdge("slow", END).compile({ name: "slow" });

@@ -105,12 +105,14 @@ async function main(argv: string[]): Promise<void> {
   const port = values.port === undefined ? D.port : Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer 0-65535, got "${values.port}"`);
   const workers = values.workers === undefined ? undefined : Number(values.workers);
-  if (workers !== undefined && (!Number.isInteger(workers) || workers < 1)) throw new UsageError(`--workers must be a positive integer, got "${values.workers}"`);
+  if (workers !== undefined && (!Number.isInteger(workers) || workers < 1))
+    throw new UsageError(`--workers must be a positive integer, got "${values.workers}"`);
   const nodeId = values["node-id"];
-  if (nodeId !== undefined && !NODE_ID.test(nodeId)) throw new UsageError(`--node-id must be 1-40 letters, digits, ".", "_" or "-" (starting with a letter or digit), got "${nodeId}"`);
-  const host = command === "dev" ? D.loopbackHost : values.host ?? D.serveHost;
+  if (nodeId !== undefined && !NODE_ID.test(nodeId))
+    throw new UsageError(`--node-id must be 1-40 letters, digits, ".", "_" or "-" (starting with a letter or digit), got "${nodeId}"`);
+  const host = command === "dev" ? D.loopbackHost : (values.host ?? D.serveHost);
   // undefined: the config's http.rate_limit decides (default off)
-  const rl = command === "dev" ? "off" : values["rate-limit"] ?? process.env.TROUPE_RATE_LIMIT;
+  const rl = command === "dev" ? "off" : (values["rate-limit"] ?? process.env.TROUPE_RATE_LIMIT);
   if (rl !== undefined && rl !== "us" && rl !== "eu" && rl !== "off") throw new UsageError(`--rate-limit must be us, eu or off, got "${rl}"`);
   const databaseUri = databaseUriFrom(values["database-uri"]);
   const server = await startServer({
@@ -134,7 +136,9 @@ async function main(argv: string[]): Promise<void> {
   // uWebSockets.js 20.30 answers HTTP/1.1 only: an HTTP/1.0 request (nginx's default to upstreams)
   // gets no reply at all. Say so where an operator looks (README "Behind nginx").
   if (command === "serve") {
-    componentLog("server").info("HTTP/1.1 only (HTTP/1.0 requests get no answer); behind nginx set `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";`");
+    componentLog("server").info(
+      'HTTP/1.1 only (HTTP/1.0 requests get no answer); behind nginx set `proxy_http_version 1.1;` and `proxy_set_header Connection "";`',
+    );
   }
   const stop = () => {
     void server.close().then(() => process.exit(0));

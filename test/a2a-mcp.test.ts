@@ -19,7 +19,11 @@ afterAll(async () => {
 
 type Obj = Record<string, any>;
 
-async function post(path: string, body: unknown, accept = "application/json, text/event-stream"): Promise<{ status: number; text: string; json: Obj; headers: Headers }> {
+async function post(
+  path: string,
+  body: unknown,
+  accept = "application/json, text/event-stream",
+): Promise<{ status: number; text: string; json: Obj; headers: Headers }> {
   const res = await fetch(server.url + path, {
     method: "POST",
     headers: { "content-type": "application/json", accept },
@@ -44,7 +48,13 @@ const texts = (msg: Obj): string[] => (msg.parts as Obj[]).map((p) => p.text as 
 function sseResults(text: string): Obj[] {
   return text
     .split("\n\n")
-    .map((chunk) => chunk.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n"))
+    .map((chunk) =>
+      chunk
+        .split("\n")
+        .filter((l) => l.startsWith("data: "))
+        .map((l) => l.slice(6))
+        .join("\n"),
+    )
     .filter((d) => d !== "")
     .map((d) => JSON.parse(d) as Obj);
 }
@@ -54,7 +64,11 @@ describe("MCP", () => {
     const r = await mcp("initialize", { protocolVersion: "2024-11-05", capabilities: {}, clientInfo: { name: "t", version: "0" } });
     expect(r.status).toBe(200);
     expect(r.headers.get("mcp-session-id")).toBeNull();
-    expect(r.json).toMatchObject({ jsonrpc: "2.0", id: 1, result: { protocolVersion: "2024-11-05", capabilities: { tools: { listChanged: false } }, serverInfo: { name: "LangGraph" } } });
+    expect(r.json).toMatchObject({
+      jsonrpc: "2.0",
+      id: 1,
+      result: { protocolVersion: "2024-11-05", capabilities: { tools: { listChanged: false } }, serverInfo: { name: "LangGraph" } },
+    });
     expect(r.json.result.serverInfo.version).toMatch(/^\d+\.\d+\.\d+/);
   });
 
@@ -77,7 +91,10 @@ describe("MCP", () => {
     const [content] = r.json.result.content as Obj[];
     expect(content.type).toBe("text");
     const out = JSON.parse(content.text as string) as Obj;
-    expect(out.messages.map((m: Obj) => [m.type, m.content])).toEqual([["human", "hello from mcp"], ["ai", "hello from mcp"]]);
+    expect(out.messages.map((m: Obj) => [m.type, m.content])).toEqual([
+      ["human", "hello from mcp"],
+      ["ai", "hello from mcp"],
+    ]);
   });
 
   it("reports a graph failure as a tool error, and unknown tools as -32602", async () => {
@@ -113,7 +130,11 @@ describe("MCP", () => {
   it("pages tools/list by integer cursor, 100 per page", async () => {
     await Promise.all(
       Array.from({ length: 100 }, (_, i) =>
-        fetch(server.url + "/assistants", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ graph_id: "echo", name: `bulk ${i}` }) }),
+        fetch(server.url + "/assistants", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ graph_id: "echo", name: `bulk ${i}` }),
+        }),
       ),
     );
     const first = await mcp("tools/list");
@@ -150,7 +171,10 @@ describe("A2A", () => {
     expect(task.status.state).toBe("completed");
     expect(task.artifacts[0].name).toBe("Assistant Response");
     expect(texts(task.artifacts[0])).toEqual(["hello a2a"]);
-    expect(task.history.map((m: Obj) => [m.role, texts(m)[0]])).toEqual([["user", "hello a2a"], ["agent", "hello a2a"]]);
+    expect(task.history.map((m: Obj) => [m.role, texts(m)[0]])).toEqual([
+      ["user", "hello a2a"],
+      ["agent", "hello a2a"],
+    ]);
     // contextId is a real thread, taskId a real run on it
     const run = await fetch(`${server.url}/threads/${task.contextId}/runs/${task.id}`);
     expect(((await run.json()) as Obj).status).toBe("success");
@@ -206,7 +230,9 @@ describe("A2A", () => {
   });
 
   it("merges data parts into the graph input", async () => {
-    const r = await a2a("echo", "message/send", { message: { role: "user", messageId: randomUUID(), parts: [{ kind: "data", data: { messages: [{ role: "human", content: "from data" }] } }] } });
+    const r = await a2a("echo", "message/send", {
+      message: { role: "user", messageId: randomUUID(), parts: [{ kind: "data", data: { messages: [{ role: "human", content: "from data" }] } }] },
+    });
     expect(texts(r.json.result.artifacts[0])).toEqual(["from data"]);
   });
 
@@ -308,9 +334,21 @@ describe("http.disable_mcp / http.disable_a2a", () => {
     writeFileSync(config, JSON.stringify({ graphs: { echo: join(REPO, "examples/echo.ts") + ":graph" }, http: { disable_mcp: true, disable_a2a: true } }));
     const off = await startTestServer({ config, workers: 1 });
     try {
-      const res = await fetch(off.url + "/mcp", { method: "POST", headers: { "content-type": "application/json", accept: "application/json" }, body: JSON.stringify(rpc("initialize")) });
+      const res = await fetch(off.url + "/mcp", {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json" },
+        body: JSON.stringify(rpc("initialize")),
+      });
       expect(res.status).toBe(404);
-      expect((await fetch(off.url + "/a2a/echo", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(rpc("tasks/get", { id: "x" })) })).status).toBe(404);
+      expect(
+        (
+          await fetch(off.url + "/a2a/echo", {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify(rpc("tasks/get", { id: "x" })),
+          })
+        ).status,
+      ).toBe(404);
       expect((await fetch(`${off.url}/.well-known/agent-card.json?assistant_id=echo`)).status).toBe(404);
       expect((await fetch(off.url + "/ok")).status).toBe(200);
     } finally {

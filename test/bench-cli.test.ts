@@ -15,16 +15,48 @@ const fx = useServer({ workers: 1 });
 describe("bench CLI", () => {
   it("grows threads and store items in the scale scenario and measures each size", async () => {
     const out = join(mkdtempSync(join(tmpdir(), "troupe-bench-")), "r.json");
-    const args = ["--url", fx.server.url, "--only", "scale", "--scale-threads", "1200", "--scale-samples", "5", "--scale-wait-runs", "2", "--duration", "0.5", "--scale-data-dir", fx.server.dataDir, "--out", out];
+    const args = [
+      "--url",
+      fx.server.url,
+      "--only",
+      "scale",
+      "--scale-threads",
+      "1200",
+      "--scale-samples",
+      "5",
+      "--scale-wait-runs",
+      "2",
+      "--duration",
+      "0.5",
+      "--scale-data-dir",
+      fx.server.dataDir,
+      "--out",
+      out,
+    ];
     await run(process.execPath, [join(REPO, "bin/troupe-bench.js"), ...args], { cwd: REPO, timeout: 120_000 });
-    const report = JSON.parse(readFileSync(out, "utf8")) as { scenarios: { name: string; metrics: { metric: string; value: unknown }[]; errors: { count: number } }[] };
+    const report = JSON.parse(readFileSync(out, "utf8")) as {
+      scenarios: { name: string; metrics: { metric: string; value: unknown }[]; errors: { count: number } }[];
+    };
     const [scale] = report.scenarios;
     expect(scale.name).toBe("scale");
     expect(scale.errors.count).toBe(0);
     const value = (m: string) => Number(scale.metrics.find((x) => x.metric === m)?.value);
     // first in this file: the server has no threads yet, so the sizes are 1k and 1200
     for (const at of ["@1k", "@1200"]) {
-      for (const m of ["create rate", "put rate", "search p50", "count p50", "count-all p50", "newest p50", "get p50", "ok-busy p99", "wait p50", "store p50", "store-wide p50", "data dir"]) {
+      for (const m of [
+        "create rate",
+        "put rate",
+        "search p50",
+        "count p50",
+        "count-all p50",
+        "newest p50",
+        "get p50",
+        "ok-busy p99",
+        "wait p50",
+        "store p50",
+        "store-wide p50",
+        "data dir",
+      ]) {
         expect(value(`${at} ${m}`), `${at} ${m}`).toBeGreaterThan(0);
       }
     }
@@ -32,9 +64,15 @@ describe("bench CLI", () => {
 
   it("measures /ok, thread creation and runs/wait and writes JSON", async () => {
     const out = join(mkdtempSync(join(tmpdir(), "troupe-bench-")), "r.json");
-    const { stdout } = await run(process.execPath, [join(REPO, "bin/troupe-bench.js"), "--url", fx.server.url, "--only", "ok,thread-create,wait-c1", "--duration", "1", "--out", out], { cwd: REPO, timeout: 120_000 });
+    const { stdout } = await run(
+      process.execPath,
+      [join(REPO, "bin/troupe-bench.js"), "--url", fx.server.url, "--only", "ok,thread-create,wait-c1", "--duration", "1", "--out", out],
+      { cwd: REPO, timeout: 120_000 },
+    );
     expect(stdout).toMatch(/thread-create\s+throughput/);
-    const report = JSON.parse(readFileSync(out, "utf8")) as { scenarios: { name: string; metrics: { metric: string; value: unknown }[]; errors: { count: number } }[] };
+    const report = JSON.parse(readFileSync(out, "utf8")) as {
+      scenarios: { name: string; metrics: { metric: string; value: unknown }[]; errors: { count: number } }[];
+    };
     expect(report.scenarios.map((s) => s.name)).toEqual(["ok", "thread-create", "wait-c1"]);
     for (const s of report.scenarios) {
       expect(Number(s.metrics.find((m) => m.metric === "throughput")?.value)).toBeGreaterThan(0);
@@ -43,8 +81,14 @@ describe("bench CLI", () => {
   }, 150_000);
 
   it("prices the graph in-process (floor) with every row measured", async () => {
-    const { stdout } = await run(process.execPath, [join(REPO, "bin/troupe-floor.js"), "--graph", "examples/echo.ts:graph", "--runs", "20", "--long", "20"], { cwd: REPO, timeout: 120_000 });
-    const rows = stdout.split("\n").slice(1).filter((l) => l.trim() !== "");
+    const { stdout } = await run(process.execPath, [join(REPO, "bin/troupe-floor.js"), "--graph", "examples/echo.ts:graph", "--runs", "20", "--long", "20"], {
+      cwd: REPO,
+      timeout: 120_000,
+    });
+    const rows = stdout
+      .split("\n")
+      .slice(1)
+      .filter((l) => l.trim() !== "");
     expect(rows).toHaveLength(6);
     for (const row of rows) {
       const figures = (row.match(/\s{2}([\d., ]+)$/)?.[1] ?? "").split(",").map(Number);

@@ -7,8 +7,19 @@ import { PostgresCheckpointSaver } from "../src/storage/postgres/checkpointer.ts
 import { migrate } from "../src/storage/postgres/migrations.ts";
 import { openPostgres, type PostgresDb } from "../src/storage/postgres/pool.ts";
 import {
-  cfg, collect, expectCopyThread, expectForkKeepsBranches, expectGraphBranchesKeptApart, expectMessageClassesRoundTrip, expectPruneToLatest,
-  expectRollbackKeepsNamedValues, expectRollbackOfRun, expectUnchangedChannelsRebuilt, meta, putChild as putChildOn, type StoredView,
+  cfg,
+  collect,
+  expectCopyThread,
+  expectForkKeepsBranches,
+  expectGraphBranchesKeptApart,
+  expectMessageClassesRoundTrip,
+  expectPruneToLatest,
+  expectRollbackKeepsNamedValues,
+  expectRollbackOfRun,
+  expectUnchangedChannelsRebuilt,
+  meta,
+  putChild as putChildOn,
+  type StoredView,
 } from "./helpers/checkpoints.ts";
 import { usePostgresDatabase } from "./helpers/postgres.ts";
 
@@ -41,7 +52,9 @@ async function count(table: string, thread: string): Promise<number> {
 
 async function blobKeys(thread: string): Promise<string[]> {
   const result = await db.pool.query<{ channel: string; version: string }>(
-    "SELECT channel, version FROM checkpoint_blobs WHERE thread_id = $1 ORDER BY channel, version", [thread]);
+    "SELECT channel, version FROM checkpoint_blobs WHERE thread_id = $1 ORDER BY channel, version",
+    [thread],
+  );
   return result.rows.map((r) => `${r.channel}@${r.version}`);
 }
 
@@ -66,8 +79,10 @@ describe("channel values (the same scenarios as on LMDB)", () => {
 });
 
 describe("long message lists", () => {
-  const conversation = (n: number) => Array.from({ length: n }, (_, i) =>
-    i % 2 === 0 ? new HumanMessage({ content: `question ${i}`, id: `m${i}` }) : new AIMessage({ content: `answer ${i}`, id: `m${i}` }));
+  const conversation = (n: number) =>
+    Array.from({ length: n }, (_, i) =>
+      i % 2 === 0 ? new HumanMessage({ content: `question ${i}`, id: `m${i}` }) : new AIMessage({ content: `answer ${i}`, id: `m${i}` }),
+    );
 
   it("are stored as shared chunks plus a tail: each step writes only what is new, and reads back whole", async () => {
     const all = conversation(300);
@@ -111,8 +126,18 @@ describe("putWrites", () => {
     await saver.putWrites(cfg("t", id), [["a", 1]], "task");
     await saver.putWrites(cfg("t", id), [["a", 2]], "task");
     await saver.putWrites(cfg("t", id), [[ERROR, "first"]], "task");
-    await saver.putWrites(cfg("t", id), [[ERROR, "second"], [ERROR, "third"]], "task");
-    expect((await saver.getTuple(cfg("t", id)))?.pendingWrites).toEqual([["task", ERROR, "third"], ["task", "a", 1]]);
+    await saver.putWrites(
+      cfg("t", id),
+      [
+        [ERROR, "second"],
+        [ERROR, "third"],
+      ],
+      "task",
+    );
+    expect((await saver.getTuple(cfg("t", id)))?.pendingWrites).toEqual([
+      ["task", ERROR, "third"],
+      ["task", "a", 1],
+    ]);
   });
 });
 
@@ -147,7 +172,7 @@ describe("thread operations (the same scenarios as on LMDB)", () => {
   it("list filters compare whole values, also for metadata the jsonb index cannot hold", async () => {
     const plain = await putChild("t", undefined, {}, {}, {}, meta(0, { tags: ["a", "b"], who: "x" }));
     const nul = await putChild("t", plain, {}, {}, {}, meta(1, { who: "x\u0000y" }));
-    expect((await collect(saver.list(cfg("t"), { filter: { tags: ["a"] } })))).toEqual([]); // containment alone would match
+    expect(await collect(saver.list(cfg("t"), { filter: { tags: ["a"] } }))).toEqual([]); // containment alone would match
     expect((await collect(saver.list(cfg("t"), { filter: { tags: ["a", "b"] } }))).map((t) => t.checkpoint.id)).toEqual([plain]);
     expect((await collect(saver.list(cfg("t"), { filter: { who: "x\u0000y" } }))).map((t) => t.checkpoint.id)).toEqual([nul]);
     expect((await collect(saver.list(cfg("t"), { filter: { step: 1 }, limit: 1 }))).map((t) => t.checkpoint.id)).toEqual([nul]);

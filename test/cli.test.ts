@@ -22,7 +22,15 @@ describe("troupe CLI", () => {
   });
 
   it("reports a bad flag in one line with exit code 2", () => {
-    for (const args of [["dev", "--port", "abc"], ["serve", "--workers", "0"], ["dev", "--bogus"], ["serve", "--rate-limit", "xx"], ["serve", "--node-id", "no spaces"], ["serve", "--node-id", "-dash-first"], ["control-plane", "--region", "xx"]]) {
+    for (const args of [
+      ["dev", "--port", "abc"],
+      ["serve", "--workers", "0"],
+      ["dev", "--bogus"],
+      ["serve", "--rate-limit", "xx"],
+      ["serve", "--node-id", "no spaces"],
+      ["serve", "--node-id", "-dash-first"],
+      ["control-plane", "--region", "xx"],
+    ]) {
       const r = troupe(args);
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stderr.split("\n")[0]).toMatch(/^troupe: /);
@@ -38,7 +46,12 @@ describe("troupe CLI", () => {
       const scheme = troupe([...base, "--database-uri", "mysql://u:secret@h/db"]);
       expect(scheme.status).toBe(2);
       expect(scheme.stderr.split("\n")[0]).toBe('troupe: --database-uri must be a postgres:// or postgresql:// URI, got "mysql://u:***@h/db"');
-      const env = spawnSync(process.execPath, [join(REPO, "bin/troupe.js"), ...base], { cwd: REPO, encoding: "utf8", timeout: 60_000, env: { ...process.env, DATABASE_URI: "not a uri" } });
+      const env = spawnSync(process.execPath, [join(REPO, "bin/troupe.js"), ...base], {
+        cwd: REPO,
+        encoding: "utf8",
+        timeout: 60_000,
+        env: { ...process.env, DATABASE_URI: "not a uri" },
+      });
       expect(env.status).toBe(2);
       expect(env.stderr).toMatch(/^troupe: DATABASE_URI must be a postgres/);
       // port 1 on loopback: nothing listens, the connection is refused at once
@@ -49,7 +62,12 @@ describe("troupe CLI", () => {
       expect(down.stderr).not.toMatch(/\n\s+at /); // no stack trace
       expect(down.stderr).not.toContain("secret");
       // the flag wins over DATABASE_URI
-      const both = spawnSync(process.execPath, [join(REPO, "bin/troupe.js"), ...base, "--database-uri", "postgres://u@127.0.0.1:1/db"], { cwd: REPO, encoding: "utf8", timeout: 60_000, env: { ...process.env, DATABASE_URI: "mysql://x" } });
+      const both = spawnSync(process.execPath, [join(REPO, "bin/troupe.js"), ...base, "--database-uri", "postgres://u@127.0.0.1:1/db"], {
+        cwd: REPO,
+        encoding: "utf8",
+        timeout: 60_000,
+        env: { ...process.env, DATABASE_URI: "mysql://x" },
+      });
       expect(both.status).toBe(1);
       expect(both.stderr).toContain("troupe: cannot open the database postgres://u@127.0.0.1:1/db: connect ECONNREFUSED");
       expect(troupe(["serve", "--help"]).stdout).toContain("--database-uri URI");

@@ -37,7 +37,10 @@ interface Child {
 }
 
 function child(args: string[]): Child {
-  const proc = spawn(process.execPath, ["--import", "tsx", join(REPO, "test/fixtures/cluster/bus-node.ts"), ...args], { cwd: REPO, stdio: ["ignore", "pipe", "inherit"] });
+  const proc = spawn(process.execPath, ["--import", "tsx", join(REPO, "test/fixtures/cluster/bus-node.ts"), ...args], {
+    cwd: REPO,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   const lines: string[] = [];
   createInterface({ input: proc.stdout! }).on("line", (l) => lines.push(l));
   const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
@@ -51,7 +54,10 @@ test("two publisher processes, two listener processes: every listener gets every
   const listeners = [child(["listen", cluster.uri, channel, String(total)]), child(["listen", cluster.uri, channel, String(total)])];
   try {
     await waitUntil(() => listeners.every((l) => l.lines.includes("ready")), { timeoutMs: 60_000, what: "the listener processes subscribed" });
-    const publishers = [child(["publish", cluster.uri, channel, String(perPublisher), "p1"]), child(["publish", cluster.uri, channel, String(perPublisher), "p2"])];
+    const publishers = [
+      child(["publish", cluster.uri, channel, String(perPublisher), "p1"]),
+      child(["publish", cluster.uri, channel, String(perPublisher), "p2"]),
+    ];
     expect(await Promise.all(publishers.map((p) => p.exited))).toEqual([0, 0]);
     expect(publishers.map((p) => p.lines)).toEqual([["done"], ["done"]]);
     expect(await Promise.all(listeners.map((l) => l.exited))).toEqual([0, 0]);
@@ -81,7 +87,14 @@ test("bodies up to the inline limit go in the notification, larger ones (any scr
   const channel = newChannel();
   const got: BusMessage[] = [];
   await subscriber.subscribe(channel, { message: (m) => got.push(m) });
-  const bodies = ["small", "a".repeat(INLINE_LIMIT_BYTES), "a".repeat(INLINE_LIMIT_BYTES + 1), "ü".repeat(INLINE_LIMIT_BYTES / 2 + 1), "🎭".repeat(100_000), ""];
+  const bodies = [
+    "small",
+    "a".repeat(INLINE_LIMIT_BYTES),
+    "a".repeat(INLINE_LIMIT_BYTES + 1),
+    "ü".repeat(INLINE_LIMIT_BYTES / 2 + 1),
+    "🎭".repeat(100_000),
+    "",
+  ];
   const payloadsBefore = await payloadCount(channel);
   await Promise.all(bodies.map((b) => publisher.publish(channel, b)));
   // 3 bodies exceed 7000 bytes of UTF-8: only those were stored

@@ -17,14 +17,20 @@ afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
 });
 
-async function startNode(handle: CommandHandler, opts: { minBackoffMs?: number; nodeId?: string } = {}): Promise<{ nodeId: string; bus: NotifyBus; commands: ClusterCommands }> {
+async function startNode(
+  handle: CommandHandler,
+  opts: { minBackoffMs?: number; nodeId?: string } = {},
+): Promise<{ nodeId: string; bus: NotifyBus; commands: ClusterCommands }> {
   const nodeId = opts.nodeId ?? newNodeId();
   const db = cluster.open();
   const bus = new NotifyBus(db, { cleanupEveryMs: 0, minBackoffMs: opts.minBackoffMs });
   await bus.start();
   const commands = new ClusterCommands(db, bus, { nodeId, handle });
   await commands.start();
-  closers.push(() => bus.close(), () => commands.close());
+  closers.push(
+    () => bus.close(),
+    () => commands.close(),
+  );
   return { nodeId, bus, commands };
 }
 
@@ -41,10 +47,13 @@ test("commands sent one after another run on the owner in that order (also those
     sentByA.push(sent.reply(20_000));
   };
   for (let i = 0; i < 10; i++) await send(i); // the owner is not up yet: these wait as rows
-  const owner = await startNode(async (body, from) => {
-    ran.push(body);
-    return `${from}:${body}:${body.length > 10 ? "L".repeat(20_000) : "done"}`;
-  }, { nodeId: ownerId });
+  const owner = await startNode(
+    async (body, from) => {
+      ran.push(body);
+      return `${from}:${body}:${body.length > 10 ? "L".repeat(20_000) : "done"}`;
+    },
+    { nodeId: ownerId },
+  );
   for (let i = 10; i < 20; i++) await send(i);
   const replyB = await b.commands.forward(owner.nodeId, "b0", 20_000);
   expect(replyB).toEqual({ status: "replied", body: `${b.nodeId}:b0:done` });
@@ -77,10 +86,13 @@ test("a command to a node that never takes it is withdrawn after the timeout (no
 
 test("commands sent while the owner's LISTEN session is down are taken once it is back", async () => {
   const ran: string[] = [];
-  const owner = await startNode(async (body) => {
-    ran.push(body);
-    return `ok ${body}`;
-  }, { minBackoffMs: 1_000 });
+  const owner = await startNode(
+    async (body) => {
+      ran.push(body);
+      return `ok ${body}`;
+    },
+    { minBackoffMs: 1_000 },
+  );
   const sender = await startNode(async () => "unused");
   const admin = cluster.open(1);
   const pid = await owner.bus.listenerPid();

@@ -16,8 +16,11 @@ test("three processes racing over 150 ticks of 6 crons: each tick fired exactly 
   const ticks = 150;
   const prefix = `cron-${process.pid}`;
   const racers = ["node-1", "node-2", "node-3"].map((node) => {
-    const proc = spawn(process.execPath, ["--import", "tsx", join(REPO, "test/fixtures/cluster/cron-racer.ts"), cluster.uri, node, prefix, String(crons), String(ticks)],
-      { cwd: REPO, stdio: ["pipe", "pipe", "inherit"] });
+    const proc = spawn(
+      process.execPath,
+      ["--import", "tsx", join(REPO, "test/fixtures/cluster/cron-racer.ts"), cluster.uri, node, prefix, String(crons), String(ticks)],
+      { cwd: REPO, stdio: ["pipe", "pipe", "inherit"] },
+    );
     const lines: string[] = [];
     createInterface({ input: proc.stdout! }).on("line", (l) => lines.push(l));
     const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));

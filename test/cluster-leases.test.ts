@@ -42,7 +42,9 @@ async function fencedWrite(db: PostgresDb, fence: Fence, taskId: string): Promis
 }
 
 const writesOf = async (db: PostgresDb, threadId: string) =>
-  (await db.pool.query<{ task_id: string }>("SELECT task_id FROM checkpoint_writes WHERE thread_id = $1 ORDER BY task_id", [threadId])).rows.map((r) => r.task_id);
+  (await db.pool.query<{ task_id: string }>("SELECT task_id FROM checkpoint_writes WHERE thread_id = $1 ORDER BY task_id", [threadId])).rows.map(
+    (r) => r.task_id,
+  );
 
 test("nodes racing for a free thread: exactly one acquires it, every time", async () => {
   const racers = await nodes(10);
@@ -125,8 +127,10 @@ test("a write carrying a holding's epoch lands while it stands and is refused on
 
 /** Resolves once session `pid` waits on a lock. */
 const waitingOnLock = (db: PostgresDb, pid: number) =>
-  waitUntil(async () => (await db.pool.query<{ w: string | null }>("SELECT wait_event_type AS w FROM pg_stat_activity WHERE pid = $1", [pid])).rows[0]?.w === "Lock",
-    { what: `session ${pid} waiting on a lock` });
+  waitUntil(
+    async () => (await db.pool.query<{ w: string | null }>("SELECT wait_event_type AS w FROM pg_stat_activity WHERE pid = $1", [pid])).rows[0]?.w === "Lock",
+    { what: `session ${pid} waiting on a lock` },
+  );
 
 test("a write racing a steal in flight waits for it and is then refused (no write slips past the new holder)", async () => {
   const [a, b] = await nodes(2);
@@ -140,8 +144,11 @@ test("a write racing a steal in flight waits for it and is then refused (no writ
   const writer = await a.pool.connect();
   try {
     await stealer.query("BEGIN");
-    const steal = await stealer.query<{ epoch: string }>(`UPDATE thread_leases SET node_id = 'node-b', epoch = nextval('thread_lease_epochs'), expires_at = $2
-      WHERE thread_id = $1 RETURNING epoch`, [thread, new Date(clock.now() + TTL)]);
+    const steal = await stealer.query<{ epoch: string }>(
+      `UPDATE thread_leases SET node_id = 'node-b', epoch = nextval('thread_lease_epochs'), expires_at = $2
+      WHERE thread_id = $1 RETURNING epoch`,
+      [thread, new Date(clock.now() + TTL)],
+    );
     expect(steal.rowCount).toBe(1);
     const writerPid = (await writer.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0].pid;
     const late = writer.query<{ written: number }>(fencedInsert(old, "late"));
@@ -168,9 +175,12 @@ test("a steal waits for a write in flight of the holding it replaces, and then s
     expect(w.rows[0].written).toBe(1);
     await clock.advance(TTL);
     const steal = acquireLease(b, thread, "node-b", timing);
-    await waitUntil(async () => (await a.pool.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0].n > 0,
-      { what: "the steal waiting on the write's lock" });
+    await waitUntil(
+      async () =>
+        (await a.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))
+          .rows[0].n > 0,
+      { what: "the steal waiting on the write's lock" },
+    );
     await writer.query("COMMIT");
     const stolen = await steal;
     expect(stolen).toMatchObject({ nodeId: "node-b" });

@@ -18,15 +18,19 @@ afterEach(async () => {
 });
 
 async function startNode(nodeId: string, over: Partial<ClusterNodeOptions> = {}, waitMs?: number): Promise<ClusterNode> {
-  const node = await ClusterNode.start(cluster.open(), {
-    identity: newNodeIdentity(nodeId),
-    heartbeatMs: 200,
-    takeoverScanMs: 60_000, // no takeovers in these tests
-    handle: async (body) => body,
-    onTakeover: async () => undefined,
-    onLeasesLost: () => undefined,
-    ...over,
-  }, waitMs);
+  const node = await ClusterNode.start(
+    cluster.open(),
+    {
+      identity: newNodeIdentity(nodeId),
+      heartbeatMs: 200,
+      takeoverScanMs: 60_000, // no takeovers in these tests
+      handle: async (body) => body,
+      onTakeover: async () => undefined,
+      onLeasesLost: () => undefined,
+      ...over,
+    },
+    waitMs,
+  );
   nodes.push(node);
   return node;
 }

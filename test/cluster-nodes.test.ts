@@ -4,7 +4,16 @@
 // its leases up on its own while another node takes them over and fences its late writes.
 import { NodeHeartbeat, type HeartbeatOptions } from "../src/cluster/heartbeat.ts";
 import { acquireLease, expiredLeases, leaseOf } from "../src/cluster/leases.ts";
-import { countAliveNodes, deregisterNode, forgetDeadNodes, listNodes, markDraining, newNodeIdentity, registerNode, type NodeIdentity } from "../src/cluster/nodes.ts";
+import {
+  countAliveNodes,
+  deregisterNode,
+  forgetDeadNodes,
+  listNodes,
+  markDraining,
+  newNodeIdentity,
+  registerNode,
+  type NodeIdentity,
+} from "../src/cluster/nodes.ts";
 import { fenceSql, fenceValues, type Fence } from "../src/cluster/fence.ts";
 import { clockStamp } from "../src/cluster/time.ts";
 import { openPostgres, type PostgresDb } from "../src/storage/postgres/pool.ts";
@@ -20,7 +29,10 @@ const uniqueId = (name: string) => `${name}-${process.pid}-${++ids}`;
 
 /** Only this file's rows: tests share the database. */
 const aliveAmong = async (db: PostgresDb, clock: ManualClock, nodeIds: string[]) =>
-  (await listNodes(db, clockStamp(clock))).filter((n) => nodeIds.includes(n.nodeId) && n.alive).map((n) => n.nodeId).sort();
+  (await listNodes(db, clockStamp(clock)))
+    .filter((n) => nodeIds.includes(n.nodeId) && n.alive)
+    .map((n) => n.nodeId)
+    .sort();
 
 test("a node registers, is alive for a TTL after each beat, and a second process under its id is refused while it lives", async () => {
   const db = cluster.open();
@@ -64,8 +76,14 @@ test("a node registers, is alive for a TTL after each beat, and a second process
 
 function heartbeatOptions(node: NodeIdentity, clock: ManualClock, over: Partial<HeartbeatOptions> = {}): HeartbeatOptions {
   return {
-    node, ttlMs: TTL, intervalMs: INTERVAL, clock, stamp: clockStamp(clock),
-    onLeasesLost: () => undefined, onNodeLost: () => undefined, ...over,
+    node,
+    ttlMs: TTL,
+    intervalMs: INTERVAL,
+    clock,
+    stamp: clockStamp(clock),
+    onLeasesLost: () => undefined,
+    onNodeLost: () => undefined,
+    ...over,
   };
 }
 
@@ -145,8 +163,10 @@ test("a node whose beats fail for a TTL gives up every lease; the others take th
   // the paused node comes back and tries to finish its work: every write refused
   for (const fence of leases.values()) {
     const f = fenceSql(2);
-    const w = await db.pool.query(`WITH ${f.cte} UPDATE thread_leases SET node_id = 'hijacked' WHERE thread_id = $1 AND ${f.holds} RETURNING 1`,
-      [fence.threadId, ...fenceValues(fence)]);
+    const w = await db.pool.query(`WITH ${f.cte} UPDATE thread_leases SET node_id = 'hijacked' WHERE thread_id = $1 AND ${f.holds} RETURNING 1`, [
+      fence.threadId,
+      ...fenceValues(fence),
+    ]);
     expect(w.rowCount).toBe(0);
   }
   for (const t of leases.keys()) expect(await leaseOf(db, t, stamp)).toMatchObject({ nodeId: "node-taker" });

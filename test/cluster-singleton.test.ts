@@ -18,7 +18,10 @@ interface Child {
 }
 
 function node(name: string): Child {
-  const proc = spawn(process.execPath, ["--import", "tsx", join(REPO, "test/fixtures/cluster/singleton-node.ts"), cluster.uri, name], { cwd: REPO, stdio: ["ignore", "pipe", "inherit"] });
+  const proc = spawn(process.execPath, ["--import", "tsx", join(REPO, "test/fixtures/cluster/singleton-node.ts"), cluster.uri, name], {
+    cwd: REPO,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   const lines: string[] = [];
   createInterface({ input: proc.stdout! }).on("line", (l) => lines.push(l));
   return { proc, lines };
@@ -31,8 +34,11 @@ const holding = (c: Child) => {
 
 /** Backend pids holding an advisory lock in this database. */
 async function lockHolders(): Promise<number[]> {
-  const result = await cluster.open(1).pool.query<{ pid: number }>(
-    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())");
+  const result = await cluster
+    .open(1)
+    .pool.query<{ pid: number }>(
+      "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    );
   return result.rows.map((r) => r.pid);
 }
 
@@ -48,7 +54,12 @@ test("three processes: the job runs on exactly one; killed -9, it moves to exact
       await new Promise((r) => setTimeout(r, 1_500));
       expect([...alive].filter(holding)).toEqual([holder]);
       expect(await lockHolders()).toHaveLength(1);
-      const lockPid = Number(holder.lines.filter((l) => l.startsWith("holding")).at(-1)!.split(" ")[1]);
+      const lockPid = Number(
+        holder.lines
+          .filter((l) => l.startsWith("holding"))
+          .at(-1)!
+          .split(" ")[1],
+      );
       expect(await lockHolders()).toEqual([lockPid]);
       holder.proc.kill("SIGKILL");
       alive.delete(holder);

@@ -48,8 +48,10 @@ beforeAll(async () => {
 
 async function startNode(name: string, threads: string[] = []): Promise<Node> {
   const id = uniqueId(name);
-  const proc = spawn(process.execPath, ["--import", "tsx", join(REPO, "test/fixtures/cluster/cluster-node.ts"), cluster.uri, id, String(TTL_MS), ...threads],
-    { cwd: REPO, stdio: ["ignore", "pipe", "inherit"] });
+  const proc = spawn(process.execPath, ["--import", "tsx", join(REPO, "test/fixtures/cluster/cluster-node.ts"), cluster.uri, id, String(TTL_MS), ...threads], {
+    cwd: REPO,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   const events: Event[] = [];
   createInterface({ input: proc.stdout! }).on("line", (l) => events.push(JSON.parse(l) as Event));
   const node = { id, proc, events };
@@ -75,15 +77,21 @@ test("a paused node's threads are taken over after the TTL; back, it learns it l
   expect(takenOver(b).sort()).toEqual([...threads].sort());
   const epochOf = (n: Node, t: string) => n.events.find((e) => (e.event === "held" || e.event === "takeover") && e.thread === t)!.epoch!;
   for (const t of threads) expect(epochOf(b, t)).toBeGreaterThan(epochOf(a, t));
-  await waitUntil(async () => {
-    const rows = await probeRows();
-    return threads.every((t) => rows.some((r) => r.node === b.id && r.thread_id === t));
-  }, { what: "b writing" });
+  await waitUntil(
+    async () => {
+      const rows = await probeRows();
+      return threads.every((t) => rows.some((r) => r.node === b.id && r.thread_id === t));
+    },
+    { what: "b writing" },
+  );
 
   a.proc.kill("SIGCONT");
   // a keeps writing with its old epochs (an executor not yet stopped): every one refused
   await waitUntil(() => threads.every((t) => a.events.some((e) => e.event === "refused" && e.thread === t)), { timeoutMs: 30_000, what: "a's writes refused" });
-  await waitUntil(() => a.events.filter((e) => e.event === "lost").flatMap((e) => e.threads!).length === threads.length, { timeoutMs: 30_000, what: "a told it lost its leases" });
+  await waitUntil(() => a.events.filter((e) => e.event === "lost").flatMap((e) => e.threads!).length === threads.length, {
+    timeoutMs: 30_000,
+    what: "a told it lost its leases",
+  });
   const rows = await probeRows();
   for (const t of threads) {
     const ofThread = rows.filter((r) => r.thread_id === t);
@@ -118,8 +126,11 @@ test("a node killed with -9: each of its threads is taken over by exactly one su
   b.proc.kill("SIGTERM");
   await waitUntil(() => b.events.some((e) => e.event === "drained"), { timeoutMs: 30_000, what: "b drained" });
   // handed over: each of b's leases expired at once (or already c's), not left to run out
-  const handed = await cluster.open(1).pool.query<{ node_id: string; handed: boolean }>(
-    "SELECT node_id, expires_at = '-infinity' AS handed FROM thread_leases WHERE thread_id = ANY($1)", [fromB]);
+  const handed = await cluster
+    .open(1)
+    .pool.query<{ node_id: string; handed: boolean }>("SELECT node_id, expires_at = '-infinity' AS handed FROM thread_leases WHERE thread_id = ANY($1)", [
+      fromB,
+    ]);
   expect(handed.rows).toHaveLength(fromB.length);
   for (const row of handed.rows) expect(row.node_id === c.id || (row.node_id === b.id && row.handed)).toBe(true);
   await waitUntil(() => takenOver(c).length === cBefore + fromB.length, { timeoutMs: 30_000, what: "c took b's threads" });

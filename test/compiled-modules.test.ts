@@ -46,12 +46,14 @@ describe("compiled user modules", () => {
   it("a graph that does not compile fails its runs with the compiler's message; others run", async () => {
     const thread = await client.threads.create();
     const run = await client.runs.create(thread.thread_id, "broken", { input: {} });
-    const done = await client.runs.join(thread.thread_id, run.run_id) as Record<string, unknown>;
+    const done = (await client.runs.join(thread.thread_id, run.run_id)) as Record<string, unknown>;
     const finished = await client.runs.get(thread.thread_id, run.run_id);
     expect(finished.status).toBe("error");
     expect(JSON.stringify(done)).toMatch(/broken\.ts: it does not compile: .*broken\.ts:2:\d+: /);
     expect(server.output()).toMatch(/broken\.ts does not compile: /);
-    const echo = (await client.runs.wait(null, "echo", { input: { messages: [{ role: "human", content: "still here" }] } })) as { messages: { content: string }[] };
+    const echo = (await client.runs.wait(null, "echo", { input: { messages: [{ role: "human", content: "still here" }] } })) as {
+      messages: { content: string }[];
+    };
     expect(echo.messages.at(-1)?.content).toBe("still here");
   });
 

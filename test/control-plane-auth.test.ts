@@ -53,11 +53,19 @@ beforeAll(async () => {
 
   const auth = controlPlaneAuth(cpDir, { encryptionKey: null });
   cp = await startControlPlane({
-    host: "127.0.0.1", port: 0, dataDir: cpDir, rateLimit: null, log: () => undefined,
-    guards: auth.guards, extraRoutes: auth.extraRoutes,
+    host: "127.0.0.1",
+    port: 0,
+    dataDir: cpDir,
+    rateLimit: null,
+    log: () => undefined,
+    guards: auth.guards,
+    extraRoutes: auth.extraRoutes,
     deployments: { workers: 1, rateLimit: "off", readyTimeoutMs: 60_000, args: auth.deploymentArgs },
   });
-  server = await startTestServer({ command: "serve", extraArgs: ["--host", "127.0.0.1", "--rate-limit", "off", "--control-plane-dir", cpDir, "--org", acmeId] });
+  server = await startTestServer({
+    command: "serve",
+    extraArgs: ["--host", "127.0.0.1", "--rate-limit", "off", "--control-plane-dir", cpDir, "--org", acmeId],
+  });
 }, 90_000);
 
 afterAll(async () => {
@@ -188,7 +196,9 @@ describe("deployment server: X-Api-Key of the deployment's organization", () => 
   it("serves the SDK with a valid key, without copying the key into run records", async () => {
     const client = new Client({ apiUrl: server.url, apiKey: acmeKey });
     const thread = await client.threads.create();
-    const out = (await client.runs.wait(thread.thread_id, "echo", { input: { messages: [{ role: "user", content: "hello" }] } })) as { messages: { content: string }[] };
+    const out = (await client.runs.wait(thread.thread_id, "echo", { input: { messages: [{ role: "user", content: "hello" }] } })) as {
+      messages: { content: string }[];
+    };
     expect(out.messages.at(-1)?.content).toBe("hello");
     const runs = await fetch(`${server.url}/threads/${thread.thread_id}/runs`, { headers: { "x-api-key": acmeKey } });
     expect(runs.status).toBe(200);
@@ -222,8 +232,12 @@ describe("deployment server: X-Api-Key of the deployment's organization", () => 
     const key = created.body.key as string;
     const thread = await new Client({ apiUrl: server.url, apiKey: key }).threads.create();
     // a protocol WebSocket (Node's WebSocket takes headers as its second argument)
-    const ws = new WebSocket(`${server.url.replace("http", "ws")}/threads/${thread.thread_id}/stream/events`, { headers: { "x-api-key": key } } as unknown as string[]);
-    const wsClosed = new Promise<{ code: number; reason: string }>((resolve) => ws.addEventListener("close", (e) => resolve({ code: e.code, reason: e.reason })));
+    const ws = new WebSocket(`${server.url.replace("http", "ws")}/threads/${thread.thread_id}/stream/events`, {
+      headers: { "x-api-key": key },
+    } as unknown as string[]);
+    const wsClosed = new Promise<{ code: number; reason: string }>((resolve) =>
+      ws.addEventListener("close", (e) => resolve({ code: e.code, reason: e.reason })),
+    );
     await new Promise((resolve, reject) => {
       ws.addEventListener("open", resolve);
       ws.addEventListener("error", reject);
@@ -244,7 +258,8 @@ describe("deployment server: X-Api-Key of the deployment's organization", () => 
     const revoked = await troupe(["keys", "revoke", key.slice(0, 16), "--org", "acme", "--data-dir", cpDir]);
     expect(revoked.code, revoked.stderr).toBe(0);
     const revokedAt = Date.now();
-    const within = <T>(p: Promise<T>) => Promise.race([p, new Promise<never>((_r, reject) => setTimeout(() => reject(new Error("still open 10 s after the revocation")), 10_000))]);
+    const within = <T>(p: Promise<T>) =>
+      Promise.race([p, new Promise<never>((_r, reject) => setTimeout(() => reject(new Error("still open 10 s after the revocation")), 10_000))]);
     const [closed, text] = await within(Promise.all([wsClosed, sseText]));
     expect(Date.now() - revokedAt).toBeLessThan(4_500); // one 2 s check interval + slack for a loaded 2-core CI machine
     expect(closed).toEqual({ code: 4401, reason: "API key revoked" });
@@ -254,7 +269,21 @@ describe("deployment server: X-Api-Key of the deployment's organization", () => 
   it("refuses to start for an organization the control plane does not know", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "troupe-cp-auth-bad-"));
     try {
-      const r = await troupe(["serve", "--host", "127.0.0.1", "--port", "0", "--config", TEST_CONFIG, "--data-dir", dataDir, "--control-plane-dir", cpDir, "--org", "nope"]);
+      const r = await troupe([
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--config",
+        TEST_CONFIG,
+        "--data-dir",
+        dataDir,
+        "--control-plane-dir",
+        cpDir,
+        "--org",
+        "nope",
+      ]);
       expect(r.code).toBe(1);
       expect(r.stderr).toContain("--org nope: no such organization");
     } finally {
@@ -271,11 +300,19 @@ describe("control plane flow with keys", () => {
     cpSync(join(REPO, "examples"), join(projects, "examples"), { recursive: true });
     symlinkSync(join(REPO, "node_modules"), join(projects, "node_modules"));
     const elsewhere = await api("POST", "/v2/deployments", acmeKey, {
-      name: "keyed", source: "internal_source", source_config: {}, source_revision_config: { langgraph_config_path: join(REPO, "examples/service.json") }, secrets: [],
+      name: "keyed",
+      source: "internal_source",
+      source_config: {},
+      source_revision_config: { langgraph_config_path: join(REPO, "examples/service.json") },
+      secrets: [],
     });
     expect(elsewhere.status).toBe(422);
     const created = await api("POST", "/v2/deployments", acmeKey, {
-      name: "keyed", source: "internal_source", source_config: {}, source_revision_config: { langgraph_config_path: "examples" }, secrets: [],
+      name: "keyed",
+      source: "internal_source",
+      source_config: {},
+      source_revision_config: { langgraph_config_path: "examples" },
+      secrets: [],
     });
     expect(created.status).toBe(201);
     const d = created.body as { id: string; url: string; latest_revision_id: string };

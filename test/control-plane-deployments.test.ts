@@ -100,16 +100,24 @@ async function waitFor<T>(what: string, fn: () => Promise<T | undefined> | T | u
  * Polls a revision until it is terminal; returns it with the distinct statuses seen in order, and
  * the answer of the deployment's /ok fetched right after DEPLOYED was first seen.
  */
-async function pollRevision(d: { id: string; url: string }, revisionId: string, timeoutMs = 60_000): Promise<{ rev: Revision; seen: string[]; okAtDeployed: number | null }> {
+async function pollRevision(
+  d: { id: string; url: string },
+  revisionId: string,
+  timeoutMs = 60_000,
+): Promise<{ rev: Revision; seen: string[]; okAtDeployed: number | null }> {
   const seen: string[] = [];
   let okAtDeployed: number | null = null;
-  const rev = await waitFor(`revision ${revisionId} to end`, async () => {
-    const r = await api<Revision>("GET", `/v2/deployments/${d.id}/revisions/${revisionId}`);
-    expect(r.status).toBe(200);
-    if (seen.at(-1) !== r.body.status) seen.push(r.body.status);
-    if (r.body.status === "DEPLOYED" && okAtDeployed === null) okAtDeployed = await okStatus(d.url);
-    return TERMINAL.has(r.body.status) ? r.body : undefined;
-  }, timeoutMs);
+  const rev = await waitFor(
+    `revision ${revisionId} to end`,
+    async () => {
+      const r = await api<Revision>("GET", `/v2/deployments/${d.id}/revisions/${revisionId}`);
+      expect(r.status).toBe(200);
+      if (seen.at(-1) !== r.body.status) seen.push(r.body.status);
+      if (r.body.status === "DEPLOYED" && okAtDeployed === null) okAtDeployed = await okStatus(d.url);
+      return TERMINAL.has(r.body.status) ? r.body : undefined;
+    },
+    timeoutMs,
+  );
   return { rev, seen, okAtDeployed };
 }
 
@@ -134,14 +142,20 @@ beforeAll(async () => {
   // when the BUILDING step of a revision using this config may end.
   gatedDir = join(tenantDir, "gated");
   mkdirSync(gatedDir);
-  writeFileSync(join(gatedDir, "gate.mjs"), [
-    'import { existsSync } from "node:fs";',
-    'while (!existsSync(new URL("./release", import.meta.url))) await new Promise((r) => setTimeout(r, 25));',
-    "export const graph = () => { throw new Error(\"the gate graph is not runnable\"); };",
-  ].join("\n"));
-  writeFileSync(join(gatedDir, "service.json"), JSON.stringify({
-    graphs: { echo: "../examples/echo.ts:graph", slow: "../examples/slow.ts:graph", gate: "./gate.mjs:graph" },
-  }));
+  writeFileSync(
+    join(gatedDir, "gate.mjs"),
+    [
+      'import { existsSync } from "node:fs";',
+      'while (!existsSync(new URL("./release", import.meta.url))) await new Promise((r) => setTimeout(r, 25));',
+      'export const graph = () => { throw new Error("the gate graph is not runnable"); };',
+    ].join("\n"),
+  );
+  writeFileSync(
+    join(gatedDir, "service.json"),
+    JSON.stringify({
+      graphs: { echo: "../examples/echo.ts:graph", slow: "../examples/slow.ts:graph", gate: "./gate.mjs:graph" },
+    }),
+  );
   cp = await startControlPlane(opts());
 });
 
@@ -164,8 +178,14 @@ describe("control plane: deployments", () => {
     expect(missing.body.detail[0].loc).toEqual(["body", "source_revision_config"]);
 
     const bad = await api<{ detail: { loc: (string | number)[]; msg: string }[] }>("POST", "/v2/deployments", {
-      name: "My Agent", source: "github", source_config: {}, source_revision_config: { langgraph_config_path: EXAMPLES_CONFIG },
-      secrets: [{ name: "OK_NAME", value: "1" }, { name: "bad-name", value: "2" }],
+      name: "My Agent",
+      source: "github",
+      source_config: {},
+      source_revision_config: { langgraph_config_path: EXAMPLES_CONFIG },
+      secrets: [
+        { name: "OK_NAME", value: "1" },
+        { name: "bad-name", value: "2" },
+      ],
     });
     expect(bad.status).toBe(422);
     const locs = bad.body.detail.map((i) => i.loc.join("."));
@@ -183,16 +203,23 @@ describe("control plane: deployments", () => {
     expect((await api("GET", `/v2/deployments?deployment_ids=${unknown}`)).status).toBe(200);
     // a NUL byte cannot go into an environment variable or a path: refused now, not at build time
     const nul = await api<{ detail: { loc: (string | number)[] }[] }>("POST", "/v2/deployments", {
-      name: "nul-agent", source: "internal_source", source_config: {}, source_revision_config: { langgraph_config_path: `${EXAMPLES_CONFIG}\u0000x` },
+      name: "nul-agent",
+      source: "internal_source",
+      source_config: {},
+      source_revision_config: { langgraph_config_path: `${EXAMPLES_CONFIG}\u0000x` },
       secrets: [{ name: "A", value: "a\u0000b" }],
     });
     expect(nul.status).toBe(422);
-    expect(nul.body.detail.map((i) => i.loc.join("."))).toEqual(expect.arrayContaining(["body.secrets.0.value", "body.source_revision_config.langgraph_config_path"]));
+    expect(nul.body.detail.map((i) => i.loc.join("."))).toEqual(
+      expect.arrayContaining(["body.secrets.0.value", "body.source_revision_config.langgraph_config_path"]),
+    );
 
     const doc = await api<{ openapi: string; info: { title: string; version: string }; paths: Record<string, unknown> }>("GET", "/openapi.json");
     expect(doc.body.openapi).toBe("3.1.0");
     expect(doc.body.info).toMatchObject({ title: "Troupe Control Plane API", version: "0.1.0" });
-    expect(Object.keys(doc.body.paths)).toEqual(expect.arrayContaining(["/v2/deployments", "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy"]));
+    expect(Object.keys(doc.body.paths)).toEqual(
+      expect.arrayContaining(["/v2/deployments", "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy"]),
+    );
   });
 
   it("confines sources to the organization's projects directory, and never echoes a file's contents", async () => {
@@ -206,13 +233,28 @@ describe("control plane: deployments", () => {
     symlinkSync("/etc", join(tenantDir, "etc-link"));
     const create = (name: string, path: string, headers: Record<string, string> = {}) =>
       fetch(`${cp.url}/v2/deployments`, {
-        method: "POST", headers: { "content-type": "application/json", ...headers },
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
         body: JSON.stringify({ name, source: "internal_source", source_revision_config: { langgraph_config_path: path }, secrets: [] }),
       }).then(async (r) => ({ status: r.status, body: (await r.json()) as Detail & Deployment }));
-    for (const path of ["/etc/shadow", "/etc/passwd", otherDir, join(otherDir, "service.json"), `../${otherTenant}/agent`, "etc-link/passwd", join(REPO, "examples/service.json")]) {
+    for (const path of [
+      "/etc/shadow",
+      "/etc/passwd",
+      otherDir,
+      join(otherDir, "service.json"),
+      `../${otherTenant}/agent`,
+      "etc-link/passwd",
+      join(REPO, "examples/service.json"),
+    ]) {
       const r = await create("outside", path);
       expect(r.status, path).toBe(422);
-      expect(r.body.detail).toEqual([{ loc: ["body", "source_revision_config", "langgraph_config_path"], msg: expect.stringContaining("inside this organization's projects directory"), type: "value_error" }]);
+      expect(r.body.detail).toEqual([
+        {
+          loc: ["body", "source_revision_config", "langgraph_config_path"],
+          msg: expect.stringContaining("inside this organization's projects directory"),
+          type: "value_error",
+        },
+      ]);
     }
     // relative paths resolve against the organization's own directory
     const relative = await create("relative-path", "examples");
@@ -224,7 +266,13 @@ describe("control plane: deployments", () => {
     // reported without its contents.
     const sneaky = join(tenantDir, "sneaky");
     mkdirSync(sneaky);
-    writeFileSync(join(sneaky, "service.json"), JSON.stringify({ graphs: { theirs: join(otherDir, "../../", TENANT, "examples/echo.ts:graph"), host: "/etc/passwd:graph" }, env: join(otherDir, ".env") }));
+    writeFileSync(
+      join(sneaky, "service.json"),
+      JSON.stringify({
+        graphs: { theirs: join(otherDir, "../../", TENANT, "examples/echo.ts:graph"), host: "/etc/passwd:graph" },
+        env: join(otherDir, ".env"),
+      }),
+    );
     writeFileSync(join(sneaky, "shadow-like.json"), "root:$6$saltsalt$hashhashhash:19000:0:99999:7:::\n");
     const named = await create("names-outside", sneaky);
     const notJson = await create("not-json", join(sneaky, "shadow-like.json"));
@@ -254,42 +302,74 @@ describe("control plane: deployments", () => {
     expect(res.status).toBe(204);
   });
 
-  it("creates a deployment; its revision walks the statuses and is DEPLOYED only once /ok answers", async () => {
-    const created = await api<Deployment>("POST", "/v2/deployments", {
-      name: "agent-one", source: "internal_source", source_config: {},
-      source_revision_config: { langgraph_config_path: EXAMPLES_CONFIG }, secrets: [{ name: "GREETING", value: "hello" }],
-    });
-    expect(created.status).toBe(201);
-    main = created.body;
-    expect(main).toMatchObject({ name: "agent-one", status: "AWAITING_DATABASE", active_revision_id: null, secrets: [{ name: "GREETING", value: "********" }] });
-    expect(main.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-    firstRevision = main.latest_revision_id;
+  it(
+    "creates a deployment; its revision walks the statuses and is DEPLOYED only once /ok answers",
+    async () => {
+      const created = await api<Deployment>("POST", "/v2/deployments", {
+        name: "agent-one",
+        source: "internal_source",
+        source_config: {},
+        source_revision_config: { langgraph_config_path: EXAMPLES_CONFIG },
+        secrets: [{ name: "GREETING", value: "hello" }],
+      });
+      expect(created.status).toBe(201);
+      main = created.body;
+      expect(main).toMatchObject({
+        name: "agent-one",
+        status: "AWAITING_DATABASE",
+        active_revision_id: null,
+        secrets: [{ name: "GREETING", value: "********" }],
+      });
+      expect(main.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      firstRevision = main.latest_revision_id;
 
-    // The failing projects build meanwhile (their own lanes).
-    badPath = (await api<Deployment>("POST", "/v2/deployments", {
-      name: "bad-path", source: "internal_source", source_config: null, source_revision_config: { langgraph_config_path: join(tenantDir, "nowhere/service.json") }, secrets: [],
-    })).body;
-    badImport = (await api<Deployment>("POST", "/v2/deployments", {
-      name: "bad-import", source: "internal_source", source_config: null, source_revision_config: { langgraph_config_path: projectDir }, secrets: [],
-    })).body;
-    expect(badImport.source_revision_config.langgraph_config_path).toBe(join(projectDir, "service.json"));
-    expect((await api("POST", "/v2/deployments", { name: "agent-one", source: "internal_source", source_revision_config: { langgraph_config_path: EXAMPLES_CONFIG } })).status).toBe(409);
+      // The failing projects build meanwhile (their own lanes).
+      badPath = (
+        await api<Deployment>("POST", "/v2/deployments", {
+          name: "bad-path",
+          source: "internal_source",
+          source_config: null,
+          source_revision_config: { langgraph_config_path: join(tenantDir, "nowhere/service.json") },
+          secrets: [],
+        })
+      ).body;
+      badImport = (
+        await api<Deployment>("POST", "/v2/deployments", {
+          name: "bad-import",
+          source: "internal_source",
+          source_config: null,
+          source_revision_config: { langgraph_config_path: projectDir },
+          secrets: [],
+        })
+      ).body;
+      expect(badImport.source_revision_config.langgraph_config_path).toBe(join(projectDir, "service.json"));
+      expect(
+        (
+          await api("POST", "/v2/deployments", {
+            name: "agent-one",
+            source: "internal_source",
+            source_revision_config: { langgraph_config_path: EXAMPLES_CONFIG },
+          })
+        ).status,
+      ).toBe(409);
 
-    const got = await api<Deployment>("GET", `/v2/deployments/${main.id}`);
-    expect(got.body).toMatchObject({ id: main.id, url: main.url, latest_revision_id: firstRevision });
+      const got = await api<Deployment>("GET", `/v2/deployments/${main.id}`);
+      expect(got.body).toMatchObject({ id: main.id, url: main.url, latest_revision_id: firstRevision });
 
-    const { rev, seen, okAtDeployed } = await pollRevision(main, firstRevision);
-    expect(rev.status, `statuses seen: ${seen.join(" → ")}; ${rev.status_message}`).toBe("DEPLOYED");
-    // in order, a subsequence of the happy path, and the slow steps were observed
-    const idx = seen.map((s) => HAPPY.indexOf(s));
-    expect(idx.every((i, k) => i >= 0 && (k === 0 || i > idx[k - 1]))).toBe(true);
-    expect(seen).toEqual(expect.arrayContaining(["BUILDING", "DEPLOYING", "DEPLOYED"]));
-    expect(okAtDeployed).toBe(200);
+      const { rev, seen, okAtDeployed } = await pollRevision(main, firstRevision);
+      expect(rev.status, `statuses seen: ${seen.join(" → ")}; ${rev.status_message}`).toBe("DEPLOYED");
+      // in order, a subsequence of the happy path, and the slow steps were observed
+      const idx = seen.map((s) => HAPPY.indexOf(s));
+      expect(idx.every((i, k) => i >= 0 && (k === 0 || i > idx[k - 1]))).toBe(true);
+      expect(seen).toEqual(expect.arrayContaining(["BUILDING", "DEPLOYING", "DEPLOYED"]));
+      expect(okAtDeployed).toBe(200);
 
-    const after = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body;
-    expect(after).toMatchObject({ status: "READY", active_revision_id: firstRevision, image_version: "0.1.0" });
-    pidsSeen.add(serverPid(main.id)!);
-  }, SLOW_MS);
+      const after = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body;
+      expect(after).toMatchObject({ status: "READY", active_revision_id: firstRevision, image_version: "0.1.0" });
+      pidsSeen.add(serverPid(main.id)!);
+    },
+    SLOW_MS,
+  );
 
   it("serves the deployment to the SDK", async () => {
     const client = new Client({ apiUrl: main.url, apiKey: null });
@@ -299,55 +379,65 @@ describe("control plane: deployments", () => {
     expect(out.messages.at(-1)!.content).toBe("hi there");
   });
 
-  it("PATCH with new secrets and config makes a revision and rolls over with no lost run", async () => {
-    const client = new Client({ apiUrl: main.url, apiKey: null });
-    const t = await client.threads.create({ metadata: { purpose: "rollover" } });
-    const oldPid = serverPid(main.id)!;
-    let oldExitedAt = 0;
-    const watch = (async () => {
-      while (alive(oldPid)) await sleep(25);
-      oldExitedAt = Date.now();
-    })();
+  it(
+    "PATCH with new secrets and config makes a revision and rolls over with no lost run",
+    async () => {
+      const client = new Client({ apiUrl: main.url, apiKey: null });
+      const t = await client.threads.create({ metadata: { purpose: "rollover" } });
+      const oldPid = serverPid(main.id)!;
+      let oldExitedAt = 0;
+      const watch = (async () => {
+        while (alive(oldPid)) await sleep(25);
+        oldExitedAt = Date.now();
+      })();
 
-    const patched = await api<Deployment>("PATCH", `/v2/deployments/${main.id}`, {
-      secrets: [{ name: "GREETING", value: "bonjour" }], source_revision_config: { langgraph_config_path: gatedDir }, display_name: "Agent One",
-    });
-    expect(patched.status).toBe(200);
-    expect(patched.body.latest_revision_id).not.toBe(firstRevision);
-    expect(patched.body).toMatchObject({ display_name: "Agent One", active_revision_id: firstRevision, url: main.url });
-    expect(patched.body.source_revision_config.langgraph_config_path).toBe(join(gatedDir, "service.json"));
-    // While the new revision builds the old server still serves: queue runs on it, then let the
-    // build end. The old server drains (the running run finishes, the queued ones stay) and the new
-    // one, on the same data dir, executes the rest.
-    await waitFor("the new revision to build", async () => ((await api<Revision>("GET", `/v2/deployments/${main.id}/revisions/${patched.body.latest_revision_id}`)).body.status === "BUILDING" ? true : undefined));
-    const runs = [];
-    for (let i = 0; i < 4; i++) {
-      runs.push(await client.runs.create(t.thread_id, "slow", { input: human(`m${i}`), config: { configurable: { sleep_ms: 2_000 } }, multitaskStrategy: "enqueue" }));
-    }
-    writeFileSync(join(gatedDir, "release"), "");
-    const { rev, seen, okAtDeployed } = await pollRevision(main, patched.body.latest_revision_id);
-    expect(rev.status, `${seen.join(" → ")}: ${rev.status_message}`).toBe("DEPLOYED");
-    expect(okAtDeployed).toBe(200);
-    await watch;
-    const newPid = serverPid(main.id)!;
-    pidsSeen.add(newPid);
-    expect(newPid).not.toBe(oldPid);
+      const patched = await api<Deployment>("PATCH", `/v2/deployments/${main.id}`, {
+        secrets: [{ name: "GREETING", value: "bonjour" }],
+        source_revision_config: { langgraph_config_path: gatedDir },
+        display_name: "Agent One",
+      });
+      expect(patched.status).toBe(200);
+      expect(patched.body.latest_revision_id).not.toBe(firstRevision);
+      expect(patched.body).toMatchObject({ display_name: "Agent One", active_revision_id: firstRevision, url: main.url });
+      expect(patched.body.source_revision_config.langgraph_config_path).toBe(join(gatedDir, "service.json"));
+      // While the new revision builds the old server still serves: queue runs on it, then let the
+      // build end. The old server drains (the running run finishes, the queued ones stay) and the new
+      // one, on the same data dir, executes the rest.
+      await waitFor("the new revision to build", async () =>
+        (await api<Revision>("GET", `/v2/deployments/${main.id}/revisions/${patched.body.latest_revision_id}`)).body.status === "BUILDING" ? true : undefined,
+      );
+      const runs = [];
+      for (let i = 0; i < 4; i++) {
+        runs.push(
+          await client.runs.create(t.thread_id, "slow", { input: human(`m${i}`), config: { configurable: { sleep_ms: 2_000 } }, multitaskStrategy: "enqueue" }),
+        );
+      }
+      writeFileSync(join(gatedDir, "release"), "");
+      const { rev, seen, okAtDeployed } = await pollRevision(main, patched.body.latest_revision_id);
+      expect(rev.status, `${seen.join(" → ")}: ${rev.status_message}`).toBe("DEPLOYED");
+      expect(okAtDeployed).toBe(200);
+      await watch;
+      const newPid = serverPid(main.id)!;
+      pidsSeen.add(newPid);
+      expect(newPid).not.toBe(oldPid);
 
-    // every run accepted by the old server ends successfully; some ran on the new one
-    for (const r of runs) await client.runs.join(t.thread_id, r.run_id);
-    const finals = await Promise.all(runs.map((r) => client.runs.get(t.thread_id, r.run_id)));
-    expect(finals.map((r) => r.status)).toEqual(["success", "success", "success", "success"]);
-    expect(finals.some((r) => Date.parse(r.updated_at) > oldExitedAt)).toBe(true);
-    const state = (await client.threads.getState(t.thread_id)).values as { messages: { content: string }[] };
-    expect(state.messages.map((m) => m.content)).toEqual(["m0", "m0", "m1", "m1", "m2", "m2", "m3", "m3"]);
-    // data from before the rollover is still there
-    expect((await client.threads.get(threadId)).thread_id).toBe(threadId);
+      // every run accepted by the old server ends successfully; some ran on the new one
+      for (const r of runs) await client.runs.join(t.thread_id, r.run_id);
+      const finals = await Promise.all(runs.map((r) => client.runs.get(t.thread_id, r.run_id)));
+      expect(finals.map((r) => r.status)).toEqual(["success", "success", "success", "success"]);
+      expect(finals.some((r) => Date.parse(r.updated_at) > oldExitedAt)).toBe(true);
+      const state = (await client.threads.getState(t.thread_id)).values as { messages: { content: string }[] };
+      expect(state.messages.map((m) => m.content)).toEqual(["m0", "m0", "m1", "m1", "m2", "m2", "m3", "m3"]);
+      // data from before the rollover is still there
+      expect((await client.threads.get(threadId)).thread_id).toBe(threadId);
 
-    const d = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body;
-    expect(d).toMatchObject({ active_revision_id: patched.body.latest_revision_id, status: "READY" });
-    const revs = (await api<{ resources: Revision[] }>("GET", `/v2/deployments/${main.id}/revisions`)).body.resources;
-    expect(revs.map((r) => r.id)).toEqual([patched.body.latest_revision_id, firstRevision]);
-  }, SLOW_MS);
+      const d = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body;
+      expect(d).toMatchObject({ active_revision_id: patched.body.latest_revision_id, status: "READY" });
+      const revs = (await api<{ resources: Revision[] }>("GET", `/v2/deployments/${main.id}/revisions`)).body.resources;
+      expect(revs.map((r) => r.id)).toEqual([patched.body.latest_revision_id, firstRevision]);
+    },
+    SLOW_MS,
+  );
 
   it("a config that does not load or a graph that does not import ends BUILD_FAILED with the reason", async () => {
     const p = await pollRevision(badPath, badPath.latest_revision_id);
@@ -362,10 +452,13 @@ describe("control plane: deployments", () => {
   });
 
   it("a revision overtaken before it is built is SKIPPED; redeploy makes a new revision", async () => {
-    const patch = async (v: string) => (await api<Deployment>("PATCH", `/v2/deployments/${badImport.id}`, { secrets: [{ name: "V", value: v }] })).body.latest_revision_id;
+    const patch = async (v: string) =>
+      (await api<Deployment>("PATCH", `/v2/deployments/${badImport.id}`, { secrets: [{ name: "V", value: v }] })).body.latest_revision_id;
     const ids = [await patch("1")];
     // while the first one builds, two more arrive: the middle one is overtaken before its turn
-    await waitFor("the first patch to build", async () => ((await api<Revision>("GET", `/v2/deployments/${badImport.id}/revisions/${ids[0]}`)).body.status === "BUILDING" ? true : undefined));
+    await waitFor("the first patch to build", async () =>
+      (await api<Revision>("GET", `/v2/deployments/${badImport.id}/revisions/${ids[0]}`)).body.status === "BUILDING" ? true : undefined,
+    );
     ids.push(await patch("2"), await patch("3"));
     const [a, b, c] = await Promise.all(ids.map((id) => pollRevision(badImport, id)));
     expect(a.rev.status).toBe("BUILD_FAILED");
@@ -392,7 +485,9 @@ describe("control plane: deployments", () => {
     expect(p2).toMatchObject({ offset: 3, resources: [{ name: "agent-one" }] });
     expect((await api<Page<Deployment>>("GET", "/v2/deployments?name_contains=BAD")).body.resources.map((d) => d.name)).toEqual(["bad-import", "bad-path"]);
     expect((await api<Page<Deployment>>("GET", "/v2/deployments?status=READY")).body.resources.map((d) => d.name)).toEqual(["agent-one"]);
-    expect((await api<Page<Deployment>>("GET", "/v2/deployments?status=UNUSED,READY&limit=1&offset=2")).body.resources.map((d) => d.name)).toEqual(["agent-one"]);
+    expect((await api<Page<Deployment>>("GET", "/v2/deployments?status=UNUSED,READY&limit=1&offset=2")).body.resources.map((d) => d.name)).toEqual([
+      "agent-one",
+    ]);
     expect((await api<Page<Deployment>>("GET", `/v2/deployments?deployment_ids=${badPath.id}`)).body.resources.map((d) => d.name)).toEqual(["bad-path"]);
     // another tenant sees nothing
     const other = await fetch(`${cp.url}/v2/deployments/${main.id}`, { headers: { "x-tenant-id": "another-tenant" } });
@@ -407,49 +502,61 @@ describe("control plane: deployments", () => {
     expect((await api<Page<Revision>>("GET", `/v2/deployments/${badImport.id}/revisions?status=BUILD_FAILED,SKIPPED`)).body.resources).toHaveLength(4);
   });
 
-  it("a server that does not come up ends DEPLOY_FAILED with its output; the previous revision serves again", async () => {
-    const active = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body.active_revision_id!;
-    // LANGGRAPH_CONFIG must be JSON: the new server exits at startup (the build does not read it)
-    const patched = await api<Deployment>("PATCH", `/v2/deployments/${main.id}`, { secrets: [{ name: "LANGGRAPH_CONFIG", value: "{not json" }] });
-    const { rev } = await pollRevision(main, patched.body.latest_revision_id);
-    expect(rev.status).toBe("DEPLOY_FAILED");
-    expect(rev.status_message).toContain("exited (code 1) before answering GET /ok");
-    expect(rev.status_message).toContain("LANGGRAPH_CONFIG is not valid JSON");
-    // /ok can answer this test before the supervisor's own readiness probe has: wait for both
-    pidsSeen.add(await waitFor("previous revision to serve again", async () => ((await okStatus(main.url)) === 200 ? serverPid(main.id) : undefined)));
-    const d = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body;
-    expect(d).toMatchObject({ active_revision_id: active, status: "READY" });
-  }, SLOW_MS);
+  it(
+    "a server that does not come up ends DEPLOY_FAILED with its output; the previous revision serves again",
+    async () => {
+      const active = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body.active_revision_id!;
+      // LANGGRAPH_CONFIG must be JSON: the new server exits at startup (the build does not read it)
+      const patched = await api<Deployment>("PATCH", `/v2/deployments/${main.id}`, { secrets: [{ name: "LANGGRAPH_CONFIG", value: "{not json" }] });
+      const { rev } = await pollRevision(main, patched.body.latest_revision_id);
+      expect(rev.status).toBe("DEPLOY_FAILED");
+      expect(rev.status_message).toContain("exited (code 1) before answering GET /ok");
+      expect(rev.status_message).toContain("LANGGRAPH_CONFIG is not valid JSON");
+      // /ok can answer this test before the supervisor's own readiness probe has: wait for both
+      pidsSeen.add(await waitFor("previous revision to serve again", async () => ((await okStatus(main.url)) === 200 ? serverPid(main.id) : undefined)));
+      const d = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body;
+      expect(d).toMatchObject({ active_revision_id: active, status: "READY" });
+    },
+    SLOW_MS,
+  );
 
-  it("restarts a deployment server killed with SIGKILL", async () => {
-    const pid = serverPid(main.id)!;
-    process.kill(pid, "SIGKILL");
-    const newPid = await waitFor("a new server pid", () => {
-      const p = serverPid(main.id);
-      return p !== undefined && p !== pid ? p : undefined;
-    });
-    pidsSeen.add(newPid);
-    expect(await okStatus(main.url)).toBe(200);
-    const d = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body;
-    expect(d.status).toBe("READY");
-    const rev = (await api<Revision>("GET", `/v2/deployments/${main.id}/revisions/${d.active_revision_id}`)).body;
-    expect(rev).toMatchObject({ status: "DEPLOYED", restart_count: 1 });
-    expect(logs.some((l) => l.includes(`server pid ${pid} exited unexpectedly (SIGKILL)`))).toBe(true);
-  }, SLOW_MS);
+  it(
+    "restarts a deployment server killed with SIGKILL",
+    async () => {
+      const pid = serverPid(main.id)!;
+      process.kill(pid, "SIGKILL");
+      const newPid = await waitFor("a new server pid", () => {
+        const p = serverPid(main.id);
+        return p !== undefined && p !== pid ? p : undefined;
+      });
+      pidsSeen.add(newPid);
+      expect(await okStatus(main.url)).toBe(200);
+      const d = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body;
+      expect(d.status).toBe("READY");
+      const rev = (await api<Revision>("GET", `/v2/deployments/${main.id}/revisions/${d.active_revision_id}`)).body;
+      expect(rev).toMatchObject({ status: "DEPLOYED", restart_count: 1 });
+      expect(logs.some((l) => l.includes(`server pid ${pid} exited unexpectedly (SIGKILL)`))).toBe(true);
+    },
+    SLOW_MS,
+  );
 
-  it("a control-plane restart relaunches the deployment on the same URL with its data", async () => {
-    const pid = serverPid(main.id)!;
-    await cp.close();
-    expect(alive(pid)).toBe(false);
-    expect(await okStatus(main.url)).toBe(0);
-    cp = await startControlPlane(opts());
-    pidsSeen.add(await waitFor("the relaunched server", async () => ((await okStatus(main.url)) === 200 ? serverPid(main.id) : undefined)));
-    const d = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body;
-    expect(d).toMatchObject({ url: main.url, status: "READY" });
-    const client = new Client({ apiUrl: main.url, apiKey: null });
-    const state = (await client.threads.getState(threadId)).values as { messages: { content: string }[] };
-    expect(state.messages.map((m) => m.content)).toEqual(["hi there", "hi there"]);
-  }, SLOW_MS);
+  it(
+    "a control-plane restart relaunches the deployment on the same URL with its data",
+    async () => {
+      const pid = serverPid(main.id)!;
+      await cp.close();
+      expect(alive(pid)).toBe(false);
+      expect(await okStatus(main.url)).toBe(0);
+      cp = await startControlPlane(opts());
+      pidsSeen.add(await waitFor("the relaunched server", async () => ((await okStatus(main.url)) === 200 ? serverPid(main.id) : undefined)));
+      const d = (await api<Deployment>("GET", `/v2/deployments/${main.id}`)).body;
+      expect(d).toMatchObject({ url: main.url, status: "READY" });
+      const client = new Client({ apiUrl: main.url, apiKey: null });
+      const state = (await client.threads.getState(threadId)).values as { messages: { content: string }[] };
+      expect(state.messages.map((m) => m.content)).toEqual(["hi there", "hi there"]);
+    },
+    SLOW_MS,
+  );
 
   it("DELETE stops the server and removes the records and the data", async () => {
     const pid = serverPid(main.id)!;
@@ -470,7 +577,10 @@ describe("control plane: the BUILDING step's import check", () => {
   // The graphs are compiled and imported in a child process as `troupe serve` loads them
   // (src/loader/: esbuild bundles, no tsx), so what passes the check is what a server can load.
   it("passes the example graphs and fails a TypeScript graph that does not compile, naming it", async () => {
-    expect(await buildRevision(EXAMPLES_CONFIG, { env: {}, timeoutMs: 120_000, root: tenantDir })).toMatchObject({ ok: true, graphs: expect.arrayContaining(["agent", "echo"]) });
+    expect(await buildRevision(EXAMPLES_CONFIG, { env: {}, timeoutMs: 120_000, root: tenantDir })).toMatchObject({
+      ok: true,
+      graphs: expect.arrayContaining(["agent", "echo"]),
+    });
     const broken = mkdtempSync(join(tmpdir(), "troupe-cp-broken-"));
     try {
       writeFileSync(join(broken, "graph.ts"), "export const graph = (;\n");

@@ -48,7 +48,14 @@ describe("thread crons", () => {
   it("fire every second on the thread, then stop when disabled and go away when deleted", async () => {
     const thread = await client.threads.create();
     const cron = await client.crons.createForThread(thread.thread_id, "echo", { schedule: EVERY_SECOND, input: human("tick"), metadata: { suite: "thread" } });
-    expect(cron).toMatchObject({ thread_id: thread.thread_id, schedule: EVERY_SECOND, enabled: true, metadata: { suite: "thread" }, timezone: null, end_time: null });
+    expect(cron).toMatchObject({
+      thread_id: thread.thread_id,
+      schedule: EVERY_SECOND,
+      enabled: true,
+      metadata: { suite: "thread" },
+      timezone: null,
+      end_time: null,
+    });
     expect(cron.assistant_id).toMatch(/^[0-9a-f-]{36}$/); // graph id resolved to the default assistant
     expect(Date.parse(cron.next_run_date!)).toBeGreaterThan(Date.now() - 1_000);
 
@@ -124,7 +131,9 @@ describe("stateless crons", () => {
     expect(Date.parse(stats[0].next_run_date!)).toBeGreaterThan(Date.parse(deleted.next_run_date!)); // it ticked
     // each run's temporary thread goes when the run ends: with the cron paused, none is left
     await client.crons.update(deleted.cron_id, { enabled: false });
-    await waitUntil(async () => (await client.threads.search({ metadata: { cron_id: deleted.cron_id } })).length === 0, { what: "the deleted cron's threads to go" });
+    await waitUntil(async () => (await client.threads.search({ metadata: { cron_id: deleted.cron_id } })).length === 0, {
+      what: "the deleted cron's threads to go",
+    });
     expect(server.output()).not.toContain(`cron ${deleted.cron_id}`); // no tick failed
 
     // search: filters, sorting, paging, select
@@ -155,8 +164,7 @@ describe("stateless crons", () => {
     const reopened = (await client.crons.update(cron.cron_id, { endTime: null, schedule: "*/1 * * * * *" })) as Cron;
     expect(reopened).toMatchObject({ end_time: null, schedule: "*/1 * * * * *" });
     expect(reopened.next_run_date).not.toBeNull();
-    await until("a run after reopening", 10_000, async () =>
-      (await client.runs.list(thread.thread_id, { limit: 100 })).length > count ? true : undefined);
+    await until("a run after reopening", 10_000, async () => ((await client.runs.list(thread.thread_id, { limit: 100 })).length > count ? true : undefined));
     await client.crons.delete(cron.cron_id);
   }, 30_000);
 });
@@ -176,6 +184,7 @@ describe("restart", () => {
     expect(Date.parse(persisted.next_run_date!)).toBeGreaterThan(Date.now() - 1_000);
     // a run created (any status) after the restart proves the cron fired in the new process
     await until("a run created after the restart", 15_000, async () =>
-      (await client.runs.list(thread.thread_id, { limit: 100 })).some((r) => Date.parse(r.created_at) > restartedAt) ? true : undefined);
+      (await client.runs.list(thread.thread_id, { limit: 100 })).some((r) => Date.parse(r.created_at) > restartedAt) ? true : undefined,
+    );
   }, 60_000);
 });

@@ -18,7 +18,11 @@ describe("http.app (custom routes)", () => {
     const hello = await rawRequest(fx.server.url, "/custom/hello?name=troupe");
     expect(hello).toMatchObject({ status: 200, body: { hello: "troupe" } });
     expect(hello.headers.get("x-custom-app")).toBe("yes");
-    const echo = await rawRequest(fx.server.url, "/custom/echo/42", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ a: 1 }) });
+    const echo = await rawRequest(fx.server.url, "/custom/echo/42", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ a: 1 }),
+    });
     expect(echo).toMatchObject({ status: 201, body: { id: "42", body: { a: 1 } } });
     expect((await rawRequest(fx.server.url, "/info")).body).toEqual({ custom: true });
   });
@@ -36,7 +40,11 @@ describe("http.app (custom routes)", () => {
     const missing = await rawRequest(fx.server.url, "/custom/nope");
     expect(missing).toMatchObject({ status: 404, body: { detail: expect.stringContaining("Not Found") } });
     expect(missing.headers.get("x-custom-app")).toBe("yes");
-    const invalid = await rawRequest(fx.server.url, "/threads", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ metadata: 5 }) });
+    const invalid = await rawRequest(fx.server.url, "/threads", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ metadata: 5 }),
+    });
     expect(invalid.status).toBe(422);
     expect(invalid.headers.get("x-custom-app")).toBe("yes");
   });
@@ -49,7 +57,10 @@ describe("http.app (custom routes)", () => {
     const teapot = await rawRequest(fx.server.url, `/threads/${t.thread_id}`, { headers: { "x-teapot": "yes" } });
     expect(teapot).toMatchObject({ status: 418, body: { thread_id: t.thread_id } });
     // outside its path the built-in answers untouched by it
-    expect((await rawRequest(fx.server.url, "/assistants/search", { method: "POST", headers: { "x-deny": "yes", "content-type": "application/json" }, body: "{}" })).status).toBe(200);
+    expect(
+      (await rawRequest(fx.server.url, "/assistants/search", { method: "POST", headers: { "x-deny": "yes", "content-type": "application/json" }, body: "{}" }))
+        .status,
+    ).toBe(200);
   });
 
   it("streams and waits through the middleware: SSE and runs/wait replies keep their shape", async () => {
@@ -123,7 +134,9 @@ describe("http.app streaming responses", () => {
         const reader = res.body!.getReader();
         await Promise.race([
           readUntil(reader, got, sse ? /id: 3\n\n/ : /chunk 3\n/),
-          new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`chunks 1-3 not seen before the last was produced: ${JSON.stringify(got.text)}`)), 15_000)),
+          new Promise<never>((_, reject) =>
+            setTimeout(() => reject(new Error(`chunks 1-3 not seen before the last was produced: ${JSON.stringify(got.text)}`)), 15_000),
+          ),
         ]);
         expect(got.text).not.toMatch(/4/);
         expect((await rawRequest(fx.server.url, "/custom/stream/release")).body).toEqual({ released: true });
@@ -153,12 +166,15 @@ describe("http.app streaming responses", () => {
     socket.pause(); // a client that stops reading
     // production stalls once the socket's buffers are full: the same count twice, 1 s apart
     let last = -1;
-    const stalledAt = await waitUntil(async () => {
-      const n = await produced();
-      const stable = n === last;
-      last = n;
-      return stable ? n + 1 : 0; // +1: truthy even at 0
-    }, { intervalMs: 1_000, timeoutMs: 30_000, what: "the producer to stop while the client does not read" });
+    const stalledAt = await waitUntil(
+      async () => {
+        const n = await produced();
+        const stable = n === last;
+        last = n;
+        return stable ? n + 1 : 0; // +1: truthy even at 0
+      },
+      { intervalMs: 1_000, timeoutMs: 30_000, what: "the producer to stop while the client does not read" },
+    );
     expect(stalledAt - 1).toBeLessThan(total / 2);
     socket.resume();
     await waitUntil(async () => (await produced()) === total, { timeoutMs: 60_000, what: "the whole body to be produced once the client reads" });
@@ -170,9 +186,15 @@ describe("http.app streaming responses", () => {
 describe("custom app loading and route matching", () => {
   it("matches Hono path syntax", () => {
     const cases: [string, string, boolean][] = [
-      ["/a/:id", "/a/1", true], ["/a/:id", "/a/1/b", false], ["/a/:id", "/a/", false],
-      ["/a/:id?", "/a", true], ["/a/:n{[0-9]+}", "/a/12", true], ["/a/:n{[0-9]+}", "/a/x", false],
-      ["/files/*", "/files/x/y.txt", true], ["/x.json", "/xyjson", false], ["/ok", "/ok/", true],
+      ["/a/:id", "/a/1", true],
+      ["/a/:id", "/a/1/b", false],
+      ["/a/:id", "/a/", false],
+      ["/a/:id?", "/a", true],
+      ["/a/:n{[0-9]+}", "/a/12", true],
+      ["/a/:n{[0-9]+}", "/a/x", false],
+      ["/files/*", "/files/x/y.txt", true],
+      ["/x.json", "/xyjson", false],
+      ["/ok", "/ok/", true],
     ];
     for (const [pattern, path, expected] of cases) expect(pathPattern(pattern).test(path), `${pattern} ${path}`).toBe(expected);
   });

@@ -150,14 +150,26 @@ describe("thread-centric protocol", () => {
     const tid = mine.threadId;
     expect((await a.threads.get(tid)).metadata).toMatchObject({ owner: "user-a" });
     const asB = { "content-type": "application/json", Authorization: "Bearer user-b" };
-    const st = await raw(`/threads/${tid}/commands`, { method: "POST", headers: asB, body: JSON.stringify({ id: 1, method: "state.get", params: { namespace: [] } }) });
+    const st = await raw(`/threads/${tid}/commands`, {
+      method: "POST",
+      headers: asB,
+      body: JSON.stringify({ id: 1, method: "state.get", params: { namespace: [] } }),
+    });
     expect(st.body).toMatchObject({ type: "error", error: "invalid_argument", message: expect.stringContaining("not found") });
     const events = await raw(`/threads/${tid}/stream/events`, { method: "POST", headers: asB, body: JSON.stringify({ channels: ["values"] }) });
     expect(events.status).toBe(404);
-    const none = await raw(`/threads/${tid}/commands`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ id: 1, method: "state.get" }) });
+    const none = await raw(`/threads/${tid}/commands`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ id: 1, method: "state.get" }),
+    });
     expect(none.status).toBe(401);
     // B cannot start a run on A's thread either (the run filter hides it: run.start would create it)
-    const start = await raw(`/threads/${tid}/commands`, { method: "POST", headers: asB, body: JSON.stringify({ id: 2, method: "run.start", params: { assistant_id: "echo", input: human("theirs") } }) });
+    const start = await raw(`/threads/${tid}/commands`, {
+      method: "POST",
+      headers: asB,
+      body: JSON.stringify({ id: 2, method: "run.start", params: { assistant_id: "echo", input: human("theirs") } }),
+    });
     expect((start.body as { type: string }).type).toBe("error");
     expect((await a.threads.getState(tid)).values).toMatchObject({ messages: [{ content: "mine" }, { content: "mine" }] });
     await mine.close();
@@ -220,7 +232,11 @@ describe("store rules on a real LMDB store", () => {
   let storage: Storage;
   let runtime: AuthRuntime;
   let access: StoreAccess;
-  const userB: AuthInfo = { identity: "user-b", permissions: [], user: { identity: "user-b", permissions: [], is_authenticated: true, display_name: "user-b" } };
+  const userB: AuthInfo = {
+    identity: "user-b",
+    permissions: [],
+    user: { identity: "user-b", permissions: [], is_authenticated: true, display_name: "user-b" },
+  };
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "troupe-auth-store-"));
@@ -247,7 +263,11 @@ describe("store rules on a real LMDB store", () => {
   });
 
   it("ranks a filtered search with a query when the store has a semantic index", async () => {
-    const indexed = new LmdbStore(storage, undefined, { dims: 26, fields: ["text"], embed: { filePath: join(REPO, "test/fixtures/store-index/embed.ts"), exportName: "embed" } });
+    const indexed = new LmdbStore(storage, undefined, {
+      dims: 26,
+      fields: ["text"],
+      embed: { filePath: join(REPO, "test/fixtures/store-index/embed.ts"), exportName: "embed" },
+    });
     await indexed.write([
       { namespace: ["user-b", "notes"], key: "car", value: { text: "car engine" } },
       { namespace: ["user-b", "notes"], key: "apple", value: { text: "apple pie" } },
@@ -277,8 +297,9 @@ describe("startup", () => {
     await expect(loadAuth({ filePath: AUTH_FILE, exportName: "notAuth" }, { configPath: CONFIG, studioHeader: true })).rejects.toThrow(ConfigError);
     const dataDir = mkdtempSync(join(tmpdir(), "troupe-auth-bad-"));
     try {
-      await expect(startTestServer({ config: join(REPO, "test/fixtures/auth/service-not-auth.json"), dataDir, workers: 1 }))
-        .rejects.toThrow(/auth\.path: export "notAuth" of .*auth\.ts is not an Auth instance/);
+      await expect(startTestServer({ config: join(REPO, "test/fixtures/auth/service-not-auth.json"), dataDir, workers: 1 })).rejects.toThrow(
+        /auth\.path: export "notAuth" of .*auth\.ts is not an Auth instance/,
+      );
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }

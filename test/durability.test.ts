@@ -29,17 +29,19 @@ describe("crash recovery", () => {
     const threads = (await Promise.all(Array.from({ length: 8 }, () => c1.threads.create({ metadata: { crash: "test" } })))).map((t) => t.thread_id);
     // threads in parallel (so a slow, loaded machine still creates every run well within the first
     // runs' sleep), the 4 runs of a thread in order
-    const perThread = await Promise.all(threads.map(async (threadId, i) => {
-      const created: { threadId: string; runId: string }[] = [];
-      for (let j = 0; j < 4; j++) {
-        const r = await c1.runs.create(threadId, "slow", {
-          input: { messages: [{ role: "human", content: `t${i} r${j}` }] },
-          config: { configurable: { sleep_ms: 400 } },
-        });
-        created.push({ threadId, runId: r.run_id });
-      }
-      return created;
-    }));
+    const perThread = await Promise.all(
+      threads.map(async (threadId, i) => {
+        const created: { threadId: string; runId: string }[] = [];
+        for (let j = 0; j < 4; j++) {
+          const r = await c1.runs.create(threadId, "slow", {
+            input: { messages: [{ role: "human", content: `t${i} r${j}` }] },
+            config: { configurable: { sleep_ms: 400 } },
+          });
+          created.push({ threadId, runId: r.run_id });
+        }
+        return created;
+      }),
+    );
     const runs = perThread.flat();
     // the crash must hit running and queued runs (and possibly finished ones)
     let before = await Promise.all(runs.map((r) => c1.runs.get(r.threadId, r.runId)));
@@ -48,8 +50,14 @@ describe("crash recovery", () => {
       before = await Promise.all(runs.map((r) => c1.runs.get(r.threadId, r.runId)));
     }
     const statuses = before.map((r) => r.status).join(",");
-    expect(before.some((r) => r.status === "running"), statuses).toBe(true);
-    expect(before.some((r) => r.status === "pending"), statuses).toBe(true);
+    expect(
+      before.some((r) => r.status === "running"),
+      statuses,
+    ).toBe(true);
+    expect(
+      before.some((r) => r.status === "pending"),
+      statuses,
+    ).toBe(true);
     await first.kill();
 
     const second = await startTestServer({ dataDir: first.dataDir });
@@ -86,8 +94,12 @@ describe("crash recovery", () => {
     const first = await startTestServer();
     servers.push(first);
     const c1 = new Client({ apiUrl: first.url, apiKey: null });
-    const run = await c1.runs.create(null, "slow", { input: { messages: [{ role: "human", content: "doomed" }] }, config: { configurable: { sleep_ms: 60_000 } } });
-    for (let polls = 0; polls < 100 && (await c1.runs.get(run.thread_id, run.run_id)).status !== "running"; polls++) await new Promise((r) => setTimeout(r, 50));
+    const run = await c1.runs.create(null, "slow", {
+      input: { messages: [{ role: "human", content: "doomed" }] },
+      config: { configurable: { sleep_ms: 60_000 } },
+    });
+    for (let polls = 0; polls < 100 && (await c1.runs.get(run.thread_id, run.run_id)).status !== "running"; polls++)
+      await new Promise((r) => setTimeout(r, 50));
     await first.kill();
     // as if this run had already crashed the server twice more: its next recovery is past the limit
     const storage = openStorage(first.dataDir);
@@ -123,7 +135,9 @@ describe("crash recovery", () => {
     const second = await startTestServer({ dataDir: first.dataDir });
     servers.push(second);
     const res = await fetch(`${second.url}/threads/${thread.threadId}/stream/events`, {
-      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ channels: ["lifecycle", "values"], namespaces: [[]], depth: 0 }),
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ channels: ["lifecycle", "values"], namespaces: [[]], depth: 0 }),
     });
     expect(res.status).toBe(200);
     const frames: { event: string; data: { params: { data: { event?: string; messages?: { content: string }[] } } } }[] = [];
@@ -224,10 +238,13 @@ const SECRET = `whsec_${Buffer.alloc(32, 42).toString("base64")}`;
 /** The graphs this file uses, with webhook deliveries signed (webhooks.signing_secret), in `dir`. */
 function signingConfig(dir: string): string {
   const config = join(dir, "service.json");
-  writeFileSync(config, JSON.stringify({
-    graphs: { echo: `${join(REPO, "examples/echo.ts")}:graph`, slow: `${join(REPO, "examples/slow.ts")}:graph` },
-    webhooks: { signing_secret: SECRET },
-  }));
+  writeFileSync(
+    config,
+    JSON.stringify({
+      graphs: { echo: `${join(REPO, "examples/echo.ts")}:graph`, slow: `${join(REPO, "examples/slow.ts")}:graph` },
+      webhooks: { signing_secret: SECRET },
+    }),
+  );
   return config;
 }
 
@@ -253,160 +270,208 @@ const getRun = async (url: string, threadId: string, runId: string) => {
 };
 
 describe("stops answered 2xx survive a crash", { timeout: 180_000 }, () => {
-  it("cancel (202), multitask interrupt and rollback (200), then kill -9: recovery ends the old runs, never resumes them", () => onOneDataDir(async (start) => {
-    const first = await start();
-    const c1 = new Client({ apiUrl: first.url, apiKey: null });
-    const [ta, tb, tc] = (await Promise.all([0, 1, 2].map(() => c1.threads.create()))).map((t) => t.thread_id);
-    const human = (content: string) => ({ messages: [{ role: "human", content }] });
-    const old = await Promise.all([ta, tb, tc].map((t, i) => c1.runs.create(t, "slow", { input: human(`old-${i}`), config: { configurable: { sleep_ms: 5_000 } } })));
-    // inside their node: each has checkpointed its input
-    await until("the three runs checkpointed their input", async () => (await Promise.all([ta, tb, tc].map((t) => contentsOf(c1, t)))).every((c, i) => c[0] === `old-${i}`));
+  it("cancel (202), multitask interrupt and rollback (200), then kill -9: recovery ends the old runs, never resumes them", () =>
+    onOneDataDir(async (start) => {
+      const first = await start();
+      const c1 = new Client({ apiUrl: first.url, apiKey: null });
+      const [ta, tb, tc] = (await Promise.all([0, 1, 2].map(() => c1.threads.create()))).map((t) => t.thread_id);
+      const human = (content: string) => ({ messages: [{ role: "human", content }] });
+      const old = await Promise.all(
+        [ta, tb, tc].map((t, i) => c1.runs.create(t, "slow", { input: human(`old-${i}`), config: { configurable: { sleep_ms: 5_000 } } })),
+      );
+      // inside their node: each has checkpointed its input
+      await until("the three runs checkpointed their input", async () =>
+        (await Promise.all([ta, tb, tc].map((t) => contentsOf(c1, t)))).every((c, i) => c[0] === `old-${i}`),
+      );
 
-    const [cancel, interrupting, rollingBack] = await Promise.all([
-      fetch(`${first.url}/threads/${ta}/runs/${old[0].run_id}/cancel`, { method: "POST" }),
-      c1.runs.create(tb, "slow", { input: human("new-1"), multitaskStrategy: "interrupt", config: { configurable: { sleep_ms: 10 } } }),
-      c1.runs.create(tc, "slow", { input: human("new-2"), multitaskStrategy: "rollback", config: { configurable: { sleep_ms: 10 } } }),
-    ]);
-    expect(cancel.status).toBe(202);
-    // readers see the stop at once: the run carries it (or has already ended by it)
-    const seen = await Promise.all(old.map((r) => getRun(first.url, r.thread_id, r.run_id)));
-    const expectedReason = ["interrupt", "interrupt", "rollback"];
-    seen.forEach(({ status, run }, i) => {
-      if (status === 404) return expect(i).toBe(2); // only a rollback deletes the run
-      expect(run!.cancel_reason).toBe(expectedReason[i]);
-      expect(["running", "interrupted"]).toContain(run!.status);
-    });
-    await first.kill();
+      const [cancel, interrupting, rollingBack] = await Promise.all([
+        fetch(`${first.url}/threads/${ta}/runs/${old[0].run_id}/cancel`, { method: "POST" }),
+        c1.runs.create(tb, "slow", { input: human("new-1"), multitaskStrategy: "interrupt", config: { configurable: { sleep_ms: 10 } } }),
+        c1.runs.create(tc, "slow", { input: human("new-2"), multitaskStrategy: "rollback", config: { configurable: { sleep_ms: 10 } } }),
+      ]);
+      expect(cancel.status).toBe(202);
+      // readers see the stop at once: the run carries it (or has already ended by it)
+      const seen = await Promise.all(old.map((r) => getRun(first.url, r.thread_id, r.run_id)));
+      const expectedReason = ["interrupt", "interrupt", "rollback"];
+      seen.forEach(({ status, run }, i) => {
+        if (status === 404) return expect(i).toBe(2); // only a rollback deletes the run
+        expect(run!.cancel_reason).toBe(expectedReason[i]);
+        expect(["running", "interrupted"]).toContain(run!.status);
+      });
+      await first.kill();
 
-    const second = await start();
-    const c2 = new Client({ apiUrl: second.url, apiKey: null });
-    await Promise.all([interrupting, rollingBack].map((r) => c2.runs.join(r.thread_id, r.run_id)));
-    await until("the cancelled run ended", async () => (await getRun(second.url, ta, old[0].run_id)).run?.status === "interrupted", 30_000);
+      const second = await start();
+      const c2 = new Client({ apiUrl: second.url, apiKey: null });
+      await Promise.all([interrupting, rollingBack].map((r) => c2.runs.join(r.thread_id, r.run_id)));
+      await until("the cancelled run ended", async () => (await getRun(second.url, ta, old[0].run_id)).run?.status === "interrupted", 30_000);
 
-    expect(await c2.runs.get(ta, old[0].run_id)).toMatchObject({ status: "interrupted", cancel_reason: "interrupt" });
-    expect(await contentsOf(c2, ta)).toEqual(["old-0"]); // its node never completed: no echo
-    expect(await c2.runs.get(tb, old[1].run_id)).toMatchObject({ status: "interrupted", cancel_reason: "interrupt" });
-    expect((await c2.runs.get(tb, interrupting.run_id)).status).toBe("success");
-    expect(await contentsOf(c2, tb)).toEqual(["old-1", "new-1", "new-1"]); // the old run's work up to its stop is kept
-    expect((await getRun(second.url, tc, old[2].run_id)).status).toBe(404); // rolled back: gone, with its checkpoints
-    expect((await c2.runs.get(tc, rollingBack.run_id)).status).toBe("success");
-    expect(await contentsOf(c2, tc)).toEqual(["new-2", "new-2"]);
-    for (const t of [ta, tb, tc]) expect((await c2.threads.get(t)).status).toBe("idle");
-  }));
+      expect(await c2.runs.get(ta, old[0].run_id)).toMatchObject({ status: "interrupted", cancel_reason: "interrupt" });
+      expect(await contentsOf(c2, ta)).toEqual(["old-0"]); // its node never completed: no echo
+      expect(await c2.runs.get(tb, old[1].run_id)).toMatchObject({ status: "interrupted", cancel_reason: "interrupt" });
+      expect((await c2.runs.get(tb, interrupting.run_id)).status).toBe("success");
+      expect(await contentsOf(c2, tb)).toEqual(["old-1", "new-1", "new-1"]); // the old run's work up to its stop is kept
+      expect((await getRun(second.url, tc, old[2].run_id)).status).toBe(404); // rolled back: gone, with its checkpoints
+      expect((await c2.runs.get(tc, rollingBack.run_id)).status).toBe("success");
+      expect(await contentsOf(c2, tc)).toEqual(["new-2", "new-2"]);
+      for (const t of [ta, tb, tc]) expect((await c2.threads.get(t)).status).toBe("idle");
+    }));
 
-  it("carries out a stop committed just before the crash (rollback): the run and its work are gone, the next run starts clean", () => onOneDataDir(async (start) => {
-    const first = await start();
-    const c1 = new Client({ apiUrl: first.url, apiKey: null });
-    const { thread_id } = await c1.threads.create();
-    const doomed = await c1.runs.create(thread_id, "slow", { input: { messages: [{ role: "human", content: "discard me" }] }, config: { configurable: { sleep_ms: 60_000 } } });
-    const next = await c1.runs.create(thread_id, "slow", { input: { messages: [{ role: "human", content: "keep me" }] }, config: { configurable: { sleep_ms: 10 } } });
-    await until("the first run is running", async () => (await c1.runs.get(thread_id, doomed.run_id)).status === "running");
-    await first.kill();
-    // the record a rollback writes with its 200 (multitask) or 202 (cancel), committed just before the kill
-    const storage = openStorage(first.dataDir);
-    const record = storage.runs.get([thread_id, doomed.run_id])!;
-    expect(record.status).toBe("running");
-    await storage.runs.put([thread_id, doomed.run_id], { ...record, cancel_reason: "rollback" });
-    await storage.close();
+  it("carries out a stop committed just before the crash (rollback): the run and its work are gone, the next run starts clean", () =>
+    onOneDataDir(async (start) => {
+      const first = await start();
+      const c1 = new Client({ apiUrl: first.url, apiKey: null });
+      const { thread_id } = await c1.threads.create();
+      const doomed = await c1.runs.create(thread_id, "slow", {
+        input: { messages: [{ role: "human", content: "discard me" }] },
+        config: { configurable: { sleep_ms: 60_000 } },
+      });
+      const next = await c1.runs.create(thread_id, "slow", {
+        input: { messages: [{ role: "human", content: "keep me" }] },
+        config: { configurable: { sleep_ms: 10 } },
+      });
+      await until("the first run is running", async () => (await c1.runs.get(thread_id, doomed.run_id)).status === "running");
+      await first.kill();
+      // the record a rollback writes with its 200 (multitask) or 202 (cancel), committed just before the kill
+      const storage = openStorage(first.dataDir);
+      const record = storage.runs.get([thread_id, doomed.run_id])!;
+      expect(record.status).toBe("running");
+      await storage.runs.put([thread_id, doomed.run_id], { ...record, cancel_reason: "rollback" });
+      await storage.close();
 
-    const second = await start();
-    const c2 = new Client({ apiUrl: second.url, apiKey: null });
-    await c2.runs.join(thread_id, next.run_id);
-    expect((await getRun(second.url, thread_id, doomed.run_id)).status).toBe(404);
-    expect((await c2.runs.get(thread_id, next.run_id)).status).toBe("success");
-    expect(await contentsOf(c2, thread_id)).toEqual(["keep me", "keep me"]);
-    const history = await c2.threads.getHistory(thread_id, { limit: 100 });
-    expect(history.every((s) => s.metadata?.run_id !== doomed.run_id)).toBe(true);
-    expect((await c2.threads.get(thread_id)).status).toBe("idle");
-  }));
+      const second = await start();
+      const c2 = new Client({ apiUrl: second.url, apiKey: null });
+      await c2.runs.join(thread_id, next.run_id);
+      expect((await getRun(second.url, thread_id, doomed.run_id)).status).toBe(404);
+      expect((await c2.runs.get(thread_id, next.run_id)).status).toBe("success");
+      expect(await contentsOf(c2, thread_id)).toEqual(["keep me", "keep me"]);
+      const history = await c2.threads.getHistory(thread_id, { limit: 100 });
+      expect(history.every((s) => s.metadata?.run_id !== doomed.run_id)).toBe(true);
+      expect((await c2.threads.get(thread_id)).status).toBe("idle");
+    }));
 });
 
 describe("webhooks survive a crash (the outbox)", { timeout: 180_000 }, () => {
-  it("runs that finished just before kill -9 each get their webhook after the restart, signed, with one delivery id", () => onOneDataDir(async (start) => {
-    const rx = await new HookReceiver().start();
-    const configDir = mkdtempSync(join(tmpdir(), "troupe-durable-hooks-"));
-    try {
-      const first = await start({ config: signingConfig(configDir) });
-      const c1 = new Client({ apiUrl: first.url, apiKey: null });
-      const threads = (await Promise.all(Array.from({ length: 8 }, () => c1.threads.create()))).map((t) => t.thread_id);
-      // half the receivers hold the attempt open (in flight at the crash), half answer 500 (a retry pending)
-      const runs = await Promise.all(threads.map(async (threadId, i) => {
-        const run = await c1.runs.create(threadId, "echo", { input: { messages: [{ role: "human", content: `hook ${i}` }] }, webhook: `${rx.url}/${i % 2 ? "fail" : "hang"}?i=${i}` });
-        await c1.runs.join(threadId, run.run_id);
-        return run;
-      }));
-      const deliveryOf = async (url: string, r: { thread_id: string; run_id: string }) =>
-        (await (await fetch(`${url}/threads/${r.thread_id}/runs/${r.run_id}/webhook`)).json()) as { state: string; attempts: number; last_attempt: { status_code: number | null } | null; delivery_id: string };
-      await until("every webhook was attempted once, the 500s recorded for a retry", async () => {
-        if (!runs.every((r) => rx.of(r.run_id).length > 0)) return false;
-        const pending = await Promise.all(runs.filter((_, i) => i % 2).map((r) => deliveryOf(first.url, r)));
-        return pending.every((d) => d.state === "pending" && d.attempts === 1 && d.last_attempt?.status_code === 500);
-      }, 30_000);
-      await first.kill();
-      expect(runs.filter((r) => rx.delivered(r.run_id))).toEqual([]);
+  it("runs that finished just before kill -9 each get their webhook after the restart, signed, with one delivery id", () =>
+    onOneDataDir(async (start) => {
+      const rx = await new HookReceiver().start();
+      const configDir = mkdtempSync(join(tmpdir(), "troupe-durable-hooks-"));
+      try {
+        const first = await start({ config: signingConfig(configDir) });
+        const c1 = new Client({ apiUrl: first.url, apiKey: null });
+        const threads = (await Promise.all(Array.from({ length: 8 }, () => c1.threads.create()))).map((t) => t.thread_id);
+        // half the receivers hold the attempt open (in flight at the crash), half answer 500 (a retry pending)
+        const runs = await Promise.all(
+          threads.map(async (threadId, i) => {
+            const run = await c1.runs.create(threadId, "echo", {
+              input: { messages: [{ role: "human", content: `hook ${i}` }] },
+              webhook: `${rx.url}/${i % 2 ? "fail" : "hang"}?i=${i}`,
+            });
+            await c1.runs.join(threadId, run.run_id);
+            return run;
+          }),
+        );
+        const deliveryOf = async (url: string, r: { thread_id: string; run_id: string }) =>
+          (await (await fetch(`${url}/threads/${r.thread_id}/runs/${r.run_id}/webhook`)).json()) as {
+            state: string;
+            attempts: number;
+            last_attempt: { status_code: number | null } | null;
+            delivery_id: string;
+          };
+        await until(
+          "every webhook was attempted once, the 500s recorded for a retry",
+          async () => {
+            if (!runs.every((r) => rx.of(r.run_id).length > 0)) return false;
+            const pending = await Promise.all(runs.filter((_, i) => i % 2).map((r) => deliveryOf(first.url, r)));
+            return pending.every((d) => d.state === "pending" && d.attempts === 1 && d.last_attempt?.status_code === 500);
+          },
+          30_000,
+        );
+        await first.kill();
+        expect(runs.filter((r) => rx.delivered(r.run_id))).toEqual([]);
 
-      rx.answering = true;
-      const second = await start({ config: signingConfig(configDir) });
-      await until("every webhook was delivered and its outcome recorded", async () =>
-        runs.every((r) => rx.delivered(r.run_id)) && (await Promise.all(runs.map((r) => deliveryOf(second.url, r)))).every((d) => d.state === "delivered"), 30_000);
-      for (const [i, run] of runs.entries()) {
-        const hooks = rx.of(run.run_id);
-        const ids = new Set(hooks.map((h) => h.headers["webhook-id"]));
-        expect(ids.size, `one delivery id across attempts and restarts for run ${i}`).toBe(1);
-        for (const h of hooks) {
-          expect(new Webhook(SECRET).verify(h.raw, h.headers as Record<string, string>)).toMatchObject({ run_id: run.run_id, status: "success" });
+        rx.answering = true;
+        const second = await start({ config: signingConfig(configDir) });
+        await until(
+          "every webhook was delivered and its outcome recorded",
+          async () =>
+            runs.every((r) => rx.delivered(r.run_id)) && (await Promise.all(runs.map((r) => deliveryOf(second.url, r)))).every((d) => d.state === "delivered"),
+          30_000,
+        );
+        for (const [i, run] of runs.entries()) {
+          const hooks = rx.of(run.run_id);
+          const ids = new Set(hooks.map((h) => h.headers["webhook-id"]));
+          expect(ids.size, `one delivery id across attempts and restarts for run ${i}`).toBe(1);
+          for (const h of hooks) {
+            expect(new Webhook(SECRET).verify(h.raw, h.headers as Record<string, string>)).toMatchObject({ run_id: run.run_id, status: "success" });
+          }
+          const delivery = await deliveryOf(second.url, run);
+          expect(delivery).toMatchObject({ delivery_id: [...ids][0], state: "delivered", next_attempt_at: null, last_attempt: { status_code: 200 } });
+          expect(delivery.attempts).toBe(i % 2 ? 2 : 1); // the held attempt was cut off by the crash; the 500 was recorded before it
         }
-        const delivery = await deliveryOf(second.url, run);
-        expect(delivery).toMatchObject({ delivery_id: [...ids][0], state: "delivered", next_attempt_at: null, last_attempt: { status_code: 200 } });
-        expect(delivery.attempts).toBe(i % 2 ? 2 : 1); // the held attempt was cut off by the crash; the 500 was recorded before it
+      } finally {
+        await rx.stop();
+        rmSync(configDir, { recursive: true, force: true });
       }
-    } finally {
-      await rx.stop();
-      rmSync(configDir, { recursive: true, force: true });
-    }
-  }));
+    }));
 });
 
 describe("a crash during startup recovery", { timeout: 180_000 }, () => {
-  it("kill -9, restart, kill -9 again while recovery runs, restart: every run ends as its requests said, each webhook delivered", () => onOneDataDir(async (start) => {
-    const rx = await new HookReceiver().start();
-    try {
-      const first = await start();
-      const c1 = new Client({ apiUrl: first.url, apiKey: null });
-      const threads = (await Promise.all([0, 1, 2].map(() => c1.threads.create()))).map((t) => t.thread_id);
-      const runs = await Promise.all(threads.map(async (threadId, i) => {
-        const made = [];
-        for (const [j, sleepMs] of [3_000, 300].entries()) {
-          made.push(await c1.runs.create(threadId, "slow", { input: { messages: [{ role: "human", content: `t${i} r${j}` }] }, config: { configurable: { sleep_ms: sleepMs } }, webhook: `${rx.url}/hang` }));
+  it("kill -9, restart, kill -9 again while recovery runs, restart: every run ends as its requests said, each webhook delivered", () =>
+    onOneDataDir(async (start) => {
+      const rx = await new HookReceiver().start();
+      try {
+        const first = await start();
+        const c1 = new Client({ apiUrl: first.url, apiKey: null });
+        const threads = (await Promise.all([0, 1, 2].map(() => c1.threads.create()))).map((t) => t.thread_id);
+        const runs = await Promise.all(
+          threads.map(async (threadId, i) => {
+            const made = [];
+            for (const [j, sleepMs] of [3_000, 300].entries()) {
+              made.push(
+                await c1.runs.create(threadId, "slow", {
+                  input: { messages: [{ role: "human", content: `t${i} r${j}` }] },
+                  config: { configurable: { sleep_ms: sleepMs } },
+                  webhook: `${rx.url}/hang`,
+                }),
+              );
+            }
+            return made;
+          }),
+        );
+        const [cancelled] = runs[0];
+        await until("the first runs checkpointed their input", async () =>
+          (await Promise.all(threads.map((t) => contentsOf(c1, t)))).every((c, i) => c[0] === `t${i} r0`),
+        );
+        expect((await fetch(`${first.url}/threads/${cancelled.thread_id}/runs/${cancelled.run_id}/cancel`, { method: "POST" })).status).toBe(202);
+        await first.kill();
+
+        // recovery under way: the stop is carried out, the other first runs re-execute (3 s each)
+        const second = await start();
+        await until(
+          "recovery ended the cancelled run",
+          async () => (await getRun(second.url, cancelled.thread_id, cancelled.run_id)).run?.status === "interrupted",
+          30_000,
+        );
+        await second.kill();
+
+        rx.answering = true;
+        const third = await start();
+        const c3 = new Client({ apiUrl: third.url, apiKey: null });
+        await Promise.all(runs.flat().map((r) => c3.runs.join(r.thread_id, r.run_id)));
+        for (const [i, [r0, r1]] of runs.entries()) {
+          expect(await c3.runs.get(r0.thread_id, r0.run_id)).toMatchObject(
+            i === 0 ? { status: "interrupted", cancel_reason: "interrupt" } : { status: "success" },
+          );
+          expect((await c3.runs.get(r1.thread_id, r1.run_id)).status).toBe("success");
+          // each input applied once, in order; the cancelled run's node never completed
+          expect(await contentsOf(c3, threads[i])).toEqual(i === 0 ? ["t0 r0", "t0 r1", "t0 r1"] : [`t${i} r0`, `t${i} r0`, `t${i} r1`, `t${i} r1`]);
+          expect((await c3.threads.get(threads[i])).status).toBe("idle");
         }
-        return made;
-      }));
-      const [cancelled] = runs[0];
-      await until("the first runs checkpointed their input", async () => (await Promise.all(threads.map((t) => contentsOf(c1, t)))).every((c, i) => c[0] === `t${i} r0`));
-      expect((await fetch(`${first.url}/threads/${cancelled.thread_id}/runs/${cancelled.run_id}/cancel`, { method: "POST" })).status).toBe(202);
-      await first.kill();
-
-      // recovery under way: the stop is carried out, the other first runs re-execute (3 s each)
-      const second = await start();
-      await until("recovery ended the cancelled run", async () => (await getRun(second.url, cancelled.thread_id, cancelled.run_id)).run?.status === "interrupted", 30_000);
-      await second.kill();
-
-      rx.answering = true;
-      const third = await start();
-      const c3 = new Client({ apiUrl: third.url, apiKey: null });
-      await Promise.all(runs.flat().map((r) => c3.runs.join(r.thread_id, r.run_id)));
-      for (const [i, [r0, r1]] of runs.entries()) {
-        expect(await c3.runs.get(r0.thread_id, r0.run_id)).toMatchObject(i === 0 ? { status: "interrupted", cancel_reason: "interrupt" } : { status: "success" });
-        expect((await c3.runs.get(r1.thread_id, r1.run_id)).status).toBe("success");
-        // each input applied once, in order; the cancelled run's node never completed
-        expect(await contentsOf(c3, threads[i])).toEqual(i === 0 ? ["t0 r0", "t0 r1", "t0 r1"] : [`t${i} r0`, `t${i} r0`, `t${i} r1`, `t${i} r1`]);
-        expect((await c3.threads.get(threads[i])).status).toBe("idle");
+        await until("every webhook was delivered", async () => runs.flat().every((r) => rx.delivered(r.run_id)), 30_000);
+        for (const r of runs.flat()) expect(new Set(rx.of(r.run_id).map((h) => h.headers["webhook-id"])).size).toBe(1);
+        expect(rx.of(cancelled.run_id).find((h) => h.answered === 200)!.body).toMatchObject({ status: "interrupted", cancel_reason: "interrupt" });
+      } finally {
+        await rx.stop();
       }
-      await until("every webhook was delivered", async () => runs.flat().every((r) => rx.delivered(r.run_id)), 30_000);
-      for (const r of runs.flat()) expect(new Set(rx.of(r.run_id).map((h) => h.headers["webhook-id"])).size).toBe(1);
-      expect(rx.of(cancelled.run_id).find((h) => h.answered === 200)!.body).toMatchObject({ status: "interrupted", cancel_reason: "interrupt" });
-    } finally {
-      await rx.stop();
-    }
-  }));
+    }));
 });

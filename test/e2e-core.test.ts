@@ -117,9 +117,12 @@ describe("threads", () => {
     const original = await fx.client.threads.get(t.thread_id);
     expect((original.values as { messages: unknown[] }).messages).toHaveLength(2);
     expect((await fx.client.threads.get(copy.thread_id)).values).toEqual(original.values);
-    expect((await fx.client.threads.search({ values: { messages: (original.values as { messages: unknown[] }).messages } })).map((x) => x.thread_id).sort())
-      .toEqual([t.thread_id, copy.thread_id].sort());
-    const [selected] = await fx.client.threads.search({ ids: [t.thread_id], select: ["thread_id", "status"] } as Parameters<typeof fx.client.threads.search>[0]);
+    expect(
+      (await fx.client.threads.search({ values: { messages: (original.values as { messages: unknown[] }).messages } })).map((x) => x.thread_id).sort(),
+    ).toEqual([t.thread_id, copy.thread_id].sort());
+    const [selected] = await fx.client.threads.search({ ids: [t.thread_id], select: ["thread_id", "status"] } as Parameters<
+      typeof fx.client.threads.search
+    >[0]);
     expect(selected).toEqual({ thread_id: t.thread_id, status: "idle" });
     await fx.client.threads.delete(t.thread_id);
     await expect(fx.client.threads.get(t.thread_id)).rejects.toThrow(/HTTP 404/);
@@ -157,7 +160,10 @@ describe("threads", () => {
     // earlier runs: their own final values, not the thread's current ones
     const first = (await fx.client.runs.join(t.thread_id, runs[0].run_id)) as Messages;
     // (compared by suffix: a failure should not print 80 KB strings)
-    expect(first.messages.map((m) => [m.content.length, m.content.slice(-3)])).toEqual([[big.length + 1, "é✓0"], [big.length + 1, "é✓0"]]);
+    expect(first.messages.map((m) => [m.content.length, m.content.slice(-3)])).toEqual([
+      [big.length + 1, "é✓0"],
+      [big.length + 1, "é✓0"],
+    ]);
     const second = (await fx.client.runs.join(t.thread_id, runs[1].run_id)) as Messages;
     expect(second.messages).toHaveLength(4);
     expect(second.messages[3].content === `${big}1`).toBe(true);
@@ -201,11 +207,15 @@ describe("threads", () => {
     expect(after.messages).toHaveLength(6);
     expect(await fx.client.threads.prune([gone.thread_id, "00000000-0000-4000-8000-000000000000"])).toEqual({ pruned_count: 1 });
     await expect(fx.client.threads.get(gone.thread_id)).rejects.toThrow(/HTTP 404/);
-    const bad = await raw("/threads/prune", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ thread_ids: [], strategy: "keep_some" }) });
+    const bad = await raw("/threads/prune", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ thread_ids: [], strategy: "keep_some" }),
+    });
     expect(bad.status).toBe(422);
   });
 
-    it("answers JSON errors: 404 detail, 422 bad uuid, 400 malformed json, 415 content type, 413 size", async () => {
+  it("answers JSON errors: 404 detail, 422 bad uuid, 400 malformed json, 415 content type, 413 size", async () => {
     const missing = await raw("/threads/00000000-0000-4000-8000-000000000000");
     expect(missing.status).toBe(404);
     expect(missing.body).toEqual({ detail: "Thread with ID 00000000-0000-4000-8000-000000000000 not found" });
@@ -217,7 +227,11 @@ describe("threads", () => {
     expect(malformed.body).toEqual({ detail: "Malformed JSON in request body" });
     const form = await raw("/threads", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "a=b" });
     expect(form.status).toBe(415);
-    const huge = await raw("/threads", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ metadata: { x: "y".repeat(11 * 1024 * 1024) } }) });
+    const huge = await raw("/threads", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ metadata: { x: "y".repeat(11 * 1024 * 1024) } }),
+    });
     expect(huge.status).toBe(413);
     expect((await raw("/ok")).status).toBe(200);
   });
@@ -261,7 +275,10 @@ describe("threads", () => {
   it("pre-populates a thread with supersteps and reports history", async () => {
     const t = await fx.client.threads.create({
       graphId: "echo",
-      supersteps: [{ updates: [{ values: { messages: [{ role: "human", content: "seeded" }] }, asNode: "__input__" }] }, { updates: [{ values: { messages: [{ role: "ai", content: "answer" }] }, asNode: "echo" }] }],
+      supersteps: [
+        { updates: [{ values: { messages: [{ role: "human", content: "seeded" }] }, asNode: "__input__" }] },
+        { updates: [{ values: { messages: [{ role: "ai", content: "answer" }] }, asNode: "echo" }] },
+      ],
     });
     // LangGraph applies an __input__ update when the next superstep runs; the "echo" update lands on top
     expect(JSON.stringify(t.values)).toContain("answer");
@@ -313,7 +330,11 @@ describe("threads", () => {
     expect(assistants.every((a) => Object.keys(a).sort().join() === "assistant_id,graph_id")).toBe(true);
     const post = (path: string, body: unknown) => raw(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
     // extract: aliases for paths into each thread (with select, only the named fields plus `extracted`)
-    const extracted = await fx.client.threads.search({ ids: [t.thread_id], select: ["thread_id"], extract: { last: "values.messages[-1].content", graph: "metadata.graph_id", first: "values.messages[0].type", none: "values.nope[3].x" } });
+    const extracted = await fx.client.threads.search({
+      ids: [t.thread_id],
+      select: ["thread_id"],
+      extract: { last: "values.messages[-1].content", graph: "metadata.graph_id", first: "values.messages[0].type", none: "values.nope[3].x" },
+    });
     expect(extracted).toEqual([{ thread_id: t.thread_id, extracted: { last: "two", graph: "echo", first: "human", none: null } }]);
     const badPath = await post("/threads/search", { extract: { x: "values..messages" } });
     expect(badPath.status).toBe(422);
@@ -336,7 +357,10 @@ describe("error messages", () => {
     expect(await raw(`/threads/${t.thread_id}/runs/${missing}`)).toMatchObject({ status: 404, body: { detail: "Run not found" } });
     expect(await post("/threads", { thread_id: t.thread_id })).toMatchObject({ status: 409, body: { detail: "Thread already exists" } });
     const a = await fx.client.assistants.create({ graphId: "echo" });
-    expect(await post("/assistants", { graph_id: "echo", assistant_id: a.assistant_id })).toMatchObject({ status: 409, body: { detail: "Assistant already exists" } });
+    expect(await post("/assistants", { graph_id: "echo", assistant_id: a.assistant_id })).toMatchObject({
+      status: 409,
+      body: { detail: "Assistant already exists" },
+    });
   });
 });
 
@@ -356,14 +380,23 @@ describe("runs", () => {
 
   it("stores each run's metadata and configurable in its checkpoints' metadata, so history filters find them", async () => {
     const t = await fx.client.threads.create({ metadata: { owner: "ann" } });
-    const first = await fx.client.runs.create(t.thread_id, "echo", { input: human("one"), metadata: { mine: "yes" }, config: { configurable: { user_setting: 3 } } });
+    const first = await fx.client.runs.create(t.thread_id, "echo", {
+      input: human("one"),
+      metadata: { mine: "yes" },
+      config: { configurable: { user_setting: 3 } },
+    });
     await fx.client.runs.join(t.thread_id, first.run_id);
     const second = await fx.client.runs.create(t.thread_id, "echo", { input: human("two") });
     await fx.client.runs.join(t.thread_id, second.run_id);
     const state = await fx.client.threads.getState(t.thread_id);
     expect(state.metadata).toMatchObject({
-      source: "loop", step: expect.any(Number), run_id: second.run_id, thread_id: t.thread_id, graph_id: "echo",
-      assistant_id: second.assistant_id, owner: "ann",
+      source: "loop",
+      step: expect.any(Number),
+      run_id: second.run_id,
+      thread_id: t.thread_id,
+      graph_id: "echo",
+      assistant_id: second.assistant_id,
+      owner: "ann",
     });
     expect(state.metadata).not.toHaveProperty("checkpoint_ns");
     expect(state.metadata).not.toHaveProperty("mine"); // the first run's metadata stays with its checkpoints
@@ -397,7 +430,11 @@ describe("runs", () => {
       return events;
     };
     // still running when the join arrives: buffered events first, then live ones
-    const running = await fx.client.runs.create(t.thread_id, "slow", { input: human("bg"), config: { configurable: { sleep_ms: 300 } }, streamMode: ["values", "updates"] });
+    const running = await fx.client.runs.create(t.thread_id, "slow", {
+      input: human("bg"),
+      config: { configurable: { sleep_ms: 300 } },
+      streamMode: ["values", "updates"],
+    });
     const live = await collect(running.run_id);
     expect(live[0]).toBe("metadata");
     expect(live.filter((e) => e === "values")).toHaveLength(2);
@@ -410,7 +447,7 @@ describe("runs", () => {
     expect(((await fx.client.runs.wait(t.thread_id, "echo", { input: human("w") })) as { messages: unknown[] }).messages).toHaveLength(6);
   });
 
-    it("streams values with metadata first and consecutive ids", async () => {
+  it("streams values with metadata first and consecutive ids", async () => {
     const t = await fx.client.threads.create();
     const events: { event: string; data: unknown }[] = [];
     for await (const e of fx.client.runs.stream(t.thread_id, "echo", { input: human("stream me"), streamMode: ["values", "updates"] })) events.push(e);
@@ -441,20 +478,30 @@ describe("runs", () => {
 
   it("interrupts for human approval and resumes with a command", async () => {
     const t = await fx.client.threads.create();
-    const first = (await fx.client.runs.wait(t.thread_id, "agent", { input: human("what is the weather in Paris"), config: { configurable: { require_approval: true } } })) as Record<string, unknown>;
+    const first = (await fx.client.runs.wait(t.thread_id, "agent", {
+      input: human("what is the weather in Paris"),
+      config: { configurable: { require_approval: true } },
+    })) as Record<string, unknown>;
     expect(first.__interrupt__).toBeDefined();
     const thread = await fx.client.threads.get(t.thread_id);
     expect(thread.status).toBe("interrupted");
     const state = await fx.client.threads.getState(t.thread_id);
     expect(state.next.length).toBeGreaterThan(0);
-    const resumed = (await fx.client.runs.wait(t.thread_id, "agent", { command: { resume: "approve" }, config: { configurable: { require_approval: true } } })) as { messages: { content: string }[] };
+    const resumed = (await fx.client.runs.wait(t.thread_id, "agent", {
+      command: { resume: "approve" },
+      config: { configurable: { require_approval: true } },
+    })) as { messages: { content: string }[] };
     expect(resumed.messages.at(-1)!.content).toContain("sunny");
     expect((await fx.client.threads.get(t.thread_id)).status).toBe("idle");
   });
 
   it("reports a failing graph as error with __error__ and thread status error", async () => {
     const t = await fx.client.threads.create();
-    const r = await raw(`/threads/${t.thread_id}/runs/wait`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "error", input: {} }) });
+    const r = await raw(`/threads/${t.thread_id}/runs/wait`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ assistant_id: "error", input: {} }),
+    });
     expect(r.status).toBe(200);
     expect(r.body).toEqual({ __error__: { error: "CustomError", message: "Boo!" } });
     expect((await fx.client.threads.get(t.thread_id)).status).toBe("error");
@@ -510,7 +557,9 @@ describe("runs", () => {
     const inputs = values.messages.filter((m) => m.type === "human").map((m) => m.content);
     expect(inputs).toHaveLength(24);
     // executed in creation order (the order the actor accepted them)
-    expect(inputs).toEqual(byCreation.map((r) => (r as unknown as { kwargs: { input: { messages: { content: string }[] } } }).kwargs.input.messages[0].content));
+    expect(inputs).toEqual(
+      byCreation.map((r) => (r as unknown as { kwargs: { input: { messages: { content: string }[] } } }).kwargs.input.messages[0].content),
+    );
     const thread = await fx.client.threads.get(t.thread_id);
     expect(thread.status).toBe("idle");
     for (let i = 0; i < 24; i++) expect((thread.config as { configurable: Record<string, unknown> }).configurable[`k${i}`]).toBe(i);
@@ -518,7 +567,9 @@ describe("runs", () => {
 
     const idle = await fx.client.threads.create();
     const attempts = await Promise.allSettled(
-      Array.from({ length: 6 }, (_, i) => fx.client.runs.create(idle.thread_id, "slow", { input: human(`r${i}`), multitaskStrategy: "reject", config: { configurable: { sleep_ms: 300 } } })),
+      Array.from({ length: 6 }, (_, i) =>
+        fx.client.runs.create(idle.thread_id, "slow", { input: human(`r${i}`), multitaskStrategy: "reject", config: { configurable: { sleep_ms: 300 } } }),
+      ),
     );
     expect(attempts.filter((a) => a.status === "fulfilled")).toHaveLength(1);
     for (const a of attempts) if (a.status === "rejected") expect(String(a.reason)).toMatch(/HTTP 409/);
@@ -530,7 +581,11 @@ describe("runs", () => {
     const events: string[] = [];
     for await (const e of fx.client.runs.stream(null, "echo", { input: human("s") })) events.push(e.event);
     expect(events).toEqual(["metadata", "values", "values"]);
-    const r = await raw("/threads/00000000-0000-4000-8000-000000000001/runs", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "echo" }) });
+    const r = await raw("/threads/00000000-0000-4000-8000-000000000001/runs", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ assistant_id: "echo" }),
+    });
     expect(r.status).toBe(404);
     const created = await fx.client.runs.wait("00000000-0000-4000-8000-000000000002", "echo", { input: human("x"), ifNotExists: "create" });
     expect((created as { messages: unknown[] }).messages).toHaveLength(2);

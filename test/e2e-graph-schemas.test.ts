@@ -83,10 +83,24 @@ describe("schemas of an Annotation-typed graph", () => {
     expect(Object.keys(upstream).sort()).toEqual(["graph", "graph|research"]);
     const ours = await client.assistants.getSchemas("agent");
     const root = upstream.graph!;
-    expect(ours).toEqual({ graph_id: "agent", state_schema: root.state, input_schema: root.input, output_schema: root.output, config_schema: root.config, context_schema: root.config });
+    expect(ours).toEqual({
+      graph_id: "agent",
+      state_schema: root.state,
+      input_schema: root.input,
+      output_schema: root.output,
+      config_schema: root.config,
+      context_schema: root.config,
+    });
     const research = (await client.assistants.getSubgraphs("agent")).research!;
     const sub = upstream["graph|research"]!;
-    expect(research).toEqual({ graph_id: "agent", state_schema: sub.state, input_schema: sub.input, output_schema: sub.output, config_schema: sub.config, context_schema: sub.config });
+    expect(research).toEqual({
+      graph_id: "agent",
+      state_schema: sub.state,
+      input_schema: sub.input,
+      output_schema: sub.output,
+      config_schema: sub.config,
+      context_schema: sub.config,
+    });
   });
 
   it("are kept per build: a restart answers from the kept ones; a changed graph file is read again", { timeout: SLOW_MS }, async () => {
@@ -102,7 +116,10 @@ describe("schemas of an Annotation-typed graph", () => {
 
     await server.stop();
     const graphFile = join(project, "graph.ts");
-    writeFileSync(graphFile, readFileSync(graphFile, "utf8").replace("  key_two: Annotation<number>,", "  key_two: Annotation<number>,\n  key_three: Annotation<boolean>,"));
+    writeFileSync(
+      graphFile,
+      readFileSync(graphFile, "utf8").replace("  key_two: Annotation<number>,", "  key_two: Annotation<number>,\n  key_three: Annotation<boolean>,"),
+    );
     await start();
     const props = ((await client.assistants.getSchemas("agent")).state_schema as Schema).properties;
     expect(props?.key_one).toEqual({ type: "string" });

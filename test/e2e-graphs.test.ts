@@ -42,7 +42,11 @@ describe("stream modes", () => {
     const run = await fx.client.runs.create(t.thread_id, a.assistant_id, { input: human("m"), metadata: { mine: 1 } });
     await fx.client.runs.join(t.thread_id, run.run_id);
     const stored = await fx.client.runs.get(t.thread_id, run.run_id);
-    expect((stored as unknown as { kwargs: { config: { metadata: unknown } } }).kwargs.config.metadata).toMatchObject({ mine: 1, graph_id: "context", assistant_id: a.assistant_id });
+    expect((stored as unknown as { kwargs: { config: { metadata: unknown } } }).kwargs.config.metadata).toMatchObject({
+      mine: 1,
+      graph_id: "context",
+      assistant_id: a.assistant_id,
+    });
   });
 
   it("emits exactly the requested event names", async () => {
@@ -64,7 +68,10 @@ describe("stream modes", () => {
 
   it("marks the thread interrupted when a subgraph interrupts, and shows subgraph state", async () => {
     const t = await fx.client.threads.create();
-    const out = (await fx.client.runs.wait(t.thread_id, "subgraph", { input: human("x"), config: { configurable: { interrupt_in_subgraph: true } } })) as Record<string, unknown>;
+    const out = (await fx.client.runs.wait(t.thread_id, "subgraph", {
+      input: human("x"),
+      config: { configurable: { interrupt_in_subgraph: true } },
+    })) as Record<string, unknown>;
     expect(out.__interrupt__).toBeDefined();
     expect((await fx.client.threads.get(t.thread_id)).status).toBe("interrupted");
     const s = await fx.client.threads.getState(t.thread_id, undefined, { subgraphs: true });
@@ -94,7 +101,7 @@ describe("stream modes", () => {
     }
     // events mode leaves out LangGraph's hidden plumbing, as upstream
     const all = await collect(fx.client.runs.stream(null, "subgraph", { input: human("e"), streamMode: "events" }));
-    const tags = all.filter((e) => e.event === "events").map((e) => ((e.data as { tags?: string[] }).tags ?? []));
+    const tags = all.filter((e) => e.event === "events").map((e) => (e.data as { tags?: string[] }).tags ?? []);
     expect(tags.length).toBeGreaterThan(0);
     expect(tags.filter((t) => t.includes("langsmith:hidden"))).toEqual([]);
   });

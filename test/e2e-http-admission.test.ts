@@ -35,7 +35,10 @@ describe("API keys and rate limits", () => {
     const out = await troupeCli(["keys", "create", "--org", "acme", "--data-dir", cpDir, "--json"]);
     const created = JSON.parse(out) as { key: string; org_id: string };
     key = created.key;
-    server = await startTestServer({ command: "serve", extraArgs: ["--host", "127.0.0.1", "--rate-limit", "eu", "--control-plane-dir", cpDir, "--org", created.org_id] });
+    server = await startTestServer({
+      command: "serve",
+      extraArgs: ["--host", "127.0.0.1", "--rate-limit", "eu", "--control-plane-dir", cpDir, "--org", created.org_id],
+    });
   }, 90_000);
   afterAll(async () => {
     await server?.stop();
@@ -48,7 +51,11 @@ describe("API keys and rate limits", () => {
     expect(finalStatus(r.text)).toBe(401);
     expect(JSON.parse(firstBody(r.text))).toEqual({ detail: "Missing or invalid API key" });
     // a client that sends its body anyway still reads the 401 (the body is dropped, not kept)
-    const eager = await fetch(`${server.url}/threads`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ metadata: { x: "y".repeat(5 * MiB) } }) });
+    const eager = await fetch(`${server.url}/threads`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ metadata: { x: "y".repeat(5 * MiB) } }),
+    });
     expect(eager.status).toBe(401);
     await eager.text();
   });
@@ -57,7 +64,10 @@ describe("API keys and rate limits", () => {
     const caller = { "x-api-key": key };
     // EU /runs/stats: 20 per 10 s per key
     for (let i = 0; i < 25; i++) await (await fetch(`${server.url}/runs/stats`, { headers: caller })).text();
-    const r = await headersOnly(server.url, `GET /runs/stats HTTP/1.1\r\nHost: t\r\nX-Api-Key: ${key}\r\nContent-Type: application/json\r\nContent-Length: ${4 * MiB}\r\n\r\n`);
+    const r = await headersOnly(
+      server.url,
+      `GET /runs/stats HTTP/1.1\r\nHost: t\r\nX-Api-Key: ${key}\r\nContent-Type: application/json\r\nContent-Length: ${4 * MiB}\r\n\r\n`,
+    );
     expect(finalStatus(r.text)).toBe(429);
     expect(r.text).toMatch(/retry-after: \d+/i);
   });
@@ -96,14 +106,22 @@ describe("custom auth", () => {
     expect(finalStatus(r.text)).toBe(401);
     expect(r.text).toMatch(/www-authenticate: Bearer/i);
     // an authenticated one goes through
-    const next = await rawExchange(server.url, post("/threads", 2, "Authorization: Bearer user-a\r\n") + "{}", { timeoutMs: 15_000, until: /\r\n\r\n\{.*\}$/s });
+    const next = await rawExchange(server.url, post("/threads", 2, "Authorization: Bearer user-a\r\n") + "{}", {
+      timeoutMs: 15_000,
+      until: /\r\n\r\n\{.*\}$/s,
+    });
     expect(finalStatus(next.text)).toBe(200);
   });
 
   it("hands authenticate the body when it reads it, also when the body comes after the headers", async () => {
     const body = JSON.stringify({ metadata: { input: "x".repeat(100_000) } });
     const head = post("/threads/search", Buffer.byteLength(body), "Authorization: Bearer user-a\r\n");
-    const r = await rawExchange(server.url, head, { more: [body.slice(0, 50_000), body.slice(50_000)], gapMs: 50, timeoutMs: 10_000, until: /\r\n\r\n\[.*\]$/s });
+    const r = await rawExchange(server.url, head, {
+      more: [body.slice(0, 50_000), body.slice(50_000)],
+      gapMs: 50,
+      timeoutMs: 10_000,
+      until: /\r\n\r\n\[.*\]$/s,
+    });
     expect(finalStatus(r.text)).toBe(200);
   });
 });

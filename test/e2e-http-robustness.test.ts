@@ -22,7 +22,11 @@ describe("422s for huge invalid bodies", () => {
     expect(index.status).toBe(422);
     expect((index.body as { detail: unknown[] }).detail.length).toBeLessThanOrEqual(100);
     const t = await fx.client.threads.create();
-    const modes = await send("POST", `/threads/${t.thread_id}/runs/stream`, `{"assistant_id":"echo","stream_mode":[${new Array(1_000_000).fill("0").join(",")}]}`);
+    const modes = await send(
+      "POST",
+      `/threads/${t.thread_id}/runs/stream`,
+      `{"assistant_id":"echo","stream_mode":[${new Array(1_000_000).fill("0").join(",")}]}`,
+    );
     expect(modes.status).toBe(422);
     expect((await raw("/ok")).status).toBe(200);
   });
@@ -64,7 +68,20 @@ describe("keys longer than LMDB takes", () => {
   });
 
   it("show their maximum in the OpenAPI document", async () => {
-    const doc = (await raw("/openapi.json")).body as { paths: Record<string, Record<string, { parameters: { name: string; schema: { maxLength?: number } }[]; requestBody?: { content: { "application/json": { schema: { properties: Record<string, { maxLength?: number; items?: { maxLength?: number } }> } } } } }>> };
+    const doc = (await raw("/openapi.json")).body as {
+      paths: Record<
+        string,
+        Record<
+          string,
+          {
+            parameters: { name: string; schema: { maxLength?: number } }[];
+            requestBody?: {
+              content: { "application/json": { schema: { properties: Record<string, { maxLength?: number; items?: { maxLength?: number } }> } } };
+            };
+          }
+        >
+      >;
+    };
     const put = doc.paths["/store/items"].put.requestBody!.content["application/json"].schema.properties;
     expect(put.key.maxLength).toBe(256);
     expect(put.namespace.items?.maxLength).toBe(192);
@@ -94,7 +111,10 @@ describe("state updates that are the caller's fault", () => {
   it("answer 4xx with a clear message, not 500", async () => {
     const empty = await send("POST", "/threads", { graph_id: "echo", supersteps: [{ updates: [] }] });
     expect(empty.status).toBe(422);
-    expect((empty.body as { detail: { loc: unknown[]; type: string }[] }).detail[0]).toMatchObject({ loc: ["body", "supersteps", 0, "updates"], type: "too_short" });
+    expect((empty.body as { detail: { loc: unknown[]; type: string }[] }).detail[0]).toMatchObject({
+      loc: ["body", "supersteps", 0, "updates"],
+      type: "too_short",
+    });
 
     const t = await fx.client.threads.create();
     await fx.client.runs.wait(t.thread_id, "echo", { input: human("hi") });

@@ -31,12 +31,20 @@ describe("answered by Troupe", () => {
   });
 
   it("two different Content-Length headers → 400 and the connection closed (before: the first won)", async () => {
-    const r = await rawExchange(server.url, "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\n{}", { until: /\}$/ });
+    const r = await rawExchange(
+      server.url,
+      "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\n{}",
+      { until: /\}$/ },
+    );
     expect(finalStatus(r.text)).toBe(400);
     expect(jsonOf(r.text)).toEqual({ detail: "Conflicting Content-Length headers" });
     expect(r.text).toMatch(/connection: close/i);
     // the same length twice is one length (RFC 9112 §6.3)
-    const same = await rawExchange(server.url, "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}", { until: /\]$/ });
+    const same = await rawExchange(
+      server.url,
+      "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+      { until: /\]$/ },
+    );
     expect(finalStatus(same.text)).toBe(200);
   });
 
@@ -78,18 +86,37 @@ describe("decided by uWebSockets before Troupe sees the request (documented limi
   });
 
   it("a chunk extension closes the connection without an answer", async () => {
-    const r = await rawExchange(server.url, "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2;ext=1\r\n{}\r\n0\r\n\r\n", { timeoutMs: 10_000 });
+    const r = await rawExchange(
+      server.url,
+      "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2;ext=1\r\n{}\r\n0\r\n\r\n",
+      { timeoutMs: 10_000 },
+    );
     expect(r).toMatchObject({ text: "", closed: true });
     // plain chunks are fine
-    const plain = await rawExchange(server.url, "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", { until: /\]$/ });
+    const plain = await rawExchange(
+      server.url,
+      "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+      { until: /\]$/ },
+    );
     expect(finalStatus(plain.text)).toBe(200);
   });
 
   it("a request pipelined behind a reply that waits (a commit) closes the connection; the first request still takes effect", async () => {
     const body = JSON.stringify({ metadata: { pipelined: "yes" } });
-    const r = await rawExchange(server.url, `POST /threads HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}` + get("/ok"), { timeoutMs: 10_000 });
+    const r = await rawExchange(
+      server.url,
+      `POST /threads HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}` + get("/ok"),
+      { timeoutMs: 10_000 },
+    );
     expect(r).toMatchObject({ text: "", closed: true });
-    const search = async () => (await (await fetch(`${server.url}/threads/search`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ metadata: { pipelined: "yes" } }) })).json()) as unknown[];
+    const search = async () =>
+      (await (
+        await fetch(`${server.url}/threads/search`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ metadata: { pipelined: "yes" } }),
+        })
+      ).json()) as unknown[];
     await waitUntil(async () => (await search()).length === 1, { what: "the pipelined POST's thread" });
   });
 
@@ -113,7 +140,9 @@ describe("decided by uWebSockets before Troupe sees the request (documented limi
   });
 
   it("a Content-Length list (`2, 2`) closes the connection", async () => {
-    const r = await rawExchange(server.url, "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2, 2\r\n\r\n{}", { timeoutMs: 10_000 });
+    const r = await rawExchange(server.url, "POST /threads/search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2, 2\r\n\r\n{}", {
+      timeoutMs: 10_000,
+    });
     expect(r).toMatchObject({ text: "", closed: true });
   });
 });

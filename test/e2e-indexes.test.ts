@@ -80,7 +80,10 @@ describe("a data dir from before the indexes", () => {
         expect(await client.threads.count({ metadata: { user_id: "user-7" }, status: "error" })).toBe(THREADS / 100);
         expect(await client.threads.count({ metadata: { user_id: "user-7" }, status: "interrupted" })).toBe(0);
         expect(await client.threads.count({})).toBe(THREADS);
-        const page = await rawRequest(server.url, "/threads/search", { method: "POST", body: JSON.stringify({ status: "error", limit: 2, offset: 4, sort_by: "updated_at", sort_order: "asc" }) });
+        const page = await rawRequest(server.url, "/threads/search", {
+          method: "POST",
+          body: JSON.stringify({ status: "error", limit: 2, offset: 4, sort_by: "updated_at", sort_order: "asc" }),
+        });
         expect((page.body as ThreadRecord[]).map((t) => t.thread_id)).toEqual([19, 23].map(uuidOf));
         expect(page.headers.get("x-pagination-total")).toBe(String(THREADS / 4));
         expect(page.headers.get("x-pagination-next")).toBe("6");
@@ -88,7 +91,9 @@ describe("a data dir from before the indexes", () => {
         // a search no index serves (state values) walks every thread in slices: requests sent
         // meanwhile are answered while it runs (a scan in one go would hold them all until it ends)
         let scanDone = false;
-        const scan = rawRequest(server.url, "/threads/search", { method: "POST", body: JSON.stringify({ values: { nope: 1 } }) }).finally(() => (scanDone = true));
+        const scan = rawRequest(server.url, "/threads/search", { method: "POST", body: JSON.stringify({ values: { nope: 1 } }) }).finally(
+          () => (scanDone = true),
+        );
         let okDuringScan = 0;
         while (!scanDone) {
           await rawRequest(server.url, "/ok");

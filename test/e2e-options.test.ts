@@ -33,7 +33,11 @@ describe("run options", () => {
     expect((await fx.client.runs.get(t.thread_id, now.run_id)).status).toBe("success");
     expect((await fx.client.runs.get(t.thread_id, delayed.run_id)).status).toBe("pending");
 
-    const next = await fx.client.runs.create(t.thread_id, "slow", { input: human("next"), multitaskStrategy: "interrupt", config: { configurable: { sleep_ms: 500 } } });
+    const next = await fx.client.runs.create(t.thread_id, "slow", {
+      input: human("next"),
+      multitaskStrategy: "interrupt",
+      config: { configurable: { sleep_ms: 500 } },
+    });
     expect((await fx.client.runs.get(t.thread_id, delayed.run_id)).status).toBe("interrupted");
     expect((await fx.client.threads.get(t.thread_id)).status).toBe("busy");
     await fx.client.runs.join(t.thread_id, next.run_id);
@@ -68,7 +72,9 @@ describe("run options", () => {
     await fx.client.runs.wait(t.thread_id, "echo", { input: human("second") });
     const history = await fx.client.threads.getHistory(t.thread_id, { limit: 50 });
     const afterFirst = history.find((s) => (s.values as { messages?: unknown[] }).messages?.length === 2 && s.next.length === 0)!;
-    const out = (await fx.client.runs.wait(t.thread_id, "echo", { input: human("fork"), checkpointId: afterFirst.checkpoint.checkpoint_id! })) as { messages: { content: string }[] };
+    const out = (await fx.client.runs.wait(t.thread_id, "echo", { input: human("fork"), checkpointId: afterFirst.checkpoint.checkpoint_id! })) as {
+      messages: { content: string }[];
+    };
     expect(out.messages.map((m) => m.content).filter((c) => c !== "first")).not.toContain("second");
     expect(out.messages.at(-1)!.content).toContain("fork");
     // the next run goes on from the fork: the fork's checkpoint_id is that run's, not the thread's
@@ -83,7 +89,11 @@ describe("run options", () => {
   });
 
   it("keeps the temporary thread of a stateless run with on_completion=keep, and bulk-cancels", async () => {
-    const r = await fetch(`${fx.server.url}/runs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "echo", input: human("keep me"), on_completion: "keep" }) });
+    const r = await fetch(`${fx.server.url}/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ assistant_id: "echo", input: human("keep me"), on_completion: "keep" }),
+    });
     const run = (await r.json()) as { run_id: string; thread_id: string };
     expect(r.headers.get("content-location")).toBe(`/runs/${run.run_id}`);
     await fx.client.runs.join(run.thread_id, run.run_id);
@@ -92,7 +102,8 @@ describe("run options", () => {
 
     const t = await fx.client.threads.create();
     const runs = [];
-    for (let i = 0; i < 3; i++) runs.push(await fx.client.runs.create(t.thread_id, "slow", { input: human(String(i)), config: { configurable: { sleep_ms: 2000 } } }));
+    for (let i = 0; i < 3; i++)
+      runs.push(await fx.client.runs.create(t.thread_id, "slow", { input: human(String(i)), config: { configurable: { sleep_ms: 2000 } } }));
     await fx.client.runs.cancelMany({ threadId: t.thread_id, status: "all" });
     for (const x of runs) {
       const final = await fx.client.runs.join(t.thread_id, x.run_id).then(() => fx.client.runs.get(t.thread_id, x.run_id));

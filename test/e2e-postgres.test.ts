@@ -94,7 +94,9 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
     const t = await client.threads.create();
     const runs = [];
     for (let i = 0; i < 4; i++) {
-      runs.push(await client.runs.create(t.thread_id, "slow", { input: human(`r${i}`), multitaskStrategy: "enqueue", config: { configurable: { sleep_ms: 50 } } }));
+      runs.push(
+        await client.runs.create(t.thread_id, "slow", { input: human(`r${i}`), multitaskStrategy: "enqueue", config: { configurable: { sleep_ms: 50 } } }),
+      );
     }
     for (const r of runs) await client.runs.join(t.thread_id, r.run_id);
     for (const r of runs) expect((await client.runs.get(t.thread_id, r.run_id)).status).toBe("success");
@@ -108,7 +110,9 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
     for (let round = 0; round < 3; round++) {
       const created = await Promise.all(Array.from({ length: 40 }, (_, i) => client.runs.create(t.thread_id, "echo", { input: human(`${round}-${i}`) })));
       await Promise.all(created.map((r) => client.runs.join(t.thread_id, r.run_id)));
-      const byId = [...created].sort((a, b) => a.run_id.localeCompare(b.run_id)).map((r) => (r as unknown as { kwargs: { input: Messages } }).kwargs.input.messages[0].content);
+      const byId = [...created]
+        .sort((a, b) => a.run_id.localeCompare(b.run_id))
+        .map((r) => (r as unknown as { kwargs: { input: Messages } }).kwargs.input.messages[0].content);
       const state = await client.threads.getState<Messages>(t.thread_id);
       const ran = state.values.messages.filter((m) => m.type === "human" && m.content.startsWith(`${round}-`)).map((m) => m.content);
       expect(ran).toEqual(byId);
@@ -151,7 +155,9 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
       await client.runs.join(t.thread_id, run.run_id);
       await waitUntil(() => received.some((h) => h.run_id === run.run_id), { timeoutMs: 20_000, what: "the webhook delivered" });
       expect(received.find((h) => h.run_id === run.run_id)?.status).toBe("success");
-      await waitUntil(async () => (await fetch(`${server.url}/threads/${t.thread_id}/runs/${run.run_id}/webhook`)).status === 200, { what: "the delivery recorded" });
+      await waitUntil(async () => (await fetch(`${server.url}/threads/${t.thread_id}/runs/${run.run_id}/webhook`)).status === 200, {
+        what: "the delivery recorded",
+      });
       expect(await rowCount("webhook_outcomes", `run_id = '${run.run_id}'`)).toBe(1);
       expect(existsSync(join(server.dataDir, "troupe.mdb"))).toBe(false); // the worker opened no LMDB either
     } finally {

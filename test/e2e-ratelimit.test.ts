@@ -20,7 +20,9 @@ let otherKey: string;
 
 function createKey(user: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [join(REPO, "bin/troupe.js"), "keys", "create", "--org", "acme", "--user", user, "--data-dir", cpDir, "--json"], { cwd: REPO });
+    const p = spawn(process.execPath, [join(REPO, "bin/troupe.js"), "keys", "create", "--org", "acme", "--user", user, "--data-dir", cpDir, "--json"], {
+      cwd: REPO,
+    });
     let out = "";
     p.stdout.on("data", (d: Buffer) => (out += d.toString()));
     p.once("error", reject);
@@ -45,7 +47,11 @@ afterAll(async () => {
 });
 
 /** One request, optionally from another local address (node:http can bind the client socket). */
-function get(path: string, headers: Record<string, string>, localAddress?: string): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+function get(
+  path: string,
+  headers: Record<string, string>,
+  localAddress?: string,
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
   const url = new URL(path, server.url);
   return new Promise((resolve, reject) => {
     const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: "GET", headers, localAddress }, (res) => {
@@ -71,7 +77,11 @@ const expectOneIpBudget = (passed: number) => {
 
 describe("rate limits", () => {
   it("reports budgets and answers 429 when /runs/stats (EU 20/10 per key) is exhausted", async () => {
-    const first = await fetch(`${server.url}/threads/search`, { method: "POST", headers: { "x-api-key": key, "content-type": "application/json" }, body: "{}" });
+    const first = await fetch(`${server.url}/threads/search`, {
+      method: "POST",
+      headers: { "x-api-key": key, "content-type": "application/json" },
+      body: "{}",
+    });
     expect(first.status).toBe(200);
     expect(first.headers.get("x-ratelimit-limit")).toBe("1000");
     expect(Number(first.headers.get("x-ratelimit-remaining"))).toBe(999);
@@ -130,7 +140,9 @@ describe("rate-limit defaults", () => {
   async function burst(url: string): Promise<Response[]> {
     const out: Response[] = [];
     for (let i = 0; i < 6; i++) {
-      const batch = await Promise.all(Array.from({ length: 20 }, () => fetch(`${url}/threads/search`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })));
+      const batch = await Promise.all(
+        Array.from({ length: 20 }, () => fetch(`${url}/threads/search`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })),
+      );
       for (const r of batch) await r.arrayBuffer();
       out.push(...batch);
     }
@@ -175,23 +187,38 @@ describe("rate-limit defaults", () => {
   it("a deployment server started by the control plane applies the control plane's region", { timeout: 180_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), "troupe-rl-cp-"));
     const cp = await startControlPlane({
-      host: "127.0.0.1", port: 0, dataDir: dir, region: "eu", rateLimit: null, log: () => undefined,
+      host: "127.0.0.1",
+      port: 0,
+      dataDir: dir,
+      region: "eu",
+      rateLimit: null,
+      log: () => undefined,
       projects: { root: REPO, perTenant: false }, // examples/service.json is a source it may deploy
       deployments: { workers: 1, readyTimeoutMs: 90_000 },
     });
     try {
       const res = await fetch(`${cp.url}/v2/deployments`, {
-        method: "POST", headers: { "content-type": "application/json" },
-        body: JSON.stringify({ name: "limited", source: "internal_source", source_config: {}, source_revision_config: { langgraph_config_path: join(REPO, "examples/service.json") }, secrets: [] }),
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          name: "limited",
+          source: "internal_source",
+          source_config: {},
+          source_revision_config: { langgraph_config_path: join(REPO, "examples/service.json") },
+          secrets: [],
+        }),
       });
       expect(res.status).toBe(201);
       const deployment = (await res.json()) as { id: string; url: string; latest_revision_id: string };
-      await waitUntil(async () => {
-        const r = await fetch(`${cp.url}/v2/deployments/${deployment.id}/revisions/${deployment.latest_revision_id}`);
-        const status = ((await r.json()) as { status: string }).status;
-        if (status.endsWith("_FAILED")) throw new Error(`revision ${status}`);
-        return status === "DEPLOYED";
-      }, { timeoutMs: 150_000, intervalMs: 200, what: "the deployment to be DEPLOYED" });
+      await waitUntil(
+        async () => {
+          const r = await fetch(`${cp.url}/v2/deployments/${deployment.id}/revisions/${deployment.latest_revision_id}`);
+          const status = ((await r.json()) as { status: string }).status;
+          if (status.endsWith("_FAILED")) throw new Error(`revision ${status}`);
+          return status === "DEPLOYED";
+        },
+        { timeoutMs: 150_000, intervalMs: 200, what: "the deployment to be DEPLOYED" },
+      );
       const reply = await fetch(`${deployment.url}/threads/search`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
       await reply.arrayBuffer();
       expect(reply.status).toBe(200);

@@ -55,7 +55,9 @@ describe("a reader that stops reading", () => {
         const r = await reader.read();
         if (r.done) return;
         readerBytes += r.value.byteLength;
-        tail = (tail + Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength).toString("latin1", Math.max(0, r.value.byteLength - 4096))).slice(-4096);
+        tail = (tail + Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength).toString("latin1", Math.max(0, r.value.byteLength - 4096))).slice(
+          -4096,
+        );
         if (/event: run_end\n/.test(tail)) return reader.cancel();
       }
     })();
@@ -64,7 +66,11 @@ describe("a reader that stops reading", () => {
     let peak = baseline;
     const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(pid))), 25);
     try {
-      const run = await fx.client.runs.create(t.thread_id, "flood", { input: { messages: [] }, streamMode: ["custom"], config: { configurable: { events: EVENTS, size: SIZE, pause_ms: PAUSE_MS } } });
+      const run = await fx.client.runs.create(t.thread_id, "flood", {
+        input: { messages: [] },
+        streamMode: ["custom"],
+        config: { configurable: { events: EVENTS, size: SIZE, pause_ms: PAUSE_MS } },
+      });
       await readerDone;
       expect(readerBytes).toBeGreaterThan(OUTPUT);
       expect(tail).toMatch(/"status":"success"/);

@@ -22,7 +22,11 @@ const open = (transport: Transport, threadId?: string) => {
   return threadId ? fx.client.threads.stream(threadId, options) : fx.client.threads.stream(options);
 };
 
-interface Frame { id: string; event: string; data: any }
+interface Frame {
+  id: string;
+  event: string;
+  data: any;
+}
 
 /** POST /threads/{t}/stream/events and collect frames until `until` holds (then the request is aborted). */
 async function readEvents(threadId: string, body: unknown, until: (fs: Frame[]) => boolean, timeoutMs = 8_000): Promise<Frame[]> {
@@ -31,7 +35,10 @@ async function readEvents(threadId: string, body: unknown, until: (fs: Frame[]) 
   const frames: Frame[] = [];
   try {
     const res = await fetch(`${fx.server.url}/threads/${threadId}/stream/events`, {
-      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal: ac.signal,
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+      signal: ac.signal,
     });
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("text/event-stream");
@@ -66,7 +73,8 @@ async function readEvents(threadId: string, body: unknown, until: (fs: Frame[]) 
 const command = (threadId: string, body: unknown) =>
   rawRequest(fx.server.url, `/threads/${threadId}/commands`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
 
-const rootEnd = (fs: Frame[]) => fs.some((f) => f.event === "lifecycle" && f.data.params.namespace.length === 0 && ["completed", "failed", "interrupted"].includes(f.data.params.data.event));
+const rootEnd = (fs: Frame[]) =>
+  fs.some((f) => f.event === "lifecycle" && f.data.params.namespace.length === 0 && ["completed", "failed", "interrupted"].includes(f.data.params.data.event));
 
 const lastText = (values: unknown): string => {
   const content = (values as { messages: { content: unknown }[] }).messages.at(-1)?.content;
@@ -113,7 +121,9 @@ describe.each(["sse", "websocket"] as const)("client.threads.stream over %s", (t
     expect(pending.payload).toMatchObject({ question: "Approve these tool calls?", tool_calls: [{ name: "get_weather", args: { city: "Paris" } }] });
     // the interrupted lifecycle arrives only once the thread is interrupted: a client may respond at once
     expect((await fx.client.threads.get(thread.threadId)).status).toBe("interrupted");
-    await expect(thread.input.respond({ interrupt_id: "0".repeat(32), response: "approve", namespace: [] })).rejects.toMatchObject({ code: "no_such_interrupt" });
+    await expect(thread.input.respond({ interrupt_id: "0".repeat(32), response: "approve", namespace: [] })).rejects.toMatchObject({
+      code: "no_such_interrupt",
+    });
     await thread.close();
 
     const resumed = open(transport, thread.threadId);
@@ -121,22 +131,30 @@ describe.each(["sse", "websocket"] as const)("client.threads.stream over %s", (t
     const final = await resumed.values;
     expect(lastText(final)).toBe("According to get_weather: It is sunny and 21°C in Paris.");
     expect((await fx.client.threads.get(thread.threadId)).status).toBe("idle");
-    await expect(resumed.input.respond({ interrupt_id: pending.interruptId, response: "again", namespace: [] })).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(resumed.input.respond({ interrupt_id: pending.interruptId, response: "again", namespace: [] })).rejects.toMatchObject({
+      code: "invalid_argument",
+    });
     await resumed.close();
   });
 });
 
-describe("RemoteGraph.streamEvents({version: \"v3\"})", () => {
+describe('RemoteGraph.streamEvents({version: "v3"})', () => {
   it("runs a remote graph, surfaces its interrupt, and resumes it with a Command", async () => {
     const remote = new RemoteGraph({ graphId: "agent", client: fx.client });
     const t = await fx.client.threads.create();
     type V3Run = { output: Promise<{ messages: unknown[] }>; interrupted: boolean; interrupts: { interruptId: string; payload: unknown }[] };
-    const first = (await remote.streamEvents(weather, { version: "v3", configurable: { thread_id: t.thread_id, require_approval: true } } as never)) as unknown as V3Run;
+    const first = (await remote.streamEvents(weather, {
+      version: "v3",
+      configurable: { thread_id: t.thread_id, require_approval: true },
+    } as never)) as unknown as V3Run;
     expect((await first.output).messages).toHaveLength(2);
     expect(first.interrupted).toBe(true);
     const [pending] = first.interrupts;
     expect(pending.payload).toMatchObject({ question: "Approve these tool calls?" });
-    const second = (await remote.streamEvents(new Command({ resume: { [pending.interruptId]: "approve" } }), { version: "v3", configurable: { thread_id: t.thread_id } } as never)) as unknown as V3Run;
+    const second = (await remote.streamEvents(new Command({ resume: { [pending.interruptId]: "approve" } }), {
+      version: "v3",
+      configurable: { thread_id: t.thread_id },
+    } as never)) as unknown as V3Run;
     const out = await second.output;
     expect(lastText(out)).toBe("According to get_weather: It is sunny and 21°C in Paris.");
     expect(second.interrupted).toBe(false);
@@ -166,14 +184,20 @@ describe("thread-centric protocol over HTTP", () => {
 
     // since: only what came after
     const middle = ids[Math.floor(ids.length / 2)];
-    const rest = await readEvents(thread.threadId, { channels: ["values", "lifecycle", "messages", "tools", "updates", "checkpoints", "tasks"], since: middle }, rootEnd);
+    const rest = await readEvents(
+      thread.threadId,
+      { channels: ["values", "lifecycle", "messages", "tools", "updates", "checkpoints", "tasks"], since: middle },
+      rootEnd,
+    );
     expect(rest.map((f) => Number(f.id))).toEqual(ids.filter((id) => id > middle));
 
     // namespace filters: root lifecycle only (depth 0), and one subgraph prefix by its name
     const rootOnly = await readEvents(thread.threadId, { channels: ["lifecycle"], namespaces: [[]], depth: 0 }, rootEnd);
     expect(rootOnly.every((f) => f.data.params.namespace.length === 0)).toBe(true);
     expect(rootOnly.map((f) => f.data.params.data.event)).toEqual(["running", "completed"]);
-    const toolsNs = await readEvents(thread.threadId, { channels: ["tools", "lifecycle"], namespaces: [["tools"]] }, (fs) => fs.some((f) => f.event === "tools" && f.data.params.data.event === "tool-finished"));
+    const toolsNs = await readEvents(thread.threadId, { channels: ["tools", "lifecycle"], namespaces: [["tools"]] }, (fs) =>
+      fs.some((f) => f.event === "tools" && f.data.params.data.event === "tool-finished"),
+    );
     expect(toolsNs.length).toBeGreaterThan(0);
     expect(toolsNs.every((f) => f.data.params.namespace[0].startsWith("tools:"))).toBe(true);
     expect(toolsNs.filter((f) => f.event === "tools").map((f) => f.data.params.data.event)).toEqual(["tool-started", "tool-finished"]);
@@ -197,13 +221,30 @@ describe("thread-centric protocol over HTTP", () => {
     expect(typeof (st.body as { meta: { applied_through_seq?: number } }).meta.applied_through_seq).toBe("number");
 
     expect((await command(tid, { id: 1, method: "nope.nothing" })).body).toMatchObject({ type: "error", id: 1, error: "unknown_command" });
-    expect((await command(tid, { id: 2, method: "run.start", params: {} })).body).toMatchObject({ type: "error", id: 2, error: "invalid_argument", message: "params.assistant_id: Field required" });
-    expect((await command(tid, { id: 2, method: "state.listCheckpoints", params: { limit: 0, before: 5 } })).body).toMatchObject({
-      type: "error", error: "invalid_argument", message: "params.limit: Input should be greater than or equal to 1; params.before: Input should be a valid string",
+    expect((await command(tid, { id: 2, method: "run.start", params: {} })).body).toMatchObject({
+      type: "error",
+      id: 2,
+      error: "invalid_argument",
+      message: "params.assistant_id: Field required",
     });
-    expect((await command(tid, { id: 2, method: "input.respond", params: { responses: [{ response: 1 }] } })).body).toMatchObject({ error: "invalid_argument", message: "params.responses.0.interrupt_id: Field required" });
-    expect((await command(tid, { id: 3, method: "run.start", params: { assistant_id: "echo", input: {} } })).body).toMatchObject({ type: "error", error: "invalid_argument", message: expect.stringContaining("bound to assistant") });
-    expect((await command(tid, { id: 4, method: "run.start", params: { assistant_id: "no-such-graph" } })).body).toMatchObject({ type: "error", error: "invalid_argument" });
+    expect((await command(tid, { id: 2, method: "state.listCheckpoints", params: { limit: 0, before: 5 } })).body).toMatchObject({
+      type: "error",
+      error: "invalid_argument",
+      message: "params.limit: Input should be greater than or equal to 1; params.before: Input should be a valid string",
+    });
+    expect((await command(tid, { id: 2, method: "input.respond", params: { responses: [{ response: 1 }] } })).body).toMatchObject({
+      error: "invalid_argument",
+      message: "params.responses.0.interrupt_id: Field required",
+    });
+    expect((await command(tid, { id: 3, method: "run.start", params: { assistant_id: "echo", input: {} } })).body).toMatchObject({
+      type: "error",
+      error: "invalid_argument",
+      message: expect.stringContaining("bound to assistant"),
+    });
+    expect((await command(tid, { id: 4, method: "run.start", params: { assistant_id: "no-such-graph" } })).body).toMatchObject({
+      type: "error",
+      error: "invalid_argument",
+    });
 
     // two concurrent first runs with different assistants: the thread's actor binds it to one
     const fresh = randomUUID();
@@ -213,16 +254,31 @@ describe("thread-centric protocol over HTTP", () => {
     ]);
     const kinds = raced.map((r) => (r.body as { type: string }).type).sort();
     expect(kinds).toEqual(["error", "success"]);
-    expect(raced.find((r) => (r.body as { type: string }).type === "error")!.body).toMatchObject({ error: "invalid_argument", message: expect.stringContaining("bound to assistant") });
-    expect((await command(tid, { id: 5, method: "subscription.reconnect", params: { run_id: "x" } })).body).toMatchObject({ type: "error", error: "not_supported" });
-    expect((await command(tid, { id: 6, method: "state.get", params: { namespace: ["agent"] } })).body).toMatchObject({ type: "error", error: "no_such_namespace" });
+    expect(raced.find((r) => (r.body as { type: string }).type === "error")!.body).toMatchObject({
+      error: "invalid_argument",
+      message: expect.stringContaining("bound to assistant"),
+    });
+    expect((await command(tid, { id: 5, method: "subscription.reconnect", params: { run_id: "x" } })).body).toMatchObject({
+      type: "error",
+      error: "not_supported",
+    });
+    expect((await command(tid, { id: 6, method: "state.get", params: { namespace: ["agent"] } })).body).toMatchObject({
+      type: "error",
+      error: "no_such_namespace",
+    });
     expect((await command(tid, { id: 8, method: "agent.getTree", params: { run_id: "other" } })).body).toMatchObject({ type: "error", error: "no_such_run" });
-    const tree = (await command(tid, { id: 9, method: "agent.getTree" })).body as { result: { tree: { status: string; graph_name: string; children: { namespace: string[]; status: string }[] } } };
+    const tree = (await command(tid, { id: 9, method: "agent.getTree" })).body as {
+      result: { tree: { status: string; graph_name: string; children: { namespace: string[]; status: string }[] } };
+    };
     expect(tree.result.tree).toMatchObject({ namespace: [], status: "completed", graph_name: "agent" });
     expect(tree.result.tree.children.map((c) => c.namespace[0].split(":")[0])).toEqual(["agent", "tools", "agent"]);
     expect(tree.result.tree.children.every((c) => c.status === "completed")).toBe(true);
     const missing = "00000000-0000-4000-8000-000000000001";
-    expect((await command(missing, { id: 10, method: "state.get", params: { namespace: [] } })).body).toMatchObject({ type: "error", error: "invalid_argument", message: expect.stringContaining("not found") });
+    expect((await command(missing, { id: 10, method: "state.get", params: { namespace: [] } })).body).toMatchObject({
+      type: "error",
+      error: "invalid_argument",
+      message: expect.stringContaining("not found"),
+    });
 
     // the envelope itself is validated like any body
     const bad = await command(tid, { method: "state.get" });
@@ -237,7 +293,8 @@ describe("thread-centric protocol over HTTP", () => {
     await thread.values;
     const [pending] = thread.interrupts;
     await thread.close();
-    const respond = (id: number) => command(thread.threadId, { id, method: "input.respond", params: { interrupt_id: pending.interruptId, response: "approve" } });
+    const respond = (id: number) =>
+      command(thread.threadId, { id, method: "input.respond", params: { interrupt_id: pending.interruptId, response: "approve" } });
     const answers = (await Promise.all([respond(1), respond(2)])).map((r) => r.body as { type: string; error?: string });
     expect(answers.map((a) => a.type).sort()).toEqual(["error", "success"]);
     expect(answers.find((a) => a.type === "error")?.error).toBe("invalid_argument");
@@ -261,22 +318,36 @@ describe("thread-centric protocol over HTTP", () => {
 
     // fork from the checkpoint that holds only the first human message: the new run answers "second"
     const withInput = checkpoints.find((c) => c.step === 0)!;
-    const forked = await command(thread.threadId, { id: 1, method: "state.fork", params: { checkpoint_id: withInput.id, input: { messages: [{ role: "user", content: "second" }] } } });
+    const forked = await command(thread.threadId, {
+      id: 1,
+      method: "state.fork",
+      params: { checkpoint_id: withInput.id, input: { messages: [{ role: "user", content: "second" }] } },
+    });
     expect(forked.body).toMatchObject({ type: "success", result: { run_id: expect.any(String), thread_id: thread.threadId } });
     await readEvents(thread.threadId, { channels: ["lifecycle"], namespaces: [[]], depth: 0 }, rootEnd);
     const state = await fx.client.threads.getState(thread.threadId);
-    const contents = (state.values as { messages: { content: unknown }[] }).messages.map((m) => (typeof m.content === "string" ? m.content : lastText({ messages: [m] })));
+    const contents = (state.values as { messages: { content: unknown }[] }).messages.map((m) =>
+      typeof m.content === "string" ? m.content : lastText({ messages: [m] }),
+    );
     expect(contents).toEqual(["first", "second", "You said: second"]);
   });
 
   it("rejects bad stream requests: unknown thread 404, a strict body 422, a GET without upgrade 426", async () => {
     const missing = "00000000-0000-4000-8000-000000000002";
-    const notFound = await rawRequest(fx.server.url, `/threads/${missing}/stream/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ channels: ["values"] }) });
+    const notFound = await rawRequest(fx.server.url, `/threads/${missing}/stream/events`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ channels: ["values"] }),
+    });
     expect(notFound.status).toBe(404);
     expect(notFound.body).toEqual({ detail: `Thread with ID ${missing} not found` });
     const t = await fx.client.threads.create();
     for (const body of [{}, { channels: [] }, { channels: ["nope"] }, { channels: ["values"], extra: 1 }, { channels: ["values"], since: -1 }]) {
-      const r = await rawRequest(fx.server.url, `/threads/${t.thread_id}/stream/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      const r = await rawRequest(fx.server.url, `/threads/${t.thread_id}/stream/events`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
       expect(r.status, JSON.stringify(body)).toBe(422);
     }
     const get = await rawRequest(fx.server.url, `/threads/${t.thread_id}/stream/events`);
@@ -319,10 +390,12 @@ describe("thread-centric protocol over a WebSocket (raw)", () => {
     ws.send(JSON.stringify({ id: 5, method: "subscription.subscribe", params: { channels: ["nope"] } }));
     expect(await reply(5)).toMatchObject({ type: "error", error: "invalid_argument", message: expect.stringContaining("params.channels.0") });
     ws.send(JSON.stringify({ id: -1, method: "state.get" }));
-    for (let i = 0; i < 100 && !messages.some((m) => m.type === "error" && String(m.message).startsWith("command.id")); i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 100 && !messages.some((m) => m.type === "error" && String(m.message).startsWith("command.id")); i++)
+      await new Promise((r) => setTimeout(r, 20));
     expect(messages.find((m) => m.type === "error" && String(m.message).startsWith("command.id"))).toMatchObject({ id: null, error: "invalid_argument" });
     ws.send("not json");
-    for (let i = 0; i < 100 && !messages.some((m) => m.id === null && String(m.message).startsWith("A command")); i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 100 && !messages.some((m) => m.id === null && String(m.message).startsWith("A command")); i++)
+      await new Promise((r) => setTimeout(r, 20));
     expect(messages.find((m) => m.id === null && String(m.message).startsWith("A command"))).toMatchObject({ type: "error", error: "invalid_argument" });
     ws.close();
     await thread.close();
@@ -377,7 +450,12 @@ describe("ThreadProtocolHub", () => {
     const hub = new ThreadProtocolHub();
     hub.adopt("t", "run-1");
     const { got } = collect(hub, "t", { channels: ["lifecycle", "input", "values"] });
-    hub.publish("t", "run-1", [ev("lifecycle", [], { event: "running" }), ev("values", [], { x: 1 }), ev("input.requested", [], { interrupt_id: "i", payload: 1 }, "input"), ev("lifecycle", [], { event: "interrupted" })]);
+    hub.publish("t", "run-1", [
+      ev("lifecycle", [], { event: "running" }),
+      ev("values", [], { x: 1 }),
+      ev("input.requested", [], { interrupt_id: "i", payload: 1 }, "input"),
+      ev("lifecycle", [], { event: "interrupted" }),
+    ]);
     expect(got.map((f) => f.method)).toEqual(["lifecycle", "values"]);
     hub.ended("t", "run-1", "success");
     expect(got.map((f) => f.method)).toEqual(["lifecycle", "values", "input.requested", "lifecycle"]);
@@ -409,7 +487,10 @@ describe("ThreadProtocolHub", () => {
     expect(replayed).toBe(0);
     hub.publish("t", "run-2", [ev("values", [], { x: 2 })]);
     hub.ended("t", "run-2", "interrupted");
-    expect(got.map((f) => JSON.parse(f.data).params.data)).toEqual([{ x: 2 }, { event: "failed", graph_name: "root", error: "Run ended with status interrupted" }]);
+    expect(got.map((f) => JSON.parse(f.data).params.data)).toEqual([
+      { x: 2 },
+      { event: "failed", graph_name: "root", error: "Run ended with status interrupted" },
+    ]);
     // a late reader replays the session; since skips what it saw
     const late = collect(hub, "t", { channels: ["values", "lifecycle"] }, got[0].seq);
     expect(late.got.map((f) => f.seq)).toEqual([got[1].seq]);
@@ -441,7 +522,10 @@ describe("ThreadProtocolHub", () => {
 });
 
 describe("ProtocolEventShaper", () => {
-  const lifecycle = (event: string, namespace: string[] = []): ProtocolEventLike => ({ method: "lifecycle", params: { namespace, timestamp: 1, data: { event, graph_name: namespace.length ? "sub" : "root" } } });
+  const lifecycle = (event: string, namespace: string[] = []): ProtocolEventLike => ({
+    method: "lifecycle",
+    params: { namespace, timestamp: 1, data: { event, graph_name: namespace.length ? "sub" : "root" } },
+  });
 
   it("turns LangGraph's interrupt chunk into input.requested + an interrupted root, and names the root after the graph", () => {
     const out: [string, ProtocolEventLike][] = [];

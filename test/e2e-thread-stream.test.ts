@@ -8,7 +8,11 @@ import { human, rawRequest, useServer } from "./helpers/suite.ts";
 
 const fx = useServer();
 
-interface Part { id?: string; event: string; data: any }
+interface Part {
+  id?: string;
+  event: string;
+  data: any;
+}
 
 /** A joinStream consumer: collects parts, resolves `connected` once the server answered with the stream head. */
 function openStream(threadId: string, opts: { streamMode?: ThreadStreamMode | ThreadStreamMode[]; lastEventId?: string } = {}) {
@@ -89,7 +93,9 @@ describe("GET /threads/{t}/stream (joinStream)", () => {
 
     const run2 = await fx.client.runs.wait(t.thread_id, "echo", { input: human("two") });
     expect(run2).toBeDefined();
-    const all = await s.until((ps) => ps.filter((p) => p.event === "metadata").length >= 2 && ps.at(-1)!.event === "values" && ps.at(-1)!.data.messages.length === 4);
+    const all = await s.until(
+      (ps) => ps.filter((p) => p.event === "metadata").length >= 2 && ps.at(-1)!.event === "values" && ps.at(-1)!.data.messages.length === 4,
+    );
     expect(all.filter((p) => p.event === "metadata").length).toBe(2);
     expect(all.some((p) => ["run_start", "run_end", "state_update"].includes(p.event))).toBe(false);
     expect(increasing(ids(all))).toBe(true);
@@ -100,7 +106,9 @@ describe("GET /threads/{t}/stream (joinStream)", () => {
   it("picks up the run in flight from its live point on", async () => {
     const t = await fx.client.threads.create();
     // read the run's own stream up to its first values chunk; the node then sleeps for a second
-    const own = fx.client.runs.stream(t.thread_id, "slow", { input: human("late"), config: { configurable: { sleep_ms: 1_000 } }, streamMode: "values" })[Symbol.asyncIterator]();
+    const own = fx.client.runs
+      .stream(t.thread_id, "slow", { input: human("late"), config: { configurable: { sleep_ms: 1_000 } }, streamMode: "values" })
+      [Symbol.asyncIterator]();
     let runId = "";
     for (let p = await own.next(); !p.done && p.value.event !== "values"; p = await own.next()) {
       if (p.value.event === "metadata") runId = (p.value.data as { run_id: string }).run_id;
@@ -226,7 +234,9 @@ describe("GET /threads/{t}/stream (joinStream)", () => {
     const t = await fx.client.threads.create();
     const bad = await rawRequest(fx.server.url, `/threads/${t.thread_id}/stream?stream_mode=lifecycle&stream_mode=values`);
     expect(bad.status).toBe(422);
-    expect(bad.body).toEqual({ detail: [{ loc: ["query", "stream_mode", 1], msg: "Input should be 'run_modes', 'lifecycle' or 'state_update'", type: "enum" }] });
+    expect(bad.body).toEqual({
+      detail: [{ loc: ["query", "stream_mode", 1], msg: "Input should be 'run_modes', 'lifecycle' or 'state_update'", type: "enum" }],
+    });
     await expect(openStream(t.thread_id, { streamMode: "nope" as ThreadStreamMode }).done).rejects.toThrow(/HTTP 422/);
 
     const doc = (await rawRequest(fx.server.url, "/openapi.json")).body as { paths: Record<string, { get?: { operationId: string } }> };

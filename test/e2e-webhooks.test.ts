@@ -48,18 +48,27 @@ async function until<T>(fn: () => T | undefined | Promise<T | undefined>, ms = 1
 describe("webhooks", () => {
   it("posts the final run to the webhook after a successful thread run", async () => {
     const t = await client.threads.create();
-    await client.runs.wait(t.thread_id, "echo", { input: { messages: [{ role: "human", content: "hook" }] }, webhook: `${receiverUrl}/done?token=s3cret`, metadata: { m: 1 } });
+    await client.runs.wait(t.thread_id, "echo", {
+      input: { messages: [{ role: "human", content: "hook" }] },
+      webhook: `${receiverUrl}/done?token=s3cret`,
+      metadata: { m: 1 },
+    });
     const hit = await until(() => received.find((r) => r.body.thread_id === t.thread_id));
     expect(hit.path).toBe("/done?token=s3cret");
     expect(hit.headers["content-type"]).toContain("application/json");
     expect(hit.body.status).toBe("success");
     expect(hit.body.metadata).toMatchObject({ m: 1 });
     expect(hit.body.values).toBeDefined();
-    for (const k of ["run_id", "assistant_id", "created_at", "updated_at", "run_started_at", "run_ended_at", "webhook_sent_at", "kwargs", "multitask_strategy"]) expect(hit.body).toHaveProperty(k);
+    for (const k of ["run_id", "assistant_id", "created_at", "updated_at", "run_started_at", "run_ended_at", "webhook_sent_at", "kwargs", "multitask_strategy"])
+      expect(hit.body).toHaveProperty(k);
   });
 
   it("reports failures with an error object, also for stateless runs", async () => {
-    const r = await fetch(`${server.url}/runs/wait`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "error", input: {}, webhook: `${receiverUrl}/failed` }) });
+    const r = await fetch(`${server.url}/runs/wait`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ assistant_id: "error", input: {}, webhook: `${receiverUrl}/failed` }),
+    });
     await r.text();
     const hit = await until(() => received.find((x) => x.path === "/failed"));
     expect(hit.body.status).toBe("error");
@@ -87,7 +96,12 @@ describe("webhooks", () => {
       const d = await deliveryOf(ok.run_id);
       return d.body.state === "delivered" ? d : undefined;
     });
-    expect(delivered.body).toMatchObject({ delivery_id: hit.headers["webhook-id"], run_id: ok.run_id, attempts: 1, last_attempt: { status_code: 200, error: null } });
+    expect(delivered.body).toMatchObject({
+      delivery_id: hit.headers["webhook-id"],
+      run_id: ok.run_id,
+      attempts: 1,
+      last_attempt: { status_code: 200, error: null },
+    });
 
     // a receiver answering 410 Gone is not retried: the failure is readable at once
     const gone = await finished("gone", `${receiverUrl}/gone`);
@@ -105,7 +119,11 @@ describe("webhooks", () => {
 
   it("refuses webhook URLs that break the policy with 422", async () => {
     const t = await client.threads.create();
-    const r = await fetch(`${server.url}/threads/${t.thread_id}/runs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "echo", webhook: "ftp://example.com/x" }) });
+    const r = await fetch(`${server.url}/threads/${t.thread_id}/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ assistant_id: "echo", webhook: "ftp://example.com/x" }),
+    });
     expect(r.status).toBe(422);
     const body = (await r.json()) as { detail: { loc: string[] }[] };
     expect(body.detail[0].loc).toEqual(["body", "webhook"]);

@@ -31,7 +31,12 @@ describe("state.tasks of a subgraph interrupt", () => {
     const inner = task.state as unknown as { next: string[]; tasks: Record<string, unknown>[] };
     expect(inner.next).toEqual(["child_two"]);
     expect(inner.tasks.map(keys)).toEqual([TASK_FIELDS]);
-    expect(inner.tasks[0]).toMatchObject({ name: "child_two", interrupts: [{ id: expect.any(String), value: "child_two needs input" }], checkpoint: null, state: null });
+    expect(inner.tasks[0]).toMatchObject({
+      name: "child_two",
+      interrupts: [{ id: expect.any(String), value: "child_two needs input" }],
+      checkpoint: null,
+      state: null,
+    });
   });
 });
 
@@ -44,12 +49,20 @@ describe("a run naming an unknown assistant or graph", () => {
     };
     await expect(stream()).rejects.toThrow(/No assistant found for/);
     const missing = randomUUID();
-    const r = await rawRequest(fx.server.url, `/threads/${t.thread_id}/runs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: missing }) });
+    const r = await rawRequest(fx.server.url, `/threads/${t.thread_id}/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ assistant_id: missing }),
+    });
     expect(r).toMatchObject({
       status: 404,
       body: { detail: `No assistant found for "${missing}". Make sure the assistant ID is for a valid assistant or a valid graph ID.` },
     });
-    const stateless = await rawRequest(fx.server.url, "/runs/wait", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ assistant_id: "nope" }) });
+    const stateless = await rawRequest(fx.server.url, "/runs/wait", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ assistant_id: "nope" }),
+    });
     expect(stateless).toMatchObject({ status: 404, body: { detail: expect.stringMatching(/^No assistant found for "nope"/) } });
   });
 });

@@ -43,16 +43,17 @@ describe("examples/agent", () => {
     const out = await agent.invoke(human("What's the weather in Paris?"), thread());
     expect(interruptsOf(out)).toBeUndefined();
     const [, call, result, answer] = out.messages;
-    expect((call as AIMessageChunk).tool_calls).toEqual([
-      expect.objectContaining({ name: "get_weather", args: { city: "Paris" } }),
-    ]);
+    expect((call as AIMessageChunk).tool_calls).toEqual([expect.objectContaining({ name: "get_weather", args: { city: "Paris" } })]);
     expect(ToolMessage.isInstance(result) && result.content).toBe(WEATHER);
     expect(answer.content).toBe(`According to get_weather: ${WEATHER}`);
   });
 
   it("echoes when no tool applies", async () => {
     const out = await agent.invoke(human("hello there"), thread());
-    expect(summary(out.messages)).toEqual([["human", "hello there"], ["ai", "You said: hello there"]]);
+    expect(summary(out.messages)).toEqual([
+      ["human", "hello there"],
+      ["ai", "You said: hello there"],
+    ]);
   });
 
   it("interrupts before the tool when approval is required, then runs it on approve", async () => {
@@ -132,7 +133,10 @@ describe("examples/fake-chat-model", () => {
 describe("examples/echo and examples/slow", () => {
   it("echo appends the last message's content", async () => {
     const out = await echo.invoke(human("ping"), thread());
-    expect(summary(out.messages)).toEqual([["human", "ping"], ["ai", "ping"]]);
+    expect(summary(out.messages)).toEqual([
+      ["human", "ping"],
+      ["ai", "ping"],
+    ]);
   });
 
   it("slow sleeps configurable.sleep_ms before echoing", async () => {
@@ -146,9 +150,7 @@ describe("examples/echo and examples/slow", () => {
     const controller = new AbortController();
     const started = Date.now();
     setTimeout(() => controller.abort(new Error("cancelled by test")), 30);
-    await expect(slow.invoke(human("zzz"), { ...thread({ sleep_ms: 5_000 }), signal: controller.signal })).rejects.toThrow(
-      "cancelled by test",
-    );
+    await expect(slow.invoke(human("zzz"), { ...thread({ sleep_ms: 5_000 }), signal: controller.signal })).rejects.toThrow("cancelled by test");
     expect(Date.now() - started).toBeLessThan(1_000);
   });
 });
@@ -165,13 +167,7 @@ describe("test fixture graphs", () => {
     const namespaces: string[] = [];
     const stream = await subgraph.stream(human("start"), { ...thread(), streamMode: "updates", subgraphs: true });
     for await (const [namespace, update] of stream) namespaces.push(`${namespace.join("|")}>${Object.keys(update).join(",")}`);
-    expect(namespaces.map((n) => n.replace(/:[^|>]+/g, ""))).toEqual([
-      ">parent_one",
-      "child>child_one",
-      "child>child_two",
-      ">child",
-      ">parent_two",
-    ]);
+    expect(namespaces.map((n) => n.replace(/:[^|>]+/g, ""))).toEqual([">parent_one", "child>child_one", "child>child_two", ">child", ">parent_two"]);
     const subgraphNames: string[] = [];
     for await (const [name] of subgraph.getSubgraphsAsync()) subgraphNames.push(name);
     expect(subgraphNames).toEqual(["child"]);
@@ -215,7 +211,10 @@ describe("test fixture graphs", () => {
   it("uncompiled is a StateGraph that compiles and runs", async () => {
     expect(uncompiled).toBeInstanceOf(StateGraph);
     const compiled = uncompiled.compile({ checkpointer: new MemorySaver() });
-    expect(summary((await compiled.invoke(human("u"), thread())).messages)).toEqual([["human", "u"], ["ai", "u"]]);
+    expect(summary((await compiled.invoke(human("u"), thread())).messages)).toEqual([
+      ["human", "u"],
+      ["ai", "u"],
+    ]);
   });
 
   it("custom_stream writes its custom chunks", async () => {
@@ -239,7 +238,17 @@ describe("service.json files", () => {
   const configs = {
     "examples/service.json": ["agent", "echo", "slow"],
     "test/fixtures/graphs/service.json": [
-      "agent", "echo", "slow", "error", "subgraph", "interrupt_steps", "factory", "uncompiled", "custom_stream", "store_graph", "context",
+      "agent",
+      "echo",
+      "slow",
+      "error",
+      "subgraph",
+      "interrupt_steps",
+      "factory",
+      "uncompiled",
+      "custom_stream",
+      "store_graph",
+      "context",
     ],
   };
   for (const [file, ids] of Object.entries(configs)) {
@@ -284,7 +293,10 @@ describe("user project fixture", () => {
       userGraph.checkpointer = new probeModule.MemorySaver();
       const config = thread();
       const out = await userGraph.invoke({ messages: [{ role: "user", content: "hi" }] }, config);
-      expect(summary(out.messages)).toEqual([["human", "hi"], ["ai", "user project: hi"]]);
+      expect(summary(out.messages)).toEqual([
+        ["human", "hi"],
+        ["ai", "user project: hi"],
+      ]);
       expect((await userGraph.getState(config)).values.messages).toHaveLength(2);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });

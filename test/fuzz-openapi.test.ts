@@ -158,18 +158,45 @@ class Fuzzer {
     const keys = Object.keys(schema?.properties ?? {});
     const key = keys.length ? this.pick(keys) : "x";
     switch (this.int(0, 11)) {
-      case 0: if (schema?.required?.length) delete obj[this.pick(schema.required)]; return obj;
-      case 1: obj[key] = this.pick([5, "str", true, [], {}, -1]); return obj;
-      case 2: obj[key] = null; return obj;
-      case 3: obj[key] = "q".repeat(this.pick([300, 5000, 100_000])); return obj;
-      case 4: obj[key] = new Array(this.pick([1000, 30_000])).fill(this.pick([null, 1, "x", {}])); return obj;
-      case 5: obj[`extra_${this.int(0, 99)}`] = this.anyJson(2); return obj;
-      case 6: { let deep: unknown = 1; for (let i = 0; i < this.pick([100, 600]); i++) deep = [deep]; obj[key] = deep; return obj; }
-      case 7: return this.pick([[], 5, "text", null, true, [obj]]);
-      case 8: obj[key] = this.oddString(); return obj;
-      case 9: obj[key] = this.pick([-1, 0, 1.5, 1e308, -1e308, 2 ** 53 + 1]); return obj;
-      case 10: obj[key] = { [this.oddString()]: this.anyJson(2) }; return obj;
-      default: obj[key] = this.value(schema?.properties?.[key], key); obj[keys.length ? this.pick(keys) : "y"] = this.anyJson(3); return obj;
+      case 0:
+        if (schema?.required?.length) delete obj[this.pick(schema.required)];
+        return obj;
+      case 1:
+        obj[key] = this.pick([5, "str", true, [], {}, -1]);
+        return obj;
+      case 2:
+        obj[key] = null;
+        return obj;
+      case 3:
+        obj[key] = "q".repeat(this.pick([300, 5000, 100_000]));
+        return obj;
+      case 4:
+        obj[key] = new Array(this.pick([1000, 30_000])).fill(this.pick([null, 1, "x", {}]));
+        return obj;
+      case 5:
+        obj[`extra_${this.int(0, 99)}`] = this.anyJson(2);
+        return obj;
+      case 6: {
+        let deep: unknown = 1;
+        for (let i = 0; i < this.pick([100, 600]); i++) deep = [deep];
+        obj[key] = deep;
+        return obj;
+      }
+      case 7:
+        return this.pick([[], 5, "text", null, true, [obj]]);
+      case 8:
+        obj[key] = this.oddString();
+        return obj;
+      case 9:
+        obj[key] = this.pick([-1, 0, 1.5, 1e308, -1e308, 2 ** 53 + 1]);
+        return obj;
+      case 10:
+        obj[key] = { [this.oddString()]: this.anyJson(2) };
+        return obj;
+      default:
+        obj[key] = this.value(schema?.properties?.[key], key);
+        obj[keys.length ? this.pick(keys) : "y"] = this.anyJson(3);
+        return obj;
     }
   }
 
@@ -177,12 +204,41 @@ class Fuzzer {
   rpc(mcp: boolean): unknown {
     const method = mcp
       ? this.pick(["initialize", "ping", "tools/list", "tools/call", "nope"])
-      : this.pick(["SendMessage", "SendStreamingMessage", "GetTask", "CancelTask", "ListTasks", "GetExtendedAgentCard", "message/send", "message/stream", "tasks/get", "tasks/cancel", "nope"]);
+      : this.pick([
+          "SendMessage",
+          "SendStreamingMessage",
+          "GetTask",
+          "CancelTask",
+          "ListTasks",
+          "GetExtendedAgentCard",
+          "message/send",
+          "message/stream",
+          "tasks/get",
+          "tasks/cancel",
+          "nope",
+        ]);
     const id = this.chance(0.9) ? this.idFor("run_id") : this.oddString();
-    const message = { role: this.pick(["user", "agent", "ROLE_USER", "x"]), parts: [this.pick([{ kind: "text", text: "hi" }, { text: "hi" }, { kind: "data", data: this.anyJson(2) }, {}])], messageId: this.uuid(), ...(this.chance(0.5) ? { contextId: this.idFor("thread_id") } : {}), ...(this.chance(0.3) ? { taskId: id } : {}) };
+    const message = {
+      role: this.pick(["user", "agent", "ROLE_USER", "x"]),
+      parts: [this.pick([{ kind: "text", text: "hi" }, { text: "hi" }, { kind: "data", data: this.anyJson(2) }, {}])],
+      messageId: this.uuid(),
+      ...(this.chance(0.5) ? { contextId: this.idFor("thread_id") } : {}),
+      ...(this.chance(0.3) ? { taskId: id } : {}),
+    };
     const params = mcp
-      ? { name: this.chance(0.7) ? this.pick(GRAPHS) : this.oddString(), arguments: this.chance(0.8) ? { messages: [{ role: "human", content: "hi" }] } : this.anyJson(2) }
-      : { id, name: `tasks/${id}`, message, historyLength: this.pick([0, 1, -1, 1000, "x"]), pageSize: this.pick([1, 0, 101, "x"]), contextId: this.idFor("thread_id"), status: this.pick(["completed", "TASK_STATE_WORKING", "x"]) };
+      ? {
+          name: this.chance(0.7) ? this.pick(GRAPHS) : this.oddString(),
+          arguments: this.chance(0.8) ? { messages: [{ role: "human", content: "hi" }] } : this.anyJson(2),
+        }
+      : {
+          id,
+          name: `tasks/${id}`,
+          message,
+          historyLength: this.pick([0, 1, -1, 1000, "x"]),
+          pageSize: this.pick([1, 0, 101, "x"]),
+          contextId: this.idFor("thread_id"),
+          status: this.pick(["completed", "TASK_STATE_WORKING", "x"]),
+        };
     const call: Record<string, unknown> = { jsonrpc: "2.0", id: this.int(0, 1000), method, params };
     return this.chance(0.3) ? this.mutate(call, { properties: { jsonrpc: {}, id: {}, method: {}, params: {} }, required: ["jsonrpc", "method"] }) : call;
   }
@@ -210,8 +266,10 @@ class Fuzzer {
       let value = this.value(op.body);
       if (this.chance(0.6)) value = this.mutate(value, op.body);
       if (this.chance(0.3)) value = this.mutate(value, op.body);
-      body = this.chance(0.04) ? this.pick(["{nope", "", "\u0000\u0001", "[1,2", "{\"a\":1}garbage"]) : JSON.stringify(value);
-      headers["content-type"] = this.chance(0.9) ? "application/json" : this.pick(["text/plain", "application/x-www-form-urlencoded", "application/vnd.api+json", "multipart/form-data; boundary=x"]);
+      body = this.chance(0.04) ? this.pick(["{nope", "", "\u0000\u0001", "[1,2", '{"a":1}garbage']) : JSON.stringify(value);
+      headers["content-type"] = this.chance(0.9)
+        ? "application/json"
+        : this.pick(["text/plain", "application/x-www-form-urlencoded", "application/vnd.api+json", "multipart/form-data; boundary=x"]);
     }
     if (this.chance(0.03)) headers["x-auth-scheme"] = this.oddString().replace(/[^\x20-\x7e]/g, "");
     const qs = q.toString();
@@ -224,11 +282,19 @@ function encodePathPart(v: string): string {
   try {
     return encodeURIComponent(v);
   } catch {
-    return v.split(/([\ud800-\udfff])/).map((part) => (/^[\ud800-\udfff]$/.test(part) ? "%ED%A0%80" : encodeURIComponent(part))).join("");
+    return v
+      .split(/([\ud800-\udfff])/)
+      .map((part) => (/^[\ud800-\udfff]$/.test(part) ? "%ED%A0%80" : encodeURIComponent(part)))
+      .join("");
   }
 }
 
-function operations(doc: { paths: Record<string, Record<string, { parameters?: { name: string; in: string; schema: Schema }[]; requestBody?: { content: Record<string, { schema: Schema }> } }>> }): Operation[] {
+function operations(doc: {
+  paths: Record<
+    string,
+    Record<string, { parameters?: { name: string; in: string; schema: Schema }[]; requestBody?: { content: Record<string, { schema: Schema }> } }>
+  >;
+}): Operation[] {
   const out: Operation[] = [];
   for (const [path, methods] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(methods)) {
@@ -303,7 +369,8 @@ describe(`fuzzing the API from /openapi.json (seed ${SEED})`, () => {
         } catch {
           failures.push(`${label} → ${res.status} with a non-JSON body: ${text.slice(0, 200)}`);
         }
-        if (parsed !== undefined && (parsed === null || typeof parsed !== "object")) failures.push(`${label} → ${res.status} body is not a JSON object: ${text.slice(0, 200)}`);
+        if (parsed !== undefined && (parsed === null || typeof parsed !== "object"))
+          failures.push(`${label} → ${res.status} body is not a JSON object: ${text.slice(0, 200)}`);
       } else if (type.startsWith("application/json")) {
         try {
           const parsed = JSON.parse(text) as { error?: { code?: unknown } };
@@ -320,7 +387,8 @@ describe(`fuzzing the API from /openapi.json (seed ${SEED})`, () => {
     const okCheck = async () => {
       const t0 = Date.now();
       const ok = await fetch(`${server.url}/ok`, { signal: AbortSignal.timeout(10_000) }).catch((err: Error) => err);
-      if (ok instanceof Error || ok.status !== 200) failures.push(`/ok did not answer 200 between batches (${ok instanceof Error ? ok.message : ok.status}) after ${Date.now() - t0} ms`);
+      if (ok instanceof Error || ok.status !== 200)
+        failures.push(`/ok did not answer 200 between batches (${ok instanceof Error ? ok.message : ok.status}) after ${Date.now() - t0} ms`);
       else await ok.text();
     };
 
@@ -337,10 +405,21 @@ describe(`fuzzing the API from /openapi.json (seed ${SEED})`, () => {
     await Promise.all(Array.from({ length: CONCURRENCY }, worker));
     await okCheck();
 
-    const summary = [...statuses.entries()].sort(([a], [b]) => a - b).map(([s, n]) => `${s}×${n}`).join(" ");
+    const summary = [...statuses.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([s, n]) => `${s}×${n}`)
+      .join(" ");
     console.log(`[fuzz] seed ${SEED}: ${plan.length} requests over ${ops.length} operations; statuses ${summary}; ${timeouts} cut after 15 s`);
     for (const f of failures.slice(0, 40)) console.log(`[fuzz] ${f}`);
-    if (failures.length) console.log(`[fuzz] server log:\n${server.output().split("\n").filter((l) => !l.startsWith("troupe")).slice(-60).join("\n")}`);
+    if (failures.length)
+      console.log(
+        `[fuzz] server log:\n${server
+          .output()
+          .split("\n")
+          .filter((l) => !l.startsWith("troupe"))
+          .slice(-60)
+          .join("\n")}`,
+      );
     expect(failures, `seed ${SEED} (FUZZ_SEED=${SEED} to replay)`).toEqual([]);
     // the mutations reach validation and the handlers alike
     expect(statuses.get(422) ?? 0).toBeGreaterThan(100);

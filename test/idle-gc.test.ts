@@ -9,7 +9,9 @@ import { waitUntil } from "./helpers/wait.ts";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const busyFor = (ms: number) => {
   const end = performance.now() + ms;
-  while (performance.now() < end) { /* spin: event-loop utilisation near 1 */ }
+  while (performance.now() < end) {
+    /* spin: event-loop utilisation near 1 */
+  }
 };
 
 const anonMb = () => Number(/RssAnon:\s+(\d+)/.exec(readFileSync("/proc/self/status", "utf8"))?.[1]) / 1024;
@@ -78,7 +80,9 @@ describe("idle board (one server's threads)", () => {
     const board = new Int32Array(buffer);
     Atomics.store(board, 1, 500); // the other thread (slot 1): 50% busy
     const collected: number[] = [];
-    const stop = startIdleGc({ intervalMs: 50, idleSamples: 2, idleBelow: 0.05, minBusyMs: 100, othersBusyFrom: 0.1, board: { buffer, slot: 0 } }, (busy) => collected.push(busy));
+    const stop = startIdleGc({ intervalMs: 50, idleSamples: 2, idleBelow: 0.05, minBusyMs: 100, othersBusyFrom: 0.1, board: { buffer, slot: 0 } }, (busy) =>
+      collected.push(busy),
+    );
     try {
       for (let i = 0; i < 4; i++) {
         busyFor(60);

@@ -43,8 +43,14 @@ function expectChunksConsistent(storage: Storage, threadId: string): number {
   for (const { key, value } of storage.blobs.getRange(range)) for (const id of value.chunks ?? []) named.add(JSON.stringify([key[1], key[2], id]));
   const stored = new Set<string>();
   for (const key of storage.blobChunks.getKeys(range)) stored.add(JSON.stringify([key[1], key[2], key[3]]));
-  expect([...named].filter((k) => !stored.has(k)), "chunks named but missing").toEqual([]);
-  expect([...stored].filter((k) => !named.has(k)), "chunks left unreferenced").toEqual([]);
+  expect(
+    [...named].filter((k) => !stored.has(k)),
+    "chunks named but missing",
+  ).toEqual([]);
+  expect(
+    [...stored].filter((k) => !named.has(k)),
+    "chunks left unreferenced",
+  ).toEqual([]);
   return stored.size;
 }
 
@@ -64,9 +70,18 @@ function expectBlobsOwned(storage: Storage, threadId: string): void {
       owners.set(id, (owners.get(id) ?? 0) + 1);
     }
   }
-  expect([...stored].filter((id) => !owners.has(id)), "blobs no checkpoint owns").toEqual([]);
-  expect([...owners].filter(([, n]) => n > 1).map(([id]) => id), "blobs owned twice").toEqual([]);
-  expect([...owners.keys()].filter((id) => !stored.has(id)), "owned blobs missing").toEqual([]);
+  expect(
+    [...stored].filter((id) => !owners.has(id)),
+    "blobs no checkpoint owns",
+  ).toEqual([]);
+  expect(
+    [...owners].filter(([, n]) => n > 1).map(([id]) => id),
+    "blobs owned twice",
+  ).toEqual([]);
+  expect(
+    [...owners.keys()].filter((id) => !stored.has(id)),
+    "owned blobs missing",
+  ).toEqual([]);
 }
 
 /** Each checkpoint's messages as read by `reader` (a fresh saver: nothing cached). */
@@ -89,7 +104,14 @@ describe("message chunks", () => {
     expect(await serde.dumpsChunked(list.slice(0, CHUNK_ITEMS - 1))).toBeUndefined();
     const first = await serde.dumpsChunked(list);
     expect(first?.chunks).toHaveLength(2);
-    expect(text(joinChunks(first!.chunks.map((c) => c.bytes), first!.tail))).toBe(text((await inner.dumpsTyped(list))[1]));
+    expect(
+      text(
+        joinChunks(
+          first!.chunks.map((c) => c.bytes),
+          first!.tail,
+        ),
+      ),
+    ).toBe(text((await inner.dumpsTyped(list))[1]));
     const grown = messagesStateReducer(list, [new AIMessage("more")]);
     const second = await serde.dumpsChunked(grown);
     expect(second!.chunks.map((c) => c.id)).toEqual(first!.chunks.map((c) => c.id));
@@ -97,13 +119,27 @@ describe("message chunks", () => {
     // an exact multiple of the chunk size: no tail
     const exact = await serde.dumpsChunked(list.slice(0, CHUNK_ITEMS * 2));
     expect(exact!.tail.byteLength).toBe(0);
-    expect(text(joinChunks(exact!.chunks.map((c) => c.bytes), exact!.tail))).toBe(text((await inner.dumpsTyped(list.slice(0, CHUNK_ITEMS * 2)))[1]));
+    expect(
+      text(
+        joinChunks(
+          exact!.chunks.map((c) => c.bytes),
+          exact!.tail,
+        ),
+      ),
+    ).toBe(text((await inner.dumpsTyped(list.slice(0, CHUNK_ITEMS * 2)))[1]));
     // an edit inside a chunk changes that chunk only
     const edited = messagesStateReducer(grown, [new AIMessage({ content: "edited", id: grown[CHUNK_ITEMS + 3].id })]);
     const third = await serde.dumpsChunked(edited);
     expect(third!.chunks[0].id).toBe(first!.chunks[0].id);
     expect(third!.chunks[1].id).not.toBe(first!.chunks[1].id);
-    expect(text(joinChunks(third!.chunks.map((c) => c.bytes), third!.tail))).toBe(text((await inner.dumpsTyped(edited))[1]));
+    expect(
+      text(
+        joinChunks(
+          third!.chunks.map((c) => c.bytes),
+          third!.tail,
+        ),
+      ),
+    ).toBe(text((await inner.dumpsTyped(edited))[1]));
     // a non-message item: not chunked
     expect(await serde.dumpsChunked([{}, ...list])).toBeUndefined();
     expect(new MessageChunker().split([{ lc_kwargs: {} }, ...list], () => undefined)).toBeUndefined();
@@ -114,7 +150,14 @@ describe("message chunks", () => {
     const serde = new MessageCachingSerde(inner);
     const expectSerdeBytes = async (l: BaseMessage[]) => {
       const chunked = await serde.dumpsChunked(l);
-      expect(text(joinChunks(chunked!.chunks.map((c) => c.bytes), chunked!.tail))).toBe(text((await inner.dumpsTyped(l))[1]));
+      expect(
+        text(
+          joinChunks(
+            chunked!.chunks.map((c) => c.bytes),
+            chunked!.tail,
+          ),
+        ),
+      ).toBe(text((await inner.dumpsTyped(l))[1]));
       return chunked!;
     };
     let list: BaseMessage[] = [];
@@ -123,7 +166,10 @@ describe("message chunks", () => {
     // a step that appends: only the new message is serialized (counted through the inner serde)
     let calls = 0;
     const counting = new MessageCachingSerde({
-      dumpsTyped: (v: unknown) => { calls++; return inner.dumpsTyped(v); },
+      dumpsTyped: (v: unknown) => {
+        calls++;
+        return inner.dumpsTyped(v);
+      },
       loadsTyped: (t: string, d: Uint8Array | string) => inner.loadsTyped(t, d),
     });
     await counting.dumpsChunked(list);
@@ -248,7 +294,8 @@ describe("message chunks", () => {
       return next;
     };
     const root = (thread: string): RunnableConfig => ({ configurable: { thread_id: thread, checkpoint_ns: "" } });
-    const readBack = async (thread: string) => summary((await new LmdbCheckpointSaver(fx.storage).getTuple(root(thread)))?.checkpoint.channel_values.messages as BaseMessage[]);
+    const readBack = async (thread: string) =>
+      summary((await new LmdbCheckpointSaver(fx.storage).getTuple(root(thread)))?.checkpoint.channel_values.messages as BaseMessage[]);
     const writesOf = async (step: () => Promise<unknown>): Promise<number> => {
       chunkWrites.mockClear();
       await step();

@@ -15,7 +15,10 @@ type Line = Record<string, unknown> & { level: string; time: string; msg: string
 
 /** The JSON lines of a server's output (other lines: the listening line and Node's own warnings). */
 function jsonLines(out: string): Line[] {
-  return out.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Line);
+  return out
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as Line);
 }
 
 describe("troupe serve: JSON lines", () => {
@@ -48,19 +51,32 @@ describe("troupe serve: JSON lines", () => {
     const res = await fetch(`${server.url}/threads/${t.thread_id}`, { headers: { authorization: `Bearer ${SECRETS.token}`, "x-request-id": "obs-req-1" } });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-request-id")).toBe("obs-req-1");
-    const made = await fetch(`${server.url}/threads/${t.thread_id}`, { headers: { authorization: `Bearer ${SECRETS.token}`, "x-request-id": "not a plain token" } });
+    const made = await fetch(`${server.url}/threads/${t.thread_id}`, {
+      headers: { authorization: `Bearer ${SECRETS.token}`, "x-request-id": "not a plain token" },
+    });
     const madeId = made.headers.get("x-request-id") ?? "";
     expect(madeId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
     const next = (await fetch(`${server.url}/ok`, { headers: { authorization: `Bearer ${SECRETS.token}` } })).headers.get("x-request-id");
     expect(next).not.toBe(madeId); // unique per request
 
     const line = await waitUntil(() => jsonLines(server.output()).find((l) => l.req_id === "obs-req-1"), { what: "the request's line" });
-    expect(line).toMatchObject({ level: "info", msg: "request", component: "http", method: "GET", route: "/threads/:thread_id", path: `/threads/${t.thread_id}`, status: 200 });
+    expect(line).toMatchObject({
+      level: "info",
+      msg: "request",
+      component: "http",
+      method: "GET",
+      route: "/threads/:thread_id",
+      path: `/threads/${t.thread_id}`,
+      status: 200,
+    });
     expect(typeof line.duration_ms).toBe("number");
     expect(Number.isNaN(Date.parse(line.time))).toBe(false);
     await waitUntil(() => jsonLines(server.output()).find((l) => l.req_id === madeId), { what: "the made-up id in the log" });
     // every line the server wrote, but the one tests wait for, is JSON
-    const other = server.output().split("\n").filter((l) => l !== "" && !l.startsWith("{") && !l.startsWith("troupe listening on") && !l.startsWith("(node:") && !l.startsWith("(Use `node"));
+    const other = server
+      .output()
+      .split("\n")
+      .filter((l) => l !== "" && !l.startsWith("{") && !l.startsWith("troupe listening on") && !l.startsWith("(node:") && !l.startsWith("(Use `node"));
     expect(other).toEqual([]);
   });
 
@@ -70,15 +86,34 @@ describe("troupe serve: JSON lines", () => {
     await client.runs.join(t.thread_id, ok.run_id);
     const bad = await client.runs.create(t.thread_id, "error", { input: human("boom") });
     await client.runs.join(t.thread_id, bad.run_id).catch(() => undefined);
-    const lines = await waitUntil(() => {
-      const all = jsonLines(server.output()).filter((l) => l.component === "runs");
-      return all.some((l) => l.run_id === bad.run_id && l.msg === "run failed") ? all : undefined;
-    }, { what: "the failed run's line" });
+    const lines = await waitUntil(
+      () => {
+        const all = jsonLines(server.output()).filter((l) => l.component === "runs");
+        return all.some((l) => l.run_id === bad.run_id && l.msg === "run failed") ? all : undefined;
+      },
+      { what: "the failed run's line" },
+    );
     const ids = { thread_id: t.thread_id, assistant_id: expect.any(String), attempt: 1 };
-    expect(lines.find((l) => l.run_id === ok.run_id && l.msg === "run started")).toMatchObject({ ...ids, level: "info", graph_id: "echo", queue_wait_ms: expect.any(Number) });
-    expect(lines.find((l) => l.run_id === ok.run_id && l.msg === "run finished")).toMatchObject({ ...ids, level: "info", graph_id: "echo", status: "success", duration_ms: expect.any(Number) });
+    expect(lines.find((l) => l.run_id === ok.run_id && l.msg === "run started")).toMatchObject({
+      ...ids,
+      level: "info",
+      graph_id: "echo",
+      queue_wait_ms: expect.any(Number),
+    });
+    expect(lines.find((l) => l.run_id === ok.run_id && l.msg === "run finished")).toMatchObject({
+      ...ids,
+      level: "info",
+      graph_id: "echo",
+      status: "success",
+      duration_ms: expect.any(Number),
+    });
     expect(lines.find((l) => l.run_id === bad.run_id && l.msg === "run failed")).toMatchObject({
-      ...ids, level: "warn", graph_id: "error", status: "error", duration_ms: expect.any(Number), error: { error: "CustomError", message: "Boo!" },
+      ...ids,
+      level: "warn",
+      graph_id: "error",
+      status: "error",
+      duration_ms: expect.any(Number),
+      error: { error: "CustomError", message: "Boo!" },
     });
   });
 
@@ -90,10 +125,13 @@ describe("troupe serve: JSON lines", () => {
     const out = (await client.runs.wait(t.thread_id, "logger_graph", { input: human("make some noise") })) as { messages: { content: string }[] };
     expect(out.messages.at(-1)?.content).toBe("MAKE SOME NOISE");
     const [run] = await client.runs.list(t.thread_id);
-    const graphLines = await waitUntil(() => {
-      const all = jsonLines(server.output()).filter((l) => l.component === "graph");
-      return all.some((l) => l.msg.startsWith("loud:")) ? all : undefined;
-    }, { what: "the node's warning" });
+    const graphLines = await waitUntil(
+      () => {
+        const all = jsonLines(server.output()).filter((l) => l.component === "graph");
+        return all.some((l) => l.msg.startsWith("loud:")) ? all : undefined;
+      },
+      { what: "the node's warning" },
+    );
     expect(graphLines.find((l) => l.msg === "logger_graph module loaded")).toMatchObject({ level: "info", module: "logger_graph" });
     // custom auth, loaded on the HTTP thread, has it too
     expect(graphLines.find((l) => l.msg === "auth module loaded")).toMatchObject({ level: "info", module: "auth", thread: "http" });
@@ -105,13 +143,29 @@ describe("troupe serve: JSON lines", () => {
   it("never writes a secret: bearer tokens, API keys, webhook header values, URL passwords and query strings", async () => {
     const t = await client.threads.create();
     // a webhook whose URL carries userinfo and a token in its query: its delivery fails (no such host) and is logged
-    await client.runs.wait(t.thread_id, "echo", { input: human("x"), webhook: `https://hook-user:${SECRETS.urlPassword}@troupe-test.invalid/hook?token=${SECRETS.urlQuery}` });
-    const failure = await waitUntil(() => jsonLines(server.output()).find((l) => String(l.msg).includes("troupe-test.invalid")), { what: "the delivery failure", timeoutMs: 20_000 });
+    await client.runs.wait(t.thread_id, "echo", {
+      input: human("x"),
+      webhook: `https://hook-user:${SECRETS.urlPassword}@troupe-test.invalid/hook?token=${SECRETS.urlQuery}`,
+    });
+    const failure = await waitUntil(() => jsonLines(server.output()).find((l) => String(l.msg).includes("troupe-test.invalid")), {
+      what: "the delivery failure",
+      timeoutMs: 20_000,
+    });
     expect(failure.msg).toContain("https://hook-user:***@troupe-test.invalid/hook?…");
     // requests with the secrets in headers, refused ones included
-    await fetch(`${server.url}/threads/search`, { method: "POST", headers: { authorization: "Bearer wrong-token", "x-api-key": SECRETS.apiKey, "content-type": "application/json" }, body: "{}" });
-    await fetch(`${server.url}/threads?api_key=${SECRETS.apiKey}`, { method: "POST", headers: { authorization: `Bearer ${SECRETS.token}`, "content-type": "application/json" }, body: "{}" });
-    await waitUntil(() => jsonLines(server.output()).find((l) => l.route === "/threads" && l.status === 200 && l.method === "POST"), { what: "the last request's line" });
+    await fetch(`${server.url}/threads/search`, {
+      method: "POST",
+      headers: { authorization: "Bearer wrong-token", "x-api-key": SECRETS.apiKey, "content-type": "application/json" },
+      body: "{}",
+    });
+    await fetch(`${server.url}/threads?api_key=${SECRETS.apiKey}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${SECRETS.token}`, "content-type": "application/json" },
+      body: "{}",
+    });
+    await waitUntil(() => jsonLines(server.output()).find((l) => l.route === "/threads" && l.status === 200 && l.method === "POST"), {
+      what: "the last request's line",
+    });
     const out = server.output();
     for (const [what, secret] of Object.entries(SECRETS)) expect(out.includes(secret), `${what} in the server's output`).toBe(false);
   });
@@ -144,7 +198,12 @@ describe("troupe dev: readable lines", () => {
 describe("LOG_LEVEL", () => {
   let quiet: TestServer;
   beforeAll(async () => {
-    quiet = await startTestServer({ command: "serve", config: join(FIXTURES, "service.json"), extraArgs: ["--host", "127.0.0.1", "--rate-limit", "off"], env: { LOG_LEVEL: "WARNING" } });
+    quiet = await startTestServer({
+      command: "serve",
+      config: join(FIXTURES, "service.json"),
+      extraArgs: ["--host", "127.0.0.1", "--rate-limit", "off"],
+      env: { LOG_LEVEL: "WARNING" },
+    });
   });
   afterAll(async () => {
     await quiet?.stop();

@@ -56,15 +56,24 @@ describe("GET /metrics", () => {
     await client.runs.wait(failing.thread_id, "error", { input: human("boom") }).catch(() => undefined);
     for (const p of ["/no/such/path/1", "/wp-admin/x.php", `/threads/${t.thread_id}/nope`]) expect((await fetch(`${server.url}${p}`)).status).toBe(404);
 
-    const after = await waitUntil(async () => {
-      const m = await metrics();
-      return m.value("troupe_runs_finished_total", { graph_id: "error", status: "error" }) > before.value("troupe_runs_finished_total", { graph_id: "error", status: "error" }) ? m : undefined;
-    }, { what: "the failed run counted" });
+    const after = await waitUntil(
+      async () => {
+        const m = await metrics();
+        return m.value("troupe_runs_finished_total", { graph_id: "error", status: "error" }) >
+          before.value("troupe_runs_finished_total", { graph_id: "error", status: "error" })
+          ? m
+          : undefined;
+      },
+      { what: "the failed run counted" },
+    );
     const delta = (name: string, labels: Record<string, string>) => after.value(name, labels) - before.value(name, labels);
     expect(delta("troupe_runs_started_total", { graph_id: "echo" })).toBe(3);
     expect(delta("troupe_runs_finished_total", { graph_id: "echo", status: "success" })).toBe(3);
     expect(delta("troupe_runs_finished_total", { graph_id: "error", status: "error" })).toBe(1);
-    expect(after.count("troupe_run_duration_seconds", { graph_id: "echo", status: "success" }) - before.count("troupe_run_duration_seconds", { graph_id: "echo", status: "success" })).toBe(3);
+    expect(
+      after.count("troupe_run_duration_seconds", { graph_id: "echo", status: "success" }) -
+        before.count("troupe_run_duration_seconds", { graph_id: "echo", status: "success" }),
+    ).toBe(3);
     expect(after.count("troupe_run_queue_wait_seconds", { graph_id: "echo" }) - before.count("troupe_run_queue_wait_seconds", { graph_id: "echo" })).toBe(3);
     expect(delta("lg_api_http_requests_total", { method: "POST", path: "/threads/:thread_id/runs/wait", status: "200" })).toBe(4);
     expect(delta("lg_api_http_requests_total", { method: "GET", path: "unmatched", status: "404" })).toBe(3);
@@ -82,10 +91,15 @@ describe("GET /metrics", () => {
     const slow = { configurable: { sleep_ms: 4_000 } };
     const first = await client.runs.create(t.thread_id, "slow", { input: human("first"), config: slow });
     const second = await client.runs.create(t.thread_id, "slow", { input: human("second"), config: slow, multitaskStrategy: "enqueue" });
-    const busy = await waitUntil(async () => {
-      const m = await metrics();
-      return m.value("lg_api_num_running_runs") >= 1 && m.value("lg_api_num_pending_runs") >= 1 && m.value("lg_api_pending_runs_wait_time_max") >= 0.5 ? m : undefined;
-    }, { what: "a running and a pending run in the gauges", timeoutMs: 15_000 });
+    const busy = await waitUntil(
+      async () => {
+        const m = await metrics();
+        return m.value("lg_api_num_running_runs") >= 1 && m.value("lg_api_num_pending_runs") >= 1 && m.value("lg_api_pending_runs_wait_time_max") >= 0.5
+          ? m
+          : undefined;
+      },
+      { what: "a running and a pending run in the gauges", timeoutMs: 15_000 },
+    );
     expect(busy.value("lg_api_workers_max")).toBe(2);
     expect(busy.value("lg_api_workers_active")).toBeGreaterThanOrEqual(1);
     expect(busy.value("lg_api_workers_available")).toBe(busy.value("lg_api_workers_max") - busy.value("lg_api_workers_active"));
@@ -95,10 +109,13 @@ describe("GET /metrics", () => {
 
     await client.runs.cancel(t.thread_id, second.run_id);
     await client.runs.cancel(t.thread_id, first.run_id, true);
-    const idle = await waitUntil(async () => {
-      const m = await metrics();
-      return m.value("lg_api_num_running_runs") === 0 && m.value("lg_api_num_pending_runs") === 0 ? m : undefined;
-    }, { what: "the gauges back at zero" });
+    const idle = await waitUntil(
+      async () => {
+        const m = await metrics();
+        return m.value("lg_api_num_running_runs") === 0 && m.value("lg_api_num_pending_runs") === 0 ? m : undefined;
+      },
+      { what: "the gauges back at zero" },
+    );
     expect(idle.value("lg_api_pending_runs_wait_time_max")).toBe(0);
     expect(idle.value("lg_api_workers_active")).toBe(0);
     expect(idle.value("troupe_runs_finished_total", { graph_id: "slow", status: "interrupted" })).toBeGreaterThanOrEqual(2);
@@ -121,10 +138,17 @@ describe("GET /metrics", () => {
     const t = await client.threads.create();
     for (const path of ["/ok", "/gone", "/flaky"]) await client.runs.wait(t.thread_id, "echo", { input: human("hook"), webhook: `${receiverUrl}${path}` });
     // the flaky receiver's second attempt comes after the outbox's first retry delay (~2 s)
-    const after = await waitUntil(async () => {
-      const m = await metrics();
-      return m.value("troupe_webhook_deliveries_total", { outcome: "delivered" }) - before.value("troupe_webhook_deliveries_total", { outcome: "delivered" }) >= 2 ? m : undefined;
-    }, { what: "the retried delivery counted", timeoutMs: 20_000 });
+    const after = await waitUntil(
+      async () => {
+        const m = await metrics();
+        return m.value("troupe_webhook_deliveries_total", { outcome: "delivered" }) -
+          before.value("troupe_webhook_deliveries_total", { outcome: "delivered" }) >=
+          2
+          ? m
+          : undefined;
+      },
+      { what: "the retried delivery counted", timeoutMs: 20_000 },
+    );
     const delta = (name: string, labels?: Record<string, string>) => after.value(name, labels) - before.value(name, labels);
     expect(delta("troupe_webhook_deliveries_total", { outcome: "delivered" })).toBe(2);
     expect(delta("troupe_webhook_deliveries_total", { outcome: "failed" })).toBe(1);
@@ -160,11 +184,19 @@ describe("GET /metrics", () => {
     expect(res.headers.get("content-type")).toMatch(/^application\/json/);
     const body = (await res.json()) as Record<string, unknown>;
     expect(body.queue).toEqual({
-      n_pending: expect.any(Number), n_running: expect.any(Number), pending_runs_wait_time_max_secs: expect.any(Number),
-      pending_runs_wait_time_med_secs: expect.any(Number), pending_unblocked_runs_wait_time_max_secs: expect.any(Number),
+      n_pending: expect.any(Number),
+      n_running: expect.any(Number),
+      pending_runs_wait_time_max_secs: expect.any(Number),
+      pending_runs_wait_time_med_secs: expect.any(Number),
+      pending_unblocked_runs_wait_time_max_secs: expect.any(Number),
     });
     expect(body.workers).toEqual({ max: 2, active: expect.any(Number), available: expect.any(Number) });
-    expect((body.api as { http_requests_total: unknown[] }).http_requests_total).toContainEqual({ method: "GET", path: "/metrics", status: 200, count: expect.any(Number) });
+    expect((body.api as { http_requests_total: unknown[] }).http_requests_total).toContainEqual({
+      method: "GET",
+      path: "/metrics",
+      status: 200,
+      count: expect.any(Number),
+    });
     expect((body.metrics as { name: string }[]).map((m) => m.name)).toContain("troupe_runs_finished_total");
     // any other format is the text format, as upstream
     expect((await fetch(`${server.url}/metrics?format=xml`)).headers.get("content-type")).toMatch(/^text\/plain/);
@@ -187,7 +219,9 @@ describe("GET /metrics on troupe serve with custom auth and rate limits", () => 
 
   it("is open like /info while the API needs credentials, and counts rate-limit decisions by rule", async () => {
     const asClient = (ip: string) => ({ "x-forwarded-for": ip });
-    expect((await fetch(`${serve.url}/threads`, { method: "POST", headers: { ...asClient("10.1.0.1"), "content-type": "application/json" }, body: "{}" })).status).toBe(401);
+    expect(
+      (await fetch(`${serve.url}/threads`, { method: "POST", headers: { ...asClient("10.1.0.1"), "content-type": "application/json" }, body: "{}" })).status,
+    ).toBe(401);
     // the anonymous catch-all, scaled to 5 requests a minute per client
     const statuses: number[] = [];
     for (let i = 0; i < 8; i++) statuses.push((await fetch(`${serve.url}/ok`, { headers: asClient("10.2.0.2") })).status);
@@ -216,4 +250,3 @@ describe("http.disable_meta", () => {
     expect(await (await fetch(`${noMeta.url}/ok`)).json()).toEqual({ ok: true });
   });
 });
-

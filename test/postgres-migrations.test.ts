@@ -37,11 +37,30 @@ test("a new schema is created and brought to the latest version; a second run ap
   const first = await migrate(db);
   expect(first).toEqual({ from: 0, applied: MIGRATIONS.map((m) => m.version) });
   expect(await schemaVersion(db)).toBe(latest);
-  const tables = await db.pool.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name", [db.schema]);
+  const tables = await db.pool.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name", [
+    db.schema,
+  ]);
   expect(tables.rows.map((r) => r.table_name)).toEqual([
-    "assistant_versions", "assistants", "checkpoint_blobs", "checkpoint_chunks", "checkpoint_writes", "checkpoints",
-    "cluster_commands", "cluster_nodes", "cluster_payloads", "cron_ticks", "crons", "runs",
-    "store_items", "thread_leases", "thread_ttls", "threads", "troupe_migrate_progress", "troupe_migrations", "webhook_outbox", "webhook_outcomes",
+    "assistant_versions",
+    "assistants",
+    "checkpoint_blobs",
+    "checkpoint_chunks",
+    "checkpoint_writes",
+    "checkpoints",
+    "cluster_commands",
+    "cluster_nodes",
+    "cluster_payloads",
+    "cron_ticks",
+    "crons",
+    "runs",
+    "store_items",
+    "thread_leases",
+    "thread_ttls",
+    "threads",
+    "troupe_migrate_progress",
+    "troupe_migrations",
+    "webhook_outbox",
+    "webhook_outcomes",
   ]);
   expect(await migrate(db)).toEqual({ from: latest, applied: [] });
 });
@@ -49,7 +68,9 @@ test("a new schema is created and brought to the latest version; a second run ap
 test("a schema at version 1 (phase A: checkpoints only) gets the record tables, its checkpoints kept", async () => {
   const db = open(newSchema());
   expect(await migrate(db, MIGRATIONS.slice(0, 1))).toEqual({ from: 0, applied: [1] });
-  await db.pool.query("INSERT INTO checkpoints (thread_id, checkpoint_id, type, checkpoint, metadata_type, metadata) VALUES ('t', 'c', 'json', '\\x7b7d', 'json', '\\x7b7d')");
+  await db.pool.query(
+    "INSERT INTO checkpoints (thread_id, checkpoint_id, type, checkpoint, metadata_type, metadata) VALUES ('t', 'c', 'json', '\\x7b7d', 'json', '\\x7b7d')",
+  );
   expect(await migrate(db)).toEqual({ from: 1, applied: MIGRATIONS.slice(1).map((m) => m.version) });
   const kept = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM checkpoints");
   expect(kept.rows[0].n).toBe(1);
@@ -92,7 +113,8 @@ test("processes starting at once against the same schema: one migrates, the othe
   const startAt = Date.now() + 3_000; // all children are connected and waiting by then
   const run = promisify(execFile);
   const children = Array.from({ length: 4 }, () =>
-    run(process.execPath, ["--import", "tsx", join(REPO, "test/fixtures/postgres/migrate-once.ts"), database.uri, schema, String(startAt)], { cwd: REPO }));
+    run(process.execPath, ["--import", "tsx", join(REPO, "test/fixtures/postgres/migrate-once.ts"), database.uri, schema, String(startAt)], { cwd: REPO }),
+  );
   const outputs = await Promise.all(children);
   const results = outputs.map(({ stdout }) => JSON.parse(stdout.trim()) as { ok: boolean; error?: string; from: number; applied: number[] });
   for (const r of results) expect(r.error).toBeUndefined();

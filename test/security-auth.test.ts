@@ -32,7 +32,11 @@ afterAll(async () => {
 });
 
 async function post(path: string, body: unknown, headers: Record<string, string>, url = server.url): Promise<{ status: number; json: Obj }> {
-  const res = await fetch(url + path, { method: "POST", headers: { "content-type": "application/json", accept: "application/json", ...headers }, body: JSON.stringify(body) });
+  const res = await fetch(url + path, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
   const text = await res.text();
   return { status: res.status, json: text ? (JSON.parse(text) as Obj) : {} };
 }

@@ -42,13 +42,22 @@ beforeAll(async () => {
   // the receiver's port is allowed, so what refuses it below is its address, not its port
   dir = mkdtempSync(join(tmpdir(), "troupe-security-webhooks-"));
   const config = join(dir, "service.json");
-  writeFileSync(config, JSON.stringify({
-    graphs: { echo: join(REPO, "examples/echo.ts:graph") },
-    http: { app: join(REPO, "test/fixtures/custom-app/app.ts:app"), configurable_headers: { includes: ["x-*", "user-agent", "x-tenant-token"] } },
-    webhooks: { url: { allowed_ports: [443, 80, port] } },
-    env: {},
-  }));
-  server = await startTestServer({ command: "serve", config, dataDir: join(dir, "data"), workers: 1, extraArgs: ["--host", "127.0.0.1", "--rate-limit", "off"] });
+  writeFileSync(
+    config,
+    JSON.stringify({
+      graphs: { echo: join(REPO, "examples/echo.ts:graph") },
+      http: { app: join(REPO, "test/fixtures/custom-app/app.ts:app"), configurable_headers: { includes: ["x-*", "user-agent", "x-tenant-token"] } },
+      webhooks: { url: { allowed_ports: [443, 80, port] } },
+      env: {},
+    }),
+  );
+  server = await startTestServer({
+    command: "serve",
+    config,
+    dataDir: join(dir, "data"),
+    workers: 1,
+    extraArgs: ["--host", "127.0.0.1", "--rate-limit", "off"],
+  });
   client = new Client({ apiUrl: server.url, apiKey: null });
 });
 afterAll(async () => {
@@ -60,16 +69,29 @@ afterAll(async () => {
 describe("webhook destinations on troupe serve", () => {
   it("refuses internal addresses and other ports at run creation with 422", async () => {
     const t = await client.threads.create();
-    for (const url of [`http://127.0.0.1:${port}/x`, `http://localhost:${port}/x`, `http://[::ffff:127.0.0.1]:${port}/x`, `http://[::1]:${port}/x`,
-      "http://10.0.0.5/x", "http://192.168.1.1/x", "http://169.254.169.254/latest/meta-data", "http://[fd00::1]/x", "http://0.0.0.0/x", "https://example.com:8443/x"]) {
+    for (const url of [
+      `http://127.0.0.1:${port}/x`,
+      `http://localhost:${port}/x`,
+      `http://[::ffff:127.0.0.1]:${port}/x`,
+      `http://[::1]:${port}/x`,
+      "http://10.0.0.5/x",
+      "http://192.168.1.1/x",
+      "http://169.254.169.254/latest/meta-data",
+      "http://[fd00::1]/x",
+      "http://0.0.0.0/x",
+      "https://example.com:8443/x",
+    ]) {
       await expect(client.runs.create(t.thread_id, "echo", { input: human("x"), webhook: url }), url).rejects.toThrow(/HTTP 422/);
     }
     const res = await fetch(`${server.url}/threads/${t.thread_id}/runs`, {
-      method: "POST", headers: { "content-type": "application/json" },
+      method: "POST",
+      headers: { "content-type": "application/json" },
       body: JSON.stringify({ assistant_id: "echo", input: human("x"), webhook: `http://127.0.0.1:${port}/x` }),
     });
     expect(res.status).toBe(422);
-    expect(await res.json()).toEqual({ detail: [{ loc: ["body", "webhook"], msg: expect.stringMatching(/127\.0\.0\.1 is a loopback address, refused by the URL policy/), type: "value_error" }] });
+    expect(await res.json()).toEqual({
+      detail: [{ loc: ["body", "webhook"], msg: expect.stringMatching(/127\.0\.0\.1 is a loopback address, refused by the URL policy/), type: "value_error" }],
+    });
     expect(received).toEqual([]);
   });
 
@@ -79,8 +101,17 @@ describe("webhook destinations on troupe serve", () => {
     expect(address, `${name} must resolve to a loopback or private address for this test`).toMatch(/^(127\.|10\.|192\.168\.|172\.(1[6-9]|2\d|3[01])\.)/);
     const t = await client.threads.create();
     await client.runs.wait(t.thread_id, "echo", { input: human("x"), webhook: `http://${name}:${port}/by-name` });
-    const line = await until(() => server.output().split("\n").find((l) => l.includes("/by-name")), "the refusal in the log");
-    expect(line).toMatch(new RegExp(`failed to call webhook http://${name}:${port}/by-name for run .* resolves to ${address.replace(/\./g, "\\.")}, a (loopback|private) address`));
+    const line = await until(
+      () =>
+        server
+          .output()
+          .split("\n")
+          .find((l) => l.includes("/by-name")),
+      "the refusal in the log",
+    );
+    expect(line).toMatch(
+      new RegExp(`failed to call webhook http://${name}:${port}/by-name for run .* resolves to ${address.replace(/\./g, "\\.")}, a (loopback|private) address`),
+    );
     expect(received).toEqual([]);
   });
 
@@ -105,7 +136,11 @@ describe("credentials in request headers", () => {
       "X-Api-Key": "key-secret-5",
       "X-Db-Password": "password-secret-6",
     };
-    const caller = new Client({ apiUrl: server.url, apiKey: null, defaultHeaders: { ...secrets, "X-Request-Source": "web", "X-Tenant-Token": "named-in-includes" } });
+    const caller = new Client({
+      apiUrl: server.url,
+      apiKey: null,
+      defaultHeaders: { ...secrets, "X-Request-Source": "web", "X-Tenant-Token": "named-in-includes" },
+    });
     const t = await caller.threads.create();
     await caller.runs.wait(t.thread_id, "echo", { input: human("headers"), webhook: "/custom/webhook" });
     const [run] = await caller.runs.list(t.thread_id);
@@ -118,7 +153,11 @@ describe("credentials in request headers", () => {
       const list = (await (await fetch(`${server.url}/custom/webhooks`)).json()) as { thread_id: string }[];
       return list.find((h) => h.thread_id === t.thread_id);
     }, "the webhook payload");
-    for (const [where, text] of [["run", JSON.stringify(run)], ["checkpoints", history], ["webhook", JSON.stringify(hook)]]) {
+    for (const [where, text] of [
+      ["run", JSON.stringify(run)],
+      ["checkpoints", history],
+      ["webhook", JSON.stringify(hook)],
+    ]) {
       for (const value of Object.values(secrets)) expect(text, `${value} in ${where}`).not.toContain(value);
     }
   });
@@ -128,7 +167,14 @@ describe("logs", () => {
   it("mask the password of a webhook URL with userinfo", async () => {
     const t = await client.threads.create();
     await client.runs.wait(t.thread_id, "echo", { input: human("x"), webhook: "https://hook-user:hunter2@troupe-test.invalid/hook?token=q" });
-    const line = await until(() => server.output().split("\n").find((l) => l.includes("troupe-test.invalid")), "the delivery failure in the log");
+    const line = await until(
+      () =>
+        server
+          .output()
+          .split("\n")
+          .find((l) => l.includes("troupe-test.invalid")),
+      "the delivery failure in the log",
+    );
     expect(line).toContain("failed to call webhook https://hook-user:***@troupe-test.invalid/hook?…");
     expect(server.output()).not.toContain("hunter2");
   });

@@ -18,14 +18,24 @@ describe("store semantic index", () => {
     await fx.client.store.putItem(ns, "notext", { other: "no indexed field" });
 
     const { items } = await fx.client.store.searchItems(ns, { query: "apple", limit: 10 });
-    expect(items.slice(0, 3).map((i) => i.key).sort()).toEqual(["engine", "juice", "pie"]); // the scored ones first
+    expect(
+      items
+        .slice(0, 3)
+        .map((i) => i.key)
+        .sort(),
+    ).toEqual(["engine", "juice", "pie"]); // the scored ones first
     const ranked = items.slice(0, 3);
     const score = Object.fromEntries(items.map((i) => [i.key, i.score]));
     expect(score.juice).toBeGreaterThan(score.engine as number);
     expect(score.pie).toBeGreaterThan(score.engine as number);
     expect(score.secret).toBeUndefined(); // put with index: false
     expect(score.notext).toBeUndefined();
-    expect(items.slice(-2).map((i) => i.key).sort()).toEqual(["notext", "secret"]);
+    expect(
+      items
+        .slice(-2)
+        .map((i) => i.key)
+        .sort(),
+    ).toEqual(["notext", "secret"]);
     // scores are descending, offset/limit apply after ranking
     const scores = ranked.map((i) => i.score as number);
     expect(scores).toEqual([...scores].sort((a, b) => b - a));
@@ -41,12 +51,21 @@ describe("store semantic index", () => {
     expect(titled.key).toBe("titled");
     expect(titled.score).toBeCloseTo(1);
 
-    const bad = await rawRequest(fx.server.url, "/store/items", { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify({ namespace: ns, key: "x", value: {}, index: true }) });
+    const bad = await rawRequest(fx.server.url, "/store/items", {
+      method: "PUT",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ namespace: ns, key: "x", value: {}, index: true }),
+    });
     expect(bad.status).toBe(422);
   });
 
   it("embeds the texts of the configured fields and scores by cosine similarity", () => {
-    expect(textsOf({ text: "a", meta: { n: 1 }, list: [1] }, ["text", "meta", "meta.n", "missing", "$"])).toEqual(["a", '{"n":1}', "1", '{"text":"a","meta":{"n":1},"list":[1]}']);
+    expect(textsOf({ text: "a", meta: { n: 1 }, list: [1] }, ["text", "meta", "meta.n", "missing", "$"])).toEqual([
+      "a",
+      '{"n":1}',
+      "1",
+      '{"text":"a","meta":{"n":1},"list":[1]}',
+    ]);
     expect(cosine([1, 0], [1, 0])).toBeCloseTo(1);
     expect(cosine([1, 0], [0, 1])).toBe(0);
     expect(cosine([0, 0], [1, 1])).toBe(0);

@@ -163,15 +163,38 @@ describe("listNamespaces", () => {
   });
 
   it("lists each namespace once, in label order", async () => {
-    expect(await store.listNamespaces()).toEqual([["a"], ["a", "b"], ["a", "b", "c"], ["a", "b", "v1"], ["a", "x", "v1"], ["ab", "v1"], ["b"], ["c", "d", "e", "f"]]);
+    expect(await store.listNamespaces()).toEqual([
+      ["a"],
+      ["a", "b"],
+      ["a", "b", "c"],
+      ["a", "b", "v1"],
+      ["a", "x", "v1"],
+      ["ab", "v1"],
+      ["b"],
+      ["c", "d", "e", "f"],
+    ]);
   });
 
   it("filters by prefix and suffix, with * wildcards", async () => {
     expect(await store.listNamespaces({ prefix: ["a"] })).toEqual([["a"], ["a", "b"], ["a", "b", "c"], ["a", "b", "v1"], ["a", "x", "v1"]]);
-    expect(await store.listNamespaces({ prefix: ["a", "b"] })).toEqual([["a", "b"], ["a", "b", "c"], ["a", "b", "v1"]]);
-    expect(await store.listNamespaces({ suffix: ["v1"] })).toEqual([["a", "b", "v1"], ["a", "x", "v1"], ["ab", "v1"]]);
-    expect(await store.listNamespaces({ prefix: ["a"], suffix: ["v1"] })).toEqual([["a", "b", "v1"], ["a", "x", "v1"]]);
-    expect(await store.listNamespaces({ prefix: ["a", "*", "v1"] })).toEqual([["a", "b", "v1"], ["a", "x", "v1"]]);
+    expect(await store.listNamespaces({ prefix: ["a", "b"] })).toEqual([
+      ["a", "b"],
+      ["a", "b", "c"],
+      ["a", "b", "v1"],
+    ]);
+    expect(await store.listNamespaces({ suffix: ["v1"] })).toEqual([
+      ["a", "b", "v1"],
+      ["a", "x", "v1"],
+      ["ab", "v1"],
+    ]);
+    expect(await store.listNamespaces({ prefix: ["a"], suffix: ["v1"] })).toEqual([
+      ["a", "b", "v1"],
+      ["a", "x", "v1"],
+    ]);
+    expect(await store.listNamespaces({ prefix: ["a", "*", "v1"] })).toEqual([
+      ["a", "b", "v1"],
+      ["a", "x", "v1"],
+    ]);
     expect(await store.listNamespaces({ prefix: ["zzz"] })).toEqual([]);
   });
 
@@ -180,12 +203,19 @@ describe("listNamespaces", () => {
     expect(await store.listNamespaces({ maxDepth: 2 })).toEqual([["a"], ["a", "b"], ["a", "x"], ["ab", "v1"], ["b"], ["c", "d"]]);
     expect(await store.listNamespaces({ prefix: ["a"], maxDepth: 2 })).toEqual([["a"], ["a", "b"], ["a", "x"]]);
     // a namespace that fails the condition must not hide matching descendants
-    expect(await store.listNamespaces({ suffix: ["v1"], maxDepth: 2 })).toEqual([["a", "b"], ["a", "x"], ["ab", "v1"]]);
+    expect(await store.listNamespaces({ suffix: ["v1"], maxDepth: 2 })).toEqual([
+      ["a", "b"],
+      ["a", "x"],
+      ["ab", "v1"],
+    ]);
   });
 
   it("pages with limit and offset over distinct namespaces", async () => {
     expect(await store.listNamespaces({ limit: 2 })).toEqual([["a"], ["a", "b"]]);
-    expect(await store.listNamespaces({ limit: 2, offset: 2 })).toEqual([["a", "b", "c"], ["a", "b", "v1"]]);
+    expect(await store.listNamespaces({ limit: 2, offset: 2 })).toEqual([
+      ["a", "b", "c"],
+      ["a", "b", "v1"],
+    ]);
     expect(await store.listNamespaces({ maxDepth: 1, limit: 2, offset: 1 })).toEqual([["ab"], ["b"]]);
   });
 });
@@ -306,7 +336,12 @@ describe("HTTP /store routes (spawned server, real SDK client)", () => {
     expect(paged.items.map((i) => i.key)).toEqual(["c"]);
     expect("score" in paged.items[0]).toBe(false);
 
-    expect(await client.store.listNamespaces({ prefix: ["http"] })).toEqual({ namespaces: [["http", "u1"], ["http", "u2"]] });
+    expect(await client.store.listNamespaces({ prefix: ["http"] })).toEqual({
+      namespaces: [
+        ["http", "u1"],
+        ["http", "u2"],
+      ],
+    });
     expect(await client.store.listNamespaces({ prefix: ["http"], maxDepth: 1 })).toEqual({ namespaces: [["http"]] });
     expect(await client.store.listNamespaces({ suffix: ["u2"] })).toEqual({ namespaces: [["http", "u2"]] });
 

@@ -23,11 +23,18 @@ afterAll(async () => {
 
 async function serverWith(ttl: Record<string, unknown>, storeTtl?: Record<string, unknown>): Promise<{ server: TestServer; client: Client }> {
   const config = join(dir, `service-${servers.length}.json`);
-  writeFileSync(config, JSON.stringify({
-    graphs: { echo: join(REPO, "examples/echo.ts:graph"), slow: join(REPO, "examples/slow.ts:graph"), store_graph: join(REPO, "test/fixtures/graphs/store_graph.ts:graph") },
-    checkpointer: { ttl: { sweep_interval_minutes: 0.005, ...ttl } },
-    ...(storeTtl ? { store: { ttl: storeTtl } } : {}),
-  }));
+  writeFileSync(
+    config,
+    JSON.stringify({
+      graphs: {
+        echo: join(REPO, "examples/echo.ts:graph"),
+        slow: join(REPO, "examples/slow.ts:graph"),
+        store_graph: join(REPO, "test/fixtures/graphs/store_graph.ts:graph"),
+      },
+      checkpointer: { ttl: { sweep_interval_minutes: 0.005, ...ttl } },
+      ...(storeTtl ? { store: { ttl: storeTtl } } : {}),
+    }),
+  );
   const server = await startTestServer({ config });
   servers.push(server);
   return { server, client: new Client({ apiUrl: server.url, apiKey: null }) };
@@ -37,7 +44,13 @@ const human = (content: string) => ({ messages: [{ role: "human", content }] });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const gone = async (client: Client, threadId: string, withinMs: number): Promise<boolean> => {
   for (const deadline = Date.now() + withinMs; Date.now() < deadline; await sleep(100)) {
-    if (await client.threads.get(threadId).then(() => false, () => true)) return true;
+    if (
+      await client.threads.get(threadId).then(
+        () => false,
+        () => true,
+      )
+    )
+      return true;
   }
   return false;
 };
@@ -63,7 +76,11 @@ describe("thread TTL", () => {
     expect((await client.threads.get(none.thread_id)).thread_id).toBe(none.thread_id);
     expect((await client.threads.get(removed.thread_id)).thread_id).toBe(removed.thread_id);
 
-    const bad = await rawRequest(server.url, "/threads", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ttl: { ttl: -1 } }) });
+    const bad = await rawRequest(server.url, "/threads", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ ttl: { ttl: -1 } }),
+    });
     expect(bad.status).toBe(422);
   });
 
@@ -121,7 +138,11 @@ describe("store item TTL", () => {
     await waitUntil(async () => (await client.store.getItem(["counters"], t.thread_id)) === null, { what: "the graph's item to expire" });
     expect(await client.runs.wait(t.thread_id, "store_graph", { input: {} })).toEqual({ count: 1 }); // the graph no longer sees it either
 
-    const bad = await rawRequest(server.url, "/store/items", { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify({ namespace: ns, key: "x", value: {}, ttl: -1 }) });
+    const bad = await rawRequest(server.url, "/store/items", {
+      method: "PUT",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ namespace: ns, key: "x", value: {}, ttl: -1 }),
+    });
     expect(bad.status).toBe(422);
   });
 });

@@ -29,7 +29,9 @@ describe("generative UI", () => {
     const html = await ui.getComponent("agent", "weather");
     const port = new URL(fx.server.url).port;
     expect(html).toContain(`<link rel="stylesheet" href="http://127.0.0.1:${port}/ui/agent/entrypoint.css" />`);
-    expect(html).toContain(`<script src="http://127.0.0.1:${port}/ui/agent/entrypoint.js" onload='__LGUI_agent.render("weather", "{{shadowRootId}}")'></script>`);
+    expect(html).toContain(
+      `<script src="http://127.0.0.1:${port}/ui/agent/entrypoint.js" onload='__LGUI_agent.render("weather", "{{shadowRootId}}")'></script>`,
+    );
 
     const js = await fetch(`${fx.server.url}/ui/agent/entrypoint.js`);
     expect(js.status).toBe(200);
@@ -66,7 +68,8 @@ describe("generative UI", () => {
   });
 
   it("answers JSON errors: unknown UI or file 404, a body without name 422", async () => {
-    const post = (path: string, body: unknown) => rawRequest(fx.server.url, path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const post = (path: string, body: unknown) =>
+      rawRequest(fx.server.url, path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
     expect(await post("/ui/echo", { name: "x" })).toMatchObject({ status: 404, body: { detail: 'UI not found for agent "echo"' } });
     expect(await rawRequest(fx.server.url, "/ui/agent/nope.js")).toMatchObject({ status: 404, body: { detail: "File not found: /ui/agent/nope.js" } });
     expect((await post("/ui/agent", {})).status).toBe(422);

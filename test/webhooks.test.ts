@@ -96,7 +96,15 @@ function runRecord(over: Partial<RunRecord> = {}): RunRecord {
     assistant_id: "fe096781-5601-53d2-b2f6-0d3403f7e9ca",
     metadata: { who: "test" },
     status: "success",
-    kwargs: { input: { messages: [] }, config: { configurable: {} }, stream_mode: ["values"], webhook: "http://example.com/hook", temporary: false, subgraphs: false, resumable: false },
+    kwargs: {
+      input: { messages: [] },
+      config: { configurable: {} },
+      stream_mode: ["values"],
+      webhook: "http://example.com/hook",
+      temporary: false,
+      subgraphs: false,
+      resumable: false,
+    },
     multitask_strategy: "enqueue",
     created_at: T0,
     updated_at: T2,
@@ -129,8 +137,18 @@ describe("buildWebhookPayload", () => {
   it("emits the wire run, timings and values for a successful stateful run, without internal fields", () => {
     const p = buildWebhookPayload(runRecord(), { messages: [{ type: "ai", content: "hi" }] }, false);
     expect(Object.keys(p)).toEqual([
-      "run_id", "thread_id", "assistant_id", "metadata", "status", "kwargs", "multitask_strategy", "created_at", "updated_at",
-      "run_started_at", "run_ended_at", "values",
+      "run_id",
+      "thread_id",
+      "assistant_id",
+      "metadata",
+      "status",
+      "kwargs",
+      "multitask_strategy",
+      "created_at",
+      "updated_at",
+      "run_started_at",
+      "run_ended_at",
+      "values",
     ]);
     expect(p.status).toBe("success");
     expect(p.run_started_at).toBe(T1);
@@ -225,22 +243,63 @@ describe("validateWebhookUrl", () => {
 
   it("refuses internal addresses in every spelling when private addresses are not allowed", () => {
     const p = { allowPrivateAddresses: false };
-    for (const u of ["http://127.0.0.1/x", "http://2130706433/x", "http://0x7f.1/x", "http://localhost/x", "http://a.localhost/x", "http://[::1]/x",
-      "http://10.1.2.3/x", "http://172.16.0.1/x", "http://172.31.255.255/x", "http://192.168.1.1/x", "http://100.64.0.1/x",
-      "http://169.254.169.254/latest/meta-data", "http://0.0.0.0/x", "http://[::]/x", "http://[fd00::1]/x", "http://[fc00::1]/x", "http://[fe80::1]/x",
-      "http://[::ffff:10.0.0.1]/x", "http://[::ffff:169.254.169.254]/x", "http://[::ffff:127.0.0.1]/x", "http://[::127.0.0.1]/x",
-      "http://[64:ff9b::a9fe:a9fe]/x", "http://[2002:c0a8:101::1]/x", "http://host.docker.internal/x"]) {
+    for (const u of [
+      "http://127.0.0.1/x",
+      "http://2130706433/x",
+      "http://0x7f.1/x",
+      "http://localhost/x",
+      "http://a.localhost/x",
+      "http://[::1]/x",
+      "http://10.1.2.3/x",
+      "http://172.16.0.1/x",
+      "http://172.31.255.255/x",
+      "http://192.168.1.1/x",
+      "http://100.64.0.1/x",
+      "http://169.254.169.254/latest/meta-data",
+      "http://0.0.0.0/x",
+      "http://[::]/x",
+      "http://[fd00::1]/x",
+      "http://[fc00::1]/x",
+      "http://[fe80::1]/x",
+      "http://[::ffff:10.0.0.1]/x",
+      "http://[::ffff:169.254.169.254]/x",
+      "http://[::ffff:127.0.0.1]/x",
+      "http://[::127.0.0.1]/x",
+      "http://[64:ff9b::a9fe:a9fe]/x",
+      "http://[2002:c0a8:101::1]/x",
+      "http://host.docker.internal/x",
+    ]) {
       bad(u, p, /is a (loopback|private|link-local|unspecified) address, refused by the URL policy \(webhooks\.url\.allow_private_addresses\)/);
     }
-    for (const u of ["https://example.com/x", "http://8.8.8.8/x", "http://172.32.0.1/x", "http://192.169.0.1/x", "http://100.128.0.1/x", "http://[2001:4860::8888]/x", "http://[::ffff:8.8.8.8]/x"]) ok(u, p);
+    for (const u of [
+      "https://example.com/x",
+      "http://8.8.8.8/x",
+      "http://172.32.0.1/x",
+      "http://192.169.0.1/x",
+      "http://100.128.0.1/x",
+      "http://[2001:4860::8888]/x",
+      "http://[::ffff:8.8.8.8]/x",
+    ])
+      ok(u, p);
     ok("/custom/webhook", p); // the deployment's own routes
   });
 
   it("disable_loopback rejects relative URLs and loopback hosts in every spelling", () => {
     const p = { disableLoopback: true };
     bad("/custom/webhook", p, /Loopback/);
-    for (const u of ["http://localhost:1/x", "http://LOCALHOST./x", "http://app.localhost/x", "http://127.0.0.1/x", "http://127.9.8.7/x",
-      "http://2130706433/x", "http://[::1]/x", "http://[0:0:0:0:0:0:0:1]/x", "http://[::ffff:127.0.0.1]/x", "http://0.0.0.0/x", "http://host.docker.internal/x"]) {
+    for (const u of [
+      "http://localhost:1/x",
+      "http://LOCALHOST./x",
+      "http://app.localhost/x",
+      "http://127.0.0.1/x",
+      "http://127.9.8.7/x",
+      "http://2130706433/x",
+      "http://[::1]/x",
+      "http://[0:0:0:0:0:0:0:1]/x",
+      "http://[::ffff:127.0.0.1]/x",
+      "http://0.0.0.0/x",
+      "http://host.docker.internal/x",
+    ]) {
       bad(u, p, /loopback|unspecified/);
     }
     ok("https://example.com/x", p);
@@ -294,13 +353,18 @@ describe("WebhookSender (one attempt)", { timeout: 15_000 }, () => {
       const refused = await new Promise<NodeJS.ErrnoException | null>((resolve) => guardedLookup(rule)("localhost", { all: true }, (err) => resolve(err)));
       expect(refused?.code).toBe(REFUSED_ADDRESS);
       expect(refused?.message).toMatch(/localhost resolves to (127\.0\.0\.1|::1), a loopback address/);
-      const allowed = await new Promise<unknown>((resolve) => guardedLookup({ ...rule, allowPrivateAddresses: true })("localhost", {}, (_e, address) => resolve(address)));
+      const allowed = await new Promise<unknown>((resolve) =>
+        guardedLookup({ ...rule, allowPrivateAddresses: true })("localhost", {}, (_e, address) => resolve(address)),
+      );
       expect(allowed).toMatch(/^(127\.0\.0\.1|::1)$/);
 
       const sender = new WebhookSender({ addressRule: rule });
       // a name the URL check cannot know is internal (this machine's host name, when it resolves to loopback)
       const name = hostname();
-      const address = await lookup(name).then((a) => a.address, () => undefined);
+      const address = await lookup(name).then(
+        (a) => a.address,
+        () => undefined,
+      );
       if (address?.startsWith("127.")) {
         const viaName = await sender.attempt(`http://${name}:${port}/by-name`, body());
         expect(viaName).toMatchObject({ final: true, error: expect.stringMatching(/resolves to 127\./) }); // refused: not retried
@@ -309,7 +373,9 @@ describe("WebhookSender (one attempt)", { timeout: 15_000 }, () => {
       expect(literal).toMatchObject({ final: true, error: expect.stringMatching(/loopback address/) });
       expect(rx.received).toHaveLength(0);
       // with a rule allowing private addresses the same receiver is reached
-      expect(await new WebhookSender({ addressRule: { allowPrivateAddresses: true, disableLoopback: false } }).attempt(`http://localhost:${port}/ok`, body())).toMatchObject({ status: 200 });
+      expect(
+        await new WebhookSender({ addressRule: { allowPrivateAddresses: true, disableLoopback: false } }).attempt(`http://localhost:${port}/ok`, body()),
+      ).toMatchObject({ status: 200 });
       expect(rx.received.map((r) => r.url)).toEqual(["/ok"]);
     } finally {
       await rx.stop();
@@ -345,7 +411,11 @@ describe("WebhookSender (one attempt)", { timeout: 15_000 }, () => {
       },
     });
     expect(await sender.attempt("/custom/webhook", body(), { "webhook-id": "d" })).toEqual({ status: 502, retryAfterMs: 1000 });
-    expect(calls[0]).toMatchObject({ path: "/custom/webhook", headers: { "x-static": "v", "webhook-id": "d", "content-type": "application/json" }, body: { status: "success" } });
+    expect(calls[0]).toMatchObject({
+      path: "/custom/webhook",
+      headers: { "x-static": "v", "webhook-id": "d", "content-type": "application/json" },
+      body: { status: "success" },
+    });
     expect((await new WebhookSender().attempt("/custom/webhook", body())).error).toMatch(/relative URLs cannot be delivered/);
   });
 });
@@ -384,7 +454,9 @@ describe("delivery body and signature", () => {
     const parsed = JSON.parse(text) as Record<string, unknown>;
     expect(Object.keys(parsed).slice(-4)).toEqual(["run_ended_at", "webhook_sent_at", "values", "error"]);
     expect(parsed).toMatchObject({ webhook_sent_at: T2, values: { messages: [{ content: "é" }] }, error: { error: "E", message: "m" } });
-    expect(JSON.parse(webhookBody(buildWebhookPayload(runRecord(), undefined, true), undefined, T2))).toEqual(stampSentAt(buildWebhookPayload(runRecord(), undefined, true), T2));
+    expect(JSON.parse(webhookBody(buildWebhookPayload(runRecord(), undefined, true), undefined, T2))).toEqual(
+      stampSentAt(buildWebhookPayload(runRecord(), undefined, true), T2),
+    );
   });
 
   it("signs with the Standard Webhooks scheme, verifiable by the reference library", () => {
@@ -441,8 +513,15 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
     const counters = new WebhookCounters();
     const { lines, log } = quietLog();
     const d = new OutboxDeliverer({
-      storage: lmdbStoragePort(data.storage), sender: new WebhookSender(), signer: new DeliverySigner(null), runner: new BoundedRunner(4, Infinity),
-      counters, urlPolicy: null, retryDelaysMs: [50, 100], log, ...over,
+      storage: lmdbStoragePort(data.storage),
+      sender: new WebhookSender(),
+      signer: new DeliverySigner(null),
+      runner: new BoundedRunner(4, Infinity),
+      counters,
+      urlPolicy: null,
+      retryDelaysMs: [50, 100],
+      log,
+      ...over,
     });
     return { d, counters, lines };
   }
@@ -460,7 +539,13 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       expect(new Webhook(secret).verify(r!.raw, r!.headers as Record<string, string>)).toMatchObject({ run_id: key[1], values: { n: 1 } });
       data.storage.root.resetReadTxn();
       expect(data.storage.webhookOutbox.get(key)).toBeUndefined();
-      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key)).toMatchObject({ delivery_id: delivery.delivery_id, state: "delivered", attempts: 1, next_attempt_at: null, last_attempt: { status_code: 200, error: null } });
+      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key)).toMatchObject({
+        delivery_id: delivery.delivery_id,
+        state: "delivered",
+        attempts: 1,
+        next_attempt_at: null,
+        last_attempt: { status_code: 200, error: null },
+      });
       expect(counters.snapshot()).toEqual({ delivered: 1, failed: 0, retried: 0, attempts: 1 });
     } finally {
       await rx.stop();
@@ -477,11 +562,14 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       const { d, counters, lines } = deliverer({ retryDelaysMs: [1_000, 50] });
       d.due(key);
       // between the attempts (the next one ~1 s away), the failed one is on record
-      const between = await waitUntil(async () => {
-        data.storage.root.resetReadTxn();
-        const d = await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key);
-        return d?.attempts === 1 ? d : undefined;
-      }, { what: "the first attempt recorded" });
+      const between = await waitUntil(
+        async () => {
+          data.storage.root.resetReadTxn();
+          const d = await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key);
+          return d?.attempts === 1 ? d : undefined;
+        },
+        { what: "the first attempt recorded" },
+      );
       expect(between).toMatchObject({ state: "pending", last_attempt: { status_code: 500, error: "HTTP 500" } });
       expect(rx.received).toHaveLength(1);
       await d.settled();
@@ -510,8 +598,16 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       d.due(gone.key);
       await d.settled();
       data.storage.root.resetReadTxn();
-      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...exhausted.key)).toMatchObject({ state: "failed", attempts: 3, last_attempt: { status_code: 503, error: "HTTP 503" } });
-      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...gone.key)).toMatchObject({ state: "failed", attempts: 1, last_attempt: { status_code: 410 } });
+      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...exhausted.key)).toMatchObject({
+        state: "failed",
+        attempts: 3,
+        last_attempt: { status_code: 503, error: "HTTP 503" },
+      });
+      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...gone.key)).toMatchObject({
+        state: "failed",
+        attempts: 1,
+        last_attempt: { status_code: 410 },
+      });
       expect(data.storage.webhookOutbox.getCount()).toBe(0);
       expect(counters.snapshot()).toMatchObject({ delivered: 0, failed: 2, retried: 2, attempts: 4 });
       expect(lines.filter((l) => /failed to call webhook .* given up/.test(l))).toHaveLength(2);
@@ -534,11 +630,14 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       const { key, delivery } = await recordRun(data.storage, `${rx.url}/hook`);
       const first = deliverer({ retryDelaysMs: [60_000] });
       first.d.due(key);
-      const recorded = await waitUntil(() => {
-        data.storage.root.resetReadTxn();
-        const r = data.storage.webhookOutbox.get(key);
-        return r?.attempts === 1 ? r : undefined;
-      }, { what: "the failed attempt recorded" });
+      const recorded = await waitUntil(
+        () => {
+          data.storage.root.resetReadTxn();
+          const r = data.storage.webhookOutbox.get(key);
+          return r?.attempts === 1 ? r : undefined;
+        },
+        { what: "the failed attempt recorded" },
+      );
       first.d.close(); // the process dies with the retry a minute away
       expect(recorded.delivery_id).toBe(delivery.delivery_id);
       // as if that minute had passed
@@ -564,7 +663,11 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       await d.settled();
       expect(rx.received).toHaveLength(0);
       data.storage.root.resetReadTxn();
-      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key)).toMatchObject({ state: "failed", attempts: 1, last_attempt: { error: expect.stringMatching(/loopback address/) } });
+      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key)).toMatchObject({
+        state: "failed",
+        attempts: 1,
+        last_attempt: { error: expect.stringMatching(/loopback address/) },
+      });
       expect(counters.snapshot()).toMatchObject({ failed: 1, retried: 0 });
     } finally {
       await rx.stop();
@@ -580,7 +683,11 @@ describe("OutboxDeliverer", { timeout: 20_000 }, () => {
       await d.settled();
       expect(rx.received).toHaveLength(0);
       data.storage.root.resetReadTxn();
-      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key)).toMatchObject({ state: "failed", attempts: 0, last_attempt: { error: expect.stringMatching(/refused: Webhook port/) } });
+      expect(await webhookDeliveryOf(lmdbStoragePort(data.storage).webhooks, ...key)).toMatchObject({
+        state: "failed",
+        attempts: 0,
+        last_attempt: { error: expect.stringMatching(/refused: Webhook port/) },
+      });
       expect(counters.snapshot().failed).toBe(1);
     } finally {
       await rx.stop();
@@ -593,10 +700,11 @@ describe("BoundedRunner", () => {
     const runner = new BoundedRunner(2, 1);
     const releases: (() => void)[] = [];
     let maxSeen = 0;
-    const job = () => new Promise<void>((resolve) => {
-      maxSeen = Math.max(maxSeen, runner.active);
-      releases.push(resolve);
-    });
+    const job = () =>
+      new Promise<void>((resolve) => {
+        maxSeen = Math.max(maxSeen, runner.active);
+        releases.push(resolve);
+      });
     expect([runner.run(job), runner.run(job), runner.run(job), runner.run(job)]).toEqual([true, true, true, false]);
     expect([runner.active, runner.queued]).toEqual([2, 1]);
     let idle = false;
@@ -698,7 +806,11 @@ describe("webhook worker thread", { timeout: 20_000 }, () => {
       await Promise.all([gotDispatch, rx.next(1)]);
       shardPort.close();
       expect(dispatched).toHaveLength(1);
-      expect(dispatched[0]).toMatchObject({ path: "/custom/webhook", headers: { "x-static": "h", "content-type": "application/json" }, body: { status: "success", values: { messages: [] } } });
+      expect(dispatched[0]).toMatchObject({
+        path: "/custom/webhook",
+        headers: { "x-static": "h", "content-type": "application/json" },
+        body: { status: "success", values: { messages: [] } },
+      });
       expect(rx.received[0]!.headers["x-static"]).toBe("h");
       expect(rx.received[0]!.body).not.toHaveProperty("values");
       await waitUntil(() => host.counters.snapshot().delivered === 2, { what: "both deliveries counted" });

@@ -1,15 +1,7 @@
 // The same HttpClient on node:http with a keep-alive Agent: slower per request than the raw
 // client, but the reference implementation to cross-check it against (`--client node`).
 import http from "node:http";
-import {
-  prepareRequest,
-  TransportError,
-  type BenchResponse,
-  type ClientConfig,
-  type HttpClient,
-  type PreparedRequest,
-  type RequestOptions,
-} from "./types.ts";
+import { prepareRequest, TransportError, type BenchResponse, type ClientConfig, type HttpClient, type PreparedRequest, type RequestOptions } from "./types.ts";
 
 export class NodeHttpClient implements HttpClient {
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, scheduling: "lifo" });
@@ -72,4 +64,3 @@ export class NodeHttpClient implements HttpClient {
     this.agent.destroy();
   }
 }
-

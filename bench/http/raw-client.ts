@@ -3,15 +3,7 @@
 import net from "node:net";
 import { performance } from "node:perf_hooks";
 import { ProtocolError, ResponseParser, type ParsedHead, type ParserSink } from "./response-parser.ts";
-import {
-  prepareRequest,
-  TransportError,
-  type BenchResponse,
-  type ClientConfig,
-  type HttpClient,
-  type PreparedRequest,
-  type RequestOptions,
-} from "./types.ts";
+import { prepareRequest, TransportError, type BenchResponse, type ClientConfig, type HttpClient, type PreparedRequest, type RequestOptions } from "./types.ts";
 
 /** Idle sockets older than this are dropped instead of reused, to dodge server keep-alive timeouts (Node's is 5 s). */
 const MAX_IDLE_REUSE_MS = 2000;

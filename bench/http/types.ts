@@ -53,8 +53,7 @@ export class TransportError extends Error {
 export function prepareRequest(baseUrl: URL, method: string, path: string, body?: unknown): PreparedRequest {
   const prefix = baseUrl.pathname.endsWith("/") ? baseUrl.pathname.slice(0, -1) : baseUrl.pathname;
   const fullPath = prefix + path;
-  const bodyBuf =
-    body === undefined ? null : Buffer.from(typeof body === "string" ? body : JSON.stringify(body), "utf8");
+  const bodyBuf = body === undefined ? null : Buffer.from(typeof body === "string" ? body : JSON.stringify(body), "utf8");
   let head = `${method} ${fullPath} HTTP/1.1\r\nHost: ${baseUrl.host}\r\nUser-Agent: troupe-bench\r\nAccept: */*\r\n`;
   if (bodyBuf !== null) {
     head += `Content-Type: application/json\r\nContent-Length: ${bodyBuf.length}\r\n`;

@@ -21,13 +21,7 @@ async function runLoop(ctx: ScenarioContext, kind: LoopKind, concurrency: number
   });
 }
 
-function closedLoopScenario(
-  name: ScenarioName,
-  kind: LoopKind,
-  concurrency: number,
-  unit: string,
-  what: (echoGraph: string) => string,
-): Scenario {
+function closedLoopScenario(name: ScenarioName, kind: LoopKind, concurrency: number, unit: string, what: (echoGraph: string) => string): Scenario {
   return {
     name,
     describe: (o) => `${what(o.echoGraph)} at concurrency ${concurrency} for ${o.durationMs / 1000} s`,
@@ -55,10 +49,4 @@ const waitWhat = (g: string): string => `POST /threads + POST /threads/{id}/runs
 export const waitC1Scenario = closedLoopScenario("wait-c1", "thread-wait", 1, "runs/s", waitWhat);
 export const waitC16Scenario = closedLoopScenario("wait-c16", "thread-wait", 16, "runs/s", waitWhat);
 export const waitC64Scenario = closedLoopScenario("wait-c64", "thread-wait", 64, "runs/s", waitWhat);
-export const statelessWaitScenario = closedLoopScenario(
-  "stateless-wait",
-  "stateless-wait",
-  16,
-  "runs/s",
-  (g) => `POST /runs/wait (${g})`,
-);
+export const statelessWaitScenario = closedLoopScenario("stateless-wait", "stateless-wait", 16, "runs/s", (g) => `POST /runs/wait (${g})`);

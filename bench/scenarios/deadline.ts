@@ -12,11 +12,7 @@ export interface Deadline {
   expired(): boolean;
 }
 
-export async function withDeadline<T>(
-  ctx: ScenarioContext,
-  fn: (d: Deadline) => Promise<T>,
-  { idleTimeoutMs = ctx.options.idleTimeoutMs } = {},
-): Promise<T> {
+export async function withDeadline<T>(ctx: ScenarioContext, fn: (d: Deadline) => Promise<T>, { idleTimeoutMs = ctx.options.idleTimeoutMs } = {}): Promise<T> {
   const at = performance.now() + ctx.options.scenarioTimeoutMs;
   const client = createClient(ctx.options.client, { baseUrl: ctx.options.url, idleTimeoutMs });
   let fired = false;

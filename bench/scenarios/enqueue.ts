@@ -42,8 +42,7 @@ export async function listAllRuns(
 
 export const enqueueScenario: Scenario = {
   name: "enqueue-1000",
-  describe: (o) =>
-    `${o.enqueueRuns} background runs (${o.echoGraph}, enqueue) on one thread at concurrency ${CREATE_CONCURRENCY}, until all done`,
+  describe: (o) => `${o.enqueueRuns} background runs (${o.echoGraph}, enqueue) on one thread at concurrency ${CREATE_CONCURRENCY}, until all done`,
   // Joining the last run can take long without a byte on the wire, so this scenario's idle limit is its whole budget.
   run: (ctx) =>
     withDeadline(

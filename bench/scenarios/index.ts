@@ -1,13 +1,6 @@
 // Every scenario by name, in the order a full run executes them.
 import type { ScenarioName } from "../options.ts";
-import {
-  okScenario,
-  statelessWaitScenario,
-  threadCreateScenario,
-  waitC16Scenario,
-  waitC1Scenario,
-  waitC64Scenario,
-} from "./concurrency.ts";
+import { okScenario, statelessWaitScenario, threadCreateScenario, waitC16Scenario, waitC1Scenario, waitC64Scenario } from "./concurrency.ts";
 import { enqueueScenario } from "./enqueue.ts";
 import { ratelimitScenario } from "./ratelimit.ts";
 import { rssScenario } from "./rss.ts";

@@ -6,8 +6,7 @@ import type { Scenario, ScenarioOutcome } from "./types.ts";
 
 export const rssScenario: Scenario = {
   name: "rss",
-  describe: (o) =>
-    o.pid === null ? "server RSS (n/a: no --pid)" : `VmRSS of pid ${o.pid}${o.pidTree ? " and its descendants" : ""}`,
+  describe: (o) => (o.pid === null ? "server RSS (n/a: no --pid)" : `VmRSS of pid ${o.pid}${o.pidTree ? " and its descendants" : ""}`),
   async run(ctx): Promise<ScenarioOutcome> {
     const o = ctx.options;
     const errors = new ErrorTally();

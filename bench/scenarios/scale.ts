@@ -134,7 +134,9 @@ class Scale {
   /** Thread ids for the get requests when this run created none (measuring an existing data dir). */
   private async sampleIds(): Promise<void> {
     for (let k = 0; k < 20 && this.ids.length < 1_000; k++) {
-      const res = await this.client.request(this.client.prepare("POST", "/threads/search", { metadata: { user_id: this.randomUser() }, limit: 50, select: ["thread_id"] }));
+      const res = await this.client.request(
+        this.client.prepare("POST", "/threads/search", { metadata: { user_id: this.randomUser() }, limit: 50, select: ["thread_id"] }),
+      );
       expectOk(res);
       for (const t of parseJson(res) as { thread_id: string }[]) this.ids.push(t.thread_id);
     }
@@ -207,11 +209,17 @@ class Scale {
   private async measure(at: string): Promise<void> {
     const c = this.client;
     const tenThreads = (body: unknown) => {
-      if (!Array.isArray(body) || body.length !== Math.min(10, this.threads)) throw new BenchCheckError("bad search", `${Array.isArray(body) ? body.length : typeof body} results`);
+      if (!Array.isArray(body) || body.length !== Math.min(10, this.threads))
+        throw new BenchCheckError("bad search", `${Array.isArray(body) ? body.length : typeof body} results`);
     };
-    await this.sequential(at, "search", () => this.searchRequest(), (b) => {
-      if (!Array.isArray(b)) throw new BenchCheckError("bad search", JSON.stringify(b).slice(0, 200));
-    });
+    await this.sequential(
+      at,
+      "search",
+      () => this.searchRequest(),
+      (b) => {
+        if (!Array.isArray(b)) throw new BenchCheckError("bad search", JSON.stringify(b).slice(0, 200));
+      },
+    );
     await this.sequential(at, "count", () => c.prepare("POST", "/threads/count", { metadata: { user_id: this.randomUser() } }), countOf);
     await this.sequential(at, "count-all", () => c.prepare("POST", "/threads/count", {}), countOf);
     await this.sequential(at, "newest", () => c.prepare("POST", "/threads/search", { sort_by: "updated_at", sort_order: "desc", limit: 10 }), tenThreads);
@@ -221,8 +229,12 @@ class Scale {
     await this.waits(at);
     if (this.items > 0) {
       const kind = () => `k${Math.floor(Math.random() * KINDS)}`;
-      await this.sequential(at, "store", () => c.prepare("POST", "/store/items/search", { namespace_prefix: ["users", this.randomUser()], filter: { kind: kind() }, limit: 10 }));
-      await this.sequential(at, "store-wide", () => c.prepare("POST", "/store/items/search", { namespace_prefix: ["users"], filter: { kind: kind() }, limit: 10 }));
+      await this.sequential(at, "store", () =>
+        c.prepare("POST", "/store/items/search", { namespace_prefix: ["users", this.randomUser()], filter: { kind: kind() }, limit: 10 }),
+      );
+      await this.sequential(at, "store-wide", () =>
+        c.prepare("POST", "/store/items/search", { namespace_prefix: ["users"], filter: { kind: kind() }, limit: 10 }),
+      );
     }
   }
 
@@ -247,8 +259,10 @@ class Scale {
     const o = summarize(ok.toArray());
     const s = summarize(searches.toArray());
     this.metrics.push(
-      metric(`${at} ok-busy p50`, o.p50Ms, "ms"), metric(`${at} ok-busy p99`, o.p99Ms, "ms"),
-      metric(`${at} search-busy p50`, s.p50Ms, "ms"), metric(`${at} search-busy rate`, s.count / (this.ctx.options.durationMs / 1000), "req/s"),
+      metric(`${at} ok-busy p50`, o.p50Ms, "ms"),
+      metric(`${at} ok-busy p99`, o.p99Ms, "ms"),
+      metric(`${at} search-busy p50`, s.p50Ms, "ms"),
+      metric(`${at} search-busy rate`, s.count / (this.ctx.options.durationMs / 1000), "req/s"),
     );
   }
 
@@ -270,7 +284,11 @@ class Scale {
     }
     const s = summarize(lat.toArray());
     this.waitBaseline ??= s.p50Ms;
-    this.metrics.push(metric(`${at} wait p50`, s.p50Ms, "ms"), metric(`${at} wait p99`, s.p99Ms, "ms"), metric(`${at} wait p50 vs first`, s.p50Ms / this.waitBaseline, "x"));
+    this.metrics.push(
+      metric(`${at} wait p50`, s.p50Ms, "ms"),
+      metric(`${at} wait p99`, s.p99Ms, "ms"),
+      metric(`${at} wait p50 vs first`, s.p50Ms / this.waitBaseline, "x"),
+    );
   }
 }
 

@@ -45,11 +45,13 @@ async function drawGraph(graph: CompiledGraphLike, xray: boolean | number): Prom
   const edges = isObject(raw) && Array.isArray(raw.edges) ? raw.edges : [];
   return {
     nodes,
-    edges: edges.filter((e): e is JsonObject => isObject(e)).map((e) => {
-      const edge: JsonObject = { source: e.source ?? null, target: e.target ?? null, conditional: e.conditional === true };
-      if (e.data !== undefined && e.data !== null) edge.data = e.data;
-      return edge;
-    }),
+    edges: edges
+      .filter((e): e is JsonObject => isObject(e))
+      .map((e) => {
+        const edge: JsonObject = { source: e.source ?? null, target: e.target ?? null, conditional: e.conditional === true };
+        if (e.data !== undefined && e.data !== null) edge.data = e.data;
+        return edge;
+      }),
   };
 }
 
@@ -120,7 +122,12 @@ function schemaSet(input: JsonObject | null, output: JsonObject | null, state: J
 }
 
 function runtimeSchema(graph: unknown, builder: BuilderLike, kind: Kind, tools: SchemaTools): JsonObject | null {
-  const getter = { state: tools.zod.getUpdateTypeSchema, input: tools.zod.getInputTypeSchema, output: tools.zod.getOutputTypeSchema, config: tools.zod.getConfigTypeSchema }[kind];
+  const getter = {
+    state: tools.zod.getUpdateTypeSchema,
+    input: tools.zod.getInputTypeSchema,
+    output: tools.zod.getOutputTypeSchema,
+    config: tools.zod.getConfigTypeSchema,
+  }[kind];
   const fromLangGraph = attempt(() => (builder._metaRegistry ? getter(graph, builder._metaRegistry) : getter(graph)));
   if (isObject(fromLangGraph)) return finish(fromLangGraph);
   const lenient = attempt(() => lenientZodSchema(builder, kind, tools));
@@ -165,9 +172,7 @@ function channelSchema(builder: BuilderLike, kind: Exclude<Kind, "config">, tool
   const properties: JsonObject = {};
   for (const key of Object.keys(def)) {
     const channel = builder.channels?.[key] ?? def[key];
-    properties[key] = isMessagesChannel(channel, tools)
-      ? { type: "array", items: { type: "object" }, langgraph_type: "messages" }
-      : {};
+    properties[key] = isMessagesChannel(channel, tools) ? { type: "array", items: { type: "object" }, langgraph_type: "messages" } : {};
   }
   return { $schema: JSON_SCHEMA_DRAFT_07, type: "object", properties };
 }
@@ -205,9 +210,10 @@ async function loadTools(registry: GraphRegistry, graphId: string, dir: string |
   const theirs = dir ? await attemptAsync(() => importFrom(dir, "@langchain/langgraph", "./zod/schema")) : undefined;
   const zod = isZodSchemaModule(theirs) ? theirs : (ourZodSchema as unknown as ZodSchemaModule);
   const core = dir ? await attemptAsync(() => importFrom(dir, "@langchain/core", "./utils/json_schema")) : undefined;
-  const toJsonSchema = isObject(core) && typeof core.toJsonSchema === "function"
-    ? (core.toJsonSchema as SchemaTools["toJsonSchema"])
-    : (ourJsonSchema.toJsonSchema as unknown as SchemaTools["toJsonSchema"]);
+  const toJsonSchema =
+    isObject(core) && typeof core.toJsonSchema === "function"
+      ? (core.toJsonSchema as SchemaTools["toJsonSchema"])
+      : (ourJsonSchema.toJsonSchema as unknown as SchemaTools["toJsonSchema"]);
   const lib = (await attemptAsync(() => registry.lib(graphId))) as Record<string, unknown> | undefined;
   const messageReducers = new Set<unknown>([ourLangGraph.messagesStateReducer, ourLangGraph.messagesDeltaReducer]);
   for (const name of MESSAGE_REDUCER_NAMES) if (typeof lib?.[name] === "function") messageReducers.add(lib[name]);

@@ -27,7 +27,9 @@ export async function asBadRequest<T>(fn: () => Promise<T>, opts: { inferredNode
   } catch (err) {
     if (isGraphInputError(err)) throw new TroupeError("BAD_REQUEST", err.message, { cause: err });
     if (opts.inferredNode && err instanceof TypeError) {
-      throw new TroupeError("BAD_REQUEST", 'Ambiguous update, specify "as_node": no node of the graph has written the state this update applies to', { cause: err });
+      throw new TroupeError("BAD_REQUEST", 'Ambiguous update, specify "as_node": no node of the graph has written the state this update applies to', {
+        cause: err,
+      });
     }
     throw err;
   }

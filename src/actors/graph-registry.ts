@@ -80,7 +80,10 @@ export class GraphRegistry {
   private readonly specs = new Map<string, GraphSpecLite>();
   private readonly loaded = new Map<string, Promise<LoadedGraph>>();
 
-  constructor(specs: GraphSpecLite[], private readonly attach: GraphAttachments) {
+  constructor(
+    specs: GraphSpecLite[],
+    private readonly attach: GraphAttachments,
+  ) {
     for (const s of specs) this.specs.set(s.graphId, s);
   }
 
@@ -170,7 +173,10 @@ async function toCompiled(value: unknown, spec: GraphSpecLite): Promise<Compiled
     v = (v as { compile: () => unknown }).compile();
   }
   if (!v || typeof v !== "object" || typeof (v as { stream?: unknown }).stream !== "function" || typeof (v as { getState?: unknown }).getState !== "function") {
-    throw new TroupeError("GRAPH_LOAD_FAILED", `Graph "${spec.graphId}" (${spec.filePath}:${spec.exportName}) is not a LangGraph graph, StateGraph or graph factory`);
+    throw new TroupeError(
+      "GRAPH_LOAD_FAILED",
+      `Graph "${spec.graphId}" (${spec.filePath}:${spec.exportName}) is not a LangGraph graph, StateGraph or graph factory`,
+    );
   }
   return v as CompiledGraphLike;
 }
@@ -202,7 +208,7 @@ interface PackageJson {
 }
 
 function esmEntry(pj: PackageJson): string | undefined {
-  const dot = typeof pj.exports === "object" && pj.exports !== null ? (pj.exports as Record<string, unknown>)["."] ?? pj.exports : pj.exports;
+  const dot = typeof pj.exports === "object" && pj.exports !== null ? ((pj.exports as Record<string, unknown>)["."] ?? pj.exports) : pj.exports;
   const pick = (e: unknown): string | undefined => {
     if (typeof e === "string") return e;
     if (e && typeof e === "object") {

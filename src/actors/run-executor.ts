@@ -54,9 +54,7 @@ export function buildInput(run: RunRecord, lib: LangGraphLib): unknown {
     if ("update" in cmd && cmd.update != null) args.update = cmd.update;
     if ("goto" in cmd && cmd.goto != null) {
       const toSend = (g: unknown): unknown =>
-        g && typeof g === "object" && "node" in (g as object)
-          ? new lib.Send((g as { node: string }).node, (g as { input?: unknown }).input)
-          : g;
+        g && typeof g === "object" && "node" in (g as object) ? new lib.Send((g as { node: string }).node, (g as { input?: unknown }).input) : g;
       args.goto = Array.isArray(cmd.goto) ? cmd.goto.map(toSend) : toSend(cmd.goto);
     }
     return new lib.Command(args);

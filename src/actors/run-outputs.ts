@@ -48,7 +48,10 @@ export class RunOutputs {
   private sweep?: NodeJS.Timeout;
   private readonly opts: OutputRetention;
 
-  constructor(opts: Partial<OutputRetention> = {}, private readonly now: () => number = () => performance.now()) {
+  constructor(
+    opts: Partial<OutputRetention> = {},
+    private readonly now: () => number = () => performance.now(),
+  ) {
     this.opts = { ...OUTPUT_RETENTION, ...opts };
   }
 
@@ -100,13 +103,16 @@ export class RunOutputs {
     }
     this.expire();
     // one timer for all of them, so kept outputs do not outlive their age on a quiet server
-    this.sweep ??= setInterval(() => {
-      this.expire();
-      if (this.kept.size === 0) {
-        clearInterval(this.sweep);
-        this.sweep = undefined;
-      }
-    }, Math.max(1_000, this.opts.maxAgeMs / 4)).unref();
+    this.sweep ??= setInterval(
+      () => {
+        this.expire();
+        if (this.kept.size === 0) {
+          clearInterval(this.sweep);
+          this.sweep = undefined;
+        }
+      },
+      Math.max(1_000, this.opts.maxAgeMs / 4),
+    ).unref();
   }
 
   private expire(): void {

@@ -84,9 +84,12 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     else post({ type: "run.events", runId, events: [event] });
   };
 
-
   const actors = new Map<string, ThreadActor>();
-  const board = new ShardMetricsWriter(task.metricsBoard, task.shardIndex, task.graphs.map((g) => g.graphId));
+  const board = new ShardMetricsWriter(
+    task.metricsBoard,
+    task.shardIndex,
+    task.graphs.map((g) => g.graphId),
+  );
   const stopSnapshots = startQueueSnapshots(board, actors);
   const ctx: ShardContext = {
     draining: false,
@@ -173,7 +176,10 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
         void finish();
         return;
       }
-      void reply(msg.reqId, Promise.resolve().then(() => handle(msg.cmd)));
+      void reply(
+        msg.reqId,
+        Promise.resolve().then(() => handle(msg.cmd)),
+      );
     });
   });
 }

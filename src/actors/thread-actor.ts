@@ -7,8 +7,17 @@ import { nowIso } from "../storage/records.ts";
 import { executeRun, type EmitFn, type RunOutcome } from "./run-executor.ts";
 import { executeProtocolRun, ProtocolEventShaper, protocolEmitter } from "./thread-protocol-run.ts";
 import {
-  MAX_ATTEMPTS, mergeConfigs, mergeContexts, multitaskDecision, outcomeAfterStop, recoveryPlan, stopActionOf, stopToRecord,
-  threadConfigAfter, threadStatusAfterRun, type StopAction,
+  MAX_ATTEMPTS,
+  mergeConfigs,
+  mergeContexts,
+  multitaskDecision,
+  outcomeAfterStop,
+  recoveryPlan,
+  stopActionOf,
+  stopToRecord,
+  threadConfigAfter,
+  threadStatusAfterRun,
+  type StopAction,
 } from "../domain/lifecycle.ts";
 import type { ActorCommand, CreateRunCommand, ShardReplies } from "../bridge/messages.ts";
 import type { ShardContext } from "./shard-context.ts";
@@ -71,7 +80,10 @@ export class ThreadActor {
   /** runs whose final transaction is queued but not yet committed */
   private finishing = 0;
 
-  constructor(readonly threadId: string, private readonly ctx: ShardContext) {}
+  constructor(
+    readonly threadId: string,
+    private readonly ctx: ShardContext,
+  ) {}
 
   get idle(): boolean {
     return !this.current && this.queue.length === 0 && this.pendingOps === 0 && !this.timer;
@@ -101,18 +113,30 @@ export class ThreadActor {
   handle<C extends ActorCommand>(cmd: C): Promise<ShardReplies[C["type"]]> {
     const r = (() => {
       switch (cmd.type) {
-        case "run.create": return this.serial(() => this.createRun(cmd), false).then((created) => created.committed);
-        case "run.cancel": return this.cancel(cmd.runId, cmd.action, cmd.wait);
-        case "run.delete": return this.serial(() => this.deleteRun(cmd.runId, cmd.keepCheckpoints === true));
-        case "thread.create": return this.serial(() => this.createThread(cmd));
-        case "thread.patch": return this.serial(() => this.patchThread(cmd.metadata));
-        case "thread.patch_state": return this.serial(() => this.patchState(cmd.metadata, cmd.checkpointId));
-        case "thread.delete": return this.serial(() => this.deleteThread());
-        case "thread.copy": return this.serial(() => this.copyThread(cmd.newThreadId));
-        case "thread.prune_history": return this.serial(() => this.pruneHistory());
-        case "thread.state": return this.serial(() => this.state(cmd));
-        case "thread.update_state": return this.serial(() => this.updateState(cmd));
-        case "thread.history": return this.serial(() => this.history(cmd));
+        case "run.create":
+          return this.serial(() => this.createRun(cmd), false).then((created) => created.committed);
+        case "run.cancel":
+          return this.cancel(cmd.runId, cmd.action, cmd.wait);
+        case "run.delete":
+          return this.serial(() => this.deleteRun(cmd.runId, cmd.keepCheckpoints === true));
+        case "thread.create":
+          return this.serial(() => this.createThread(cmd));
+        case "thread.patch":
+          return this.serial(() => this.patchThread(cmd.metadata));
+        case "thread.patch_state":
+          return this.serial(() => this.patchState(cmd.metadata, cmd.checkpointId));
+        case "thread.delete":
+          return this.serial(() => this.deleteThread());
+        case "thread.copy":
+          return this.serial(() => this.copyThread(cmd.newThreadId));
+        case "thread.prune_history":
+          return this.serial(() => this.pruneHistory());
+        case "thread.state":
+          return this.serial(() => this.state(cmd));
+        case "thread.update_state":
+          return this.serial(() => this.updateState(cmd));
+        case "thread.history":
+          return this.serial(() => this.history(cmd));
       }
     })();
     return r as Promise<ShardReplies[C["type"]]>;
@@ -137,7 +161,10 @@ export class ThreadActor {
     if (cmd.supersteps?.length) {
       const graphId = cmd.metadata.graph_id as string | undefined;
       if (!graphId || !this.ctx.registry.has(graphId)) {
-        throw new TroupeError("BAD_REQUEST", `Thread ${this.threadId} has no graph ID: pass metadata.graph_id (or graph_id) naming a registered graph to apply supersteps`);
+        throw new TroupeError(
+          "BAD_REQUEST",
+          `Thread ${this.threadId} has no graph ID: pass metadata.graph_id (or graph_id) naming a registered graph to apply supersteps`,
+        );
       }
       const graph = await this.ctx.registry.get(graphId, stateConfig(thread), { accessContext: "threads.update" });
       const lib = await this.ctx.registry.lib(graphId);
@@ -201,7 +228,14 @@ export class ThreadActor {
   private async copyThread(newThreadId: string): Promise<ThreadRecord> {
     const t = await this.getThread();
     const now = nowIso();
-    const copy: ThreadRecord = { thread_id: newThreadId, created_at: now, updated_at: now, metadata: { ...t.metadata, thread_id: newThreadId }, status: "idle", config: {} };
+    const copy: ThreadRecord = {
+      thread_id: newThreadId,
+      created_at: now,
+      updated_at: now,
+      metadata: { ...t.metadata, thread_id: newThreadId },
+      status: "idle",
+      config: {},
+    };
     await this.ctx.saver.copyThread(this.threadId, newThreadId);
     await this.ctx.storage.threads.save(copy, await this.ctx.storage.threads.valuesJson(this.threadId));
     return copy;
@@ -281,7 +315,9 @@ export class ThreadActor {
     if (!thread) {
       if (!cmd.stateless && cmd.ifNotExists !== "create") throw threadNotFound(this.threadId);
       thread = {
-        thread_id: this.threadId, created_at: now, updated_at: now,
+        thread_id: this.threadId,
+        created_at: now,
+        updated_at: now,
         metadata: { graph_id: assistant.graph_id, assistant_id: assistant.assistant_id, ...cmd.metadata },
         status: "busy",
         config: {},
@@ -352,7 +388,10 @@ export class ThreadActor {
       },
     );
     // lmdb-js commits in queue order: the latest create settling means every earlier one did
-    this.createsSettled = committed.then(() => undefined, () => undefined);
+    this.createsSettled = committed.then(
+      () => undefined,
+      () => undefined,
+    );
     return { committed };
   }
 
@@ -497,7 +536,14 @@ export class ThreadActor {
     this.send(() => void s.runs.save(inflight.record).committed);
     this.ctx.telemetry.started(running);
     const protocol = run.kwargs.protocol === true;
-    const start = { type: "run.start", runId: run.run_id, threadId: run.thread_id, resumable: run.kwargs.resumable, attempt: running.attempt, protocol } as const;
+    const start = {
+      type: "run.start",
+      runId: run.run_id,
+      threadId: run.thread_id,
+      resumable: run.kwargs.resumable,
+      attempt: running.attempt,
+      protocol,
+    } as const;
     this.send(() => this.ctx.post(start));
 
     let seq = 0;
@@ -510,7 +556,10 @@ export class ThreadActor {
     const executed = resume ? { ...running, kwargs: { ...running.kwargs, input: null, command: undefined } } : running;
     let outcome: RunOutcome;
     try {
-      const graph = await this.ctx.registry.get(run.graph_id, run.kwargs.config as Record<string, unknown>, { checkpointer: !stateless, accessContext: "threads.create_run" });
+      const graph = await this.ctx.registry.get(run.graph_id, run.kwargs.config as Record<string, unknown>, {
+        checkpointer: !stateless,
+        accessContext: "threads.create_run",
+      });
       const lib = await this.ctx.registry.lib(run.graph_id);
       outcome = await (protocol ? executeProtocolRun : executeRun)({ run: executed, graph, lib, signal: abort.signal, emit });
     } catch (err) {
@@ -551,7 +600,7 @@ export class ThreadActor {
     let valuesBytes: Uint8Array | undefined;
     /** the run's webhook delivery, written with its final status (the outbox) */
     let delivery: WebhookDeliveryRecord | undefined;
-    const thread = stateless ? undefined : this.pendingThread ?? (await this.storedThread());
+    const thread = stateless ? undefined : (this.pendingThread ?? (await this.storedThread()));
     if (stateless) {
       threadStatus = "deleted";
       delivery = this.webhookOf(final, undefined, true);
@@ -568,8 +617,12 @@ export class ThreadActor {
       let hasNext = false;
       let interrupts: Record<string, unknown[]> | undefined;
       const ranToEnd =
-        outcome.status === "success" && !outcome.rolledBack && outcome.lastValues !== undefined &&
-        outcome.lastValuesInterrupt !== true && !run.kwargs.interrupt_before && !run.kwargs.interrupt_after;
+        outcome.status === "success" &&
+        !outcome.rolledBack &&
+        outcome.lastValues !== undefined &&
+        outcome.lastValuesInterrupt !== true &&
+        !run.kwargs.interrupt_before &&
+        !run.kwargs.interrupt_after;
       // As upstream (reference §6.6): a run cancelled while it ran leaves the thread without
       // values and interrupts (its state, read through the checkpoints, is kept).
       const cancelled = outcome.status === "interrupted" && !outcome.rolledBack;
@@ -601,7 +654,10 @@ export class ThreadActor {
       // issued now (LMDB: a batch, which lmdb-js' write thread commits without waiting for this thread)
       const committed = s.runs.finish({
         run: outcome.rolledBack ? { rolledBack: { threadId: this.threadId, runId: run.run_id } } : final,
-        thread: next, prev: thread, valuesJson: valuesBytes, webhook: delivery,
+        thread: next,
+        prev: thread,
+        valuesJson: valuesBytes,
+        webhook: delivery,
       }).committed;
       const held: (() => void)[] = (this.heldSends ??= []);
       this.ctx.saver.holdWritesUntil(this.threadId, committed);
@@ -636,10 +692,14 @@ export class ThreadActor {
 
   /** Tells the HTTP thread (and the webhook worker) a run ended, once its outcome is committed. */
   private announceOutcome(
-    final: RunRecord, outcome: RunOutcome, valuesJson: JsonSegments | undefined,
-    valuesBytes: Uint8Array | undefined, threadStatus: ThreadStatus | "deleted", delivery: WebhookDeliveryRecord | undefined,
+    final: RunRecord,
+    outcome: RunOutcome,
+    valuesJson: JsonSegments | undefined,
+    valuesBytes: Uint8Array | undefined,
+    threadStatus: ThreadStatus | "deleted",
+    delivery: WebhookDeliveryRecord | undefined,
   ): void {
-    const outputJson = outcome.error ? [toJsonText({ __error__: outcome.error })] : outcome.lastValues ?? valuesJson ?? ["null"];
+    const outputJson = outcome.error ? [toJsonText({ __error__: outcome.error })] : (outcome.lastValues ?? valuesJson ?? ["null"]);
     // Posted (when it is) as a copy, not transferred: memory malloc'd here and freed on the HTTP
     // thread defeated glibc's reuse of freed chunks (every run mapped fresh pages: +25% worker CPU
     // on enqueue-1000).

@@ -99,7 +99,10 @@ export class ProtocolEventShaper {
   fail(message: string): void {
     if (this.rootEnded) return;
     this.rootEnded = true;
-    this.emitEvent("lifecycle", { method: "lifecycle", params: { namespace: [], timestamp: Date.now(), data: { event: "failed", graph_name: this.graphName, error: message } } });
+    this.emitEvent("lifecycle", {
+      method: "lifecycle",
+      params: { namespace: [], timestamp: Date.now(), data: { event: "failed", graph_name: this.graphName, error: message } },
+    });
   }
 }
 
@@ -132,7 +135,10 @@ export async function executeProtocolRun(o: ExecuteOptions): Promise<RunOutcome>
   const finalValues = (): JsonSegments | undefined => (shaper.lastRootValues ? toJsonSegments(shaper.lastRootValues.payload) : undefined);
   const lastValuesInterrupt = (): boolean => isInterruptChunk(shaper.lastRootValues?.payload);
   if (!supportsProtocol(o.lib)) {
-    const error = { error: "NotSupported", message: "This graph's @langchain/langgraph cannot stream the thread-centric protocol (needs LangGraph.js >= 1.7 with streamEvents v3)" };
+    const error = {
+      error: "NotSupported",
+      message: "This graph's @langchain/langgraph cannot stream the thread-centric protocol (needs LangGraph.js >= 1.7 with streamEvents v3)",
+    };
     shaper.fail(error.message);
     return { status: "error", rolledBack: false, error };
   }

@@ -44,10 +44,10 @@ export function formatState(s: StateSnapshotLike, subgraphs: boolean, nested = f
       return {
         id: t.id,
         name: t.name,
-        error: t.error == null ? null : typeof t.error === "string" ? t.error : (t.error as Error).message ?? String(t.error),
+        error: t.error == null ? null : typeof t.error === "string" ? t.error : ((t.error as Error).message ?? String(t.error)),
         interrupts: (t.interrupts ?? []).map((i) => ({ id: i.id, value: i.value })),
         path: t.path ?? [],
-        checkpoint: !isSnapshot && sub ? (sub as { configurable?: Record<string, unknown> }).configurable ?? null : null,
+        checkpoint: !isSnapshot && sub ? ((sub as { configurable?: Record<string, unknown> }).configurable ?? null) : null,
         state: isSnapshot && subgraphs ? formatState(sub as StateSnapshotLike, subgraphs, true) : null,
         result: t.result ?? null,
       };
@@ -104,7 +104,8 @@ export async function readHistory(
 ): Promise<JsonObject[]> {
   const out: JsonObject[] = [];
   const options: Record<string, unknown> = { limit: opts.limit };
-  if (opts.before) options.before = { configurable: { thread_id: thread.thread_id, checkpoint_ns: opts.checkpoint?.checkpoint_ns ?? "", checkpoint_id: opts.before } };
+  if (opts.before)
+    options.before = { configurable: { thread_id: thread.thread_id, checkpoint_ns: opts.checkpoint?.checkpoint_ns ?? "", checkpoint_id: opts.before } };
   if (opts.metadata) options.filter = opts.metadata;
   for await (const s of graph.getStateHistory(stateConfig(thread, opts.checkpoint), options)) {
     out.push(formatState(s, false));

@@ -49,7 +49,13 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
   const graphDescription = new Map(app.config.graphs.map((g) => [g.graphId, g.description]));
 
   const card = async (a: AssistantRecord, headers: Record<string, string>) =>
-    agentCard({ assistant: a, graphDescription: graphDescription.get(a.graph_id) ?? null, inputSchema: await schemas.of(a), baseUrl: baseUrlOf(headers), version: app.version });
+    agentCard({
+      assistant: a,
+      graphDescription: graphDescription.get(a.graph_id) ?? null,
+      inputSchema: await schemas.of(a),
+      baseUrl: baseUrlOf(headers),
+      version: app.version,
+    });
 
   /** The assistant a path names, if the caller may use it (404 otherwise, as for a missing one). */
   const assistantFor = async (idOrGraph: string, auth: AuthInfo | undefined): Promise<AssistantRecord> => {
@@ -69,7 +75,14 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
     return src;
   };
 
-  const send = async (a: AssistantRecord, id: RpcId, d: Dialect, params: RpcParams, headers: Record<string, string>, auth: AuthInfo | undefined): Promise<Reply> => {
+  const send = async (
+    a: AssistantRecord,
+    id: RpcId,
+    d: Dialect,
+    params: RpcParams,
+    headers: Record<string, string>,
+    auth: AuthInfo | undefined,
+  ): Promise<Reply> => {
     const hist = historyOptions(params, headers, { includeArtifacts: true });
     const run = await createTaskRun(app, schemas, a, params, headers, false, auth);
     const answer = async (): Promise<string> => {
@@ -96,7 +109,8 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
   const list = async (a: AssistantRecord, d: Dialect, params: RpcParams, headers: Record<string, string>, auth: AuthInfo | undefined) => {
     const hist = historyOptions(params, headers, { length: 0, includeArtifacts: false });
     const pageSize = params.pageSize ?? 50;
-    if (!Number.isInteger(pageSize) || (pageSize as number) < 1 || (pageSize as number) > 100) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: pageSize must be between 1 and 100");
+    if (!Number.isInteger(pageSize) || (pageSize as number) < 1 || (pageSize as number) > 100)
+      throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: pageSize must be between 1 and 100");
     const offset = params.pageToken === undefined || params.pageToken === "" ? 0 : Number(params.pageToken);
     if (!Number.isInteger(offset) || offset < 0) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: invalid pageToken");
     const ctx = canonicalUuidOf(params.contextId);
@@ -114,7 +128,12 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
     found.sort((x, y) => (x.run.created_at === y.run.created_at ? (x.run.run_id < y.run.run_id ? 1 : -1) : x.run.created_at < y.run.created_at ? 1 : -1));
     const size = pageSize as number;
     const next = offset + size < found.length ? String(offset + size) : "";
-    return { tasks: await Promise.all(found.slice(offset, offset + size).map(async (s) => buildTask(d, await sources.withValues(s), hist))), nextPageToken: next, pageSize: size, totalSize: found.length };
+    return {
+      tasks: await Promise.all(found.slice(offset, offset + size).map(async (s) => buildTask(d, await sources.withValues(s), hist))),
+      nextPageToken: next,
+      pageSize: size,
+      totalSize: found.length,
+    };
   };
 
   /**
@@ -182,16 +201,29 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
 
   return [
     {
-      method: "POST", path: "/a2a/:assistant_id", operationId: "a2a_post", summary: "A2A JSON-RPC request (v1.0 and v0.3 method names)", tag: TAG,
-      body: {}, bodyOptional: true,
+      method: "POST",
+      path: "/a2a/:assistant_id",
+      operationId: "a2a_post",
+      summary: "A2A JSON-RPC request (v1.0 and v0.3 method names)",
+      tag: TAG,
+      body: {},
+      bodyOptional: true,
       handler: ({ params, body, headers, auth }) => post(params.assistant_id, body, headers, auth),
     },
     {
-      method: "GET", path: "/a2a/:assistant_id/.well-known/agent-card.json", operationId: "a2a_agent_card", summary: "A2A agent card of an assistant", tag: TAG,
+      method: "GET",
+      path: "/a2a/:assistant_id/.well-known/agent-card.json",
+      operationId: "a2a_agent_card",
+      summary: "A2A agent card of an assistant",
+      tag: TAG,
       handler: async ({ params, headers, auth }) => json(await card(await assistantFor(params.assistant_id, auth), headers)),
     },
     {
-      method: "GET", path: "/.well-known/agent-card.json", operationId: "a2a_agent_card_by_query", summary: "A2A agent card (assistant_id query parameter)", tag: TAG,
+      method: "GET",
+      path: "/.well-known/agent-card.json",
+      operationId: "a2a_agent_card_by_query",
+      summary: "A2A agent card (assistant_id query parameter)",
+      tag: TAG,
       query: { type: "object", properties: { assistant_id: keyString } },
       handler: async ({ query, headers, auth }) => {
         const id = (query as { assistant_id?: string }).assistant_id;

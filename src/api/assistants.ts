@@ -15,16 +15,19 @@ import { graphSchemas, subgraphSchemas } from "./graph-schemas.ts";
 
 const TAG = "assistants";
 
-const assistantCreate = body({
-  assistant_id: uuid,
-  graph_id: keyString,
-  config: configSchema,
-  context: anyValue,
-  metadata: object,
-  if_exists: enumOf(["raise", "do_nothing"]),
-  name: str,
-  description: nullable(str),
-}, ["graph_id"]);
+const assistantCreate = body(
+  {
+    assistant_id: uuid,
+    graph_id: keyString,
+    config: configSchema,
+    context: anyValue,
+    metadata: object,
+    if_exists: enumOf(["raise", "do_nothing"]),
+    name: str,
+    description: nullable(str),
+  },
+  ["graph_id"],
+);
 
 const assistantPatch = body({
   graph_id: keyString,
@@ -71,13 +74,27 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
 
   return [
     route({
-      method: "POST", path: "/assistants", operationId: "create_assistant", summary: "Create an assistant", tag: TAG,
+      method: "POST",
+      path: "/assistants",
+      operationId: "create_assistant",
+      summary: "Create an assistant",
+      tag: TAG,
       body: assistantCreate,
       handler: async ({ body: b, auth }) => {
         const c: AssistantCreate = { ...b };
-        if (!app.graphIds.has(c.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${c.graph_id}" not found. Registered graphs: ${[...app.graphIds].join(", ")}`);
+        if (!app.graphIds.has(c.graph_id))
+          throw new TroupeError("NOT_FOUND", `Graph "${c.graph_id}" not found. Registered graphs: ${[...app.graphIds].join(", ")}`);
         c.assistant_id = c.assistant_id ? canonicalUuid(c.assistant_id) : uuid7();
-        const created = { assistant_id: c.assistant_id, graph_id: c.graph_id, config: c.config, context: c.context, metadata: c.metadata ?? {}, if_exists: c.if_exists, name: c.name, description: c.description };
+        const created = {
+          assistant_id: c.assistant_id,
+          graph_id: c.graph_id,
+          config: c.config,
+          context: c.context,
+          metadata: c.metadata ?? {},
+          if_exists: c.if_exists,
+          name: c.name,
+          description: c.description,
+        };
         const filter = await app.auth?.authorize(auth, "assistants:create", created);
         const existing = await store.get(c.assistant_id);
         if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict("Assistant already exists");
@@ -85,8 +102,13 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "POST", path: "/assistants/search", operationId: "search_assistants", summary: "Search assistants", tag: TAG,
-      body: assistantSearch, bodyOptional: true,
+      method: "POST",
+      path: "/assistants/search",
+      operationId: "search_assistants",
+      summary: "Search assistants",
+      tag: TAG,
+      body: assistantSearch,
+      bodyOptional: true,
       handler: async ({ body: b, auth }) => {
         const q = b;
         const filter = await searchFilter(auth, q);
@@ -95,20 +117,34 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "POST", path: "/assistants/count", operationId: "count_assistants", summary: "Count assistants", tag: TAG,
-      body: body({ metadata: object, graph_id: str, name: str }), bodyOptional: true,
+      method: "POST",
+      path: "/assistants/count",
+      operationId: "count_assistants",
+      summary: "Count assistants",
+      tag: TAG,
+      body: body({ metadata: object, graph_id: str, name: str }),
+      bodyOptional: true,
       handler: async ({ body: b, auth }) => {
         const filter = await searchFilter(auth, b);
         return json(await store.count({ ...b, auth: filter }));
       },
     }),
     route({
-      method: "GET", path: "/assistants/:assistant_id", operationId: "get_assistant", summary: "Get an assistant", tag: TAG,
+      method: "GET",
+      path: "/assistants/:assistant_id",
+      operationId: "get_assistant",
+      summary: "Get an assistant",
+      tag: TAG,
       handler: async ({ params, auth }) => json(await resolve(auth, "assistants:read", params.assistant_id)),
     }),
     route({
-      method: "PATCH", path: "/assistants/:assistant_id", operationId: "patch_assistant", summary: "Update an assistant (creates a new version)", tag: TAG,
-      body: assistantPatch, bodyOptional: true,
+      method: "PATCH",
+      path: "/assistants/:assistant_id",
+      operationId: "patch_assistant",
+      summary: "Update an assistant (creates a new version)",
+      tag: TAG,
+      body: assistantPatch,
+      bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const p = b;
         if (p.graph_id !== undefined && !app.graphIds.has(p.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${p.graph_id}" not found`);
@@ -118,29 +154,48 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "DELETE", path: "/assistants/:assistant_id", operationId: "delete_assistant", summary: "Delete an assistant and its versions", tag: TAG,
+      method: "DELETE",
+      path: "/assistants/:assistant_id",
+      operationId: "delete_assistant",
+      summary: "Delete an assistant and its versions",
+      tag: TAG,
       query: body({ delete_threads: boolQuery }),
       handler: async ({ params, query, auth }) => {
         const a = await resolve(auth, "assistants:delete", params.assistant_id);
         await store.delete(a.assistant_id);
         await deleteRunsOf(app, a.assistant_id);
         if (truthy(query.delete_threads)) {
-          const bound = await app.storage.threads.search({ metadata: { assistant_id: a.assistant_id }, sortBy: "created_at", order: "asc", offset: 0, limit: Number.MAX_SAFE_INTEGER });
+          const bound = await app.storage.threads.search({
+            metadata: { assistant_id: a.assistant_id },
+            sortBy: "created_at",
+            order: "asc",
+            offset: 0,
+            limit: Number.MAX_SAFE_INTEGER,
+          });
           await Promise.all(bound.items.map((t) => app.pool.deleteThread(t.thread_id).catch(() => undefined)));
         }
         return json([a.assistant_id]);
       },
     }),
     route({
-      method: "POST", path: "/assistants/:assistant_id/versions", operationId: "list_assistant_versions", summary: "List versions of an assistant, newest first", tag: TAG,
-      body: body({ metadata: object, limit: limit(1000, 10), offset }), bodyOptional: true,
+      method: "POST",
+      path: "/assistants/:assistant_id/versions",
+      operationId: "list_assistant_versions",
+      summary: "List versions of an assistant, newest first",
+      tag: TAG,
+      body: body({ metadata: object, limit: limit(1000, 10), offset }),
+      bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const a = await resolve(auth, "assistants:read", params.assistant_id);
         return json(await store.versions(a.assistant_id, b));
       },
     }),
     route({
-      method: "POST", path: "/assistants/:assistant_id/latest", operationId: "set_latest_assistant_version", summary: "Make a version the current one", tag: TAG,
+      method: "POST",
+      path: "/assistants/:assistant_id/latest",
+      operationId: "set_latest_assistant_version",
+      summary: "Make a version the current one",
+      tag: TAG,
       body: body({ version: int }, ["version"]),
       handler: async ({ params, body: b, auth }) => {
         const version = b.version;
@@ -148,7 +203,11 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "GET", path: "/assistants/:assistant_id/graph", operationId: "get_assistant_graph", summary: "Drawable graph of an assistant", tag: TAG,
+      method: "GET",
+      path: "/assistants/:assistant_id/graph",
+      operationId: "get_assistant_graph",
+      summary: "Drawable graph of an assistant",
+      tag: TAG,
       query: body({ xray: { type: ["string"] } as Schema<string> }),
       handler: async ({ params, query, auth }) => {
         const x = query.xray;
@@ -157,11 +216,19 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "GET", path: "/assistants/:assistant_id/schemas", operationId: "get_assistant_schemas", summary: "JSON schemas of an assistant's graph", tag: TAG,
+      method: "GET",
+      path: "/assistants/:assistant_id/schemas",
+      operationId: "get_assistant_schemas",
+      summary: "JSON schemas of an assistant's graph",
+      tag: TAG,
       handler: async ({ params, auth }) => json(await graphSchemas(app, await resolve(auth, "assistants:read", params.assistant_id))),
     }),
     route({
-      method: "GET", path: "/assistants/:assistant_id/subgraphs", operationId: "get_assistant_subgraphs", summary: "Subgraphs of an assistant's graph", tag: TAG,
+      method: "GET",
+      path: "/assistants/:assistant_id/subgraphs",
+      operationId: "get_assistant_subgraphs",
+      summary: "Subgraphs of an assistant's graph",
+      tag: TAG,
       query: body({ recurse: boolQuery, namespace: str }),
       handler: async ({ params, query, auth }) => {
         const q = query;
@@ -169,7 +236,11 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "GET", path: "/assistants/:assistant_id/subgraphs/:namespace", operationId: "get_assistant_subgraphs_by_namespace", summary: "One subgraph of an assistant's graph", tag: TAG,
+      method: "GET",
+      path: "/assistants/:assistant_id/subgraphs/:namespace",
+      operationId: "get_assistant_subgraphs_by_namespace",
+      summary: "One subgraph of an assistant's graph",
+      tag: TAG,
       query: body({ recurse: boolQuery }),
       handler: async ({ params, query, auth }) =>
         json(await subgraphSchemas(app, await resolve(auth, "assistants:read", params.assistant_id), params.namespace, truthy(query.recurse))),
@@ -187,8 +258,10 @@ async function deleteRunsOf(app: AppContext, assistantId: string): Promise<void>
   for await (const value of app.storage.runs.ofAssistant(assistantId)) {
     runs.push({ threadId: value.thread_id, runId: value.run_id, active: value.status === "pending" || value.status === "running" });
   }
-  await Promise.all(runs.map(async ({ threadId, runId, active }) => {
-    if (active) await app.pool.request({ type: "run.cancel", threadId, runId, action: "interrupt", wait: true }).catch(() => undefined);
-    await app.pool.request({ type: "run.delete", threadId, runId, keepCheckpoints: true }).catch(() => undefined);
-  }));
+  await Promise.all(
+    runs.map(async ({ threadId, runId, active }) => {
+      if (active) await app.pool.request({ type: "run.cancel", threadId, runId, action: "interrupt", wait: true }).catch(() => undefined);
+      await app.pool.request({ type: "run.delete", threadId, runId, keepCheckpoints: true }).catch(() => undefined);
+    }),
+  );
 }

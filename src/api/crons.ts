@@ -87,7 +87,7 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
   const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
   /** Building a run for the cron checks what a tick would (assistant's graph, webhook policy). */
   const checkRunnable = async (rec: CronRecord): Promise<void> =>
-    void await buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless: rec.thread_id === null });
+    void (await buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless: rec.thread_id === null }));
   /** Filters accept a graph id where an assistant id is expected (reference §1.4). */
   const filterOf = (q: CronFilter): CronFilter => ({
     ...q,
@@ -97,7 +97,15 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
   const create = async (body: CronCreate, threadId: string | null, auth: AuthInfo | undefined): Promise<CronRecord> => {
     const userId = auth?.identity ?? null;
     const cronId = uuid7();
-    const created = { payload: { ...body }, schedule: body.schedule, cron_id: cronId, thread_id: threadId, user_id: userId, end_time: body.end_time, metadata: body.metadata ?? {} };
+    const created = {
+      payload: { ...body },
+      schedule: body.schedule,
+      cron_id: cronId,
+      thread_id: threadId,
+      user_id: userId,
+      end_time: body.end_time,
+      metadata: body.metadata ?? {},
+    };
     await authorize(auth, "crons:create", created);
     const b: CronCreate = { ...body, metadata: asMetadata(created.metadata) };
     const assistant = await app.resolveAssistant(b.assistant_id);
@@ -117,28 +125,54 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
 
   return [
     {
-      method: "POST", path: "/threads/:thread_id/runs/crons", operationId: "create_thread_cron", summary: "Create a cron that runs on a thread", tag: TAG,
-      params: { thread_id: "uuid" }, body: cronCreate,
+      method: "POST",
+      path: "/threads/:thread_id/runs/crons",
+      operationId: "create_thread_cron",
+      summary: "Create a cron that runs on a thread",
+      tag: TAG,
+      params: { thread_id: "uuid" },
+      body: cronCreate,
       handler: async ({ params, body: b, auth }) => json(await create(b as CronCreate, params.thread_id, auth)),
     },
     {
-      method: "POST", path: "/runs/crons", operationId: "create_cron", summary: "Create a stateless cron (a new thread per run)", tag: TAG,
+      method: "POST",
+      path: "/runs/crons",
+      operationId: "create_cron",
+      summary: "Create a stateless cron (a new thread per run)",
+      tag: TAG,
       body: cronCreate,
       handler: async ({ body: b, auth }) => json(await create(b as CronCreate, null, auth)),
     },
     {
-      method: "POST", path: "/runs/crons/search", operationId: "search_crons", summary: "Search crons", tag: TAG,
-      body: cronSearch, bodyOptional: true,
+      method: "POST",
+      path: "/runs/crons/search",
+      operationId: "search_crons",
+      summary: "Search crons",
+      tag: TAG,
+      body: cronSearch,
+      bodyOptional: true,
       handler: async ({ body: b, auth }) => {
         const q = b as CronFilter & { limit: number; offset: number; sort_by?: SortField | null; sort_order?: "asc" | "desc" | null; select?: string[] | null };
         const filter = await authorize(auth, "crons:search", { assistant_id: q.assistant_id, thread_id: q.thread_id, limit: q.limit, offset: q.offset });
-        const found = await store.search({ ...filterOf(q), auth: filter, sortBy: q.sort_by ?? "created_at", order: q.sort_order ?? "desc", offset: q.offset, limit: q.limit });
+        const found = await store.search({
+          ...filterOf(q),
+          auth: filter,
+          sortBy: q.sort_by ?? "created_at",
+          order: q.sort_order ?? "desc",
+          offset: q.offset,
+          limit: q.limit,
+        });
         return json(select(found.items, q.select ?? undefined), 200, pageHeaders(found, q.offset));
       },
     },
     {
-      method: "POST", path: "/runs/crons/count", operationId: "count_crons", summary: "Count crons", tag: TAG,
-      body: body({ ...filterFields, enabled: nullable(bool) }), bodyOptional: true,
+      method: "POST",
+      path: "/runs/crons/count",
+      operationId: "count_crons",
+      summary: "Count crons",
+      tag: TAG,
+      body: body({ ...filterFields, enabled: nullable(bool) }),
+      bodyOptional: true,
       handler: async ({ body: b, auth }) => {
         const q = b as CronFilter;
         const filter = await authorize(auth, "crons:search", { assistant_id: q.assistant_id, thread_id: q.thread_id, limit: 0, offset: 0 });
@@ -146,8 +180,14 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
       },
     },
     {
-      method: "PATCH", path: "/runs/crons/:cron_id", operationId: "update_cron", summary: "Update a cron (schedule changes reschedule it)", tag: TAG,
-      params: { cron_id: "uuid" }, body: cronPatch, bodyOptional: true,
+      method: "PATCH",
+      path: "/runs/crons/:cron_id",
+      operationId: "update_cron",
+      summary: "Update a cron (schedule changes reschedule it)",
+      tag: TAG,
+      params: { cron_id: "uuid" },
+      body: cronPatch,
+      bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const p = b as CronPatch;
         const cur = await mustCron(params.cron_id, await authorize(auth, "crons:update", { cron_id: params.cron_id, payload: { ...p }, schedule: p.schedule }));
@@ -163,7 +203,11 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
       },
     },
     {
-      method: "DELETE", path: "/runs/crons/:cron_id", operationId: "delete_cron", summary: "Delete a cron", tag: TAG,
+      method: "DELETE",
+      path: "/runs/crons/:cron_id",
+      operationId: "delete_cron",
+      summary: "Delete a cron",
+      tag: TAG,
       params: { cron_id: "uuid" },
       handler: async ({ params, auth }) => {
         await mustCron(params.cron_id, await authorize(auth, "crons:delete", { cron_id: params.cron_id }));

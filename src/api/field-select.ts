@@ -5,7 +5,18 @@
 import type { Schema } from "../http/schema-types.ts";
 
 export const STATE_FIELDS = ["values", "next", "tasks", "metadata", "created_at", "checkpoint", "parent_checkpoint", "interrupts"] as const;
-export const RUN_FIELDS = ["run_id", "thread_id", "assistant_id", "metadata", "status", "kwargs", "multitask_strategy", "created_at", "updated_at", "cancel_reason"] as const;
+export const RUN_FIELDS = [
+  "run_id",
+  "thread_id",
+  "assistant_id",
+  "metadata",
+  "status",
+  "kwargs",
+  "multitask_strategy",
+  "created_at",
+  "updated_at",
+  "cancel_reason",
+] as const;
 
 const VALUES_KEY = "values.";
 
@@ -19,11 +30,46 @@ export const stateSelectSchema: Schema<string[]> = {
 export const runSelectSchema: Schema<string[]> = { type: "array", items: { type: "string", enum: [...RUN_FIELDS] } };
 
 /** The SDK's ThreadSelectField, AssistantSelectField and CronSelectField (a field we never send is just absent). */
-export const THREAD_FIELDS = ["thread_id", "created_at", "updated_at", "state_updated_at", "metadata", "config", "context", "status", "values", "interrupts"] as const;
-export const ASSISTANT_FIELDS = ["assistant_id", "graph_id", "name", "description", "config", "context", "created_at", "updated_at", "metadata", "version"] as const;
+export const THREAD_FIELDS = [
+  "thread_id",
+  "created_at",
+  "updated_at",
+  "state_updated_at",
+  "metadata",
+  "config",
+  "context",
+  "status",
+  "values",
+  "interrupts",
+] as const;
+export const ASSISTANT_FIELDS = [
+  "assistant_id",
+  "graph_id",
+  "name",
+  "description",
+  "config",
+  "context",
+  "created_at",
+  "updated_at",
+  "metadata",
+  "version",
+] as const;
 export const CRON_FIELDS = [
-  "cron_id", "assistant_id", "thread_id", "end_time", "schedule", "created_at", "updated_at", "user_id", "payload",
-  "next_run_date", "metadata", "now", "timezone", "enabled", "on_run_completed",
+  "cron_id",
+  "assistant_id",
+  "thread_id",
+  "end_time",
+  "schedule",
+  "created_at",
+  "updated_at",
+  "user_id",
+  "payload",
+  "next_run_date",
+  "metadata",
+  "now",
+  "timezone",
+  "enabled",
+  "on_run_completed",
 ] as const;
 
 // null allowed by type (not nullable()'s anyOf), so an unknown item is reported at its own index

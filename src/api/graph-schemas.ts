@@ -25,16 +25,30 @@ function assertRegistered(app: AppContext, a: AssistantRecord): void {
 
 export async function graphSchemas(app: AppContext, a: AssistantRecord, mode: StaticMode = "wait"): Promise<SchemasReply> {
   assertRegistered(app, a);
-  const described = (await app.pool.request({ type: "graph.describe", assistant: a, what: "schemas", xray: false, recurse: false })) as unknown as DescribedSchemas;
+  const described = (await app.pool.request({
+    type: "graph.describe",
+    assistant: a,
+    what: "schemas",
+    xray: false,
+    recurse: false,
+  })) as unknown as DescribedSchemas;
   if (described.runtime) return { graph_id: a.graph_id, ...withChannels(described.runtime, described.channels) };
   const found = await staticOf(app, a.graph_id, mode);
   return { graph_id: a.graph_id, ...withChannels(fromStatic(found && rootOf(found)), described.channels) };
 }
 
 /** Each subgraph (by namespace, `|`-joined) with its schemas; the static ones under `<export>|<namespace>`. */
-export async function subgraphSchemas(app: AppContext, a: AssistantRecord, namespace: string | undefined, recurse: boolean): Promise<Record<string, SchemasReply>> {
+export async function subgraphSchemas(
+  app: AppContext,
+  a: AssistantRecord,
+  namespace: string | undefined,
+  recurse: boolean,
+): Promise<Record<string, SchemasReply>> {
   assertRegistered(app, a);
-  const described = (await app.pool.request({ type: "graph.describe", assistant: a, what: "subgraphs", xray: false, namespace, recurse })) as unknown as Record<string, DescribedSchemas>;
+  const described = (await app.pool.request({ type: "graph.describe", assistant: a, what: "subgraphs", xray: false, namespace, recurse })) as unknown as Record<
+    string,
+    DescribedSchemas
+  >;
   const out: Record<string, SchemasReply> = {};
   let found: StaticGraphSchemas | null | undefined;
   for (const [ns, own] of Object.entries(described)) {
@@ -64,7 +78,7 @@ function rootOf(found: StaticGraphSchemas): [string, KindSchemas] | undefined {
 }
 
 function fromStatic(kinds: KindSchemas | [string, KindSchemas] | undefined | null): GraphSchemas {
-  const k = Array.isArray(kinds) ? kinds[1] : kinds ?? {};
+  const k = Array.isArray(kinds) ? kinds[1] : (kinds ?? {});
   const config = k.config ?? null;
   return { input_schema: k.input ?? null, output_schema: k.output ?? null, state_schema: k.state ?? null, config_schema: config, context_schema: config };
 }

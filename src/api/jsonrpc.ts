@@ -37,7 +37,11 @@ export type Envelope =
 
 /** Thrown by method handlers; carries the JSON-RPC code to answer with. */
 export class RpcError extends Error {
-  constructor(readonly code: number, message: string, readonly data?: unknown) {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
     super(message);
     this.name = "RpcError";
   }
@@ -51,12 +55,14 @@ export function classify(msg: unknown): Envelope {
   if (!isRecord(msg)) return { kind: "invalid", id: null, error: { code: RPC.INVALID_REQUEST, message: "Invalid Request: expected a JSON-RPC 2.0 object" } };
   const id = validId(msg.id) ? msg.id : null;
   if (msg.jsonrpc !== "2.0") return { kind: "invalid", id, error: { code: RPC.INVALID_REQUEST, message: 'Invalid Request: "jsonrpc" must be "2.0"' } };
-  if (msg.id !== undefined && !validId(msg.id)) return { kind: "invalid", id: null, error: { code: RPC.INVALID_REQUEST, message: "Invalid Request: id must be a string, number or null" } };
+  if (msg.id !== undefined && !validId(msg.id))
+    return { kind: "invalid", id: null, error: { code: RPC.INVALID_REQUEST, message: "Invalid Request: id must be a string, number or null" } };
   if (msg.method === undefined) {
     if ("result" in msg || "error" in msg) return { kind: "response" };
     return { kind: "invalid", id, error: { code: RPC.INVALID_REQUEST, message: "Invalid Request: missing method" } };
   }
-  if (typeof msg.method !== "string" || msg.method === "") return { kind: "invalid", id, error: { code: RPC.INVALID_REQUEST, message: "Invalid Request: method must be a non-empty string" } };
+  if (typeof msg.method !== "string" || msg.method === "")
+    return { kind: "invalid", id, error: { code: RPC.INVALID_REQUEST, message: "Invalid Request: method must be a non-empty string" } };
   if (msg.params !== undefined && !isRecord(msg.params)) {
     return { kind: "invalid", id, error: { code: RPC.INVALID_PARAMS, message: "Invalid params: params must be an object" } };
   }
@@ -68,7 +74,15 @@ export function classify(msg: unknown): Envelope {
 export const rpcResult = (id: RpcId, result: unknown): RpcResponse => ({ jsonrpc: "2.0", id, result });
 export const rpcError = (id: RpcId, error: RpcErrorObject): RpcResponse => ({ jsonrpc: "2.0", id, error });
 
-const PARAM_CODES = new Set<TroupeError["code"]>(["NOT_FOUND", "VALIDATION", "BAD_REQUEST", "CONFLICT", "THREAD_BUSY", "MULTITASK_REJECTED", "GRAPH_NOT_FOUND"]);
+const PARAM_CODES = new Set<TroupeError["code"]>([
+  "NOT_FOUND",
+  "VALIDATION",
+  "BAD_REQUEST",
+  "CONFLICT",
+  "THREAD_BUSY",
+  "MULTITASK_REJECTED",
+  "GRAPH_NOT_FOUND",
+]);
 
 /** Error of a method handler as a JSON-RPC error object; `prefix` is prepended to param errors. */
 export function toRpcError(err: unknown, prefix = ""): RpcErrorObject {

@@ -125,12 +125,21 @@ export function mcpRoutes(app: AppContext): RouteDef[] {
 
   return [
     {
-      method: "POST", path: "/mcp", operationId: "mcp_post", summary: "MCP JSON-RPC request (Streamable HTTP, stateless)", tag: TAG,
-      body: {}, bodyOptional: true,
+      method: "POST",
+      path: "/mcp",
+      operationId: "mcp_post",
+      summary: "MCP JSON-RPC request (Streamable HTTP, stateless)",
+      tag: TAG,
+      body: {},
+      bodyOptional: true,
       handler: ({ body, headers, auth }) => post(body, headers, auth),
     },
     {
-      method: "DELETE", path: "/mcp", operationId: "mcp_delete", summary: "MCP session termination (not supported: sessions do not exist)", tag: TAG,
+      method: "DELETE",
+      path: "/mcp",
+      operationId: "mcp_delete",
+      summary: "MCP session termination (not supported: sessions do not exist)",
+      tag: TAG,
       handler: () => json({ error: "Session termination is not supported: this MCP server is stateless" }, 404),
     },
   ];

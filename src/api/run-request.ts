@@ -21,38 +21,41 @@ const streamMode: JsonSchema = { type: "string", enum: STREAM_MODES };
 const interruptNodes: JsonSchema = nullable({ anyOf: [{ type: "string", enum: ["*"] }, strings] });
 const gotoTarget: JsonSchema = { anyOf: [str, { type: "object", properties: { node: str, input: anyValue }, required: ["node"] }] };
 
-export const runCreateSchema: JsonSchema = body({
-  assistant_id: keyString,
-  input: anyValue,
-  command: nullable({
-    type: "object",
-    properties: {
-      resume: anyValue,
-      update: nullable({ anyOf: [object, { type: "array", items: { type: "array", minItems: 2, maxItems: 2 } }] }),
-      goto: nullable({ anyOf: [gotoTarget, { type: "array", items: gotoTarget }] }),
-    },
-  }),
-  checkpoint_id: nullable(uuid),
-  checkpoint: nullable(checkpointSelector),
-  config: nullable(configSchema),
-  context: anyValue,
-  metadata: nullable(object),
-  webhook: nullable(str),
-  interrupt_before: interruptNodes,
-  interrupt_after: interruptNodes,
-  multitask_strategy: nullable({ type: "string", enum: ["reject", "interrupt", "rollback", "enqueue"] }),
-  stream_mode: nullable({ anyOf: [streamMode, { type: "array", items: streamMode }] }),
-  stream_subgraphs: nullable(bool),
-  stream_resumable: nullable(bool),
-  on_disconnect: nullable({ type: "string", enum: ["cancel", "continue"] }),
-  after_seconds: nullable({ type: "number", minimum: 0, maximum: MAX_AFTER_SECONDS }),
-  if_not_exists: nullable({ type: "string", enum: ["reject", "create"] }),
-  on_completion: nullable({ type: "string", enum: ["delete", "keep"] }),
-  feedback_keys: nullable(strings),
-  langsmith_tracer: nullable(object),
-  checkpoint_during: nullable(bool),
-  durability: nullable({ type: "string", enum: ["exit", "async", "sync"] }),
-}, ["assistant_id"]);
+export const runCreateSchema: JsonSchema = body(
+  {
+    assistant_id: keyString,
+    input: anyValue,
+    command: nullable({
+      type: "object",
+      properties: {
+        resume: anyValue,
+        update: nullable({ anyOf: [object, { type: "array", items: { type: "array", minItems: 2, maxItems: 2 } }] }),
+        goto: nullable({ anyOf: [gotoTarget, { type: "array", items: gotoTarget }] }),
+      },
+    }),
+    checkpoint_id: nullable(uuid),
+    checkpoint: nullable(checkpointSelector),
+    config: nullable(configSchema),
+    context: anyValue,
+    metadata: nullable(object),
+    webhook: nullable(str),
+    interrupt_before: interruptNodes,
+    interrupt_after: interruptNodes,
+    multitask_strategy: nullable({ type: "string", enum: ["reject", "interrupt", "rollback", "enqueue"] }),
+    stream_mode: nullable({ anyOf: [streamMode, { type: "array", items: streamMode }] }),
+    stream_subgraphs: nullable(bool),
+    stream_resumable: nullable(bool),
+    on_disconnect: nullable({ type: "string", enum: ["cancel", "continue"] }),
+    after_seconds: nullable({ type: "number", minimum: 0, maximum: MAX_AFTER_SECONDS }),
+    if_not_exists: nullable({ type: "string", enum: ["reject", "create"] }),
+    on_completion: nullable({ type: "string", enum: ["delete", "keep"] }),
+    feedback_keys: nullable(strings),
+    langsmith_tracer: nullable(object),
+    checkpoint_during: nullable(bool),
+    durability: nullable({ type: "string", enum: ["exit", "async", "sync"] }),
+  },
+  ["assistant_id"],
+);
 
 export interface RunCreateBody {
   assistant_id: string;
@@ -94,7 +97,8 @@ export function copiesHeader(filter: ResolvedHeaderFilter, name: string): boolea
   if (!decided) copyDecisions.set(filter, (decided = new Map()));
   let copy = decided.get(name);
   if (copy === undefined) {
-    copy = headerMatches(name, filter.includes) && !headerMatches(name, filter.excludes) && (!headerMatches(name, SECRET_HEADERS) || filter.includes.includes(name));
+    copy =
+      headerMatches(name, filter.includes) && !headerMatches(name, filter.excludes) && (!headerMatches(name, SECRET_HEADERS) || filter.includes.includes(name));
     if (decided.size >= 1024) decided.clear();
     decided.set(name, copy);
   }
@@ -105,7 +109,16 @@ function headerMatches(name: string, patterns: readonly string[]): boolean {
   return patterns.some((p) => {
     if (!p.includes("*")) return p === name;
     let re = patternCache.get(p);
-    if (!re) patternCache.set(p, (re = new RegExp(`^${p.split("*").map((s) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`)));
+    if (!re)
+      patternCache.set(
+        p,
+        (re = new RegExp(
+          `^${p
+            .split("*")
+            .map((s) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+            .join(".*")}$`,
+        )),
+      );
     return re.test(name);
   });
 }
@@ -137,7 +150,8 @@ export async function buildCreateRun(
 ): Promise<CreateRunCommand> {
   const assistant = await runAssistant(app, b.assistant_id);
   const resumable = b.stream_resumable ?? false;
-  if (!app.graphIds.has(assistant.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${assistant.graph_id}" of assistant ${assistant.assistant_id} is not registered on this server`);
+  if (!app.graphIds.has(assistant.graph_id))
+    throw new TroupeError("NOT_FOUND", `Graph "${assistant.graph_id}" of assistant ${assistant.assistant_id} is not registered on this server`);
   if (b.webhook) {
     const reason = validateWebhookUrl(b.webhook, app.webhookPolicy);
     if (reason) throw validationError([{ loc: ["body", "webhook"], msg: reason, type: "value_error" }]);

@@ -10,4 +10,3 @@ export function wireRun(run: RunRecord): WireRun {
   delete kwargs.__resume_from_checkpoint; // a flag older versions stored in recovered runs' records
   return { ...rest, kwargs: kwargs as unknown as WireRun["kwargs"] };
 }
-

@@ -43,7 +43,13 @@ export function runRoutes(app: AppContext): RouteDef[] {
    * `reader`: "stream", this request streams the run from its start (else its events wait in the
    * worker for a join); "wait", it answers with the run's output (else a large one stays in the worker).
    */
-  const create = async (b: RunCreateBody, headers: Record<string, string>, threadId: string | null, auth: AuthInfo | undefined, reader?: "stream" | "wait"): Promise<RunRecord> => {
+  const create = async (
+    b: RunCreateBody,
+    headers: Record<string, string>,
+    threadId: string | null,
+    auth: AuthInfo | undefined,
+    reader?: "stream" | "wait",
+  ): Promise<RunRecord> => {
     const stateless = threadId === null;
     const ids = { threadId: threadId ?? uuid7(), runId: uuid7(), stateless, auth };
     const turn = stateless ? undefined : createOrder.take(ids.threadId); // with the id: sent in id order
@@ -56,8 +62,7 @@ export function runRoutes(app: AppContext): RouteDef[] {
       turn?.done();
     }
   };
-  const location = (run: RunRecord, stateless: boolean) =>
-    stateless ? `/runs/${run.run_id}` : `/threads/${run.thread_id}/runs/${run.run_id}`;
+  const location = (run: RunRecord, stateless: boolean) => (stateless ? `/runs/${run.run_id}` : `/threads/${run.thread_id}/runs/${run.run_id}`);
 
   /**
    * Final /wait or /join body of a run, once it has ended: its output (from the hub, or fetched
@@ -73,7 +78,11 @@ export function runRoutes(app: AppContext): RouteDef[] {
   const joinOutput = async (run: RunRecord): Promise<string | Uint8Array> =>
     outputOf(run, isFinal(run.status) ? hub.doneOf(run.run_id) : await hub.waitFor(run.run_id));
 
-  const streamReply = (run: RunRecord, from: "start" | "live" | number, opts: { withIds: boolean; cancelOnDisconnect: boolean; headers?: Record<string, string> }): SseReply => ({
+  const streamReply = (
+    run: RunRecord,
+    from: "start" | "live" | number,
+    opts: { withIds: boolean; cancelOnDisconnect: boolean; headers?: Record<string, string> },
+  ): SseReply => ({
     kind: "sse",
     headers: opts.headers,
     start(sink) {
@@ -102,9 +111,18 @@ export function runRoutes(app: AppContext): RouteDef[] {
     body: hub.waitFor(run.run_id).then((d) => outputOf(run, d)),
   });
 
-  const joinStream = async (threadId: string | null, runId: string, headers: Record<string, string>, query: Record<string, unknown>, filter: AuthFilter | undefined): Promise<Reply> => {
+  const joinStream = async (
+    threadId: string | null,
+    runId: string,
+    headers: Record<string, string>,
+    query: Record<string, unknown>,
+    filter: AuthFilter | undefined,
+  ): Promise<Reply> => {
     if (threadId && !matchesAuthFilter(filter, (await mustThread(threadId)).metadata)) {
-      return { kind: "sse", start: (sink) => void (sink.write(sseSynthetic("error", JSON.stringify({ error: "Error", message: "404: Thread not found" }))), sink.end()) };
+      return {
+        kind: "sse",
+        start: (sink) => void (sink.write(sseSynthetic("error", JSON.stringify({ error: "Error", message: "404: Thread not found" }))), sink.end()),
+      };
     }
     const tid = threadId ?? (await storage.runs.threadOf(runId));
     const run = tid ? await storage.runs.get(tid, runId) : undefined;
@@ -131,33 +149,56 @@ export function runRoutes(app: AppContext): RouteDef[] {
 
   return [
     {
-      method: "POST", path: "/threads/:thread_id/runs", operationId: "create_run", summary: "Create a background run", tag: TAG,
-      params: threadParams, body: runCreateSchema,
+      method: "POST",
+      path: "/threads/:thread_id/runs",
+      operationId: "create_run",
+      summary: "Create a background run",
+      tag: TAG,
+      params: threadParams,
+      body: runCreateSchema,
       handler: async ({ params, body: b, headers, auth }) => {
         const run = await create(b as RunCreateBody, headers, params.thread_id, auth);
         return json(wireRun(run), 200, { "content-location": location(run, false) });
       },
     },
     {
-      method: "POST", path: "/threads/:thread_id/runs/stream", operationId: "stream_run", summary: "Create a run and stream its output (SSE)", tag: TAG,
-      params: threadParams, body: runCreateSchema,
+      method: "POST",
+      path: "/threads/:thread_id/runs/stream",
+      operationId: "stream_run",
+      summary: "Create a run and stream its output (SSE)",
+      tag: TAG,
+      params: threadParams,
+      body: runCreateSchema,
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ params, body: b, headers, auth }) => {
         const rb = b as RunCreateBody;
         const run = await create(rb, headers, params.thread_id, auth, "stream");
-        return streamReply(run, "start", { withIds: true, cancelOnDisconnect: rb.on_disconnect === "cancel", headers: { "content-location": location(run, false) } });
+        return streamReply(run, "start", {
+          withIds: true,
+          cancelOnDisconnect: rb.on_disconnect === "cancel",
+          headers: { "content-location": location(run, false) },
+        });
       },
     },
     {
-      method: "POST", path: "/threads/:thread_id/runs/wait", operationId: "wait_run", summary: "Create a run and wait for its final state", tag: TAG,
-      params: threadParams, body: runCreateSchema,
+      method: "POST",
+      path: "/threads/:thread_id/runs/wait",
+      operationId: "wait_run",
+      summary: "Create a run and wait for its final state",
+      tag: TAG,
+      params: threadParams,
+      body: runCreateSchema,
       handler: async ({ params, body: b, headers, auth }) => {
         const run = await create(b as RunCreateBody, headers, params.thread_id, auth, "wait");
         return waitReply(run, { "content-location": location(run, false) });
       },
     },
     {
-      method: "POST", path: "/runs", operationId: "create_stateless_run", summary: "Create a stateless background run", tag: TAG,
+      method: "POST",
+      path: "/runs",
+      operationId: "create_stateless_run",
+      summary: "Create a stateless background run",
+      tag: TAG,
       body: runCreateSchema,
       handler: async ({ body: b, headers, auth }) => {
         const run = await create(b as RunCreateBody, headers, null, auth);
@@ -165,17 +206,29 @@ export function runRoutes(app: AppContext): RouteDef[] {
       },
     },
     {
-      method: "POST", path: "/runs/stream", operationId: "stream_stateless_run", summary: "Create a stateless run and stream its output (SSE)", tag: TAG,
+      method: "POST",
+      path: "/runs/stream",
+      operationId: "stream_stateless_run",
+      summary: "Create a stateless run and stream its output (SSE)",
+      tag: TAG,
       body: runCreateSchema,
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ body: b, headers, auth }) => {
         const rb = b as RunCreateBody;
         const run = await create(rb, headers, null, auth, "stream");
-        return streamReply(run, "start", { withIds: false, cancelOnDisconnect: rb.on_disconnect === "cancel", headers: { "content-location": location(run, true) } });
+        return streamReply(run, "start", {
+          withIds: false,
+          cancelOnDisconnect: rb.on_disconnect === "cancel",
+          headers: { "content-location": location(run, true) },
+        });
       },
     },
     {
-      method: "POST", path: "/runs/wait", operationId: "wait_stateless_run", summary: "Create a stateless run and wait for its output", tag: TAG,
+      method: "POST",
+      path: "/runs/wait",
+      operationId: "wait_stateless_run",
+      summary: "Create a stateless run and wait for its output",
+      tag: TAG,
       body: runCreateSchema,
       handler: async ({ body: b, headers, auth }) => {
         const run = await create(b as RunCreateBody, headers, null, auth, "wait");
@@ -183,7 +236,11 @@ export function runRoutes(app: AppContext): RouteDef[] {
       },
     },
     {
-      method: "POST", path: "/runs/batch", operationId: "create_stateless_runs_batch", summary: "Create several stateless background runs", tag: TAG,
+      method: "POST",
+      path: "/runs/batch",
+      operationId: "create_stateless_runs_batch",
+      summary: "Create several stateless background runs",
+      tag: TAG,
       body: { type: "array", items: runCreateSchema, minItems: 1 },
       handler: async ({ body: b, headers, auth }) => {
         const runs = await Promise.all((b as RunCreateBody[]).map((rb) => create(rb, headers, null, auth)));
@@ -191,9 +248,21 @@ export function runRoutes(app: AppContext): RouteDef[] {
       },
     },
     {
-      method: "GET", path: "/threads/:thread_id/runs", operationId: "list_runs", summary: "List runs of a thread, oldest first", tag: TAG,
+      method: "GET",
+      path: "/threads/:thread_id/runs",
+      operationId: "list_runs",
+      summary: "List runs of a thread, oldest first",
+      tag: TAG,
       params: threadParams,
-      query: { type: "object", properties: { limit: { type: "integer", minimum: 1, maximum: 10000, default: 10 }, offset: { type: "integer", minimum: 0, default: 0 }, status: { type: "string", enum: ["pending", "running", "success", "error", "timeout", "interrupted"] }, select: runSelectSchema } },
+      query: {
+        type: "object",
+        properties: {
+          limit: { type: "integer", minimum: 1, maximum: 10000, default: 10 },
+          offset: { type: "integer", minimum: 0, default: 0 },
+          status: { type: "string", enum: ["pending", "running", "success", "error", "timeout", "interrupted"] },
+          select: runSelectSchema,
+        },
+      },
       handler: async ({ params, query, auth }) => {
         const q = query as { limit: number; offset: number; status?: RunStatus; select?: string[] };
         const filter = await authorize(auth, "threads:search", { thread_id: params.thread_id, status: q.status, limit: q.limit, offset: q.offset });
@@ -204,7 +273,11 @@ export function runRoutes(app: AppContext): RouteDef[] {
       },
     },
     {
-      method: "GET", path: "/threads/:thread_id/runs/:run_id", operationId: "get_run", summary: "Get a run", tag: TAG,
+      method: "GET",
+      path: "/threads/:thread_id/runs/:run_id",
+      operationId: "get_run",
+      summary: "Get a run",
+      tag: TAG,
       params: runParams,
       handler: async ({ params, auth }) => {
         await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
@@ -212,20 +285,32 @@ export function runRoutes(app: AppContext): RouteDef[] {
       },
     },
     {
-      method: "GET", path: "/threads/:thread_id/runs/:run_id/webhook", operationId: "get_run_webhook", summary: "Get the delivery of a run's webhook (Troupe addition)", tag: TAG,
+      method: "GET",
+      path: "/threads/:thread_id/runs/:run_id/webhook",
+      operationId: "get_run_webhook",
+      summary: "Get the delivery of a run's webhook (Troupe addition)",
+      tag: TAG,
       params: runParams,
       handler: async ({ params, auth }) => {
         await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const run = await mustRun(params.thread_id, params.run_id);
         const delivery = await webhookDeliveryOf(storage.webhooks, params.thread_id, params.run_id);
         if (!delivery) {
-          throw notFound(run.kwargs.webhook ? `Run ${run.run_id} has no webhook delivery yet (it has not ended, or webhooks are disabled)` : `Run ${run.run_id} has no webhook`);
+          throw notFound(
+            run.kwargs.webhook
+              ? `Run ${run.run_id} has no webhook delivery yet (it has not ended, or webhooks are disabled)`
+              : `Run ${run.run_id} has no webhook`,
+          );
         }
         return json(delivery);
       },
     },
     {
-      method: "DELETE", path: "/threads/:thread_id/runs/:run_id", operationId: "delete_run", summary: "Delete a finished run", tag: TAG,
+      method: "DELETE",
+      path: "/threads/:thread_id/runs/:run_id",
+      operationId: "delete_run",
+      summary: "Delete a finished run",
+      tag: TAG,
       params: runParams,
       handler: async ({ params, auth }) => {
         await mustThread(params.thread_id, await authorize(auth, "threads:delete", { thread_id: params.thread_id, run_id: params.run_id }));
@@ -235,9 +320,16 @@ export function runRoutes(app: AppContext): RouteDef[] {
       },
     },
     {
-      method: "POST", path: "/threads/:thread_id/runs/:run_id/cancel", operationId: "cancel_run", summary: "Cancel a pending or running run", tag: TAG,
+      method: "POST",
+      path: "/threads/:thread_id/runs/:run_id/cancel",
+      operationId: "cancel_run",
+      summary: "Cancel a pending or running run",
+      tag: TAG,
       params: runParams,
-      query: { type: "object", properties: { wait: { type: "string" }, action: { type: "string", enum: ["interrupt", "rollback"], default: "interrupt" }, reason: str } },
+      query: {
+        type: "object",
+        properties: { wait: { type: "string" }, action: { type: "string", enum: ["interrupt", "rollback"], default: "interrupt" }, reason: str },
+      },
       handler: async ({ params, query, auth }) => {
         const q = query as { wait?: string; action: "interrupt" | "rollback" };
         await mustThread(params.thread_id, await authorize(auth, "threads:update", { thread_id: params.thread_id, action: q.action }));
@@ -247,13 +339,19 @@ export function runRoutes(app: AppContext): RouteDef[] {
       },
     },
     {
-      method: "POST", path: "/runs/cancel", operationId: "cancel_runs", summary: "Cancel many runs (by thread, ids or status)", tag: TAG,
+      method: "POST",
+      path: "/runs/cancel",
+      operationId: "cancel_runs",
+      summary: "Cancel many runs (by thread, ids or status)",
+      tag: TAG,
       body: body({ thread_id: uuid, run_ids: { type: "array", items: uuid }, status: { type: "string", enum: ["pending", "running", "all"] } }),
       query: { type: "object", properties: { action: { type: "string", enum: ["interrupt", "rollback"], default: "interrupt" } } },
       handler: async ({ body: b, query, auth }) => {
         const q = b as { thread_id?: string; run_ids?: string[]; status?: "pending" | "running" | "all" };
         if (!q.thread_id && !q.run_ids?.length && !q.status) {
-          throw new TroupeError("VALIDATION", "Provide thread_id, run_ids or status", { issues: [{ loc: ["body"], msg: "Provide thread_id, run_ids or status", type: "value_error" }] });
+          throw new TroupeError("VALIDATION", "Provide thread_id, run_ids or status", {
+            issues: [{ loc: ["body"], msg: "Provide thread_id, run_ids or status", type: "value_error" }],
+          });
         }
         const targets: { threadId: string; runId: string }[] = [];
         const statusOk = (s: RunStatus) => (q.status === undefined || q.status === "all" ? s === "pending" || s === "running" : s === q.status);
@@ -277,7 +375,11 @@ export function runRoutes(app: AppContext): RouteDef[] {
       },
     },
     {
-      method: "GET", path: "/threads/:thread_id/runs/:run_id/join", operationId: "join_run", summary: "Wait for a run to finish and return its final state", tag: TAG,
+      method: "GET",
+      path: "/threads/:thread_id/runs/:run_id/join",
+      operationId: "join_run",
+      summary: "Wait for a run to finish and return its final state",
+      tag: TAG,
       params: runParams,
       query: { type: "object", properties: { cancel_on_disconnect: str } },
       handler: async ({ params, auth }) => {
@@ -287,15 +389,29 @@ export function runRoutes(app: AppContext): RouteDef[] {
       },
     },
     {
-      method: "GET", path: "/threads/:thread_id/runs/:run_id/stream", operationId: "join_run_stream", summary: "Stream a run's events (Last-Event-ID resumes)", tag: TAG,
+      method: "GET",
+      path: "/threads/:thread_id/runs/:run_id/stream",
+      operationId: "join_run_stream",
+      summary: "Stream a run's events (Last-Event-ID resumes)",
+      tag: TAG,
       params: runParams,
       query: { type: "object", properties: { cancel_on_disconnect: str, stream_mode: {} } },
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ params, headers, query, auth }) =>
-        joinStream(params.thread_id, params.run_id, headers, query as Record<string, unknown>, await authorize(auth, "threads:read", { thread_id: params.thread_id })),
+        joinStream(
+          params.thread_id,
+          params.run_id,
+          headers,
+          query as Record<string, unknown>,
+          await authorize(auth, "threads:read", { thread_id: params.thread_id }),
+        ),
     },
     {
-      method: "GET", path: "/runs/:run_id/stream", operationId: "join_stateless_run_stream", summary: "Stream a stateless run's events", tag: TAG,
+      method: "GET",
+      path: "/runs/:run_id/stream",
+      operationId: "join_stateless_run_stream",
+      summary: "Stream a stateless run's events",
+      tag: TAG,
       params: { run_id: "uuid" },
       query: { type: "object", properties: { cancel_on_disconnect: str, stream_mode: {} } },
       response: { status: 200, contentType: "text/event-stream" },

@@ -33,14 +33,17 @@ const ttlMinutes: Schema<number | null> = { type: ["number", "null"], minimum: 0
 const itemPut = body({ namespace: labels, key: storeKey, value: object, index: indexFields, ttl: ttlMinutes }, ["namespace", "key", "value"]);
 const itemDelete = body({ namespace: labels, key: storeKey }, ["key"]);
 const itemQuery = body({ namespace: { type: "string", maxLength: MAX_NAMESPACE_BYTES } as Schema<string>, key: storeKey, refresh_ttl: bool }, ["key"]);
-const itemSearch = body({
-  namespace_prefix: labels,
-  filter: nullable(object),
-  limit: limit(1000, 10),
-  offset,
-  query: nullable(str),
-  refresh_ttl: { type: ["boolean", "null"] } as Schema<boolean | null>,
-}, ["namespace_prefix"]);
+const itemSearch = body(
+  {
+    namespace_prefix: labels,
+    filter: nullable(object),
+    limit: limit(1000, 10),
+    offset,
+    query: nullable(str),
+    refresh_ttl: { type: ["boolean", "null"] } as Schema<boolean | null>,
+  },
+  ["namespace_prefix"],
+);
 const namespaceList = body({
   prefix: nullable(labels),
   suffix: nullable(labels),
@@ -65,7 +68,9 @@ function checkNamespaceSize(ns: readonly string[], loc: string[]): void {
   let bytes = Math.max(0, ns.length - 1);
   for (const l of ns) bytes += Buffer.byteLength(l);
   if (bytes > MAX_NAMESPACE_BYTES) {
-    throw validationError([{ loc, msg: `Namespace should have at most ${MAX_NAMESPACE_BYTES} bytes of UTF-8 (labels and separators), got ${bytes}`, type: "string_too_long" }]);
+    throw validationError([
+      { loc, msg: `Namespace should have at most ${MAX_NAMESPACE_BYTES} bytes of UTF-8 (labels and separators), got ${bytes}`, type: "string_too_long" },
+    ]);
   }
 }
 
@@ -76,17 +81,24 @@ export function storeRoutes(app: AppContext): RouteDef[] {
   // of it otherwise.
   let loaded: Promise<{ store: ItemStore; access: StoreAccess }> | undefined;
   const load = () =>
-    (loaded ??= app.storage.store.open({ ttl, index: app.storeIndex }).then((store) => {
-      /** custom auth's store:* events; a pass-through for unauthenticated requests */
-      return { store, access: new StoreAccess(app.auth, store) };
-    }).catch((err: unknown) => {
-      loaded = undefined; // let a later request try again instead of failing forever
-      throw err;
-    }));
+    (loaded ??= app.storage.store
+      .open({ ttl, index: app.storeIndex })
+      .then((store) => {
+        /** custom auth's store:* events; a pass-through for unauthenticated requests */
+        return { store, access: new StoreAccess(app.auth, store) };
+      })
+      .catch((err: unknown) => {
+        loaded = undefined; // let a later request try again instead of failing forever
+        throw err;
+      }));
 
   return [
     route({
-      method: "PUT", path: "/store/items", operationId: "put_item", summary: "Store or update an item", tag: TAG,
+      method: "PUT",
+      path: "/store/items",
+      operationId: "put_item",
+      summary: "Store or update an item",
+      tag: TAG,
       body: itemPut,
       handler: async ({ body: b, auth }) => {
         const { store, access } = await load();
@@ -98,7 +110,11 @@ export function storeRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "GET", path: "/store/items", operationId: "get_item", summary: "Get an item (null when absent)", tag: TAG,
+      method: "GET",
+      path: "/store/items",
+      operationId: "get_item",
+      summary: "Get an item (null when absent)",
+      tag: TAG,
       query: itemQuery,
       handler: async ({ query, auth }) => {
         const { store, access } = await load();
@@ -111,7 +127,11 @@ export function storeRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "DELETE", path: "/store/items", operationId: "delete_item", summary: "Delete an item (also when absent)", tag: TAG,
+      method: "DELETE",
+      path: "/store/items",
+      operationId: "delete_item",
+      summary: "Delete an item (also when absent)",
+      tag: TAG,
       body: itemDelete,
       handler: async ({ body: b, auth }) => {
         const { store, access } = await load();
@@ -122,7 +142,11 @@ export function storeRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "POST", path: "/store/items/search", operationId: "search_items", summary: "Search items under a namespace prefix", tag: TAG,
+      method: "POST",
+      path: "/store/items/search",
+      operationId: "search_items",
+      summary: "Search items under a namespace prefix",
+      tag: TAG,
       body: itemSearch,
       handler: async ({ body: b, auth }) => {
         const { store, access } = await load();
@@ -140,8 +164,13 @@ export function storeRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "POST", path: "/store/namespaces", operationId: "list_namespaces", summary: "List namespaces", tag: TAG,
-      body: namespaceList, bodyOptional: true,
+      method: "POST",
+      path: "/store/namespaces",
+      operationId: "list_namespaces",
+      summary: "List namespaces",
+      tag: TAG,
+      body: namespaceList,
+      bodyOptional: true,
       handler: async ({ body: b, auth }) => {
         const { access } = await load();
         const q = b;

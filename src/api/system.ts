@@ -6,11 +6,16 @@ import { TroupeError } from "../errors.ts";
 
 export function systemRoutes(app: AppContext, allRoutes: () => readonly RouteDef[]): RouteDef[] {
   let doc: Record<string, unknown> | undefined;
-  const openapi = () => (doc ??= buildOpenApi(allRoutes(), { title: "Troupe deployment server", version: app.version, description: "LangGraph-compatible deployment server API" }));
+  const openapi = () =>
+    (doc ??= buildOpenApi(allRoutes(), { title: "Troupe deployment server", version: app.version, description: "LangGraph-compatible deployment server API" }));
   return [
     { method: "GET", path: "/ok", operationId: "ok", summary: "Health check", tag: "system", handler: () => json({ ok: true }) },
     {
-      method: "GET", path: "/info", operationId: "info", summary: "Server information", tag: "system",
+      method: "GET",
+      path: "/info",
+      operationId: "info",
+      summary: "Server information",
+      tag: "system",
       handler: () =>
         json({
           version: app.version,
@@ -22,7 +27,11 @@ export function systemRoutes(app: AppContext, allRoutes: () => readonly RouteDef
         }),
     },
     {
-      method: "GET", path: "/metrics", operationId: "metrics", summary: "Server metrics (Prometheus text format, or JSON with ?format=json)", tag: "system",
+      method: "GET",
+      path: "/metrics",
+      operationId: "metrics",
+      summary: "Server metrics (Prometheus text format, or JSON with ?format=json)",
+      tag: "system",
       query: { type: "object", properties: { format: { type: "string", description: "prometheus (default) or json; anything else is prometheus" } } },
       response: { status: 200, contentType: "text/plain", description: "Prometheus text exposition format 0.0.4" },
       handler: async (ctx) => {
@@ -34,7 +43,11 @@ export function systemRoutes(app: AppContext, allRoutes: () => readonly RouteDef
     },
     { method: "GET", path: "/openapi.json", operationId: "openapi", summary: "OpenAPI document", tag: "system", handler: () => json(openapi()) },
     {
-      method: "GET", path: "/docs", operationId: "docs", summary: "API reference (HTML)", tag: "system",
+      method: "GET",
+      path: "/docs",
+      operationId: "docs",
+      summary: "API reference (HTML)",
+      tag: "system",
       handler: () => ({ kind: "text", status: 200, contentType: "text/html; charset=utf-8", body: renderDocsHtml(openapi()) }),
     },
   ];

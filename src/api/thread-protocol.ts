@@ -55,15 +55,23 @@ export function threadProtocolRoutes(app: AppContext): RouteDef[] {
 
   return [
     route({
-      method: "POST", path: "/threads/:thread_id/commands", operationId: "thread_protocol_command",
-      summary: "Thread-centric protocol: run one command (run.start, input.respond, state.get, state.listCheckpoints, state.fork, agent.getTree)", tag: TAG,
-      params: { thread_id: "uuid" }, body: commandSchema,
+      method: "POST",
+      path: "/threads/:thread_id/commands",
+      operationId: "thread_protocol_command",
+      summary: "Thread-centric protocol: run one command (run.start, input.respond, state.get, state.listCheckpoints, state.fork, agent.getTree)",
+      tag: TAG,
+      params: { thread_id: "uuid" },
+      body: commandSchema,
       handler: async ({ params, body, headers, auth }) => json(await commands.execute(body as ProtocolCommand, { threadId: params.thread_id, headers, auth })),
     }),
     route({
-      method: "POST", path: "/threads/:thread_id/stream/events", operationId: "thread_protocol_events",
-      summary: "Thread-centric protocol: a filtered SSE event stream of the thread's current run (replayed, then live)", tag: TAG,
-      params: { thread_id: "uuid" }, body: eventStreamRequestSchema,
+      method: "POST",
+      path: "/threads/:thread_id/stream/events",
+      operationId: "thread_protocol_events",
+      summary: "Thread-centric protocol: a filtered SSE event stream of the thread's current run (replayed, then live)",
+      tag: TAG,
+      params: { thread_id: "uuid" },
+      body: eventStreamRequestSchema,
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ params, body, auth }) => {
         await mustReadThread(params.thread_id, auth);
@@ -71,12 +79,17 @@ export function threadProtocolRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "GET", path: "/threads/:thread_id/stream/events", operationId: "thread_protocol_socket",
-      summary: "Thread-centric protocol over a WebSocket (upgrade): commands and subscription.subscribe/unsubscribe in, responses and events out", tag: TAG,
+      method: "GET",
+      path: "/threads/:thread_id/stream/events",
+      operationId: "thread_protocol_socket",
+      summary: "Thread-centric protocol over a WebSocket (upgrade): commands and subscription.subscribe/unsubscribe in, responses and events out",
+      tag: TAG,
       params: { thread_id: "uuid" },
       handler: async ({ params, headers, auth }) => {
         if (headers.upgrade?.toLowerCase() !== "websocket") {
-          return json({ detail: "GET /threads/{thread_id}/stream/events is a WebSocket endpoint: send an upgrade request, or POST a filter for SSE" }, 426, { upgrade: "websocket" });
+          return json({ detail: "GET /threads/{thread_id}/stream/events is a WebSocket endpoint: send an upgrade request, or POST a filter for SSE" }, 426, {
+            upgrade: "websocket",
+          });
         }
         await mustReadThread(params.thread_id, auth, true);
         return webSocketReply(params.thread_id, headers, auth);
@@ -176,7 +189,8 @@ class ProtocolSocket {
   private unsubscribe(cmd: ProtocolCommand): void {
     const id = (cmd.params as { subscription_id: string }).subscription_id;
     const unsubscribe = this.subscriptions.get(id);
-    if (!unsubscribe) return this.send({ type: "error", id: cmd.id, error: "no_such_subscription", message: `No subscription ${String(id)} on this connection` });
+    if (!unsubscribe)
+      return this.send({ type: "error", id: cmd.id, error: "no_such_subscription", message: `No subscription ${String(id)} on this connection` });
     unsubscribe();
     this.subscriptions.delete(id);
     this.send({ type: "success", id: cmd.id, result: {}, meta: { thread_id: this.threadId } });

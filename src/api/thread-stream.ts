@@ -50,8 +50,11 @@ export function threadStreamRoutes(app: AppContext): RouteDef[] {
 
   return [
     route({
-      method: "GET", path: "/threads/:thread_id/stream", operationId: "join_thread_stream",
-      summary: "Stream a thread: every run's events, run starts/ends, state updates (SSE; Last-Event-ID resumes)", tag: "threads",
+      method: "GET",
+      path: "/threads/:thread_id/stream",
+      operationId: "join_thread_stream",
+      summary: "Stream a thread: every run's events, run starts/ends, state updates (SSE; Last-Event-ID resumes)",
+      tag: "threads",
       params: { thread_id: "uuid" },
       query: streamModeQuery,
       response: { status: 200, contentType: "text/event-stream" },

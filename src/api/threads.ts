@@ -6,7 +6,24 @@ import { canonicalUuid, uuid7 } from "../util/ids.ts";
 import { deepEqual } from "../util/deep-equal.ts";
 import type { CheckpointSelector } from "../bridge/messages.ts";
 import { empty, json, route, type AuthInfo, type RouteDef } from "../http/types.ts";
-import { arrayOf, body, bool, checkpointIdString, checkpointSelector, enumOf, integer, keyString, limit, nullable, object, offset, sortOrder, str, uuid, withDefault } from "../http/schemas/common.ts";
+import {
+  arrayOf,
+  body,
+  bool,
+  checkpointIdString,
+  checkpointSelector,
+  enumOf,
+  integer,
+  keyString,
+  limit,
+  nullable,
+  object,
+  offset,
+  sortOrder,
+  str,
+  uuid,
+  withDefault,
+} from "../http/schemas/common.ts";
 
 /** A state update's values (reference: ThreadStateUpdate): an object, a list of them, or null. */
 const stateValues: Schema<JsonObject | JsonObject[] | null> = { type: ["object", "array", "null"], items: object };
@@ -41,9 +58,16 @@ const threadCreate = body({
   if_exists: nullable(enumOf(["raise", "do_nothing"])),
   graph_id: nullable(keyString),
   ttl: ttlSchema,
-  supersteps: nullable(arrayOf(body({
-    updates: arrayOf(body({ values: stateValues, command: nullable(object), as_node: str }, ["as_node"]), { minItems: 1 }),
-  }, ["updates"]))),
+  supersteps: nullable(
+    arrayOf(
+      body(
+        {
+          updates: arrayOf(body({ values: stateValues, command: nullable(object), as_node: str }, ["as_node"]), { minItems: 1 }),
+        },
+        ["updates"],
+      ),
+    ),
+  ),
 });
 
 const threadSearch = body({
@@ -71,14 +95,20 @@ const historyBody = body({
   before: nullable({
     anyOf: [
       checkpointIdString,
-      { type: "object", properties: { checkpoint_id: checkpointIdString, checkpoint_ns: keyString, configurable: { type: "object", properties: { checkpoint_id: checkpointIdString, checkpoint_ns: keyString } } } },
+      {
+        type: "object",
+        properties: {
+          checkpoint_id: checkpointIdString,
+          checkpoint_ns: keyString,
+          configurable: { type: "object", properties: { checkpoint_id: checkpointIdString, checkpoint_ns: keyString } },
+        },
+      },
     ],
   }),
   metadata: nullable(object),
   checkpoint: nullable(checkpointSelector),
   select: nullable(stateSelectSchema),
 });
-
 
 /** `before` may be a checkpoint id or (SDK, RemoteGraph) a config/checkpoint object. */
 function beforeId(before: unknown): string | undefined {
@@ -109,14 +139,24 @@ export function threadRoutes(app: AppContext): RouteDef[] {
   };
   /** The search's conditions as a storage query (ids in canonical form). */
   const threadFilter = (q: ThreadQuery, filter: AuthFilter | undefined): ThreadFilter => ({
-    metadata: q.metadata, values: q.values, status: q.status, auth: filter, ids: q.ids?.map(canonicalUuid),
+    metadata: q.metadata,
+    values: q.values,
+    status: q.status,
+    auth: filter,
+    ids: q.ids?.map(canonicalUuid),
   });
   const graphAssistant = (t: ThreadRecord) => {
     const g = t.metadata.graph_id;
     return typeof g === "string" && app.graphIds.has(g) ? app.resolveAssistant(g) : undefined;
   };
   const threadParams = { thread_id: "uuid" } as const;
-  const state = async (auth: AuthInfo | undefined, threadId: string, checkpoint: CheckpointSelector | undefined, subgraphs: boolean, fields?: string[] | null) => {
+  const state = async (
+    auth: AuthInfo | undefined,
+    threadId: string,
+    checkpoint: CheckpointSelector | undefined,
+    subgraphs: boolean,
+    fields?: string[] | null,
+  ) => {
     const t = await mustThread(threadId, await authorize(auth, "threads:read", { thread_id: threadId }));
     const s = await pool.request({ type: "thread.state", threadId, checkpoint, subgraphs, assistant: await graphAssistant(t) });
     return json(selectState(s as unknown as Record<string, unknown>, fields));
@@ -125,8 +165,13 @@ export function threadRoutes(app: AppContext): RouteDef[] {
 
   return [
     route({
-      method: "POST", path: "/threads", operationId: "create_thread", summary: "Create a thread", tag: TAG,
-      body: threadCreate, bodyOptional: true,
+      method: "POST",
+      path: "/threads",
+      operationId: "create_thread",
+      summary: "Create a thread",
+      tag: TAG,
+      body: threadCreate,
+      bodyOptional: true,
       handler: async ({ body: b, auth }) => {
         const c = b;
         const metadata: JsonObject = { ...(c.metadata ?? {}) };
@@ -136,19 +181,43 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         const filter = await authorize(auth, "threads:create", created);
         const existing = await storage.threads.get(threadId);
         if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict("Thread already exists");
-        const thread = await pool.request({ type: "thread.create", threadId, metadata: asMetadata(created.metadata), ifExists: c.if_exists ?? "raise", supersteps: c.supersteps ?? undefined });
+        const thread = await pool.request({
+          type: "thread.create",
+          threadId,
+          metadata: asMetadata(created.metadata),
+          ifExists: c.if_exists ?? "raise",
+          supersteps: c.supersteps ?? undefined,
+        });
         // a new thread takes the request's ttl (none: the config default, if any); an existing one keeps its own
         if (!existing) await setTtl(threadId, b.ttl ?? null);
         return json(await view(thread));
       },
     }),
     route({
-      method: "POST", path: "/threads/search", operationId: "search_threads", summary: "Search threads", tag: TAG,
-      body: threadSearch, bodyOptional: true,
+      method: "POST",
+      path: "/threads/search",
+      operationId: "search_threads",
+      summary: "Search threads",
+      tag: TAG,
+      body: threadSearch,
+      bodyOptional: true,
       handler: async ({ body: b, auth }) => {
         const q = b;
-        const filter = await authorize(auth, "threads:search", { metadata: q.metadata, ids: q.ids, status: q.status, values: q.values, limit: q.limit, offset: q.offset });
-        const found = await storage.threads.search({ ...threadFilter(q, filter), sortBy: q.sort_by ?? "created_at", order: q.sort_order ?? "desc", offset: q.offset, limit: q.limit });
+        const filter = await authorize(auth, "threads:search", {
+          metadata: q.metadata,
+          ids: q.ids,
+          status: q.status,
+          values: q.values,
+          limit: q.limit,
+          offset: q.offset,
+        });
+        const found = await storage.threads.search({
+          ...threadFilter(q, filter),
+          sortBy: q.sort_by ?? "created_at",
+          order: q.sort_order ?? "desc",
+          offset: q.offset,
+          limit: q.limit,
+        });
         const extract = q.extract && Object.keys(q.extract).length ? q.extract : undefined;
         const withValues = !q.select?.length || q.select.includes("values") || extract !== undefined;
         const threads = withValues ? await Promise.all(found.items.map(view)) : found.items;
@@ -158,8 +227,13 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "POST", path: "/threads/count", operationId: "count_threads", summary: "Count threads", tag: TAG,
-      body: body({ metadata: nullable(object), values: nullable(object), status: nullable(threadStatus) }), bodyOptional: true,
+      method: "POST",
+      path: "/threads/count",
+      operationId: "count_threads",
+      summary: "Count threads",
+      tag: TAG,
+      body: body({ metadata: nullable(object), values: nullable(object), status: nullable(threadStatus) }),
+      bodyOptional: true,
       handler: async ({ body: b, auth }) => {
         const q = b;
         const filter = await authorize(auth, "threads:search", { metadata: q.metadata, values: q.values, status: q.status, limit: 0, offset: 0 });
@@ -167,7 +241,11 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "POST", path: "/threads/prune", operationId: "prune_threads", summary: "Delete threads or keep only their latest state", tag: TAG,
+      method: "POST",
+      path: "/threads/prune",
+      operationId: "prune_threads",
+      summary: "Delete threads or keep only their latest state",
+      tag: TAG,
       // delete: threads and all their data; keep_latest: only checkpoints older than the latest
       // (threads with a run queued or in flight are skipped and not counted)
       body: body({ thread_ids: arrayOf(uuid), strategy: withDefault(enumOf(["delete", "keep_latest"]), "delete") }, ["thread_ids"]),
@@ -189,13 +267,25 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "GET", path: "/threads/:thread_id", operationId: "get_thread", summary: "Get a thread", tag: TAG,
-      params: threadParams, query: { type: "object", properties: { include: {} } },
-      handler: async ({ params, auth }) => json(await view(await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id })))),
+      method: "GET",
+      path: "/threads/:thread_id",
+      operationId: "get_thread",
+      summary: "Get a thread",
+      tag: TAG,
+      params: threadParams,
+      query: { type: "object", properties: { include: {} } },
+      handler: async ({ params, auth }) =>
+        json(await view(await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id })))),
     }),
     route({
-      method: "PATCH", path: "/threads/:thread_id", operationId: "patch_thread", summary: "Merge metadata into a thread", tag: TAG,
-      params: threadParams, body: body({ metadata: object, ttl: ttlSchema }), bodyOptional: true,
+      method: "PATCH",
+      path: "/threads/:thread_id",
+      operationId: "patch_thread",
+      summary: "Merge metadata into a thread",
+      tag: TAG,
+      params: threadParams,
+      body: body({ metadata: object, ttl: ttlSchema }),
+      bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const patch = { thread_id: params.thread_id, metadata: b.metadata ?? {} };
         await mustThread(params.thread_id, await authorize(auth, "threads:update", patch));
@@ -206,7 +296,11 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "DELETE", path: "/threads/:thread_id", operationId: "delete_thread", summary: "Delete a thread, its runs and checkpoints", tag: TAG,
+      method: "DELETE",
+      path: "/threads/:thread_id",
+      operationId: "delete_thread",
+      summary: "Delete a thread, its runs and checkpoints",
+      tag: TAG,
       params: threadParams,
       handler: async ({ params, auth }) => {
         await mustThread(params.thread_id, await authorize(auth, "threads:delete", { thread_id: params.thread_id }));
@@ -215,7 +309,11 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "POST", path: "/threads/:thread_id/copy", operationId: "copy_thread", summary: "Copy a thread with its history", tag: TAG,
+      method: "POST",
+      path: "/threads/:thread_id/copy",
+      operationId: "copy_thread",
+      summary: "Copy a thread with its history",
+      tag: TAG,
       params: threadParams,
       handler: async ({ params, auth }) => {
         const source = await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
@@ -225,29 +323,51 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         const copy = await pool.request({ type: "thread.copy", threadId: params.thread_id, newThreadId });
         // metadata the create handler changed is merged into the copy
         const changed = asMetadata(created.metadata);
-        return json(await view(deepEqual(changed, copy.metadata) ? copy : await pool.request({ type: "thread.patch", threadId: newThreadId, metadata: changed })));
+        return json(
+          await view(deepEqual(changed, copy.metadata) ? copy : await pool.request({ type: "thread.patch", threadId: newThreadId, metadata: changed })),
+        );
       },
     }),
     route({
-      method: "GET", path: "/threads/:thread_id/state", operationId: "get_thread_state", summary: "Latest state of a thread", tag: TAG,
-      params: threadParams, query: stateQuery,
+      method: "GET",
+      path: "/threads/:thread_id/state",
+      operationId: "get_thread_state",
+      summary: "Latest state of a thread",
+      tag: TAG,
+      params: threadParams,
+      query: stateQuery,
       handler: ({ params, query, auth }) => state(auth, params.thread_id, undefined, truthy(query.subgraphs), query.select),
     }),
     route({
-      method: "GET", path: "/threads/:thread_id/state/:checkpoint_id", operationId: "get_thread_state_at_checkpoint", summary: "State of a thread at a checkpoint", tag: TAG,
-      params: { thread_id: "uuid", checkpoint_id: "uuid" }, query: stateQuery,
+      method: "GET",
+      path: "/threads/:thread_id/state/:checkpoint_id",
+      operationId: "get_thread_state_at_checkpoint",
+      summary: "State of a thread at a checkpoint",
+      tag: TAG,
+      params: { thread_id: "uuid", checkpoint_id: "uuid" },
+      query: stateQuery,
       handler: ({ params, query, auth }) => state(auth, params.thread_id, { checkpoint_id: params.checkpoint_id }, truthy(query.subgraphs), query.select),
     }),
     route({
-      method: "POST", path: "/threads/:thread_id/state/checkpoint", operationId: "post_thread_state_at_checkpoint", summary: "State of a thread at a checkpoint (body form)", tag: TAG,
-      params: threadParams, body: body({ checkpoint: nullable(checkpointSelector), subgraphs: nullable(bool), select: nullable(stateSelectSchema) }), bodyOptional: true,
+      method: "POST",
+      path: "/threads/:thread_id/state/checkpoint",
+      operationId: "post_thread_state_at_checkpoint",
+      summary: "State of a thread at a checkpoint (body form)",
+      tag: TAG,
+      params: threadParams,
+      body: body({ checkpoint: nullable(checkpointSelector), subgraphs: nullable(bool), select: nullable(stateSelectSchema) }),
+      bodyOptional: true,
       handler: ({ params, body: b, auth }) => {
         const q = b;
         return state(auth, params.thread_id, q.checkpoint ?? undefined, q.subgraphs ?? false, q.select);
       },
     }),
     route({
-      method: "POST", path: "/threads/:thread_id/state", operationId: "update_thread_state", summary: "Update a thread's state as if a node wrote it", tag: TAG,
+      method: "POST",
+      path: "/threads/:thread_id/state",
+      operationId: "update_thread_state",
+      summary: "Update a thread's state as if a node wrote it",
+      tag: TAG,
       params: threadParams,
       body: body({ values: stateValues, as_node: nullable(str), checkpoint_id: nullable(uuid), checkpoint: nullable(checkpointSelector) }),
       handler: async ({ params, body: b, auth }) => {
@@ -256,7 +376,14 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         if (!matchesAuthFilter(filter, t.metadata)) throw new TroupeError("FORBIDDEN", "Forbidden");
         const q = b;
         const checkpoint: CheckpointSelector | undefined = q.checkpoint ?? (q.checkpoint_id ? { checkpoint_id: q.checkpoint_id } : undefined);
-        const updated = await pool.request({ type: "thread.update_state", threadId: params.thread_id, values: q.values, asNode: q.as_node ?? undefined, checkpoint, assistant: await graphAssistant(t) });
+        const updated = await pool.request({
+          type: "thread.update_state",
+          threadId: params.thread_id,
+          values: q.values,
+          asNode: q.as_node ?? undefined,
+          checkpoint,
+          assistant: await graphAssistant(t),
+        });
         if (streams.has(params.thread_id)) {
           const event = { thread_id: params.thread_id, values: q.values ?? null, as_node: q.as_node ?? null, checkpoint: updated.checkpoint };
           streams.publish(params.thread_id, "state_update", "state_update", JSON.stringify(event));
@@ -265,7 +392,11 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "PATCH", path: "/threads/:thread_id/state", operationId: "patch_thread_state", summary: "Merge metadata into the latest checkpoint (or `checkpoint_id`)", tag: TAG,
+      method: "PATCH",
+      path: "/threads/:thread_id/state",
+      operationId: "patch_thread_state",
+      summary: "Merge metadata into the latest checkpoint (or `checkpoint_id`)",
+      tag: TAG,
       params: threadParams,
       body: body({ metadata: object, checkpoint_id: nullable(uuid) }, ["metadata"]),
       handler: async ({ params, body: b, auth }) => {
@@ -278,23 +409,47 @@ export function threadRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "GET", path: "/threads/:thread_id/history", operationId: "get_thread_history", summary: "States a thread went through, newest first", tag: TAG,
+      method: "GET",
+      path: "/threads/:thread_id/history",
+      operationId: "get_thread_history",
+      summary: "States a thread went through, newest first",
+      tag: TAG,
       params: threadParams,
       query: body({ limit: withDefault(integer({ minimum: 1 }), 10), before: checkpointIdString, select: stateSelectSchema }),
       handler: async ({ params, query, auth }) => {
         const t = await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const q = query;
-        const states = await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: q.before, assistant: await graphAssistant(t) });
+        const states = await pool.request({
+          type: "thread.history",
+          threadId: params.thread_id,
+          limit: q.limit,
+          before: q.before,
+          assistant: await graphAssistant(t),
+        });
         return json(states.map((s) => selectState(s as unknown as Record<string, unknown>, q.select)));
       },
     }),
     route({
-      method: "POST", path: "/threads/:thread_id/history", operationId: "post_thread_history", summary: "States a thread went through, newest first (filters in body)", tag: TAG,
-      params: threadParams, body: historyBody, bodyOptional: true,
+      method: "POST",
+      path: "/threads/:thread_id/history",
+      operationId: "post_thread_history",
+      summary: "States a thread went through, newest first (filters in body)",
+      tag: TAG,
+      params: threadParams,
+      body: historyBody,
+      bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const t = await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const q = b;
-        const states = await pool.request({ type: "thread.history", threadId: params.thread_id, limit: q.limit, before: beforeId(q.before), metadata: q.metadata ?? undefined, checkpoint: q.checkpoint ?? undefined, assistant: await graphAssistant(t) });
+        const states = await pool.request({
+          type: "thread.history",
+          threadId: params.thread_id,
+          limit: q.limit,
+          before: beforeId(q.before),
+          metadata: q.metadata ?? undefined,
+          checkpoint: q.checkpoint ?? undefined,
+          assistant: await graphAssistant(t),
+        });
         return json(states.map((s) => selectState(s as unknown as Record<string, unknown>, q.select)));
       },
     }),

@@ -48,8 +48,13 @@ export function uiRoutes(app: AppContext): RouteDef[] {
 
   return [
     route({
-      method: "POST", path: "/ui/:agent", operationId: "get_ui_component", summary: "HTML that loads a graph's generative UI bundle and renders one component", tag: TAG,
-      params: { agent: "string" }, body: body({ name: str }, ["name"]),
+      method: "POST",
+      path: "/ui/:agent",
+      operationId: "get_ui_component",
+      summary: "HTML that loads a graph's generative UI bundle and renders one component",
+      tag: TAG,
+      params: { agent: "string" },
+      body: body({ name: str }, ["name"]),
       response: { status: 200, contentType: "text/html" },
       handler: async ({ params, body: b, headers }): Promise<TextReply> => {
         const name = await uiName(params.agent);
@@ -68,7 +73,11 @@ export function uiRoutes(app: AppContext): RouteDef[] {
       },
     }),
     route({
-      method: "GET", path: "/ui/:agent/:basename", operationId: "get_ui_file", summary: "A file of a graph's generative UI bundle", tag: TAG,
+      method: "GET",
+      path: "/ui/:agent/:basename",
+      operationId: "get_ui_file",
+      summary: "A file of a graph's generative UI bundle",
+      tag: TAG,
       params: { agent: "string", basename: "string" },
       handler: async ({ params }): Promise<TextReply> => {
         const name = await uiName(params.agent);

@@ -31,9 +31,11 @@ function matchesCondition(actual: unknown, cond: unknown): boolean {
 }
 
 /** The object a store filter is matched against. */
-export const storeMatchTarget = (namespace: readonly string[], key: string, value?: Record<string, unknown>): Record<string, unknown> =>
-  ({ ...(value ?? {}), namespace: [...namespace], key });
+export const storeMatchTarget = (namespace: readonly string[], key: string, value?: Record<string, unknown>): Record<string, unknown> => ({
+  ...(value ?? {}),
+  namespace: [...namespace],
+  key,
+});
 
 /** Metadata read back from a handler's `value`: anything but a plain object counts as none ({}). */
-export const asMetadata = (v: unknown): JsonObject =>
-  typeof v === "object" && v !== null && !Array.isArray(v) ? (v as JsonObject) : {};
+export const asMetadata = (v: unknown): JsonObject => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as JsonObject) : {});

@@ -5,13 +5,26 @@ import type { JsonReply } from "../http/types.ts";
 
 /** Nearest domain code per status, so an AuthHttpError that escapes exactErrors() still maps sanely. */
 const CODE_OF: Record<number, ErrorCode> = {
-  400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT",
-  413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE", 422: "VALIDATION", 429: "RATE_LIMITED",
-  501: "NOT_IMPLEMENTED", 503: "UNAVAILABLE",
+  400: "BAD_REQUEST",
+  401: "UNAUTHORIZED",
+  403: "FORBIDDEN",
+  404: "NOT_FOUND",
+  409: "CONFLICT",
+  413: "PAYLOAD_TOO_LARGE",
+  415: "UNSUPPORTED_MEDIA_TYPE",
+  422: "VALIDATION",
+  429: "RATE_LIMITED",
+  501: "NOT_IMPLEMENTED",
+  503: "UNAVAILABLE",
 };
 
 const STATUS_TEXT: Record<number, string> = {
-  400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 500: "Internal Server Error",
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "Not Found",
+  409: "Conflict",
+  500: "Internal Server Error",
 };
 
 /** An auth decision with an exact HTTP status (carried to the wire by AuthRuntime.exactErrors). */

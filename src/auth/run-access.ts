@@ -52,8 +52,7 @@ export async function authorizeAssistantUse(runtime: AuthRuntime, info: AuthInfo
 }
 
 /** The assistant the server made for a graph at startup (its id derives from the graph id). */
-export const isServerDefault = (a: AssistantRecord): boolean =>
-  a.assistant_id === defaultAssistantId(a.graph_id) && a.metadata.created_by === "system";
+export const isServerDefault = (a: AssistantRecord): boolean => a.assistant_id === defaultAssistantId(a.graph_id) && a.metadata.created_by === "system";
 
 /**
  * `langgraph_auth_user`, `langgraph_auth_user_id`, `langgraph_auth_permissions` into a run's

@@ -63,7 +63,10 @@ export class AuthRuntime {
     if (result === undefined || result === null || result === true) return undefined;
     if (result === false) throw new AuthHttpError(403, "Forbidden");
     if (typeof result !== "object" || Array.isArray(result)) {
-      throw new AuthHttpError(500, `Auth handler returned invalid result. Expected filter object, null, undefined or boolean. Got "${Array.isArray(result) ? "array" : typeof result}" instead.`);
+      throw new AuthHttpError(
+        500,
+        `Auth handler returned invalid result. Expected filter object, null, undefined or boolean. Got "${Array.isArray(result) ? "array" : typeof result}" instead.`,
+      );
     }
     return Object.keys(result).length > 0 ? (result as AuthFilter) : undefined;
   }

@@ -14,12 +14,20 @@ import type { AuthFilter } from "./types.ts";
 export const MAX_SCAN = 10_000;
 const SCAN_LIMIT_MESSAGE = "Authenticated store query exceeded maximum scan limit. Narrow the namespace or filters.";
 
-export interface StoreItemRef { namespace: string[]; key: string }
-export interface StorePutOp extends StoreItemRef { value: JsonObject }
+export interface StoreItemRef {
+  namespace: string[];
+  key: string;
+}
+export interface StorePutOp extends StoreItemRef {
+  value: JsonObject;
+}
 
 /** One per store route group; every method is a pass-through when the request is not authenticated. */
 export class StoreAccess {
-  constructor(private readonly runtime: AuthRuntime | undefined, private readonly store: ItemStore) {}
+  constructor(
+    private readonly runtime: AuthRuntime | undefined,
+    private readonly store: ItemStore,
+  ) {}
 
   /** The put to perform (the handler may have changed namespace, key or value). */
   async put(info: AuthInfo | undefined, op: StorePutOp): Promise<StorePutOp> {
@@ -29,7 +37,8 @@ export class StoreAccess {
     const next = { ...itemRef(value), value: isObject(value.value) ? (value.value as JsonObject) : op.value };
     if (filter) {
       const existing = await this.store.item(next.namespace, next.key);
-      if (existing && !matchesAuthFilter(filter, storeMatchTarget(existing.namespace, existing.key, existing.value))) throw new AuthHttpError(404, "Item not found");
+      if (existing && !matchesAuthFilter(filter, storeMatchTarget(existing.namespace, existing.key, existing.value)))
+        throw new AuthHttpError(404, "Item not found");
       if (!matchesAuthFilter(filter, storeMatchTarget(next.namespace, next.key, next.value))) throw new AuthHttpError(403, "Not authorized");
     }
     return next;
@@ -79,10 +88,12 @@ export class StoreAccess {
       const allowed = await this.scan(next.namespacePrefix, next.filter, filter, (item, out: StoreItemRecord[]) => (out.push(item), false));
       return (await this.store.rank(allowed, next.query)).slice(offset, offset + limit);
     }
-    return (await this.scan(next.namespacePrefix, next.filter, filter, (item, out: StoreItemRecord[]) => {
-      out.push(item);
-      return out.length >= offset + limit;
-    })).slice(offset, offset + limit);
+    return (
+      await this.scan(next.namespacePrefix, next.filter, filter, (item, out: StoreItemRecord[]) => {
+        out.push(item);
+        return out.length >= offset + limit;
+      })
+    ).slice(offset, offset + limit);
   }
 
   async namespaces(info: AuthInfo | undefined, op: ListNamespacesOperation): Promise<string[][]> {
@@ -118,19 +129,26 @@ export class StoreAccess {
     const offset = op.offset ?? 0;
     const head = literalHead(conditions.find((c) => c.matchType === "prefix")?.path ?? []);
     const seen = new Set<string>();
-    return (await this.scan(head, undefined, filter, (item, out: string[][]) => {
-      if (!conditions.every((c) => conditionMatches(c, item.namespace))) return false;
-      const shown = op.maxDepth === undefined ? item.namespace : item.namespace.slice(0, op.maxDepth);
-      const id = JSON.stringify(shown);
-      if (seen.has(id)) return false;
-      seen.add(id);
-      out.push(shown);
-      return out.length >= offset + limit;
-    })).slice(offset, offset + limit);
+    return (
+      await this.scan(head, undefined, filter, (item, out: string[][]) => {
+        if (!conditions.every((c) => conditionMatches(c, item.namespace))) return false;
+        const shown = op.maxDepth === undefined ? item.namespace : item.namespace.slice(0, op.maxDepth);
+        const id = JSON.stringify(shown);
+        if (seen.has(id)) return false;
+        seen.add(id);
+        out.push(shown);
+        return out.length >= offset + limit;
+      })
+    ).slice(offset, offset + limit);
   }
 
   /** Feeds allowed items to `take` until it says the page is full; scanning past MAX_SCAN entries → 400. */
-  private async scan<T>(prefix: string[], valueFilter: Record<string, unknown> | undefined, filter: AuthFilter, take: (item: StoreItemRecord, out: T[]) => boolean): Promise<T[]> {
+  private async scan<T>(
+    prefix: string[],
+    valueFilter: Record<string, unknown> | undefined,
+    filter: AuthFilter,
+    take: (item: StoreItemRecord, out: T[]) => boolean,
+  ): Promise<T[]> {
     const out: T[] = [];
     const items = await this.store.scanItems({ namespacePrefix: prefix, filter: valueFilter, limit: MAX_SCAN + 1, offset: 0 });
     for (let i = 0; i < items.length; i++) {
@@ -144,7 +162,8 @@ export class StoreAccess {
 
 function itemRef(v: { namespace: unknown; key: unknown }): StoreItemRef {
   const namespace = strings(v.namespace);
-  if (!namespace || typeof v.key !== "string") throw new AuthHttpError(500, "Auth handler left the store operation without a string[] namespace and a string key");
+  if (!namespace || typeof v.key !== "string")
+    throw new AuthHttpError(500, "Auth handler left the store operation without a string[] namespace and a string key");
   return { namespace, key: v.key };
 }
 

@@ -3,10 +3,27 @@
 
 /** Every operation the server fires a handler for (reference §11.2). */
 export type AuthEvent =
-  | "threads:create" | "threads:read" | "threads:update" | "threads:delete" | "threads:search" | "threads:create_run"
-  | "assistants:create" | "assistants:read" | "assistants:update" | "assistants:delete" | "assistants:search"
-  | "crons:create" | "crons:read" | "crons:update" | "crons:delete" | "crons:search"
-  | "store:put" | "store:get" | "store:delete" | "store:search" | "store:list_namespaces";
+  | "threads:create"
+  | "threads:read"
+  | "threads:update"
+  | "threads:delete"
+  | "threads:search"
+  | "threads:create_run"
+  | "assistants:create"
+  | "assistants:read"
+  | "assistants:update"
+  | "assistants:delete"
+  | "assistants:search"
+  | "crons:create"
+  | "crons:read"
+  | "crons:update"
+  | "crons:delete"
+  | "crons:search"
+  | "store:put"
+  | "store:get"
+  | "store:delete"
+  | "store:search"
+  | "store:list_namespaces";
 
 /** The user object handlers receive and runs see as `configurable.langgraph_auth_user`. */
 export interface AuthUser {

@@ -2,9 +2,7 @@
 // has a literal `type`; every request carries a reqId and gets exactly one reply; run events and
 // completions flow back unsolicited. Errors cross as SerializedError (code + message + stack).
 import type { SerializedError } from "../errors.ts";
-import type {
-  AssistantRecord, Json, JsonObject, MultitaskStrategy, RunKwargs, RunRecord, ThreadRecord, ThreadStatus,
-} from "../storage/records.ts";
+import type { AssistantRecord, Json, JsonObject, MultitaskStrategy, RunKwargs, RunRecord, ThreadRecord, ThreadStatus } from "../storage/records.ts";
 
 export interface CheckpointSelector {
   checkpoint_id?: string;
@@ -92,7 +90,14 @@ export type ShardCommand =
   | { type: "run.observe"; threadId: string; runId: string; replay: boolean }
   /** the output of a finished run whose run.done came without it (ShardPool.runOutput) */
   | { type: "run.output"; threadId: string; runId: string }
-  | { type: "graph.describe"; assistant: AssistantRecord; what: "graph" | "schemas" | "subgraphs"; xray: boolean | number; namespace?: string; recurse: boolean };
+  | {
+      type: "graph.describe";
+      assistant: AssistantRecord;
+      what: "graph" | "schemas" | "subgraphs";
+      xray: boolean | number;
+      namespace?: string;
+      recurse: boolean;
+    };
 
 /** The four schemas of one graph (`/schemas` wire names); null when the graph does not expose that one. */
 export interface GraphSchemas {

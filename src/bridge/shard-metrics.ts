@@ -19,7 +19,13 @@ export const QUEUE_WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 
 const AGE_BUCKETS = 128;
 
 // gauge slots of a region
-const PENDING = 0, RUNNING = 1, OLDEST_DUE = 2, OLDEST_UNBLOCKED_DUE = 3, SNAPSHOT_AT = 4, HEAP_USED = 5, HEAP_TOTAL = 6;
+const PENDING = 0,
+  RUNNING = 1,
+  OLDEST_DUE = 2,
+  OLDEST_UNBLOCKED_DUE = 3,
+  SNAPSHOT_AT = 4,
+  HEAP_USED = 5,
+  HEAP_TOTAL = 6;
 const GAUGES = 7;
 const AGES = GAUGES;
 const PER_GRAPH_START = AGES + AGE_BUCKETS;
@@ -70,7 +76,11 @@ class Region {
   readonly slots: BigInt64Array;
   protected readonly graphIndex: ReadonlyMap<string, number>;
 
-  constructor(buffer: SharedArrayBuffer, shard: number, readonly graphIds: readonly string[]) {
+  constructor(
+    buffer: SharedArrayBuffer,
+    shard: number,
+    readonly graphIds: readonly string[],
+  ) {
     const size = regionSize(graphIds.length);
     this.slots = new BigInt64Array(buffer, shard * size * 8, size);
     this.graphIndex = new Map(graphIds.map((g, i) => [g, i]));
@@ -149,7 +159,11 @@ export interface ShardQueueGauges {
 export class ShardMetricsReader {
   private readonly regions: Region[];
 
-  constructor(buffer: SharedArrayBuffer, shards: number, readonly graphIds: readonly string[]) {
+  constructor(
+    buffer: SharedArrayBuffer,
+    shards: number,
+    readonly graphIds: readonly string[],
+  ) {
     this.regions = Array.from({ length: shards }, (_, i) => new Region(buffer, i, graphIds));
   }
 

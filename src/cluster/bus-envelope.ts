@@ -9,9 +9,7 @@ export const INLINE_LIMIT_BYTES = 7_000;
 /** Postgres truncates identifiers (channel names) past 63 bytes: refuse such names instead. */
 const MAX_CHANNEL_BYTES = 63;
 
-export type Envelope =
-  | { stream: string; seq: number; inline: string }
-  | { stream: string; seq: number; payloadId: string };
+export type Envelope = { stream: string; seq: number; inline: string } | { stream: string; seq: number; payloadId: string };
 
 export const inlineEnvelope = (stream: string, seq: number, body: string): string => `${stream} ${seq} i${body}`;
 

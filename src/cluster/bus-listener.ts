@@ -30,7 +30,10 @@ export class BusListener {
   /** LISTEN/UNLISTEN run one at a time on the session */
   private ops: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly db: PostgresDb, private readonly opts: ListenerOptions) {
+  constructor(
+    private readonly db: PostgresDb,
+    private readonly opts: ListenerOptions,
+  ) {
     this.clock = opts.clock ?? systemClock;
     this.backoffMs = opts.minBackoffMs ?? 100;
     this.resetReady();

@@ -24,9 +24,7 @@ export interface BusMessage {
 
 /** Messages that may have been missed: after a reconnect (any stream), or a hole in one stream. */
 export type BusGap =
-  | { reason: "reconnect" }
-  | { reason: "sequence"; stream: string; from: number; to: number }
-  | { reason: "payload-missing"; stream: string; seq: number };
+  { reason: "reconnect" } | { reason: "sequence"; stream: string; from: number; to: number } | { reason: "payload-missing"; stream: string; seq: number };
 
 export interface BusHandler {
   message(msg: BusMessage): void;
@@ -84,7 +82,10 @@ export class NotifyBus {
   private cancelCleanup: (() => void) | undefined;
   private closed = false;
 
-  constructor(private readonly db: PostgresDb, private readonly opts: BusOptions = {}) {
+  constructor(
+    private readonly db: PostgresDb,
+    private readonly opts: BusOptions = {},
+  ) {
     this.clock = opts.clock ?? systemClock;
     this.stamp = opts.stamp ?? databaseStamp;
     this.listener = new BusListener(db, {
@@ -156,9 +157,10 @@ export class NotifyBus {
 
   /** Removes payload rows older than the retention; returns how many. */
   async cleanupPayloads(): Promise<number> {
-    const result = await this.db.pool.query(
-      `DELETE FROM cluster_payloads WHERE created_at < ${nowSql("$1")} - $2::float8 * interval '1 millisecond'`,
-      [this.stamp(), this.opts.payloadRetentionMs ?? 60_000]);
+    const result = await this.db.pool.query(`DELETE FROM cluster_payloads WHERE created_at < ${nowSql("$1")} - $2::float8 * interval '1 millisecond'`, [
+      this.stamp(),
+      this.opts.payloadRetentionMs ?? 60_000,
+    ]);
     return result.rowCount ?? 0;
   }
 
@@ -177,9 +179,12 @@ export class NotifyBus {
           const envelopes = batch.map((m) => inlineEnvelope(state.stream, ++state.seq, m.body));
           await this.db.pool.query("SELECT pg_notify($1, e) FROM unnest($2::text[]) e", [channel, envelopes]);
         } else {
-          await this.db.pool.query(`
+          await this.db.pool.query(
+            `
 WITH p AS (INSERT INTO cluster_payloads (channel, body) VALUES ($1, $2) RETURNING id)
-SELECT pg_notify($1, $3 || p.id) FROM p`, [channel, large.body, payloadEnvelopeHead(state.stream, ++state.seq)]);
+SELECT pg_notify($1, $3 || p.id) FROM p`,
+            [channel, large.body, payloadEnvelopeHead(state.stream, ++state.seq)],
+          );
         }
         for (const m of sent) m.resolve();
       } catch (err) {
@@ -200,10 +205,12 @@ SELECT pg_notify($1, $3 || p.id) FROM p`, [channel, large.body, payloadEnvelopeH
       this.opts.onError?.(new Error(`bus: malformed notification on ${channel}`));
       return;
     }
-    subs.chain = subs.chain.then(async () => {
-      const body = "inline" in envelope ? envelope.inline : await this.fetchPayload(envelope);
-      this.order(subs, envelope, body);
-    }).catch((err: unknown) => this.opts.onError?.(err));
+    subs.chain = subs.chain
+      .then(async () => {
+        const body = "inline" in envelope ? envelope.inline : await this.fetchPayload(envelope);
+        this.order(subs, envelope, body);
+      })
+      .catch((err: unknown) => this.opts.onError?.(err));
   }
 
   private async fetchPayload(envelope: Extract<Envelope, { payloadId: string }>): Promise<string | undefined> {
@@ -263,7 +270,9 @@ SELECT pg_notify($1, $3 || p.id) FROM p`, [channel, large.body, payloadEnvelopeH
   private scheduleCleanup(every: number): void {
     if (this.closed) return;
     this.cancelCleanup = this.clock.at(this.clock.now() + every, () => {
-      this.cleanupPayloads().catch((err: unknown) => this.opts.onError?.(err)).finally(() => this.scheduleCleanup(every));
+      this.cleanupPayloads()
+        .catch((err: unknown) => this.opts.onError?.(err))
+        .finally(() => this.scheduleCleanup(every));
     });
   }
 }

@@ -47,18 +47,26 @@ export class ClusterCommands {
   private claimAgain = false;
   private closed = false;
 
-  constructor(private readonly db: PostgresDb, private readonly bus: NotifyBus, private readonly opts: CommandsOptions) {}
+  constructor(
+    private readonly db: PostgresDb,
+    private readonly bus: NotifyBus,
+    private readonly opts: CommandsOptions,
+  ) {}
 
   /** Listens for commands and replies, then takes any commands left waiting for this node. */
   async start(): Promise<void> {
-    this.unsubscribes.push(await this.bus.subscribe(this.doorbell(this.opts.nodeId), {
-      message: () => this.claim(),
-      gap: () => this.claim(), // rings may have been missed: look anyway
-    }));
-    this.unsubscribes.push(await this.bus.subscribe(this.replies(this.opts.nodeId), {
-      message: (m) => this.replied(m.body),
-      // a reply lost here leaves its sender to time out and report "no-reply"
-    }));
+    this.unsubscribes.push(
+      await this.bus.subscribe(this.doorbell(this.opts.nodeId), {
+        message: () => this.claim(),
+        gap: () => this.claim(), // rings may have been missed: look anyway
+      }),
+    );
+    this.unsubscribes.push(
+      await this.bus.subscribe(this.replies(this.opts.nodeId), {
+        message: (m) => this.replied(m.body),
+        // a reply lost here leaves its sender to time out and report "no-reply"
+      }),
+    );
     this.claim();
   }
 
@@ -80,7 +88,9 @@ export class ClusterCommands {
    */
   async send(targetNode: string, body: string): Promise<SentCommand> {
     const inserted = await this.db.pool.query<{ id: string }>(
-      "INSERT INTO cluster_commands (target_node, sender_node, body) VALUES ($1, $2, $3) RETURNING id", [targetNode, this.opts.nodeId, body]);
+      "INSERT INTO cluster_commands (target_node, sender_node, body) VALUES ($1, $2, $3) RETURNING id",
+      [targetNode, this.opts.nodeId, body],
+    );
     const id = inserted.rows[0].id;
     const answer = new Promise<ForwardResult>((resolve) => this.waiters.set(id, { resolve }));
     try {
@@ -128,10 +138,13 @@ export class ClusterCommands {
       try {
         for (;;) {
           this.claimAgain = false;
-          const taken = await this.db.pool.query<{ id: string; sender_node: string; body: string }>(`
+          const taken = await this.db.pool.query<{ id: string; sender_node: string; body: string }>(
+            `
 DELETE FROM cluster_commands WHERE id IN (
   SELECT id FROM cluster_commands WHERE target_node = $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
-) RETURNING id, sender_node, body`, [this.opts.nodeId, CLAIM_BATCH]);
+) RETURNING id, sender_node, body`,
+            [this.opts.nodeId, CLAIM_BATCH],
+          );
           // handed over in id order (the handler's own queue, e.g. an actor's mailbox, keeps it)
           for (const row of taken.rows.sort((a, b) => Number(a.id) - Number(b.id))) this.run(row.id, row.sender_node, row.body);
           if (taken.rows.length < CLAIM_BATCH && !this.claimAgain) break;
@@ -151,10 +164,13 @@ DELETE FROM cluster_commands WHERE id IN (
     } catch (err) {
       handled = Promise.reject(err);
     }
-    handled.then(
-      (reply) => `${id} r${reply}`,
-      (err: unknown) => `${id} e${JSON.stringify(serializeError(err))}`,
-    ).then((message) => this.bus.publish(this.replies(sender), message)).catch((err: unknown) => this.opts.onError?.(err));
+    handled
+      .then(
+        (reply) => `${id} r${reply}`,
+        (err: unknown) => `${id} e${JSON.stringify(serializeError(err))}`,
+      )
+      .then((message) => this.bus.publish(this.replies(sender), message))
+      .catch((err: unknown) => this.opts.onError?.(err));
   }
 
   private replied(message: string): void {

@@ -13,7 +13,14 @@ export interface DedicatedOptions {
 export function dedicatedClient(db: PostgresDb, opts: DedicatedOptions): pg.Client {
   const { connectionString, options, host, port, user, password, database, ssl } = db.pool.options;
   const client = new pg.Client({
-    connectionString, options, host, port, user, password, database, ssl,
+    connectionString,
+    options,
+    host,
+    port,
+    user,
+    password,
+    database,
+    ssl,
     application_name: opts.name,
     keepAlive: true,
     query_timeout: opts.queryTimeoutMs,

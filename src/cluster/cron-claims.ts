@@ -9,11 +9,14 @@ import type { PostgresDb } from "../storage/postgres/pool.ts";
 
 /** True when this call claimed `tickAt` for the cron: the caller (alone) fires it. */
 export async function claimCronTick(db: PostgresDb, cronId: string, tickAt: Date, nodeId: string): Promise<boolean> {
-  const result = await db.pool.query(`
+  const result = await db.pool.query(
+    `
 INSERT INTO cron_ticks AS c (cron_id, tick_at, node_id) VALUES ($1, $2, $3)
 ON CONFLICT (cron_id) DO UPDATE SET tick_at = EXCLUDED.tick_at, node_id = EXCLUDED.node_id, claimed_at = clock_timestamp()
 WHERE c.tick_at < EXCLUDED.tick_at
-RETURNING 1`, [cronId, tickAt, nodeId]);
+RETURNING 1`,
+    [cronId, tickAt, nodeId],
+  );
   return result.rowCount === 1;
 }
 

@@ -40,7 +40,10 @@ export class NodeHeartbeat {
   private lastGoodSentAt: number;
   private lastAliveNodes = 0;
 
-  constructor(private readonly db: PostgresDb, private readonly opts: HeartbeatOptions) {
+  constructor(
+    private readonly db: PostgresDb,
+    private readonly opts: HeartbeatOptions,
+  ) {
     this.lastGoodSentAt = opts.clock.now();
   }
 
@@ -114,7 +117,8 @@ export class NodeHeartbeat {
     const sentAt = this.opts.clock.now();
     const sent = [...this.held];
     const { node } = this.opts;
-    const result = await this.db.pool.query<{ node_alive: boolean; renewed: string[]; alive_nodes: number }>(`
+    const result = await this.db.pool.query<{ node_alive: boolean; renewed: string[]; alive_nodes: number }>(
+      `
 WITH node AS (
   UPDATE cluster_nodes SET heartbeat_at = ${nowSql("$3")}, expires_at = ${laterSql("$3", "$4")}
   WHERE node_id = $1 AND instance = $2 RETURNING 1
@@ -129,7 +133,8 @@ SELECT EXISTS (SELECT 1 FROM node) AS node_alive, coalesce((SELECT array_agg(thr
   -- the statement's snapshot predates its own update: this node counts by its update
   (SELECT count(*)::int FROM cluster_nodes WHERE expires_at > ${nowSql("$3")} AND NOT (node_id = $1 AND instance = $2))
     + (SELECT count(*)::int FROM node) AS alive_nodes`,
-      [node.nodeId, node.instance, this.opts.stamp(), this.opts.ttlMs, sent.map(([t]) => t), sent.map(([, e]) => e)]);
+      [node.nodeId, node.instance, this.opts.stamp(), this.opts.ttlMs, sent.map(([t]) => t), sent.map(([, e]) => e)],
+    );
     const row = result.rows[0];
     const renewed = new Set(row.renewed);
     // a holding replaced while the beat was out (dropped, or re-acquired with a new epoch) is not judged by it

@@ -37,22 +37,28 @@ export interface LeaseTiming {
  * epoch). A lease this node still holds is not re-taken (undefined): the node knows its leases.
  */
 export async function acquireLease(db: PostgresDb, threadId: string, nodeId: string, timing: LeaseTiming): Promise<Lease | undefined> {
-  const result = await db.pool.query<LeaseRow>(`
+  const result = await db.pool.query<LeaseRow>(
+    `
 INSERT INTO thread_leases AS l (thread_id, node_id, epoch, expires_at)
 VALUES ($1, $2, nextval('thread_lease_epochs'), ${laterSql("$3", "$4")})
 ON CONFLICT (thread_id) DO UPDATE SET node_id = EXCLUDED.node_id, epoch = EXCLUDED.epoch, expires_at = EXCLUDED.expires_at
 WHERE l.expires_at <= ${nowSql("$3")}
-RETURNING thread_id, node_id, epoch, expires_at`, [threadId, nodeId, timing.stamp(), timing.ttlMs]);
+RETURNING thread_id, node_id, epoch, expires_at`,
+    [threadId, nodeId, timing.stamp(), timing.ttlMs],
+  );
   const row = result.rows[0];
   return row === undefined ? undefined : toLease(row);
 }
 
 /** Extends a holding (one thread); false once it expired or moved: the holder must stop. */
 export async function renewLease(db: PostgresDb, lease: Pick<Lease, "threadId" | "epoch">, timing: LeaseTiming): Promise<Date | undefined> {
-  const result = await db.pool.query<{ expires_at: Date }>(`
+  const result = await db.pool.query<{ expires_at: Date }>(
+    `
 UPDATE thread_leases SET expires_at = ${laterSql("$3", "$4")}
 WHERE thread_id = $1 AND epoch = $2 AND expires_at > ${nowSql("$3")}
-RETURNING expires_at`, [lease.threadId, lease.epoch, timing.stamp(), timing.ttlMs]);
+RETURNING expires_at`,
+    [lease.threadId, lease.epoch, timing.stamp(), timing.ttlMs],
+  );
   return result.rows[0]?.expires_at;
 }
 
@@ -74,7 +80,9 @@ export async function handOverLease(db: PostgresDb, lease: Pick<Lease, "threadId
 /** The thread's lease row as it stands (expired or not), if any. */
 export async function leaseOf(db: PostgresDb, threadId: string, stamp: Stamp): Promise<LeaseState | undefined> {
   const result = await db.pool.query<LeaseRow & { expired: boolean }>(
-    `SELECT thread_id, node_id, epoch, expires_at, expires_at <= ${nowSql("$2")} AS expired FROM thread_leases WHERE thread_id = $1`, [threadId, stamp()]);
+    `SELECT thread_id, node_id, epoch, expires_at, expires_at <= ${nowSql("$2")} AS expired FROM thread_leases WHERE thread_id = $1`,
+    [threadId, stamp()],
+  );
   const row = result.rows[0];
   return row === undefined ? undefined : { ...toLease(row), expired: row.expired };
 }
@@ -84,8 +92,11 @@ export async function leaseOf(db: PostgresDb, threadId: string, stamp: Stamp): P
  * over. A node takes each over with acquireLease and recovers its runs.
  */
 export async function expiredLeases(db: PostgresDb, opts: { limit: number; stamp: Stamp }): Promise<Lease[]> {
-  const result = await db.pool.query<LeaseRow>(`
+  const result = await db.pool.query<LeaseRow>(
+    `
 SELECT thread_id, node_id, epoch, expires_at FROM thread_leases
-WHERE expires_at <= ${nowSql("$1")} ORDER BY expires_at, thread_id LIMIT $2`, [opts.stamp(), opts.limit]);
+WHERE expires_at <= ${nowSql("$1")} ORDER BY expires_at, thread_id LIMIT $2`,
+    [opts.stamp(), opts.limit],
+  );
   return result.rows.map(toLease);
 }

@@ -45,7 +45,10 @@ export class ClusterNode {
   private draining = false;
   private stopped = false;
 
-  private constructor(private readonly db: PostgresDb, private readonly opts: ClusterNodeOptions) {
+  private constructor(
+    private readonly db: PostgresDb,
+    private readonly opts: ClusterNodeOptions,
+  ) {
     this.clock = opts.clock ?? systemClock;
     this.stamp = opts.stamp ?? databaseStamp;
     this.ttlMs = opts.ttlMs ?? 15_000;
@@ -79,7 +82,8 @@ export class ClusterNode {
     for (;;) {
       const result = await registerNode(db, opts.identity, { ttlMs: node.ttlMs, stamp: node.stamp, info: opts.info });
       if (result.registered) break;
-      if (clock.now() >= deadline) throw new Error(`node id ${opts.identity.nodeId} is in use by a live node (its registration runs until ${result.heldUntil.toISOString()})`);
+      if (clock.now() >= deadline)
+        throw new Error(`node id ${opts.identity.nodeId} is in use by a live node (its registration runs until ${result.heldUntil.toISOString()})`);
       await new Promise<void>((resolve) => clock.at(clock.now() + 1_000, resolve));
     }
     await node.bus.start();
@@ -160,7 +164,9 @@ export class ClusterNode {
   private scheduleScan(): void {
     if (this.stopped) return;
     this.cancelScan = this.clock.at(this.clock.now() + (this.opts.takeoverScanMs ?? 5_000), () => {
-      this.scanning = this.scan().catch((err: unknown) => this.opts.onError?.(err)).finally(() => this.scheduleScan());
+      this.scanning = this.scan()
+        .catch((err: unknown) => this.opts.onError?.(err))
+        .finally(() => this.scheduleScan());
     });
   }
 

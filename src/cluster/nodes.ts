@@ -26,7 +26,13 @@ export const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$/;
 
 /** A fresh identity: the given node id (else host name + random suffix) and a random instance. */
 export function newNodeIdentity(nodeId?: string): NodeIdentity {
-  const id = nodeId ?? `${hostname().replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 30) || "node"}-${randomBytes(3).toString("hex")}`;
+  const id =
+    nodeId ??
+    `${
+      hostname()
+        .replace(/[^A-Za-z0-9._-]/g, "-")
+        .slice(0, 30) || "node"
+    }-${randomBytes(3).toString("hex")}`;
   if (!NODE_ID.test(id)) throw new Error(`node id must match ${NODE_ID.source}: ${JSON.stringify(id)}`);
   return { nodeId: id, instance: randomBytes(8).toString("hex") };
 }
@@ -37,8 +43,13 @@ export type RegisterResult = { registered: true } | { registered: false; heldUnt
  * Registers this instance under its node id. Refused (as a value) while another instance of the
  * same id is alive: two processes configured with one id must not both heartbeat it.
  */
-export async function registerNode(db: PostgresDb, node: NodeIdentity, opts: { ttlMs: number; stamp: Stamp; info?: Record<string, unknown> }): Promise<RegisterResult> {
-  const result = await db.pool.query<{ registered: boolean; expires_at: Date }>(`
+export async function registerNode(
+  db: PostgresDb,
+  node: NodeIdentity,
+  opts: { ttlMs: number; stamp: Stamp; info?: Record<string, unknown> },
+): Promise<RegisterResult> {
+  const result = await db.pool.query<{ registered: boolean; expires_at: Date }>(
+    `
 WITH mine AS (
   INSERT INTO cluster_nodes AS n (node_id, instance, started_at, heartbeat_at, expires_at, draining, info)
   VALUES ($1, $2, ${nowSql("$3")}, ${nowSql("$3")}, ${laterSql("$3", "$4")}, false, $5::jsonb)
@@ -50,7 +61,8 @@ WITH mine AS (
 SELECT registered, expires_at FROM mine
 UNION ALL
 SELECT false, expires_at FROM cluster_nodes WHERE node_id = $1 AND NOT EXISTS (SELECT 1 FROM mine)`,
-    [node.nodeId, node.instance, opts.stamp(), opts.ttlMs, JSON.stringify(opts.info ?? {})]);
+    [node.nodeId, node.instance, opts.stamp(), opts.ttlMs, JSON.stringify(opts.info ?? {})],
+  );
   const row = result.rows[0];
   if (row?.registered) return { registered: true };
   // no row at all: the holder's row was removed between our attempt and the read; the caller retries
@@ -82,11 +94,16 @@ interface NodeRow {
 
 /** Every registered node, alive or not, by node id. */
 export async function listNodes(db: PostgresDb, stamp: Stamp): Promise<NodeRecord[]> {
-  const result = await db.pool.query<NodeRow>(
-    `SELECT *, expires_at > ${nowSql("$1")} AS alive FROM cluster_nodes ORDER BY node_id`, [stamp()]);
+  const result = await db.pool.query<NodeRow>(`SELECT *, expires_at > ${nowSql("$1")} AS alive FROM cluster_nodes ORDER BY node_id`, [stamp()]);
   return result.rows.map((r) => ({
-    nodeId: r.node_id, instance: r.instance, startedAt: r.started_at, heartbeatAt: r.heartbeat_at,
-    expiresAt: r.expires_at, draining: r.draining, alive: r.alive, info: r.info,
+    nodeId: r.node_id,
+    instance: r.instance,
+    startedAt: r.started_at,
+    heartbeatAt: r.heartbeat_at,
+    expiresAt: r.expires_at,
+    draining: r.draining,
+    alive: r.alive,
+    info: r.info,
   }));
 }
 
@@ -98,7 +115,9 @@ export async function countAliveNodes(db: PostgresDb, stamp: Stamp): Promise<num
 
 /** Removes rows of nodes dead for longer than `afterMs` (a singleton chore); returns how many. */
 export async function forgetDeadNodes(db: PostgresDb, opts: { afterMs: number; stamp: Stamp }): Promise<number> {
-  const result = await db.pool.query(
-    `DELETE FROM cluster_nodes WHERE expires_at + $2::float8 * interval '1 millisecond' <= ${nowSql("$1")}`, [opts.stamp(), opts.afterMs]);
+  const result = await db.pool.query(`DELETE FROM cluster_nodes WHERE expires_at + $2::float8 * interval '1 millisecond' <= ${nowSql("$1")}`, [
+    opts.stamp(),
+    opts.afterMs,
+  ]);
   return result.rowCount ?? 0;
 }

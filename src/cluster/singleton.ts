@@ -44,7 +44,10 @@ export class SingletonJob {
   /** a job aborted by a lost session, until it has settled (it must not run twice here) */
   private settling: Promise<void> = Promise.resolve();
 
-  constructor(private readonly db: PostgresDb, private readonly opts: SingletonOptions) {
+  constructor(
+    private readonly db: PostgresDb,
+    private readonly opts: SingletonOptions,
+  ) {
     this.retryMs = opts.retryMs ?? 2_000;
     this.checkMs = opts.checkMs ?? 2_000;
     this.clock = opts.clock ?? systemClock;
@@ -89,7 +92,10 @@ export class SingletonJob {
   private async tryTake(): Promise<void> {
     await this.settling;
     const client = await this.connection();
-    const result = await client.query<{ taken: boolean }>("SELECT pg_try_advisory_lock($1, hashtext($2)) AS taken", [LOCK_CLASS, `${this.db.schema}:${this.opts.name}`]);
+    const result = await client.query<{ taken: boolean }>("SELECT pg_try_advisory_lock($1, hashtext($2)) AS taken", [
+      LOCK_CLASS,
+      `${this.db.schema}:${this.opts.name}`,
+    ]);
     if (!result.rows[0].taken) return;
     if (this.stopped) {
       // stop() came while the lock was being taken: a stopping node does not start the job

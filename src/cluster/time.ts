@@ -8,7 +8,10 @@ export type Stamp = () => Date | null;
 
 export const databaseStamp: Stamp = () => null;
 
-export const clockStamp = (clock: Clock): Stamp => () => new Date(clock.now());
+export const clockStamp =
+  (clock: Clock): Stamp =>
+  () =>
+    new Date(clock.now());
 
 /** SQL for "now" given the stamp parameter (e.g. "$3"). */
 export const nowSql = (param: string): string => `coalesce(${param}::timestamptz, statement_timestamp())`;

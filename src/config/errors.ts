@@ -42,8 +42,7 @@ export class ConfigError extends Error {
 
   constructor(file: string, problems: readonly ConfigProblem[], opts: { cause?: unknown } = {}) {
     const lines = problems.map((p) => formatProblem(file, p));
-    const message =
-      lines.length === 1 ? lines[0] : `${file}: ${lines.length} problems in the config file:\n  ${lines.join("\n  ")}`;
+    const message = lines.length === 1 ? lines[0] : `${file}: ${lines.length} problems in the config file:\n  ${lines.join("\n  ")}`;
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = "ConfigError";
     this.file = file;

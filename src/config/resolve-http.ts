@@ -14,7 +14,10 @@ const lower = (xs: readonly string[]): string[] => unique(xs.map((x) => x.trim()
 
 function envList(value: string | undefined): string[] | undefined {
   if (value === undefined) return undefined;
-  const items = value.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  const items = value
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
   return items.length > 0 ? items : undefined;
 }
 

@@ -57,7 +57,11 @@ export function resolveWebhooks(raw: RawConfig["webhooks"], ctx: ResolveContext)
   (url.allowed_domains ?? []).forEach((domain, i) => {
     const d = domain.trim().toLowerCase().replace(/\.$/, "");
     if (DOMAIN_PATTERN.test(d)) allowedDomains.push(d);
-    else ctx.out.error(["webhooks", "url", "allowed_domains", i], `must be a host name or "*.example.com" (no scheme, port or path) — got ${JSON.stringify(domain)}`);
+    else
+      ctx.out.error(
+        ["webhooks", "url", "allowed_domains", i],
+        `must be a host name or "*.example.com" (no scheme, port or path) — got ${JSON.stringify(domain)}`,
+      );
   });
   return {
     envPrefix,

@@ -5,11 +5,7 @@ const TEMPLATE = /\$\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g;
 
 export type TemplateResult = { ok: true; value: string } | { ok: false; problems: string[] };
 
-export function resolveEnvTemplates(
-  value: string,
-  env: Readonly<Record<string, string | undefined>>,
-  envPrefix: string,
-): TemplateResult {
+export function resolveEnvTemplates(value: string, env: Readonly<Record<string, string | undefined>>, envPrefix: string): TemplateResult {
   const problems: string[] = [];
   const resolved = value.replace(TEMPLATE, (whole: string, name: string) => {
     if (!name.startsWith(envPrefix)) {

@@ -90,9 +90,7 @@ export interface ResolvedWebhooksConfig {
   readonly url: ResolvedWebhookUrlPolicy;
 }
 
-export type ResolvedEmbed =
-  | { readonly kind: "provider"; readonly provider: string; readonly model: string }
-  | ({ readonly kind: "module" } & ImportRef);
+export type ResolvedEmbed = { readonly kind: "provider"; readonly provider: string; readonly model: string } | ({ readonly kind: "module" } & ImportRef);
 
 export interface ResolvedStoreIndex {
   readonly dims: number;

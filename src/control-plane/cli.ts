@@ -41,7 +41,10 @@ export async function runControlPlaneCommand(args: string[]): Promise<void> {
     rateLimit: off ? null : { region },
     guards: auth.guards,
     verifiesKey: auth.verifiesKey,
-    projects: { root: resolve(values["projects-root"] ?? process.env.TROUPE_PROJECTS_ROOT ?? join(dataDir, "projects")), perTenant: !values["shared-projects"] },
+    projects: {
+      root: resolve(values["projects-root"] ?? process.env.TROUPE_PROJECTS_ROOT ?? join(dataDir, "projects")),
+      perTenant: !values["shared-projects"],
+    },
     trustedProxies: trustedProxiesFrom(values["trusted-proxies"]),
     extraRoutes: auth.extraRoutes,
     deployments: { rateLimit: off ? "off" : region, args: auth.deploymentArgs },

@@ -6,9 +6,7 @@ import { canonicalUuid, isUuid } from "../util/ids.ts";
 import { empty, json, route, type RequestContext, type RouteDef } from "../http/types.ts";
 import type { DeploymentService } from "./deployments/service.ts";
 import { DEPLOYMENT_STATUSES, REVISION_STATUSES, deploymentToWire, revisionToWire, type DeploymentRecord } from "./deployments/types.ts";
-import {
-  deploymentCreateBody, deploymentListQuery, deploymentPatchBody, deploymentSchema, listOf, revisionListQuery, revisionSchema,
-} from "./schemas.ts";
+import { deploymentCreateBody, deploymentListQuery, deploymentPatchBody, deploymentSchema, listOf, revisionListQuery, revisionSchema } from "./schemas.ts";
 
 const TAG = "deployments (v2)";
 
@@ -29,7 +27,10 @@ export function tenantOf(ctx: Pick<RequestContext, "auth" | "headers">): string 
 
 function commaList(v: string | undefined, allowed: readonly string[] | null, field: string): string[] | undefined {
   if (v === undefined) return undefined;
-  const items = v.split(",").map((s) => s.trim()).filter(Boolean);
+  const items = v
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (allowed) {
     const bad = items.filter((s) => !allowed.includes(s));
     if (bad.length) {
@@ -64,13 +65,21 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef[] {
 
   return [
     route({
-      method: "POST", path: "/v2/deployments", operationId: "create_deployment_v2_deployments_post", summary: "Create a deployment (starts its first revision)", tag: TAG,
+      method: "POST",
+      path: "/v2/deployments",
+      operationId: "create_deployment_v2_deployments_post",
+      summary: "Create a deployment (starts its first revision)",
+      tag: TAG,
       body: deploymentCreateBody,
       response: { status: 201, schema: deploymentSchema },
       handler: async (c) => json(wire(await svc.create(c.body, tenantOf(c))), 201),
     }),
     route({
-      method: "GET", path: "/v2/deployments", operationId: "list_deployments_v2_deployments_get", summary: "List deployments, newest first", tag: TAG,
+      method: "GET",
+      path: "/v2/deployments",
+      operationId: "list_deployments_v2_deployments_get",
+      summary: "List deployments, newest first",
+      tag: TAG,
       query: deploymentListQuery,
       response: { status: 200, schema: listOf(deploymentSchema) },
       handler: (c) => {
@@ -86,21 +95,33 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef[] {
       },
     }),
     route({
-      method: "GET", path: "/v2/deployments/:deployment_id", operationId: "get_deployment_v2_deployments__deployment_id__get", summary: "Get a deployment", tag: TAG,
+      method: "GET",
+      path: "/v2/deployments/:deployment_id",
+      operationId: "get_deployment_v2_deployments__deployment_id__get",
+      summary: "Get a deployment",
+      tag: TAG,
       params,
       response: { status: 200, schema: deploymentSchema },
       handler: (c) => json(wire(svc.store.require(c.params.deployment_id, tenantOf(c)))),
     }),
     route({
-      method: "PATCH", path: "/v2/deployments/:deployment_id", operationId: "patch_deployment_v2_deployments__deployment_id__patch",
-      summary: "Update a deployment (new secrets or source_revision_config make a new revision)", tag: TAG,
-      params, body: deploymentPatchBody, bodyOptional: true,
+      method: "PATCH",
+      path: "/v2/deployments/:deployment_id",
+      operationId: "patch_deployment_v2_deployments__deployment_id__patch",
+      summary: "Update a deployment (new secrets or source_revision_config make a new revision)",
+      tag: TAG,
+      params,
+      body: deploymentPatchBody,
+      bodyOptional: true,
       response: { status: 200, schema: deploymentSchema },
       handler: async (c) => json(wire(await svc.patch(c.params.deployment_id, c.body, tenantOf(c)))),
     }),
     route({
-      method: "DELETE", path: "/v2/deployments/:deployment_id", operationId: "delete_deployment_v2_deployments__deployment_id__delete",
-      summary: "Delete a deployment: stop its server, remove its records and data", tag: TAG,
+      method: "DELETE",
+      path: "/v2/deployments/:deployment_id",
+      operationId: "delete_deployment_v2_deployments__deployment_id__delete",
+      summary: "Delete a deployment: stop its server, remove its records and data",
+      tag: TAG,
       params,
       response: { status: 204, description: "Deleted" },
       handler: async (c) => {
@@ -109,9 +130,13 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef[] {
       },
     }),
     route({
-      method: "GET", path: "/v2/deployments/:deployment_id/revisions", operationId: "list_revisions_v2_deployments__deployment_id__revisions_get",
-      summary: "List revisions of a deployment, newest first", tag: TAG,
-      params, query: revisionListQuery,
+      method: "GET",
+      path: "/v2/deployments/:deployment_id/revisions",
+      operationId: "list_revisions_v2_deployments__deployment_id__revisions_get",
+      summary: "List revisions of a deployment, newest first",
+      tag: TAG,
+      params,
+      query: revisionListQuery,
       response: { status: 200, schema: listOf(revisionSchema) },
       handler: (c) => {
         const q = c.query;
@@ -121,8 +146,11 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef[] {
       },
     }),
     route({
-      method: "GET", path: "/v2/deployments/:deployment_id/revisions/:revision_id", operationId: "get_revision_v2_deployments__deployment_id__revisions__revision_id__get",
-      summary: "Get a revision (poll its status until DEPLOYED)", tag: TAG,
+      method: "GET",
+      path: "/v2/deployments/:deployment_id/revisions/:revision_id",
+      operationId: "get_revision_v2_deployments__deployment_id__revisions__revision_id__get",
+      summary: "Get a revision (poll its status until DEPLOYED)",
+      tag: TAG,
       params: revParams,
       response: { status: 200, schema: revisionSchema },
       handler: (c) => {
@@ -131,9 +159,11 @@ export function controlPlaneRoutes(ctx: ControlPlaneRouteContext): RouteDef[] {
       },
     }),
     route({
-      method: "POST", path: "/v2/deployments/:deployment_id/revisions/:revision_id/redeploy",
+      method: "POST",
+      path: "/v2/deployments/:deployment_id/revisions/:revision_id/redeploy",
       operationId: "redeploy_revision_v2_deployments__deployment_id__revisions__revision_id__redeploy_post",
-      summary: "Redeploy a revision: a new revision with its config and secrets", tag: TAG,
+      summary: "Redeploy a revision: a new revision with its config and secrets",
+      tag: TAG,
       params: revParams,
       response: { status: 200, schema: deploymentSchema },
       handler: async (c) => json(wire(await svc.redeploy(c.params.deployment_id, c.params.revision_id, tenantOf(c)))),

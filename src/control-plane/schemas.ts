@@ -11,21 +11,28 @@ const osText = text({ pattern: "^[^\\u0000]*$" });
 // (a secret's name is checked as an environment variable name in deployments/validate.ts)
 const secret = body({ name: str, value: osText }, ["name", "value"]);
 const secretReference = body({ name: str, secret_name: str, secret_key: str }, ["name", "secret_name", "secret_key"]);
-const sourceRevisionConfigRequest = body({
-  langgraph_config_path: nullable(osText),
-  repo_ref: nullable(str),
-  image_uri: nullable(str),
-  source_tarball_path: nullable(str),
-}, [], { description: "For internal_source: `langgraph_config_path` names the service.json / langgraph.json of a local project directory (or the directory)" });
+const sourceRevisionConfigRequest = body(
+  {
+    langgraph_config_path: nullable(osText),
+    repo_ref: nullable(str),
+    image_uri: nullable(str),
+    source_tarball_path: nullable(str),
+  },
+  [],
+  { description: "For internal_source: `langgraph_config_path` names the service.json / langgraph.json of a local project directory (or the directory)" },
+);
 
-export const deploymentCreateBody = body({
-  name: text({ minLength: 1, maxLength: 63 }),
-  source: text({ description: 'only "internal_source" is supported' }),
-  source_config: nullable(object),
-  source_revision_config: nullable(sourceRevisionConfigRequest),
-  secrets: nullable(arrayOf(secret)),
-  secret_references: nullable(arrayOf(secretReference)),
-}, ["name", "source", "source_revision_config"]);
+export const deploymentCreateBody = body(
+  {
+    name: text({ minLength: 1, maxLength: 63 }),
+    source: text({ description: 'only "internal_source" is supported' }),
+    source_config: nullable(object),
+    source_revision_config: nullable(sourceRevisionConfigRequest),
+    secrets: nullable(arrayOf(secret)),
+    secret_references: nullable(arrayOf(secretReference)),
+  },
+  ["name", "source", "source_revision_config"],
+);
 
 export const deploymentPatchBody = body({
   name: str,
@@ -56,7 +63,21 @@ export const revisionListQuery = body({
 
 export const deploymentSchema: JsonSchema = {
   type: "object",
-  required: ["id", "name", "source", "source_config", "source_revision_config", "secrets", "tenant_id", "created_at", "updated_at", "status", "latest_revision_id", "active_revision_id", "url"],
+  required: [
+    "id",
+    "name",
+    "source",
+    "source_config",
+    "source_revision_config",
+    "secrets",
+    "tenant_id",
+    "created_at",
+    "updated_at",
+    "status",
+    "latest_revision_id",
+    "active_revision_id",
+    "url",
+  ],
   properties: {
     id: uuid,
     name: str,

@@ -105,9 +105,11 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     imageVersion: troupeVersion(),
     buildTimeoutMs: dep.buildTimeoutMs ?? 120_000,
     serverArgs: (d) => [
-      "--rate-limit", serverRateLimit,
+      "--rate-limit",
+      serverRateLimit,
       // explicit, so a deployment's secrets (env vars) cannot widen it
-      "--trusted-proxies", opts.trustedProxies?.cidrs.join(",") ?? "",
+      "--trusted-proxies",
+      opts.trustedProxies?.cidrs.join(",") ?? "",
       // every start re-checks that the config and its files are in the organization's directory
       ...(projects.of(d.tenant_id) !== undefined ? ["--project-root", projects.of(d.tenant_id)!] : []),
       ...(dep.workers !== undefined ? ["--workers", String(dep.workers)] : []),
@@ -132,21 +134,30 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const dispatcher = new Dispatcher({ maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024 });
   const rateLimit = opts.rateLimit === undefined ? { region } : opts.rateLimit;
   if (rateLimit) dispatcher.addGuard(rateLimitGuard(rateLimit, { verifiesKey: opts.verifiesKey?.(storage), trustedProxies: opts.trustedProxies }));
-  const guards = typeof opts.guards === "function" ? opts.guards(storage) : opts.guards ?? [];
+  const guards = typeof opts.guards === "function" ? opts.guards(storage) : (opts.guards ?? []);
   for (const g of guards) dispatcher.addGuard(g);
 
   let doc: Record<string, unknown> | undefined;
-  const openapi = () => (doc ??= buildOpenApi(dispatcher.routes, { ...CONTROL_PLANE_API, description: "Deployments (v2) and auth service of the Troupe control plane" }, CONTROL_PLANE_SECURITY));
+  const openapi = () =>
+    (doc ??= buildOpenApi(
+      dispatcher.routes,
+      { ...CONTROL_PLANE_API, description: "Deployments (v2) and auth service of the Troupe control plane" },
+      CONTROL_PLANE_SECURITY,
+    ));
   dispatcher.add(
     { method: "GET", path: "/ok", operationId: "ok", summary: "Health check", tag: "system", handler: () => json({ ok: true }) },
     { method: "GET", path: "/openapi.json", operationId: "openapi", summary: "OpenAPI document", tag: "system", handler: () => json(openapi()) },
     {
-      method: "GET", path: "/docs", operationId: "docs", summary: "API reference (HTML)", tag: "system",
+      method: "GET",
+      path: "/docs",
+      operationId: "docs",
+      summary: "API reference (HTML)",
+      tag: "system",
       handler: () => ({ kind: "text", status: 200, contentType: "text/html; charset=utf-8", body: renderDocsHtml(openapi()) }),
     },
   );
   dispatcher.add(...controlPlaneRoutes({ deployments }));
-  const extra = typeof opts.extraRoutes === "function" ? opts.extraRoutes(storage) : opts.extraRoutes ?? [];
+  const extra = typeof opts.extraRoutes === "function" ? opts.extraRoutes(storage) : (opts.extraRoutes ?? []);
   dispatcher.add(...extra);
 
   const host = opts.host ?? RUNTIME_DEFAULTS.loopbackHost;

@@ -45,7 +45,8 @@ export interface SupervisorOptions {
   log?(message: string): void;
 }
 
-type Resolved = Required<Omit<SupervisorOptions, "onRestarted" | "onCrash" | "onPid" | "log">> & Pick<SupervisorOptions, "onRestarted" | "onCrash" | "onPid"> & { log(m: string): void };
+type Resolved = Required<Omit<SupervisorOptions, "onRestarted" | "onCrash" | "onPid" | "log">> &
+  Pick<SupervisorOptions, "onRestarted" | "onCrash" | "onPid"> & { log(m: string): void };
 
 /** The server did not come up; the message says why (exit code and last output lines, or timeout). */
 export class ServerStartError extends Error {
@@ -110,7 +111,16 @@ export class Supervisor {
   async start(spec: ServerSpec, opts: { keepTrying?: boolean } = {}): Promise<number> {
     if (this.closing) throw new ServerStartError("the control plane is shutting down");
     if (this.servers.has(spec.key)) throw new Error(`a server for ${spec.key} is already supervised; stop it first`);
-    const m: Managed = { spec, child: null, exited: Promise.resolve(), state: "starting", tail: new OutputTail(20), consecutiveCrashes: 0, upSince: 0, timer: null };
+    const m: Managed = {
+      spec,
+      child: null,
+      exited: Promise.resolve(),
+      state: "starting",
+      tail: new OutputTail(20),
+      consecutiveCrashes: 0,
+      upSince: 0,
+      timer: null,
+    };
     this.servers.set(spec.key, m);
     try {
       return await this.launch(m);
@@ -154,8 +164,18 @@ export class Supervisor {
   private async launch(m: Managed): Promise<number> {
     const { spec } = m;
     const args = [
-      "--import", ORPHAN_GUARD, this.o.binPath, "serve",
-      "--config", spec.configPath, "--host", spec.host, "--port", String(spec.port), "--data-dir", spec.dataDir,
+      "--import",
+      ORPHAN_GUARD,
+      this.o.binPath,
+      "serve",
+      "--config",
+      spec.configPath,
+      "--host",
+      spec.host,
+      "--port",
+      String(spec.port),
+      "--data-dir",
+      spec.dataDir,
       ...spec.extraArgs,
     ];
     const child = spawn(process.execPath, args, { env: { ...process.env, ...spec.env }, stdio: ["ignore", "pipe", "pipe", "ipc"] });
@@ -209,7 +229,11 @@ export class Supervisor {
       };
       const timer = setTimeout(() => {
         const out = m.tail.text(10);
-        finish(new ServerStartError(`the deployment server did not answer GET /ok within ${Math.round(this.o.readyTimeoutMs / 1000)} s${out ? `; last output:\n${out}` : ""}`));
+        finish(
+          new ServerStartError(
+            `the deployment server did not answer GET /ok within ${Math.round(this.o.readyTimeoutMs / 1000)} s${out ? `; last output:\n${out}` : ""}`,
+          ),
+        );
       }, this.o.readyTimeoutMs);
       const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
         // let the last output chunks arrive before quoting them

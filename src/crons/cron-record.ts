@@ -21,17 +21,14 @@ export type CronPatch = Partial<Omit<CronCreate, "assistant_id">>;
 
 const isoOrNull = (t: string | null | undefined): string | null => (t ? new Date(t).toISOString() : null);
 
-export function newCronRecord(
-  b: CronCreate,
-  ids: { cronId: string; assistantId: string; threadId: string | null; userId: string | null },
-): CronRecord {
+export function newCronRecord(b: CronCreate, ids: { cronId: string; assistantId: string; threadId: string | null; userId: string | null }): CronRecord {
   const now = nowIso();
   const rec: CronRecord = {
     cron_id: ids.cronId,
     assistant_id: ids.assistantId,
     thread_id: ids.threadId,
     // only stateless crons create (and so may delete) a thread per run
-    on_run_completed: ids.threadId === null ? b.on_run_completed ?? "delete" : null,
+    on_run_completed: ids.threadId === null ? (b.on_run_completed ?? "delete") : null,
     end_time: isoOrNull(b.end_time),
     schedule: b.schedule,
     timezone: b.timezone ?? null,
@@ -55,7 +52,7 @@ export function patchCronRecord(cur: CronRecord, p: CronPatch): CronRecord {
     timezone: p.timezone === undefined ? cur.timezone : p.timezone,
     end_time: p.end_time === undefined ? cur.end_time : isoOrNull(p.end_time),
     enabled: p.enabled ?? cur.enabled,
-    on_run_completed: cur.thread_id === null ? p.on_run_completed ?? cur.on_run_completed : null,
+    on_run_completed: cur.thread_id === null ? (p.on_run_completed ?? cur.on_run_completed) : null,
     metadata: p.metadata ? { ...cur.metadata, ...p.metadata } : cur.metadata,
     payload: mergePayload(cur.payload, p),
     updated_at: nowIso(),

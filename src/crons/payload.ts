@@ -4,8 +4,18 @@ import type { Json, JsonObject } from "../storage/records.ts";
 
 /** RunCreate fields a cron carries to each run it creates (everything else is cron-level). */
 export const PAYLOAD_FIELDS = [
-  "input", "config", "context", "webhook", "interrupt_before", "interrupt_after", "multitask_strategy",
-  "stream_mode", "stream_subgraphs", "stream_resumable", "checkpoint_during", "durability",
+  "input",
+  "config",
+  "context",
+  "webhook",
+  "interrupt_before",
+  "interrupt_after",
+  "multitask_strategy",
+  "stream_mode",
+  "stream_subgraphs",
+  "stream_resumable",
+  "checkpoint_during",
+  "durability",
 ] as const;
 
 export type PayloadField = (typeof PAYLOAD_FIELDS)[number];

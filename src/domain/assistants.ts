@@ -49,8 +49,16 @@ export class AssistantStore {
     const defaults = [...graphIds].map((graphId): AssistantRecord => {
       const { context, ...config } = configs[graphId] ?? {};
       return {
-        assistant_id: defaultAssistantId(graphId), version: 1, config: config as RunnableConfigJson, context: (context as Json) ?? {},
-        created_at: now, updated_at: now, graph_id: graphId, metadata: { created_by: "system" }, name: graphId, description: null,
+        assistant_id: defaultAssistantId(graphId),
+        version: 1,
+        config: config as RunnableConfigJson,
+        context: (context as Json) ?? {},
+        created_at: now,
+        updated_at: now,
+        graph_id: graphId,
+        metadata: { created_by: "system" },
+        name: graphId,
+        description: null,
       };
     });
     return this.port.ensureDefaults(defaults);

@@ -138,7 +138,7 @@ export function mergeContexts(assistantContext: Json | undefined, runContext: Js
   if (assistantContext === undefined || assistantContext === null) return runContext;
   if (typeof assistantContext !== "object") return assistantContext;
   if (!isPlainRecord(assistantContext)) return runContext ?? assistantContext;
-  return isPlainRecord(runContext) ? { ...assistantContext, ...runContext } : runContext ?? assistantContext;
+  return isPlainRecord(runContext) ? { ...assistantContext, ...runContext } : (runContext ?? assistantContext);
 }
 
 const isPlainRecord = (v: Json | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);

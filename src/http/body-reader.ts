@@ -18,7 +18,8 @@ export const UNADMITTED_BODY_BYTES = 64 * 1024;
 export const frontEndError = (code: "PAYLOAD_TOO_LARGE" | "URI_TOO_LONG" | "BAD_REQUEST", detail: string, headers: Record<string, string> | undefined): Reply =>
   errorReply(new TroupeError(code, detail, headers ? { headers } : {}));
 
-export const tooLarge = (max: number, headers?: Record<string, string>): Reply => frontEndError("PAYLOAD_TOO_LARGE", `Request body exceeds the limit of ${max} bytes`, headers);
+export const tooLarge = (max: number, headers?: Record<string, string>): Reply =>
+  frontEndError("PAYLOAD_TOO_LARGE", `Request body exceeds the limit of ${max} bytes`, headers);
 
 /** a fresh reply each time: the dispatcher adds each request's headers to the reply it returns */
 const gone = (): Reply => errorReply(new TroupeError("BAD_REQUEST", "The client went away before sending the whole body"));

@@ -29,7 +29,7 @@ export function corsGuard(c: ResolvedCorsConfig): Guard {
     if (req.method !== "OPTIONS") return undefined;
     const headers: Headers = {
       "access-control-allow-methods": (c.allowMethods.length ? c.allowMethods : ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH"]).join(","),
-      "access-control-allow-headers": c.allowHeaders.length ? c.allowHeaders.join(",") : req.headers["access-control-request-headers"] ?? "*",
+      "access-control-allow-headers": c.allowHeaders.length ? c.allowHeaders.join(",") : (req.headers["access-control-request-headers"] ?? "*"),
     };
     if (c.maxAgeSeconds !== null) headers["access-control-max-age"] = String(c.maxAgeSeconds);
     return { kind: "empty", status: 204, headers };

@@ -41,7 +41,7 @@ interface RouteMatcher {
 /** Hono path syntax → RegExp: `:name` (optionally `:name{regex}`) is one segment, `*` anything. */
 export function pathPattern(path: string): RegExp {
   let re = "";
-  for (let i = 0; i < path.length; ) {
+  for (let i = 0; i < path.length;) {
     const c = path[i];
     if (c === ":") {
       const m = /^:([A-Za-z0-9_]+)(\{([^}]*)\})?(\?)?/.exec(path.slice(i));
@@ -51,7 +51,8 @@ export function pathPattern(path: string): RegExp {
         continue;
       }
       const segment = m[3] ? `(?:${m[3]})` : "[^/]+";
-      if (m[4] && re.endsWith("/")) re = `${re.slice(0, -1)}(?:/${segment})?`; // "/a/:id?" also matches "/a"
+      if (m[4] && re.endsWith("/"))
+        re = `${re.slice(0, -1)}(?:/${segment})?`; // "/a/:id?" also matches "/a"
       else re += m[4] ? `(?:${segment})?` : segment;
       i += m[0].length;
     } else if (c === "*") {
@@ -144,7 +145,8 @@ export function customAppGuard(app: FetchApp): Guard {
   const bridged = routes.some((r) => r.middleware) && mountBuiltIns(app);
   // without the bridge, middleware is not a route: a request matching only middleware is not the app's
   const matchers = bridged ? routes : routes.filter((r) => !r.middleware);
-  const matches = (r: RouteMatcher, req: RawRequest) => (r.method === "ALL" || r.method === req.method || (req.method === "HEAD" && r.method === "GET")) && r.pattern.test(req.path);
+  const matches = (r: RouteMatcher, req: RawRequest) =>
+    (r.method === "ALL" || r.method === req.method || (req.method === "HEAD" && r.method === "GET")) && r.pattern.test(req.path);
   return async (req, ctx) => {
     if (!matchers.some((r) => matches(r, req))) return undefined;
     // counted under the app's own route (its path as written; the built-ins overwrite it when they answer)
@@ -217,8 +219,12 @@ async function toReply(res: Response): Promise<Reply> {
 }
 
 function streamReply(
-  status: number, contentType: string, headers: Record<string, string>,
-  prefix: Uint8Array[], reader: ReadableStreamDefaultReader<Uint8Array>, inFlight: Promise<ReadableStreamReadResult<Uint8Array>> | undefined,
+  status: number,
+  contentType: string,
+  headers: Record<string, string>,
+  prefix: Uint8Array[],
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  inFlight: Promise<ReadableStreamReadResult<Uint8Array>> | undefined,
 ): Reply {
   let pending = inFlight;
   return {

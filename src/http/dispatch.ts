@@ -110,9 +110,14 @@ export interface RequestObserver {
 /** The status a reply goes out with (streams and deferred bodies: 200 once their head is sent). */
 function statusOf(reply: Reply): number {
   switch (reply.kind) {
-    case "json": case "text": case "empty": return reply.status;
-    case "websocket": return 101;
-    default: return 200;
+    case "json":
+    case "text":
+    case "empty":
+      return reply.status;
+    case "websocket":
+      return 101;
+    default:
+      return 200;
   }
 }
 
@@ -337,7 +342,12 @@ export function parseBody(req: RawRequest): unknown {
  */
 export const MAX_BODY_DEPTH = 512;
 
-const OPEN_BRACE = 0x7b, OPEN_BRACKET = 0x5b, CLOSE_BRACE = 0x7d, CLOSE_BRACKET = 0x5d, QUOTE = 0x22, BACKSLASH = 0x5c;
+const OPEN_BRACE = 0x7b,
+  OPEN_BRACKET = 0x5b,
+  CLOSE_BRACE = 0x7d,
+  CLOSE_BRACKET = 0x5d,
+  QUOTE = 0x22,
+  BACKSLASH = 0x5c;
 
 /** Deepest object/array nesting of valid JSON text, from its bytes (strings skipped). */
 function nestingDepth(json: Uint8Array): number {

@@ -42,11 +42,26 @@ export const upgradeRequiredReply = (): JsonReply =>
   errorReply(new TroupeError("UPGRADE_REQUIRED", "This endpoint needs a WebSocket upgrade request", { headers: { upgrade: "websocket" } }));
 
 export const STATUS_TEXT: Record<number, string> = {
-  200: "200 OK", 201: "201 Created", 202: "202 Accepted", 204: "204 No Content", 207: "207 Multi-Status",
-  400: "400 Bad Request", 401: "401 Unauthorized", 403: "403 Forbidden", 404: "404 Not Found",
-  405: "405 Method Not Allowed", 409: "409 Conflict", 413: "413 Payload Too Large", 414: "414 URI Too Long",
-  415: "415 Unsupported Media Type", 422: "422 Unprocessable Entity", 426: "426 Upgrade Required", 429: "429 Too Many Requests",
-  500: "500 Internal Server Error", 501: "501 Not Implemented", 503: "503 Service Unavailable",
+  200: "200 OK",
+  201: "201 Created",
+  202: "202 Accepted",
+  204: "204 No Content",
+  207: "207 Multi-Status",
+  400: "400 Bad Request",
+  401: "401 Unauthorized",
+  403: "403 Forbidden",
+  404: "404 Not Found",
+  405: "405 Method Not Allowed",
+  409: "409 Conflict",
+  413: "413 Payload Too Large",
+  414: "414 URI Too Long",
+  415: "415 Unsupported Media Type",
+  422: "422 Unprocessable Entity",
+  426: "426 Upgrade Required",
+  429: "429 Too Many Requests",
+  500: "500 Internal Server Error",
+  501: "501 Not Implemented",
+  503: "503 Service Unavailable",
 };
 
 export const statusLine = (status: number): string => STATUS_TEXT[status] ?? `${status} Status`;

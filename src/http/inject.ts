@@ -102,10 +102,14 @@ function collectSse(start: Extract<Reply, { kind: "sse" }>["start"], signal: Abo
       open = false;
       resolve(text);
     };
-    signal.addEventListener("abort", () => {
-      cleanup?.();
-      finish();
-    }, { once: true });
+    signal.addEventListener(
+      "abort",
+      () => {
+        cleanup?.();
+        finish();
+      },
+      { once: true },
+    );
     cleanup = start({
       write(frame) {
         if (open) text += frame;

@@ -39,7 +39,10 @@ export const CONTROL_PLANE_SECURITY: OpenApiSecurity = {
   publicPaths: ["/ok", "/openapi.json", "/docs"],
 };
 
-const errorResponse = (description: string): Record<string, unknown> => ({ description, content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } });
+const errorResponse = (description: string): Record<string, unknown> => ({
+  description,
+  content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+});
 
 /** The error statuses a route can answer, from what it takes (every reply documented in docs/ERRORS.md). */
 function errorResponses(r: RouteDef, secured: boolean): Record<string, unknown> {
@@ -54,7 +57,8 @@ function errorResponses(r: RouteDef, secured: boolean): Record<string, unknown> 
     out["403"] = errorResponse("Not allowed");
   }
   if (r.path.includes(":")) out["404"] = errorResponse("Not found");
-  if (r.body || r.query || r.params) out["422"] = { description: "Validation Error", content: { "application/json": { schema: { $ref: "#/components/schemas/HTTPValidationError" } } } };
+  if (r.body || r.query || r.params)
+    out["422"] = { description: "Validation Error", content: { "application/json": { schema: { $ref: "#/components/schemas/HTTPValidationError" } } } };
   out["429"] = errorResponse("Rate limited (when rate limits are on): see Retry-After");
   return out;
 }
@@ -70,7 +74,12 @@ export function buildOpenApi(
     const parameters: Record<string, unknown>[] = [];
     for (const m of r.path.matchAll(/:([A-Za-z_]+)/g)) {
       const kind = r.params?.[m[1]];
-      parameters.push({ name: m[1], in: "path", required: true, schema: kind === "uuid" ? { type: "string", format: "uuid" } : { type: "string", maxLength: MAX_KEY_CHARS } });
+      parameters.push({
+        name: m[1],
+        in: "path",
+        required: true,
+        schema: kind === "uuid" ? { type: "string", format: "uuid" } : { type: "string", maxLength: MAX_KEY_CHARS },
+      });
     }
     for (const [name, schema] of Object.entries(r.query?.properties ?? {})) {
       parameters.push({ name, in: "query", required: r.query?.required?.includes(name) ?? false, schema });
@@ -84,7 +93,9 @@ export function buildOpenApi(
       responses: {
         [status]: {
           description: r.response?.description ?? "Success",
-          ...(r.response?.contentType || r.response?.schema ? { content: { [r.response?.contentType ?? "application/json"]: { schema: r.response?.schema ?? {} } } } : {}),
+          ...(r.response?.contentType || r.response?.schema
+            ? { content: { [r.response?.contentType ?? "application/json"]: { schema: r.response?.schema ?? {} } } }
+            : {}),
         },
         ...errorResponses(r, security !== undefined && !security.publicPaths?.includes(r.path)),
       },
@@ -106,10 +117,16 @@ export function renderDocsHtml(doc: Record<string, unknown>): string {
   const info = doc.info as { title: string; version: string };
   const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   const rows: string[] = [];
-  for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, { summary: string; operationId: string; requestBody?: { content: Record<string, { schema: unknown }> } }>>)) {
+  for (const [path, ops] of Object.entries(
+    doc.paths as Record<string, Record<string, { summary: string; operationId: string; requestBody?: { content: Record<string, { schema: unknown }> } }>>,
+  )) {
     for (const [method, op] of Object.entries(ops)) {
-      const schema = op.requestBody ? `<details><summary>request body</summary><pre>${esc(JSON.stringify(op.requestBody.content["application/json"].schema, null, 2))}</pre></details>` : "";
-      rows.push(`<tr><td class="m">${method.toUpperCase()}</td><td><code>${esc(path)}</code></td><td>${esc(op.summary)}<br><small>${op.operationId}</small>${schema}</td></tr>`);
+      const schema = op.requestBody
+        ? `<details><summary>request body</summary><pre>${esc(JSON.stringify(op.requestBody.content["application/json"].schema, null, 2))}</pre></details>`
+        : "";
+      rows.push(
+        `<tr><td class="m">${method.toUpperCase()}</td><td><code>${esc(path)}</code></td><td>${esc(op.summary)}<br><small>${op.operationId}</small>${schema}</td></tr>`,
+      );
     }
   }
   return `<!doctype html><html><head><meta charset="utf-8"><title>${esc(info.title)} API reference</title>

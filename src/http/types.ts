@@ -28,10 +28,25 @@ export interface AuthInfo {
 
 export type Headers = Record<string, string>;
 
-export interface JsonReply { kind: "json"; status: number; body: unknown; headers?: Headers }
+export interface JsonReply {
+  kind: "json";
+  status: number;
+  body: unknown;
+  headers?: Headers;
+}
 /** Pre-serialized JSON text (e.g. produced by a worker). */
-export interface TextReply { kind: "text"; status: number; body: string | Uint8Array; contentType: string; headers?: Headers }
-export interface EmptyReply { kind: "empty"; status: 202 | 204; headers?: Headers }
+export interface TextReply {
+  kind: "text";
+  status: number;
+  body: string | Uint8Array;
+  contentType: string;
+  headers?: Headers;
+}
+export interface EmptyReply {
+  kind: "empty";
+  status: 202 | 204;
+  headers?: Headers;
+}
 
 export interface SseSink {
   /** write one already-framed SSE chunk; returns false once the client is gone */

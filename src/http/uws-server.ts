@@ -341,9 +341,12 @@ function writeSse(res: HttpResponse, state: ResState, reply: Extract<Reply, { ki
   // (a join on a queued run may wait long for its first event); SSE readers skip comments.
   out.write(":\n\n");
   let ended = false;
-  const heartbeat = reply.heartbeatMs === undefined ? undefined : setInterval(() => {
-    if (!ended && out.idle) out.write(": heartbeat\n\n"); // a reader behind needs no keep-alive
-  }, reply.heartbeatMs);
+  const heartbeat =
+    reply.heartbeatMs === undefined
+      ? undefined
+      : setInterval(() => {
+          if (!ended && out.idle) out.write(": heartbeat\n\n"); // a reader behind needs no keep-alive
+        }, reply.heartbeatMs);
   heartbeat?.unref();
   const cleanup = reply.start({
     write(frame) {

@@ -91,7 +91,8 @@ export function withErrorBudget(schema: JsonSchema): JsonSchema {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(s)) {
       if (k === "properties" || k === "patternProperties" || k === "$defs" || k === "definitions") {
-        out[k] = typeof v === "object" && v !== null ? Object.fromEntries(Object.entries(v).map(([name, sub]) => [name, visit(sub, k === "patternProperties")])) : v;
+        out[k] =
+          typeof v === "object" && v !== null ? Object.fromEntries(Object.entries(v).map(([name, sub]) => [name, visit(sub, k === "patternProperties")])) : v;
       } else if (k === "enum" || k === "const" || k === "default" || k === "examples") {
         out[k] = v;
       } else {
@@ -103,7 +104,6 @@ export function withErrorBudget(schema: JsonSchema): JsonSchema {
   };
   return visit(schema, false) as JsonSchema;
 }
-
 
 export function toIssues(errors: ErrorObject[], where: string): ValidationIssue[] {
   if (errors.length > MAX_VALIDATION_ERRORS) errors = errors.slice(0, MAX_VALIDATION_ERRORS);
@@ -235,7 +235,8 @@ function issueOf(e: ErrorObject): IssueText {
         type = "extra_forbidden";
       }
       break;
-    case "anyOf": case "oneOf":
+    case "anyOf":
+    case "oneOf":
       msg = "Input does not match any allowed form";
       type = "union_error";
       break;
@@ -243,13 +244,24 @@ function issueOf(e: ErrorObject): IssueText {
   return { msg, type, extraLoc };
 }
 
-const TYPE_WORD: Record<string, string> = { integer: "integer", number: "number", string: "string", boolean: "boolean", object: "dictionary", array: "list", null: "null" };
+const TYPE_WORD: Record<string, string> = {
+  integer: "integer",
+  number: "number",
+  string: "string",
+  boolean: "boolean",
+  object: "dictionary",
+  array: "list",
+  null: "null",
+};
 const TYPE_TAG: Record<string, string> = { integer: "int", number: "float", string: "string", boolean: "bool", object: "dict", array: "list", null: "none" };
 
 function pointerToPath(p: string): (string | number)[] {
   if (!p) return [];
-  return p.slice(1).split("/").map((s) => {
-    const k = s.replace(/~1/g, "/").replace(/~0/g, "~");
-    return /^\d+$/.test(k) ? Number(k) : k;
-  });
+  return p
+    .slice(1)
+    .split("/")
+    .map((s) => {
+      const k = s.replace(/~1/g, "/").replace(/~0/g, "~");
+      return /^\d+$/.test(k) ? Number(k) : k;
+    });
 }

@@ -90,7 +90,17 @@ export class RunHub {
   private log(runId: string, threadId = ""): RunLog {
     let l = this.logs.get(runId);
     if (!l) {
-      l = { runId, threadId, resumable: false, protocol: false, gated: false, events: new EventBuffer(this.maxBytes), replayed: false, subscribers: new Set(), waiters: [] };
+      l = {
+        runId,
+        threadId,
+        resumable: false,
+        protocol: false,
+        gated: false,
+        events: new EventBuffer(this.maxBytes),
+        replayed: false,
+        subscribers: new Set(),
+        waiters: [],
+      };
       this.logs.set(runId, l);
     } else if (threadId && !l.threadId) {
       l.threadId = threadId; // created by a join or wait that named only the run

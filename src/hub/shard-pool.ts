@@ -7,7 +7,18 @@ import { availableParallelism } from "node:os";
 import { Piscina } from "piscina";
 import { deserializeError, TroupeError } from "../errors.ts";
 import type { CompiledModules } from "../loader/compile-modules.ts";
-import type { CreateRunCommand, ShardReplies, ShardRequest, ToShard, FromShard, GraphSpecLite, RunDone, ShardTask, StoreIndexOptions, StoreTtlOptions } from "../bridge/messages.ts";
+import type {
+  CreateRunCommand,
+  ShardReplies,
+  ShardRequest,
+  ToShard,
+  FromShard,
+  GraphSpecLite,
+  RunDone,
+  ShardTask,
+  StoreIndexOptions,
+  StoreTtlOptions,
+} from "../bridge/messages.ts";
 import type { RunRecord } from "../storage/records.ts";
 import { RunHub, type RunStreams } from "./run-hub.ts";
 import type { ThreadStreams } from "./thread-stream-hub.ts";
@@ -58,7 +69,6 @@ interface Shard {
   pending: Map<number, Pending>;
   dead: boolean;
 }
-
 
 export class ShardPool {
   private readonly hub = new RunHub();
@@ -150,9 +160,12 @@ export class ShardPool {
         port1.close();
         // back off when a shard keeps dying at startup (e.g. a graph that crashes the worker)
         const n = (this.restarts[index] = (this.restarts[index] ?? 0) + 1);
-        setTimeout(() => {
-          if (!this.closing) this.shards[index] = this.startShard(index);
-        }, Math.min(100 * 2 ** (n - 1), 10_000)).unref();
+        setTimeout(
+          () => {
+            if (!this.closing) this.shards[index] = this.startShard(index);
+          },
+          Math.min(100 * 2 ** (n - 1), 10_000),
+        ).unref();
         setTimeout(() => (this.restarts[index] = 0), 60_000).unref();
       },
     );
@@ -232,7 +245,7 @@ export class ShardPool {
     return reply?.output ?? undefined;
   }
 
-    /** Deletes a thread with all its data, and ends the thread streams listening to it. */
+  /** Deletes a thread with all its data, and ends the thread streams listening to it. */
   async deleteThread(threadId: string): Promise<void> {
     await this.request({ type: "thread.delete", threadId });
     this.hub.threads.close(threadId);

@@ -97,10 +97,7 @@ export function matchesFilter(filter: ProtocolFilter, channel: string, namespace
 }
 
 /** What request handlers may do with thread-protocol sessions (ShardPool.sessions); runs feed them through the run hub. */
-export type ThreadProtocolSessions = Pick<
-  ThreadProtocolHub,
-  "adopt" | "announceWhenAdopted" | "subscribe" | "sessionRun" | "announce" | "lastSeq" | "tree"
->;
+export type ThreadProtocolSessions = Pick<ThreadProtocolHub, "adopt" | "announceWhenAdopted" | "subscribe" | "sessionRun" | "announce" | "lastSeq" | "tree">;
 
 export class ThreadProtocolHub {
   private readonly sessions = new Map<string, Session>();
@@ -311,7 +308,7 @@ export class ThreadProtocolHub {
       if (namespace.length === 0 && (d.event === "completed" || d.event === "failed" || d.event === "interrupted")) s.rootEnded = true;
       const key = namespace.join("|");
       const prev = s.agents.get(key);
-      s.agents.set(key, { namespace, status: d.event, graph_name: d.graph_name ?? prev?.graph_name ?? (namespace.at(-1) ?? "root") });
+      s.agents.set(key, { namespace, status: d.event, graph_name: d.graph_name ?? prev?.graph_name ?? namespace.at(-1) ?? "root" });
     } catch {
       // a lifecycle event we cannot read does not change the tree
     }

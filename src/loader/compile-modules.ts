@@ -46,11 +46,13 @@ function needsCompile(path: string): boolean {
  */
 export async function compileModules(entries: readonly string[], outDir: string, opts: { keepBuilds?: number } = {}): Promise<CompiledModules> {
   const result: CompiledModules = { urls: {}, errors: {} };
-  const toCompile = [...new Set(entries.map((e) => resolve(e)))].filter((e) => {
-    if (needsCompile(e)) return true;
-    result.urls[e] = pathToFileURL(e).href;
-    return false;
-  }).sort();
+  const toCompile = [...new Set(entries.map((e) => resolve(e)))]
+    .filter((e) => {
+      if (needsCompile(e)) return true;
+      result.urls[e] = pathToFileURL(e).href;
+      return false;
+    })
+    .sort();
   if (toCompile.length === 0) return result;
   const reused = reusableBuild(toCompile, outDir);
   if (reused !== null) {

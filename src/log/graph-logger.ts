@@ -15,8 +15,17 @@ type Level = "error" | "warn" | "info" | "debug";
 
 /** winston's level names (the SDK's Logger type) onto ours */
 const LEVELS: Record<string, Level> = {
-  error: "error", warn: "warn", info: "info", help: "info", data: "info", prompt: "info", http: "info", input: "info",
-  verbose: "debug", debug: "debug", silly: "debug",
+  error: "error",
+  warn: "warn",
+  info: "info",
+  help: "info",
+  data: "info",
+  prompt: "info",
+  http: "info",
+  input: "info",
+  verbose: "debug",
+  debug: "debug",
+  silly: "debug",
 };
 
 export type LeveledLogMethod = (message: unknown, ...meta: unknown[]) => GraphLogger;

@@ -25,7 +25,10 @@ export class RequestLog {
   private timer: NodeJS.Timeout | undefined;
 
   /** `linesPerSecond`: individual lines per second before summarizing (0: always summarize) */
-  constructor(private readonly linesPerSecond: number, log: ComponentLog = componentLog("http")) {
+  constructor(
+    private readonly linesPerSecond: number,
+    log: ComponentLog = componentLog("http"),
+  ) {
     this.log = log;
   }
 
@@ -78,7 +81,12 @@ export class RequestLog {
     if (this.suppressed === 0) return;
     const tallies = [...this.tallies.values()].flatMap((byMethod) => [...byMethod.values()].flatMap((byStatus) => [...byStatus.values()]));
     const routes = tallies.map((t) => ({
-      method: t.method, route: t.route, status: t.status, count: t.count, avg_ms: round(t.totalMs / t.count), max_ms: round(t.maxMs),
+      method: t.method,
+      route: t.route,
+      status: t.status,
+      count: t.count,
+      avg_ms: round(t.totalMs / t.count),
+      max_ms: round(t.maxMs),
     }));
     this.log.info("requests summary", { requests: this.suppressed, interval_ms: SUMMARY_EVERY_MS, routes });
     this.tallies.clear();

@@ -73,7 +73,11 @@ function metricObject(m: object, type: "gauge" | "counter" | "histogram", values
 
 /** A gauge's or counter's samples as prom-client's metric object (each series' labels shared, see LabelSets). */
 function sampledMetric<L extends string>(m: object, type: "gauge" | "counter", samples: Sample<L>[], sets: LabelSets) {
-  return metricObject(m, type, samples.map((s) => ({ value: s.value, labels: NO_LABELS, sharedLabels: sets.of(s.labels) })));
+  return metricObject(
+    m,
+    type,
+    samples.map((s) => ({ value: s.value, labels: NO_LABELS, sharedLabels: sets.of(s.labels) })),
+  );
 }
 
 const jsonForm = (m: ReturnType<typeof metricObject>) => ({ ...m, values: forJson(m.values as Value[]) as never[] });
@@ -133,7 +137,9 @@ export class ScrapedHistogram<L extends string = string> extends Histogram<L> {
 
   getForPromString() {
     const { name } = this as unknown as { name: string };
-    const bucket = `${name}_bucket`, sum = `${name}_sum`, count = `${name}_count`;
+    const bucket = `${name}_bucket`,
+      sum = `${name}_sum`,
+      count = `${name}_count`;
     const values: Value[] = [];
     for (const { labels, values: h } of this.read()) {
       const shared = this.sets.of(labels);

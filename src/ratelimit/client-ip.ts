@@ -22,7 +22,12 @@ export class TrustedProxies {
 
   /** A comma-separated list, as given to --trusted-proxies / TROUPE_TRUSTED_PROXIES. */
   static parse(list: string): TrustedProxies {
-    return new TrustedProxies(list.split(",").map((s) => s.trim()).filter((s) => s !== ""));
+    return new TrustedProxies(
+      list
+        .split(",")
+        .map((s) => s.trim())
+        .filter((s) => s !== ""),
+    );
   }
 
   trusts(ip: string): boolean {

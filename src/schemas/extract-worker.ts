@@ -56,4 +56,3 @@ function stamps(files: Iterable<string>): InputStamps {
   }
   return out;
 }
-

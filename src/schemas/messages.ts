@@ -24,5 +24,4 @@ export interface ExtractWorkerData {
 }
 
 export type FromExtractWorker =
-  | { type: "schemas.extracted"; schemas: StaticGraphSchemas; inputs: InputStamps }
-  | { type: "schemas.failed"; message: string; inputs: InputStamps };
+  { type: "schemas.extracted"; schemas: StaticGraphSchemas; inputs: InputStamps } | { type: "schemas.failed"; message: string; inputs: InputStamps };

@@ -49,7 +49,10 @@ export class StaticSchemas {
   private readonly timeoutMs: number;
   private readonly log: (message: string) => void;
 
-  constructor(private readonly graphs: ReadonlyMap<string, ImportRef>, private readonly opts: StaticSchemasOptions) {
+  constructor(
+    private readonly graphs: ReadonlyMap<string, ImportRef>,
+    private readonly opts: StaticSchemasOptions,
+  ) {
     this.extractor = `${extractorVersion()}/${CACHE_FORMAT}`;
     const fromEnv = Number(process.env.LANGGRAPH_SCHEMA_RESOLVE_TIMEOUT_MS);
     this.timeoutMs = opts.timeoutMs ?? (Number.isInteger(fromEnv) && fromEnv > 0 ? fromEnv : DEFAULT_TIMEOUT_MS);
@@ -75,7 +78,10 @@ export class StaticSchemas {
   private async resolve(graphId: string): Promise<StaticGraphSchemas | null> {
     const graph = this.graphs.get(graphId);
     if (!graph || !TYPESCRIPT_FILE.test(graph.filePath)) return this.remember(graphId, null);
-    const file = join(this.opts.cacheDir, `${createHash("sha256").update(`${graphId}\0${graph.filePath}\0${graph.exportName}`).digest("hex").slice(0, 24)}.json`);
+    const file = join(
+      this.opts.cacheDir,
+      `${createHash("sha256").update(`${graphId}\0${graph.filePath}\0${graph.exportName}`).digest("hex").slice(0, 24)}.json`,
+    );
     const cached = await this.readCache(file, graph);
     if (cached) return this.remember(graphId, cached.schemas);
     const run = this.lane.then(() => this.extract(graph));
@@ -91,7 +97,8 @@ export class StaticSchemas {
       ...(outcome.type === "schemas.failed" ? { error: outcome.message } : {}),
     };
     // a failure that read nothing (the worker itself failed) may not happen again: not kept on disk
-    if (Object.keys(entry.inputs).length > 0) await this.writeCache(file, entry).catch((err: unknown) => this.log(`schema cache not written (${(err as Error).message})`));
+    if (Object.keys(entry.inputs).length > 0)
+      await this.writeCache(file, entry).catch((err: unknown) => this.log(`schema cache not written (${(err as Error).message})`));
     return this.remember(graphId, entry.schemas);
   }
 
@@ -109,10 +116,12 @@ export class StaticSchemas {
       return undefined;
     }
     if (entry.extractor !== this.extractor || entry.graph?.filePath !== graph.filePath || entry.graph?.exportName !== graph.exportName) return undefined;
-    const checks = await Promise.all(Object.entries(entry.inputs ?? {}).map(async ([path, [size, mtimeMs]]) => {
-      const st = await stat(path).catch(() => undefined);
-      return st !== undefined && st.size === size && st.mtimeMs === mtimeMs;
-    }));
+    const checks = await Promise.all(
+      Object.entries(entry.inputs ?? {}).map(async ([path, [size, mtimeMs]]) => {
+        const st = await stat(path).catch(() => undefined);
+        return st !== undefined && st.size === size && st.mtimeMs === mtimeMs;
+      }),
+    );
     return checks.every(Boolean) ? entry : undefined;
   }
 
@@ -144,7 +153,9 @@ export class StaticSchemas {
       }, this.timeoutMs);
       worker.once("message", (msg: FromExtractWorker) => done(msg));
       worker.once("error", (err) => done({ type: "schemas.failed", message: err.message, inputs: {} }));
-      worker.once("exit", (code) => done({ type: "schemas.failed", message: `the worker exited (${code}) ${output.trim().split("\n").slice(-3).join(" ")}`.trim(), inputs: {} }));
+      worker.once("exit", (code) =>
+        done({ type: "schemas.failed", message: `the worker exited (${code}) ${output.trim().split("\n").slice(-3).join(" ")}`.trim(), inputs: {} }),
+      );
     });
   }
 }

@@ -106,7 +106,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   for (const w of config.warnings) log.warn(w);
   const nativeMemoryProblem = nativeMemoryError();
   if (nativeMemoryProblem !== undefined) {
-    log.warn(`native memory addon not loaded (${nativeMemoryProblem}); run \`npm install\` with a C compiler present. Freed C-heap memory then stays resident after load bursts.`);
+    log.warn(
+      `native memory addon not loaded (${nativeMemoryProblem}); run \`npm install\` with a C compiler present. Freed C-heap memory then stays resident after load bursts.`,
+    );
   }
   registerGraphLogger(); // auth and http.app modules load on this thread
   // Nothing runs through tsx: the worker entries and every user module (graphs and embed function
@@ -155,7 +157,15 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     dispatch: async (method, path, headers, body) => {
       if (!dispatcher) return { status: 503 };
       const [p, q = ""] = path.split("?");
-      const reply = await dispatcher.dispatch({ method, path: p, query: q, headers, body: body === undefined ? null : Buffer.from(body), clientIp: "127.0.0.1", signal: new AbortController().signal });
+      const reply = await dispatcher.dispatch({
+        method,
+        path: p,
+        query: q,
+        headers,
+        body: body === undefined ? null : Buffer.from(body),
+        clientIp: "127.0.0.1",
+        signal: new AbortController().signal,
+      });
       if (reply.kind === "stream") reply.cancel(); // a delivery reads only the status
       return { status: "status" in reply ? reply.status : 200 };
     },
@@ -212,7 +222,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     node: { id: nodeId, aliveNodes: () => 1 },
     resolveAssistant: async (idOrGraph) => {
       if (idOrGraph.length > MAX_KEY_CHARS) throw assistantNotFound(); // no key that long exists (or fits LMDB)
-      const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : canonicalUuidOf(idOrGraph) ?? idOrGraph;
+      const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : (canonicalUuidOf(idOrGraph) ?? idOrGraph);
       const a = await port.assistants.get(id);
       if (!a) throw assistantNotFound();
       return a;
@@ -227,7 +237,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   // before authentication: only keys that verify get key buckets, everything else counts against its IP
   const rateLimitRegion = opts.rateLimit === undefined ? config.http.rateLimit : opts.rateLimit;
   if (rateLimitRegion) {
-    dispatcher.addGuard(rateLimitGuard({ region: rateLimitRegion, scale: opts.rateLimitScale }, { verifiesKey: apiKeys?.verifies, trustedProxies: opts.trustedProxies, decisions: rateLimitDecisions }));
+    dispatcher.addGuard(
+      rateLimitGuard(
+        { region: rateLimitRegion, scale: opts.rateLimitScale },
+        { verifiesKey: apiKeys?.verifies, trustedProxies: opts.trustedProxies, decisions: rateLimitDecisions },
+      ),
+    );
   }
   if (apiKeys) dispatcher.addGuard(apiKeys.guard); // api keys: after rate limits, before custom auth
   const groups: RouteDef[][] = [];
@@ -253,7 +268,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   await crons?.start(); // crons
   const ttl = config.checkpointer.ttl;
   const threadTtl = new ThreadTtlSweeper(port, pool, {
-    defaultTtlMinutes: ttl.defaultTtlMinutes, strategy: ttl.strategy, sweepIntervalMinutes: ttl.sweepIntervalMinutes, sweepLimit: ttl.sweepLimit,
+    defaultTtlMinutes: ttl.defaultTtlMinutes,
+    strategy: ttl.strategy,
+    sweepIntervalMinutes: ttl.sweepIntervalMinutes,
+    sweepLimit: ttl.sweepLimit,
   });
   threadTtl.start();
   const storeSweepInterval = config.store.ttl.sweepIntervalMinutes;
@@ -292,7 +310,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 export function storeIndexOptions(index: ResolvedStoreIndex | null): StoreIndexOptions | undefined {
   if (!index) return undefined;
   if (index.embed.kind !== "module") {
-    componentLog("server").warn(`store.index.embed "${index.embed.provider}:${index.embed.model}": provider embeddings are not supported; give a module ("./embed.ts:fn"). The store has no semantic index.`);
+    componentLog("server").warn(
+      `store.index.embed "${index.embed.provider}:${index.embed.model}": provider embeddings are not supported; give a module ("./embed.ts:fn"). The store has no semantic index.`,
+    );
     return undefined;
   }
   return { dims: index.dims, fields: [...index.fields], embed: { filePath: index.embed.filePath, exportName: index.embed.exportName } };

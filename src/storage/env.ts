@@ -8,8 +8,14 @@ import { join } from "node:path";
 import type { IndexDb } from "./indexes/index-db.ts";
 import type { IndexBuildState } from "./indexes/build.ts";
 import type {
-  AssistantRecord, AssistantVersionRecord, CronRecord, RunRecord, StoreItemRecord, ThreadRecord,
-  WebhookDeliveryRecord, WebhookOutcomeRecord,
+  AssistantRecord,
+  AssistantVersionRecord,
+  CronRecord,
+  RunRecord,
+  StoreItemRecord,
+  ThreadRecord,
+  WebhookDeliveryRecord,
+  WebhookOutcomeRecord,
 } from "./records.ts";
 
 export type Key = string | number | (string | number)[];

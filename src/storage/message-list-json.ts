@@ -128,7 +128,9 @@ export class MessageListJson {
    * that could edit the list).
    */
   private update(
-    list: MessageFields[], compute: (m: MessageFields) => string, reused?: Reusable,
+    list: MessageFields[],
+    compute: (m: MessageFields) => string,
+    reused?: Reusable,
   ): { entry: ListEntry; previous: { bytes?: Uint8Array } | undefined; rest: string } {
     if (list.length === 0) return { entry: { list: new MessageListSnapshot(), body: "", sealed: [] }, previous: undefined, rest: "" };
     const { last, from } = reused ?? this.reusable(list);
@@ -187,5 +189,4 @@ export class MessageListJson {
     if (last === undefined || last.list.sharedPrefix(list) < last.list.length) return { last: undefined, from: 0 };
     return { last, from: last.list.length };
   }
-
 }

@@ -19,7 +19,8 @@ export interface StorageConfig {
 export type StorageAdapter = (config: StorageConfig) => Promise<StoragePort>;
 
 /** The embedded default. */
-export const lmdbAdapter: StorageAdapter = (config) => Promise.resolve(openLmdbStorage(config.dataDir, { syncCommits: config.syncCommits, primary: config.primary }));
+export const lmdbAdapter: StorageAdapter = (config) =>
+  Promise.resolve(openLmdbStorage(config.dataDir, { syncCommits: config.syncCommits, primary: config.primary }));
 
 /**
  * PostgreSQL at `config.databaseUri`. The driver loads only here (an LMDB server never loads it).
@@ -57,6 +58,9 @@ export function redactedUri(uri: string): string {
 }
 
 /** The storage of a server: PostgreSQL when the config names a database, else LMDB (unless `adapter` is given). */
-export function openStorage(config: StorageConfig, adapter: StorageAdapter = config.databaseUri === undefined ? lmdbAdapter : postgresAdapter): Promise<StoragePort> {
+export function openStorage(
+  config: StorageConfig,
+  adapter: StorageAdapter = config.databaseUri === undefined ? lmdbAdapter : postgresAdapter,
+): Promise<StoragePort> {
   return adapter(config);
 }

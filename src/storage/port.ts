@@ -18,12 +18,28 @@
  *   return a Page; both adapters return the same records in the same order.
  */
 import type {
-  BaseCheckpointSaver, BaseStore, CheckpointMetadata, ListNamespacesOperation, PutOperation, SearchOperation, SerializerProtocol,
+  BaseCheckpointSaver,
+  BaseStore,
+  CheckpointMetadata,
+  ListNamespacesOperation,
+  PutOperation,
+  SearchOperation,
+  SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import type {
-  AssistantRecord, AssistantVersionRecord, CronRecord, Json, JsonObject, RunRecord, RunStatus, StoreItemRecord, ThreadRecord, ThreadStatus,
-  WebhookDeliveryRecord, WebhookOutcomeRecord,
+  AssistantRecord,
+  AssistantVersionRecord,
+  CronRecord,
+  Json,
+  JsonObject,
+  RunRecord,
+  RunStatus,
+  StoreItemRecord,
+  ThreadRecord,
+  ThreadStatus,
+  WebhookDeliveryRecord,
+  WebhookOutcomeRecord,
 } from "./records.ts";
 import type { StoreIndexOptions } from "./store-index.ts";
 import type { StoreTtlOptions } from "../bridge/messages.ts";
@@ -175,7 +191,13 @@ export interface RunsPort {
    * A run's end: its final record (or its removal, for a rollback), no longer active, the thread's
    * record with its values (undefined: the thread has none), and its webhook delivery (the outbox).
    */
-  finish(end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; prev: ThreadRecord; valuesJson: Uint8Array | undefined; webhook?: WebhookDeliveryRecord }): Issued;
+  finish(end: {
+    run: RunRecord | { rolledBack: RunKey };
+    thread: ThreadRecord;
+    prev: ThreadRecord;
+    valuesJson: Uint8Array | undefined;
+    webhook?: WebhookDeliveryRecord;
+  }): Issued;
   /**
    * A queued run ended by a stop on its own (cancel): its end as `stop` says, and the thread's
    * record (read in the same unit) with `threadStatus`; nothing for the thread when it is gone.
@@ -341,4 +363,3 @@ export interface StoragePort {
   refreshReads(): void;
   close(): Promise<void>;
 }
-

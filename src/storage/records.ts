@@ -7,10 +7,7 @@ export type { Json, JsonObject, RunnableConfigJson };
 export type ThreadStatus = "idle" | "busy" | "interrupted" | "error";
 export type RunStatus = "pending" | "running" | "success" | "error" | "timeout" | "interrupted";
 export type MultitaskStrategy = "reject" | "interrupt" | "rollback" | "enqueue";
-export type StreamMode =
-  | "values" | "messages" | "messages-tuple" | "updates" | "events" | "tasks"
-  | "checkpoints" | "debug" | "custom" | "tools";
-
+export type StreamMode = "values" | "messages" | "messages-tuple" | "updates" | "events" | "tasks" | "checkpoints" | "debug" | "custom" | "tools";
 
 export interface AssistantRecord {
   assistant_id: string;

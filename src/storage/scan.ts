@@ -8,7 +8,9 @@ export const SCAN_CHUNK = 2_000;
 
 /** The entries of `db` (between `bounds`, if given) in key order. */
 export async function* entriesInChunks<V, K extends Key>(
-  db: Pick<Database<V, K>, "getRange">, chunk = SCAN_CHUNK, bounds: { start?: K; end?: K } = {},
+  db: Pick<Database<V, K>, "getRange">,
+  chunk = SCAN_CHUNK,
+  bounds: { start?: K; end?: K } = {},
 ): AsyncGenerator<{ key: K; value: V }> {
   let after: K | undefined;
   for (;;) {

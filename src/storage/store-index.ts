@@ -99,7 +99,10 @@ export class StoreIndex {
 
   private checked(vectors: number[][]): number[][] {
     for (const v of vectors) {
-      if (!Array.isArray(v) || v.length !== this.opts.dims) throw new Error(`store.index: the embedding function returned a vector of ${Array.isArray(v) ? v.length : typeof v} dimensions; store.index.dims is ${this.opts.dims}`);
+      if (!Array.isArray(v) || v.length !== this.opts.dims)
+        throw new Error(
+          `store.index: the embedding function returned a vector of ${Array.isArray(v) ? v.length : typeof v} dimensions; store.index.dims is ${this.opts.dims}`,
+        );
     }
     return vectors.map((v) => Array.from(v, Number));
   }

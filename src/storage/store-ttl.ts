@@ -22,10 +22,12 @@ export function refreshItemTtls(s: Storage, keys: readonly StoreKey[]): void {
     if (t !== undefined) due.push([k, { minutes: t.minutes, expiresAt: now + t.minutes * 60_000 }]);
   }
   if (due.length === 0) return;
-  void s.root.transaction(() => {
-    // only items that still have a TTL (a write or delete may have come first)
-    for (const [k, t] of due) if (s.storeTtl.doesExist(k)) s.storeTtl.put(k, t);
-  }).catch(() => undefined);
+  void s.root
+    .transaction(() => {
+      // only items that still have a TTL (a write or delete may have come first)
+      for (const [k, t] of due) if (s.storeTtl.doesExist(k)) s.storeTtl.put(k, t);
+    })
+    .catch(() => undefined);
 }
 
 /** Removes up to `limit` expired items with their TTL records; returns how many. */

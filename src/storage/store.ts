@@ -2,8 +2,16 @@
 // actor workers, and the /store routes use it on the HTTP thread, each thread with its own handle.
 import { deepEqual } from "../util/deep-equal.ts";
 import {
-  BaseStore, type GetOperation, type Item, type ListNamespacesOperation, type MatchCondition,
-  type Operation, type OperationResults, type PutOperation, type SearchItem, type SearchOperation,
+  BaseStore,
+  type GetOperation,
+  type Item,
+  type ListNamespacesOperation,
+  type MatchCondition,
+  type Operation,
+  type OperationResults,
+  type PutOperation,
+  type SearchItem,
+  type SearchOperation,
 } from "@langchain/langgraph-checkpoint";
 import { TroupeError } from "../errors.ts";
 import type { Transaction } from "lmdb";
@@ -51,7 +59,11 @@ export class LmdbStore extends BaseStore implements ItemStore {
    * and removed by sweep(); reads may push its expiry out again (refreshOnRead, or `refresh_ttl`).
    * `index`: semantic search (config `store.index`, store-index.ts).
    */
-  constructor(private readonly s: Storage, ttl?: StoreTtlOptions, index?: StoreIndexOptions) {
+  constructor(
+    private readonly s: Storage,
+    ttl?: StoreTtlOptions,
+    index?: StoreIndexOptions,
+  ) {
     super();
     this.ttl = ttl ?? { defaultTtlMinutes: null, refreshOnRead: false };
     this.index = index ? new StoreIndex(index) : undefined;
@@ -74,10 +86,12 @@ export class LmdbStore extends BaseStore implements ItemStore {
         puts.set(JSON.stringify(keyOf(op.namespace, op.key)), op);
         results[i] = undefined;
       } else if ("namespacePrefix" in op) {
-        searches.push(this.searchItems(op).then((found) => {
-          if (this.ttl.refreshOnRead) this.refresh(found);
-          results[i] = found.map((r): SearchItem => ({ ...toItem(r), ...(r.score !== undefined ? { score: r.score } : {}) }));
-        }));
+        searches.push(
+          this.searchItems(op).then((found) => {
+            if (this.ttl.refreshOnRead) this.refresh(found);
+            results[i] = found.map((r): SearchItem => ({ ...toItem(r), ...(r.score !== undefined ? { score: r.score } : {}) }));
+          }),
+        );
       } else if ("key" in op) {
         const r = this.getRecord((op as GetOperation).namespace, op.key);
         if (r && this.ttl.refreshOnRead) this.refresh([r]);
@@ -135,19 +149,22 @@ export class LmdbStore extends BaseStore implements ItemStore {
           this.s.storeTtl.remove(k);
           continue;
         }
-        putStoreItem(this.s, {
-          namespace: [...op.namespace],
-          key: op.key,
-          value: op.value as JsonObject,
-          created_at: prev?.created_at ?? now,
-          updated_at: now,
-        }, prev);
+        putStoreItem(
+          this.s,
+          {
+            namespace: [...op.namespace],
+            key: op.key,
+            value: op.value as JsonObject,
+            created_at: prev?.created_at ?? now,
+            updated_at: now,
+          },
+          prev,
+        );
         if (minutes === null) this.s.storeTtl.remove(k);
         else this.s.storeTtl.put(k, { minutes, expiresAt });
       }
     });
   }
-
 
   /**
    * searchRecords, ranked by similarity to `query` when the store has an index (every matching
@@ -173,7 +190,10 @@ export class LmdbStore extends BaseStore implements ItemStore {
 
   /** Pushes the expiry of these items (those with a TTL) out by their TTL again; not awaited by readers. */
   refresh(records: readonly StoreItemRecord[]): void {
-    refreshItemTtls(this.s, records.map((r) => keyOf(r.namespace, r.key)));
+    refreshItemTtls(
+      this.s,
+      records.map((r) => keyOf(r.namespace, r.key)),
+    );
   }
 
   /**
@@ -252,7 +272,9 @@ export class LmdbStore extends BaseStore implements ItemStore {
     if (limit <= 0) return out;
     this.s.root.resetReadTxn();
     // the leading literal labels of every prefix condition bound the scan
-    const fixed = conditions.filter((c) => c.matchType === "prefix").map((c) => literalHead(c.path))
+    const fixed = conditions
+      .filter((c) => c.matchType === "prefix")
+      .map((c) => literalHead(c.path))
       .reduce<string[]>((a, b) => (b.length > a.length ? b : a), []);
     const { start: lo, end } = subtree(fixed);
     let start: StoreKey | [string] | undefined = lo;
@@ -330,15 +352,24 @@ function compare(actual: unknown, cond: unknown): boolean {
   if (!isOperatorObject(cond)) return deepEqual(actual, cond);
   return Object.entries(cond).every(([op, expected]) => {
     switch (op) {
-      case "$eq": return deepEqual(actual, expected);
-      case "$ne": return !deepEqual(actual, expected);
-      case "$gt": return order(actual, expected) > 0;
-      case "$gte": return order(actual, expected) >= 0;
-      case "$lt": return order(actual, expected) < 0;
-      case "$lte": return order(actual, expected) <= 0;
-      case "$in": return Array.isArray(expected) && expected.some((e) => deepEqual(actual, e));
-      case "$nin": return !Array.isArray(expected) || !expected.some((e) => deepEqual(actual, e));
-      default: return false;
+      case "$eq":
+        return deepEqual(actual, expected);
+      case "$ne":
+        return !deepEqual(actual, expected);
+      case "$gt":
+        return order(actual, expected) > 0;
+      case "$gte":
+        return order(actual, expected) >= 0;
+      case "$lt":
+        return order(actual, expected) < 0;
+      case "$lte":
+        return order(actual, expected) <= 0;
+      case "$in":
+        return Array.isArray(expected) && expected.some((e) => deepEqual(actual, e));
+      case "$nin":
+        return !Array.isArray(expected) || !expected.some((e) => deepEqual(actual, e));
+      default:
+        return false;
     }
   });
 }
@@ -349,4 +380,3 @@ function order(a: unknown, b: unknown): number {
   if (typeof a === "string" && typeof b === "string") return a < b ? -1 : a > b ? 1 : 0;
   return Number.NaN;
 }
-

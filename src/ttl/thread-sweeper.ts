@@ -34,7 +34,9 @@ export class ThreadTtlSweeper {
 
   start(): void {
     this.timer = setInterval(() => {
-      this.running ??= this.sweep().catch((err: unknown) => componentLog("ttl").error("thread TTL sweep failed", { err })).finally(() => (this.running = undefined));
+      this.running ??= this.sweep()
+        .catch((err: unknown) => componentLog("ttl").error("thread TTL sweep failed", { err }))
+        .finally(() => (this.running = undefined));
     }, this.opts.sweepIntervalMinutes * 60_000);
     this.timer.unref();
   }

@@ -59,9 +59,13 @@ export async function bundleUi(name: string, userPath: string, projectDir: strin
   return (result.outputFiles ?? []).map((f) => {
     const basename = f.path.split(sep).pop() ?? f.path;
     // externals are required through the host page's loader, not a global `require`
-    const contents = basename === "entrypoint.js"
-      ? f.text.replaceAll(`typeof require !== "undefined" ? require`, `typeof globalThis[Symbol.for("LGUI_REQUIRE")] !== "undefined" ? globalThis[Symbol.for("LGUI_REQUIRE")]`)
-      : f.text;
+    const contents =
+      basename === "entrypoint.js"
+        ? f.text.replaceAll(
+            `typeof require !== "undefined" ? require`,
+            `typeof globalThis[Symbol.for("LGUI_REQUIRE")] !== "undefined" ? globalThis[Symbol.for("LGUI_REQUIRE")]`,
+          )
+        : f.text;
     return { basename, contents };
   });
 }

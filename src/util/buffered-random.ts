@@ -10,8 +10,7 @@ const POOL_BYTES = 4096;
 /** Larger requests go straight to Node's implementation (one job each is cheap relative to their size). */
 const MAX_POOLED_BYTES = 256;
 
-type IntegerArray =
-  | Int8Array | Uint8Array | Uint8ClampedArray | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
+type IntegerArray = Int8Array | Uint8Array | Uint8ClampedArray | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
 
 // Only integer typed arrays are valid input; anything else goes to Node so it throws the spec's error.
 const INTEGER_ARRAYS = [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array, BigInt64Array, BigUint64Array];

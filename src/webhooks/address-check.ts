@@ -128,7 +128,9 @@ export function guardedLookup(rule: AddressRule): LookupFunction {
       for (const a of addresses) {
         const kind = addressKind(a.address);
         if (kind !== undefined && refusesKind(kind, rule)) {
-          const refused: NodeJS.ErrnoException = new Error(`Webhook host ${hostname} resolves to ${a.address}, a ${kind} address, refused by the URL policy (${why(rule, kind)})`);
+          const refused: NodeJS.ErrnoException = new Error(
+            `Webhook host ${hostname} resolves to ${a.address}, a ${kind} address, refused by the URL policy (${why(rule, kind)})`,
+          );
           refused.code = REFUSED_ADDRESS;
           return callback(refused, "", 0);
         }

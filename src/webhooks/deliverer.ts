@@ -109,17 +109,33 @@ export class OutboxDeliverer {
     }
     counters.add("retried");
     const next = Date.now() + verdict.delayMs;
-    this.o.log(`failed to call webhook ${urlForLog(delivery.url)} for run ${key[1]} (attempt ${attempts}): ${verdict.reason}; next attempt in ${Math.round(verdict.delayMs / 1000)} s`);
-    await this.record(() => storage.webhooks.retry({ threadId: key[0], runId: key[1] }, { ...delivery, attempts, next_attempt_at: new Date(next).toISOString(), last_attempt: last }));
+    this.o.log(
+      `failed to call webhook ${urlForLog(delivery.url)} for run ${key[1]} (attempt ${attempts}): ${verdict.reason}; next attempt in ${Math.round(verdict.delayMs / 1000)} s`,
+    );
+    await this.record(() =>
+      storage.webhooks.retry({ threadId: key[0], runId: key[1] }, { ...delivery, attempts, next_attempt_at: new Date(next).toISOString(), last_attempt: last }),
+    );
     if (this.closed) return;
     this.wait(k, key, next);
   }
 
   /** The delivery leaves the outbox; its outcome stays readable while its run exists. */
-  private async end(k: string, key: DeliveryKey, delivery: WebhookDeliveryRecord, state: WebhookOutcomeRecord["state"], last: WebhookAttemptRecord): Promise<void> {
+  private async end(
+    k: string,
+    key: DeliveryKey,
+    delivery: WebhookDeliveryRecord,
+    state: WebhookOutcomeRecord["state"],
+    last: WebhookAttemptRecord,
+  ): Promise<void> {
     const { storage, counters } = this.o;
     counters.add(state);
-    const outcome: WebhookOutcomeRecord = { delivery_id: delivery.delivery_id, state, attempts: delivery.attempts, created_at: delivery.created_at, last_attempt: last };
+    const outcome: WebhookOutcomeRecord = {
+      delivery_id: delivery.delivery_id,
+      state,
+      attempts: delivery.attempts,
+      created_at: delivery.created_at,
+      last_attempt: last,
+    };
     await this.record(() => storage.webhooks.end({ threadId: key[0], runId: key[1] }, outcome));
     this.forget(k);
   }

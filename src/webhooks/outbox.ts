@@ -45,19 +45,35 @@ const attemptView = (a: WebhookAttemptRecord | undefined): WebhookDeliveryView["
   a === undefined ? null : { at: a.at, status_code: a.status_code ?? null, error: a.error ?? null };
 
 /** The run's delivery (pending in the outbox, or how it ended); undefined when it has none. */
-export async function webhookDeliveryOf(webhooks: Pick<WebhooksPort, "get" | "outcome">, threadId: string, runId: string): Promise<WebhookDeliveryView | undefined> {
+export async function webhookDeliveryOf(
+  webhooks: Pick<WebhooksPort, "get" | "outcome">,
+  threadId: string,
+  runId: string,
+): Promise<WebhookDeliveryView | undefined> {
   const key = { threadId, runId };
   const ended = await webhooks.outcome(key);
   if (ended !== undefined) {
     return {
-      delivery_id: ended.delivery_id, thread_id: threadId, run_id: runId, state: ended.state, attempts: ended.attempts,
-      created_at: ended.created_at, next_attempt_at: null, last_attempt: attemptView(ended.last_attempt),
+      delivery_id: ended.delivery_id,
+      thread_id: threadId,
+      run_id: runId,
+      state: ended.state,
+      attempts: ended.attempts,
+      created_at: ended.created_at,
+      next_attempt_at: null,
+      last_attempt: attemptView(ended.last_attempt),
     };
   }
   const pending = await webhooks.get(key);
   if (pending === undefined) return undefined;
   return {
-    delivery_id: pending.delivery_id, thread_id: threadId, run_id: runId, state: "pending", attempts: pending.attempts,
-    created_at: pending.created_at, next_attempt_at: pending.next_attempt_at, last_attempt: attemptView(pending.last_attempt),
+    delivery_id: pending.delivery_id,
+    thread_id: threadId,
+    run_id: runId,
+    state: "pending",
+    attempts: pending.attempts,
+    created_at: pending.created_at,
+    next_attempt_at: pending.next_attempt_at,
+    last_attempt: attemptView(pending.last_attempt),
   };
 }

@@ -4,9 +4,7 @@ import { INTERNAL_RUN_FIELDS, type RunRecord, type WebhookError, type WebhookPay
 
 export type { WebhookError, WebhookPayload } from "../storage/records.ts";
 
-const WIRE_RUN_KEYS = [
-  "run_id", "thread_id", "assistant_id", "metadata", "status", "kwargs", "multitask_strategy", "created_at", "updated_at",
-] as const;
+const WIRE_RUN_KEYS = ["run_id", "thread_id", "assistant_id", "metadata", "status", "kwargs", "multitask_strategy", "created_at", "updated_at"] as const;
 const INTERNAL: ReadonlySet<string> = new Set(INTERNAL_RUN_FIELDS);
 const FAILED_STATUSES: ReadonlySet<string> = new Set(["error", "timeout"]);
 

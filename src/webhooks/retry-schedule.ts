@@ -4,7 +4,15 @@
 
 /** Waits before the 2nd, 3rd, … attempt: 10 attempts over ~33 h in all. */
 export const RETRY_DELAYS_MS: readonly number[] = [
-  2_000, 10_000, 60_000, 5 * 60_000, 30 * 60_000, 2 * 3_600_000, 6 * 3_600_000, 12 * 3_600_000, 12 * 3_600_000,
+  2_000,
+  10_000,
+  60_000,
+  5 * 60_000,
+  30 * 60_000,
+  2 * 3_600_000,
+  6 * 3_600_000,
+  12 * 3_600_000,
+  12 * 3_600_000,
 ];
 
 /** What one attempt saw: the receiver's status, or an error before any status (network, timeout). */
@@ -17,10 +25,7 @@ export interface AttemptResult {
   final?: boolean;
 }
 
-export type AttemptVerdict =
-  | { kind: "delivered" }
-  | { kind: "retry"; delayMs: number; reason: string }
-  | { kind: "failed"; reason: string };
+export type AttemptVerdict = { kind: "delivered" } | { kind: "retry"; delayMs: number; reason: string } | { kind: "failed"; reason: string };
 
 /** Why an attempt did not deliver, for logs and the delivery record. */
 export function attemptError(r: AttemptResult): string {
@@ -33,7 +38,12 @@ export function attemptError(r: AttemptResult): string {
  * timeouts) is retried after the next delay of the schedule, ±10% jitter, or after a longer
  * Retry-After (capped at the schedule's longest delay), until the schedule is exhausted.
  */
-export function judgeAttempt(r: AttemptResult, attempts: number, delays: readonly number[] = RETRY_DELAYS_MS, random: () => number = Math.random): AttemptVerdict {
+export function judgeAttempt(
+  r: AttemptResult,
+  attempts: number,
+  delays: readonly number[] = RETRY_DELAYS_MS,
+  random: () => number = Math.random,
+): AttemptVerdict {
   if (r.status !== undefined && r.status >= 200 && r.status < 300) return { kind: "delivered" };
   const reason = attemptError(r);
   if (r.status === 410) return { kind: "failed", reason: `${reason} (Gone: not retried)` };

@@ -25,7 +25,7 @@ export class DeliverySigner {
 /** Why `secret` cannot sign (for the config error), or undefined when it can. */
 export function signingSecretProblem(secret: string): string | undefined {
   const key = secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret;
-  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(key) || key.length % 4 !== 0) return "must be a Standard Webhooks secret: \"whsec_\" followed by base64";
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(key) || key.length % 4 !== 0) return 'must be a Standard Webhooks secret: "whsec_" followed by base64';
   const bytes = Buffer.from(key, "base64").length;
   if (bytes < 24 || bytes > 64) return `must decode to 24 to 64 bytes (Standard Webhooks); got ${bytes}`;
   return undefined;

@@ -52,9 +52,7 @@ export function validateWebhookUrl(url: string, policy: WebhookUrlPolicy): strin
     return `Webhook URL is ${url.length} characters long; the limit is ${policy.maxUrlLength}`;
   }
   if (isRelativeWebhookUrl(url)) {
-    return policy.disableLoopback
-      ? "Loopback webhooks (relative URLs) are disabled by configuration (webhooks.url.disable_loopback)"
-      : null;
+    return policy.disableLoopback ? "Loopback webhooks (relative URLs) are disabled by configuration (webhooks.url.disable_loopback)" : null;
   }
   let parsed: URL;
   try {

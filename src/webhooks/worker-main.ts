@@ -35,10 +35,13 @@ export async function runWebhookWorker(parent: MessagePort, data: WebhookWorkerD
     new Promise((resolve, reject) => {
       const id = nextId++;
       // the sender stops waiting at requestTimeoutMs; this only frees the slot if the parent never answers
-      const timer = setTimeout(() => {
-        pending.delete(id);
-        reject(new Error("no answer from the server's router"));
-      }, (data.requestTimeoutMs ?? 30_000) + 1_000);
+      const timer = setTimeout(
+        () => {
+          pending.delete(id);
+          reject(new Error("no answer from the server's router"));
+        },
+        (data.requestTimeoutMs ?? 30_000) + 1_000,
+      );
       pending.set(id, {
         timer,
         resolve: (r) => (r.error ? reject(deserializeError(r.error)) : resolve({ status: r.status ?? 0, headers: r.headers })),

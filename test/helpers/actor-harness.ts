@@ -24,8 +24,16 @@ import { RunTelemetry } from "../../src/actors/run-telemetry.ts";
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/actor");
 
 export const GATE_ASSISTANT: AssistantRecord = {
-  assistant_id: "00000000-0000-4000-8000-00000000ga7e", graph_id: "gate", version: 1, config: {}, context: null,
-  created_at: "2026-01-01T00:00:00.000Z", updated_at: "2026-01-01T00:00:00.000Z", metadata: {}, name: "gate", description: null,
+  assistant_id: "00000000-0000-4000-8000-00000000ga7e",
+  graph_id: "gate",
+  version: 1,
+  config: {},
+  context: null,
+  created_at: "2026-01-01T00:00:00.000Z",
+  updated_at: "2026-01-01T00:00:00.000Z",
+  metadata: {},
+  name: "gate",
+  description: null,
 };
 
 export interface CreateOptions {
@@ -46,7 +54,11 @@ export class ActorHarness {
   private readonly opened: Storage[] = [];
 
   /** `dir`: the data dir of `storage` (restarted() opens it again) */
-  constructor(readonly storage: Storage, private readonly dir: string, readonly clock = new ManualClock(Date.now())) {
+  constructor(
+    readonly storage: Storage,
+    private readonly dir: string,
+    readonly clock = new ManualClock(Date.now()),
+  ) {
     // what this harness's actors and checkpointer see: the storage until kill(), then nothing
     const view = new Proxy(storage, { get: (target, prop) => (this.killed ? FROZEN : Reflect.get(target, prop)) });
     const saver = lmdbCheckpointSavers(view).saver({ putMetadata: runCheckpointMetadata });
@@ -80,7 +92,13 @@ export class ActorHarness {
       webhooks: true,
       webhookDue: (_threadId, runId) => this.sent.push(`webhook ${runId}`),
       maybeRelease: () => undefined,
-      telemetry: new RunTelemetry(undefined, { error: () => undefined, warn: () => undefined, info: () => undefined, debug: () => undefined, enabled: () => false }),
+      telemetry: new RunTelemetry(undefined, {
+        error: () => undefined,
+        warn: () => undefined,
+        info: () => undefined,
+        debug: () => undefined,
+        enabled: () => false,
+      }),
       log: () => undefined,
     };
   }
@@ -94,10 +112,26 @@ export class ActorHarness {
   /** Creates a run on a gate-graph thread (the thread is created with it); resolves with the stored run. */
   create(threadId: string, runId: string, opts: CreateOptions = {}): Promise<RunRecord> {
     const cmd: CreateRunCommand = {
-      type: "run.create", threadId, runId, assistant: GATE_ASSISTANT,
-      kwargs: { input: { messages: [{ role: "human", content: opts.input ?? runId }] }, config: {}, stream_mode: ["values"], temporary: false, subgraphs: false, resumable: false },
-      metadata: {}, multitaskStrategy: opts.strategy ?? "enqueue", ifNotExists: "create", afterSeconds: opts.afterSeconds ?? 0,
-      stateless: false, onCompletion: "keep", observed: false, outputAwaited: false,
+      type: "run.create",
+      threadId,
+      runId,
+      assistant: GATE_ASSISTANT,
+      kwargs: {
+        input: { messages: [{ role: "human", content: opts.input ?? runId }] },
+        config: {},
+        stream_mode: ["values"],
+        temporary: false,
+        subgraphs: false,
+        resumable: false,
+      },
+      metadata: {},
+      multitaskStrategy: opts.strategy ?? "enqueue",
+      ifNotExists: "create",
+      afterSeconds: opts.afterSeconds ?? 0,
+      stateless: false,
+      onCompletion: "keep",
+      observed: false,
+      outputAwaited: false,
     };
     return this.actor(threadId).handle(cmd);
   }
@@ -143,7 +177,11 @@ export class ActorHarness {
     const storage = openStorage(this.dir);
     this.opened.push(storage);
     const next = new ActorHarness(storage, this.dir, this.clock);
-    await recoverActiveRuns(next.ctx.storage.runs, () => true, (threadId) => next.actor(threadId));
+    await recoverActiveRuns(
+      next.ctx.storage.runs,
+      () => true,
+      (threadId) => next.actor(threadId),
+    );
     return next;
   }
 

@@ -7,8 +7,10 @@ import { Annotation, END, MessagesAnnotation, START, StateGraph } from "@langcha
 import { emptyCheckpoint, uuid6, type BaseCheckpointSaver, type Checkpoint, type CheckpointMetadata } from "@langchain/langgraph-checkpoint";
 import { expect } from "vitest";
 
-export const cfg = (thread_id: string, checkpoint_id?: string, extra: Partial<RunnableConfig> = {}): RunnableConfig =>
-  ({ ...extra, configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) } });
+export const cfg = (thread_id: string, checkpoint_id?: string, extra: Partial<RunnableConfig> = {}): RunnableConfig => ({
+  ...extra,
+  configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) },
+});
 
 export function checkpoint(values: Record<string, unknown>, versions: Record<string, number>): Checkpoint {
   return { ...emptyCheckpoint(), id: uuid6(-1), channel_values: values, channel_versions: versions };
@@ -19,8 +21,15 @@ export function meta(step: number, extra: Record<string, unknown> = {}): Checkpo
 }
 
 /** Puts a root checkpoint as a child of `parent` and returns its id. */
-export async function putChild(saver: BaseCheckpointSaver, thread: string, parent: string | undefined, values: Record<string, unknown>,
-  versions: Record<string, number>, newVersions: Record<string, number>, metadata: CheckpointMetadata): Promise<string> {
+export async function putChild(
+  saver: BaseCheckpointSaver,
+  thread: string,
+  parent: string | undefined,
+  values: Record<string, unknown>,
+  versions: Record<string, number>,
+  newVersions: Record<string, number>,
+  metadata: CheckpointMetadata,
+): Promise<string> {
   const result = await saver.put(cfg(thread, parent), checkpoint(values, versions), metadata, newVersions);
   return result.configurable?.checkpoint_id as string;
 }

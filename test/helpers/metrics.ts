@@ -37,7 +37,10 @@ export function parseMetrics(text: string): Scrape {
   const flat = parse(text.replace(/^# TYPE (\S+) (histogram|summary)$/gm, "# TYPE $1 untyped"));
   const family = (name: string) => families.find((f) => f.name === name);
   const samples = (name: string, labels: Record<string, string> = {}) =>
-    flat.filter((f) => f.name === name).flatMap((f) => f.metrics).filter((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v));
+    flat
+      .filter((f) => f.name === name)
+      .flatMap((f) => f.metrics)
+      .filter((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v));
   return {
     text,
     families,

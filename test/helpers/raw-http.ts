@@ -16,7 +16,11 @@ export interface RawExchange {
  * Writes `data` (then each of `more` after `gapMs`), and collects what comes back until the server
  * closes, `until` matches the text so far, or `timeoutMs` passes.
  */
-export function rawExchange(url: string, data: string | Buffer, opts: { timeoutMs?: number; until?: RegExp; more?: (string | Buffer)[]; gapMs?: number } = {}): Promise<RawExchange> {
+export function rawExchange(
+  url: string,
+  data: string | Buffer,
+  opts: { timeoutMs?: number; until?: RegExp; more?: (string | Buffer)[]; gapMs?: number } = {},
+): Promise<RawExchange> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve) => {
     const socket = net.connect(Number(port), hostname);

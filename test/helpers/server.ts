@@ -55,7 +55,20 @@ function backendDatabaseOf(dataDir: string): Promise<{ uri: string; drop(): Prom
 export async function startTestServer(opts: StartOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "troupe-test-"));
   const databaseUri = opts.databaseUri ?? (await backendDatabaseOf(dataDir))?.uri;
-  const args = [join(REPO, "bin/troupe.js"), opts.command ?? "dev", "--port", "0", "--config", opts.config ?? TEST_CONFIG, "--data-dir", dataDir, "--workers", String(opts.workers ?? 2), ...(databaseUri ? ["--database-uri", databaseUri] : []), ...(opts.extraArgs ?? [])];
+  const args = [
+    join(REPO, "bin/troupe.js"),
+    opts.command ?? "dev",
+    "--port",
+    "0",
+    "--config",
+    opts.config ?? TEST_CONFIG,
+    "--data-dir",
+    dataDir,
+    "--workers",
+    String(opts.workers ?? 2),
+    ...(databaseUri ? ["--database-uri", databaseUri] : []),
+    ...(opts.extraArgs ?? []),
+  ];
   const proc = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, ...opts.env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   proc.stdout!.on("data", (d: Buffer) => (out += d.toString()));

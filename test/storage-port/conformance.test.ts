@@ -23,23 +23,54 @@ function thread(id: string, over: Partial<ThreadRecord> = {}): ThreadRecord {
 
 function run(threadId: string, over: Partial<RunRecord> = {}): RunRecord {
   return {
-    run_id: nextId("run"), thread_id: threadId, assistant_id: "asst-1", metadata: {}, status: "pending",
+    run_id: nextId("run"),
+    thread_id: threadId,
+    assistant_id: "asst-1",
+    metadata: {},
+    status: "pending",
     kwargs: { input: { n: 1 }, config: {}, stream_mode: ["values"], temporary: false, subgraphs: false, resumable: false },
-    multitask_strategy: "enqueue", created_at: T0, updated_at: T0, graph_id: "g", attempt: 0, ...over,
+    multitask_strategy: "enqueue",
+    created_at: T0,
+    updated_at: T0,
+    graph_id: "g",
+    attempt: 0,
+    ...over,
   };
 }
 
 function assistant(id: string, over: Partial<AssistantRecord> = {}): AssistantRecord {
   return {
-    assistant_id: id, version: 1, config: {}, context: {}, created_at: T0, updated_at: T0, graph_id: "g", metadata: {}, name: id,
-    description: null, ...over,
+    assistant_id: id,
+    version: 1,
+    config: {},
+    context: {},
+    created_at: T0,
+    updated_at: T0,
+    graph_id: "g",
+    metadata: {},
+    name: id,
+    description: null,
+    ...over,
   };
 }
 
 function cron(id: string, over: Partial<CronRecord> = {}): CronRecord {
   return {
-    cron_id: id, assistant_id: "asst-1", thread_id: null, on_run_completed: null, end_time: null, schedule: "* * * * *", timezone: null,
-    created_at: T0, updated_at: T0, payload: {}, user_id: null, next_run_date: at(60), metadata: {}, enabled: true, ...over,
+    cron_id: id,
+    assistant_id: "asst-1",
+    thread_id: null,
+    on_run_completed: null,
+    end_time: null,
+    schedule: "* * * * *",
+    timezone: null,
+    created_at: T0,
+    updated_at: T0,
+    payload: {},
+    user_id: null,
+    next_run_date: at(60),
+    metadata: {},
+    enabled: true,
+    ...over,
   } as CronRecord;
 }
 
@@ -148,7 +179,9 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       const desc = await s.assistants.search({ graph_id: g, sortBy: "created_at", order: "desc", offset: 1, limit: 5 });
       expect(ids(desc.items, "assistant_id")).toEqual(["s-a", "s-c"]);
       expect(desc.total).toBe(3);
-      expect(ids((await s.assistants.search({ graph_id: g, name: "alpha", sortBy: "name", order: "asc", offset: 0, limit: 5 })).items, "assistant_id")).toEqual(["s-c", "s-a"]);
+      expect(ids((await s.assistants.search({ graph_id: g, name: "alpha", sortBy: "name", order: "asc", offset: 0, limit: 5 })).items, "assistant_id")).toEqual(
+        ["s-c", "s-a"],
+      );
       expect(await s.assistants.count({ graph_id: g, metadata: { team: "x" } })).toBe(2);
       expect(await s.assistants.count({ graph_id: g, auth: { tags: { $contains: "q" } } })).toBe(1);
       expect(await s.assistants.count({ graph_id: g, metadata: { team: null } })).toBe(0);
@@ -186,7 +219,9 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       const all = await s.threads.search({ metadata: { tag }, sortBy: "created_at", order: "asc", offset: 0, limit: 10 });
       expect(ids(all.items, "thread_id")).toEqual([c, b, a]);
       expect(all.total).toBe(3);
-      expect(ids((await s.threads.search({ metadata: { tag }, status: "idle", sortBy: "thread_id", order: "desc", offset: 0, limit: 10 })).items, "thread_id")).toEqual([c, a]);
+      expect(
+        ids((await s.threads.search({ metadata: { tag }, status: "idle", sortBy: "thread_id", order: "desc", offset: 0, limit: 10 })).items, "thread_id"),
+      ).toEqual([c, a]);
       expect(await s.threads.count({ metadata: { tag }, values: { k: 2 } })).toBe(1);
       expect(await s.threads.count({ metadata: { tag, x: { y: 1 } } })).toBe(1);
       expect(await s.threads.count({ ids: [a, c, "nope"] })).toBe(2);
@@ -264,7 +299,6 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       expect(await activeIds(id)).toEqual([runs[3].run_id]);
       await w.runs.dropActive({ threadId: id, runId: runs[2].run_id }); // no entry: nothing to drop, no error
     });
-
   });
 
   describe.runIf(factory.whole)("run writes and write order (whole port)", () => {
@@ -330,7 +364,11 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       const created = createRun(r, thread(id, { status: "busy", updated_at: at(1) }));
       const started = w.runs.save({ ...r, status: "running", attempt: 1 });
       const put = saver.put(cfg(id), checkpoint({ v: 1 }, { v: 1 }), meta(0, { run_id: r.run_id }), { v: 1 });
-      const finished = finishRun({ run: { ...r, status: "success", attempt: 1 }, thread: thread(id, { status: "idle", updated_at: at(2) }), valuesJson: Buffer.from("[1]") });
+      const finished = finishRun({
+        run: { ...r, status: "success", attempt: 1 },
+        thread: thread(id, { status: "idle", updated_at: at(2) }),
+        valuesJson: Buffer.from("[1]"),
+      });
       const r2 = run(id);
       const next = createRun(r2, thread(id, { status: "busy", updated_at: at(3) }));
       const saved = s.threads.save(thread(id, { status: "busy", updated_at: at(4), metadata: { last: true } }));
@@ -401,12 +439,22 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       const saver = (await w.checkpoints.open()).saver();
       const first = await saver.put(cfg(id), checkpoint({ a: 1, b: [1] }, { a: 1, b: 1 }), meta(0, { run_id: "r1" }), { a: 1, b: 1 });
       const c1 = first.configurable!.checkpoint_id as string;
-      await saver.putWrites(cfg(id, c1), [["a", 2], ["b", [2]]], "task-1");
+      await saver.putWrites(
+        cfg(id, c1),
+        [
+          ["a", 2],
+          ["b", [2]],
+        ],
+        "task-1",
+      );
       await saver.putWrites(cfg(id, c1), [["a", 99]], "task-1"); // first write of an idx wins
       const second = await saver.put(cfg(id, c1), { ...checkpoint({ a: 2, b: [1] }, { a: 2, b: 1 }), id: uuid6(-1) }, meta(1, { run_id: "r2" }), { a: 2 });
       const c2 = second.configurable!.checkpoint_id as string;
       const t1 = await saver.getTuple(cfg(id, c1));
-      expect(t1!.pendingWrites).toEqual([["task-1", "a", 2], ["task-1", "b", [2]]]);
+      expect(t1!.pendingWrites).toEqual([
+        ["task-1", "a", 2],
+        ["task-1", "b", [2]],
+      ]);
       const latest = await saver.getTuple(cfg(id));
       expect(latest!.checkpoint.channel_values).toEqual({ a: 2, b: [1] });
       expect(latest!.parentConfig?.configurable?.checkpoint_id).toBe(c1);
@@ -466,7 +514,10 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
     it("batch: reads see the state before the batch's writes, the last put of an item wins, results in key order", async () => {
       const store = await s.store.open({});
       const ns = [nextId("ns"), "docs"];
-      await store.write([{ namespace: ns, key: "b", value: { n: 1 } }, { namespace: ns, key: "a", value: { n: 2, tag: "x" } }]);
+      await store.write([
+        { namespace: ns, key: "b", value: { n: 1 } },
+        { namespace: ns, key: "a", value: { n: 2, tag: "x" } },
+      ]);
       const [before, , , after] = await store.batch([
         { namespace: ns, key: "a" },
         { namespace: ns, key: "a", value: { n: 3 } },
@@ -485,7 +536,9 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       await store.batch([{ namespace: ns, key: "b", value: null }]);
       expect(await store.item(ns, "b")).toBeNull();
       expect(await store.namespacesOf({ matchConditions: [{ matchType: "prefix", path: [ns[0]] }], limit: 10, offset: 0 })).toEqual([ns]);
-      expect(await store.namespacesOf({ matchConditions: [{ matchType: "suffix", path: ["docs"] }], maxDepth: 1, limit: 100, offset: 0 })).toContainEqual([ns[0]]);
+      expect(await store.namespacesOf({ matchConditions: [{ matchType: "suffix", path: ["docs"] }], maxDepth: 1, limit: 100, offset: 0 })).toContainEqual([
+        ns[0],
+      ]);
       await expect(store.write([{ namespace: [], key: "x", value: { v: 1 } }])).rejects.toThrow(/Namespace/);
     });
 

@@ -97,8 +97,13 @@ async function snapshot(e: MigrationEndpoint) {
   const threads = (await collect(e.threads())).map((c) => c.item);
   const checkpoints: Record<string, unknown[]> = {};
   for (const t of threads) {
-    checkpoints[t.record.thread_id] = (await collect(e.saver.list({ configurable: { thread_id: t.record.thread_id } })))
-      .map((tuple) => ({ config: tuple.config, parentConfig: tuple.parentConfig, checkpoint: tuple.checkpoint, metadata: tuple.metadata, pendingWrites: tuple.pendingWrites }));
+    checkpoints[t.record.thread_id] = (await collect(e.saver.list({ configurable: { thread_id: t.record.thread_id } }))).map((tuple) => ({
+      config: tuple.config,
+      parentConfig: tuple.parentConfig,
+      checkpoint: tuple.checkpoint,
+      metadata: tuple.metadata,
+      pendingWrites: tuple.pendingWrites,
+    }));
   }
   // the order of each family is the backend's own (LMDB and Postgres order store namespaces differently)
   const by = <T>(xs: T[], key: (x: T) => string) => [...xs].sort((x, y) => (key(x) < key(y) ? -1 : key(x) > key(y) ? 1 : 0));

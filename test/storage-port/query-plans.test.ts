@@ -78,9 +78,17 @@ async function planOf(statement: { text: string; values: unknown[] }): Promise<P
 async function expectIndexed(statement: { text: string; values: unknown[] }, index: string | RegExp): Promise<void> {
   const plan = await planOf(statement);
   const all = nodes(plan);
-  const summary = all.map((n) => `${n["Node Type"]}${n["Index Name"] ? ` on ${n["Index Name"]}` : n["Relation Name"] ? ` of ${n["Relation Name"]}` : ""}`).join(" / ");
-  expect(all.filter((n) => n["Node Type"] === "Seq Scan"), summary).toEqual([]);
-  expect(all.some((n) => n["Index Name"] !== undefined && (typeof index === "string" ? n["Index Name"] === index : index.test(n["Index Name"]))), summary).toBe(true);
+  const summary = all
+    .map((n) => `${n["Node Type"]}${n["Index Name"] ? ` on ${n["Index Name"]}` : n["Relation Name"] ? ` of ${n["Relation Name"]}` : ""}`)
+    .join(" / ");
+  expect(
+    all.filter((n) => n["Node Type"] === "Seq Scan"),
+    summary,
+  ).toEqual([]);
+  expect(
+    all.some((n) => n["Index Name"] !== undefined && (typeof index === "string" ? n["Index Name"] === index : index.test(n["Index Name"]))),
+    summary,
+  ).toBe(true);
 }
 
 /**
@@ -91,8 +99,14 @@ async function expectPageIndexed(statement: { text: string; values: unknown[] },
   const plan = await planOf(statement);
   const page = nodes({ ...plan, Plans: (plan.Plans ?? []).filter((n) => n["Parent Relationship"] !== "InitPlan") });
   const summary = page.map((n) => `${n["Node Type"]}${n["Index Name"] ? ` on ${n["Index Name"]}` : ""}`).join(" / ");
-  expect(page.filter((n) => n["Node Type"] === "Seq Scan" || n["Node Type"] === "Sort"), summary).toEqual([]);
-  expect(page.some((n) => n["Index Name"] === index), summary).toBe(true);
+  expect(
+    page.filter((n) => n["Node Type"] === "Seq Scan" || n["Node Type"] === "Sort"),
+    summary,
+  ).toEqual([]);
+  expect(
+    page.some((n) => n["Index Name"] === index),
+    summary,
+  ).toBe(true);
 }
 
 function search<S extends string, F>(t: SearchSql<S>, filter: (f: F, p: Params) => string, f: F, page: Partial<PageSpec<S>> & { sortBy: S }) {
@@ -110,7 +124,10 @@ describe("query plans on 100,000 rows", () => {
     }
     await expectIndexed(search(THREAD_SEARCH, threadFilter, { status: "interrupted" }, { sortBy: "created_at" }), "threads_status");
     await expectIndexed(search(THREAD_SEARCH, threadFilter, { metadata: { user: "u7" } }, { sortBy: "created_at" }), "threads_metadata");
-    await expectIndexed(search(THREAD_SEARCH, threadFilter, { metadata: { user: "u7", n: 7 }, status: "idle" }, { sortBy: "updated_at" }), /threads_(metadata|status)/);
+    await expectIndexed(
+      search(THREAD_SEARCH, threadFilter, { metadata: { user: "u7", n: 7 }, status: "idle" }, { sortBy: "updated_at" }),
+      /threads_(metadata|status)/,
+    );
     await expectIndexed(search(THREAD_SEARCH, threadFilter, { ids: ["t0000005", "t0000777"] }, { sortBy: "created_at" }), "threads_pkey");
   });
 
@@ -139,7 +156,10 @@ describe("query plans on 100,000 rows", () => {
     await expectIndexed(walkStatement(ACTIVE, [], ["", ""]), "runs_active");
     await expectIndexed(walkStatement(`${ACTIVE} AND thread_id = $1`, ["t0000042"], ["", ""]), "runs_active");
     await expectIndexed(walkStatement("assistant_id = $1", ["a7"], ["", ""]), "runs_assistant");
-    await expectIndexed({ text: "SELECT record, kwargs FROM runs WHERE thread_id = $1 ORDER BY run_id LIMIT $2 OFFSET $3", values: ["t0000042", 10, 0] }, /runs_(thread|active)/);
+    await expectIndexed(
+      { text: "SELECT record, kwargs FROM runs WHERE thread_id = $1 ORDER BY run_id LIMIT $2 OFFSET $3", values: ["t0000042", 10, 0] },
+      /runs_(thread|active)/,
+    );
   });
 
   it("store: a namespace prefix is a key range; field filters use the GIN index; the sweep reads the expiry index", async () => {

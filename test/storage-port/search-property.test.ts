@@ -38,8 +38,25 @@ afterAll(async () => {
 
 /** Values beyond the planner test's: characters jsonb cannot hold or that its spelling escapes, numbers, nesting. */
 const HARD: Json[] = [
-  "nul\u0000in", "nul\u0000", "\uE000", "\uE000\u0001", "é", "É", "日本", 1e21, 1.0000000000000002, -1, 2 ** 53, { a: { b: [1, { c: null }] } },
-  { "0": "x" }, ["x"], [["a"]], { "k\u0000": 1 }, [null], "null", "true",
+  "nul\u0000in",
+  "nul\u0000",
+  "\uE000",
+  "\uE000\u0001",
+  "é",
+  "É",
+  "日本",
+  1e21,
+  1.0000000000000002,
+  -1,
+  2 ** 53,
+  { a: { b: [1, { c: null }] } },
+  { "0": "x" },
+  ["x"],
+  [["a"]],
+  { "k\u0000": 1 },
+  [null],
+  "null",
+  "true",
 ];
 const ALL_VALUES = [...VALUES, ...HARD];
 const ALL_KEYS = [...KEYS, "k\u0000nul", "\uE000", "0"];
@@ -89,9 +106,16 @@ describe("threads", () => {
     const r = rng(101);
     for (let i = 0; i < 400; i++) {
       const t: ThreadRecord = {
-        thread_id: uuidOf(i), created_at: r.pick(TIMES), updated_at: r.pick(TIMES), metadata: metadataOf(r), status: r.pick(STATUSES), config: {},
+        thread_id: uuidOf(i),
+        created_at: r.pick(TIMES),
+        updated_at: r.pick(TIMES),
+        metadata: metadataOf(r),
+        status: r.pick(STATUSES),
+        config: {},
       };
-      const values = r.chance(0.4) ? JSON.stringify(r.pick<Json>([{ n: 1 }, { n: 2, messages: ["hi"] }, { messages: [] }, { n: "nul\u0000" }, [1, 2], { n: { deep: [1] } }])) : undefined;
+      const values = r.chance(0.4)
+        ? JSON.stringify(r.pick<Json>([{ n: 1 }, { n: 2, messages: ["hi"] }, { messages: [] }, { n: "nul\u0000" }, [1, 2], { n: { deep: [1] } }]))
+        : undefined;
       all.push(t);
       await lmdb.root.transaction(() => {
         putThread(lmdb, t, undefined);
@@ -107,10 +131,21 @@ describe("threads", () => {
       const f: ThreadFilter = {};
       if (r.chance(0.3)) f.status = r.pick(STATUSES);
       if (r.chance(0.7)) f.metadata = metadataFilterOf(r);
-      if (r.chance(0.15)) f.values = r.pick<JsonObject>([{ n: 1 }, { messages: ["hi"] }, { n: 2, messages: [] }, { n: "nul\u0000" }, { n: {} }, { "0": 1 }, {}]);
+      if (r.chance(0.15))
+        f.values = r.pick<JsonObject>([{ n: 1 }, { messages: ["hi"] }, { n: 2, messages: [] }, { n: "nul\u0000" }, { n: {} }, { "0": 1 }, {}]);
       if (r.chance(0.2)) f.auth = authFilterOf(r);
-      if (r.chance(0.1)) f.ids = all.filter(() => r.chance(0.1)).map((t) => t.thread_id).concat(uuidOf(999_999));
-      const q = { ...f, sortBy: r.pick<ThreadSort>(["created_at", "updated_at", "status", "thread_id"]), order: r.pick(["asc", "desc"] as const), offset: r.pick([0, 0, 1, 7, 500]), limit: r.pick([1, 5, 50]) };
+      if (r.chance(0.1))
+        f.ids = all
+          .filter(() => r.chance(0.1))
+          .map((t) => t.thread_id)
+          .concat(uuidOf(999_999));
+      const q = {
+        ...f,
+        sortBy: r.pick<ThreadSort>(["created_at", "updated_at", "status", "thread_id"]),
+        order: r.pick(["asc", "desc"] as const),
+        offset: r.pick([0, 0, 1, 7, 500]),
+        limit: r.pick([1, 5, 50]),
+      };
       const what = `#${i} ${JSON.stringify(q)}`;
       expectSamePage(what, await pg.threads.search(q), await searchThreads(lmdb, q), (t) => t.thread_id);
       expect(await pg.threads.count(f), what).toBe(await countThreads(lmdb, f));
@@ -130,16 +165,35 @@ describe("assistants and crons", () => {
     const r = rng(201);
     for (let i = 0; i < 300; i++) {
       const a: AssistantRecord = {
-        assistant_id: uuidOf(i), version: 1, config: {}, context: {}, created_at: r.pick(TIMES), updated_at: r.pick(TIMES),
-        graph_id: r.pick(["echo", "agent", "slow", "é"]), metadata: metadataOf(r), name: r.pick(["Echo", "echo bot", "Agent", "x", "Éclair", "éclair", "日本 bot", ""]), description: null,
+        assistant_id: uuidOf(i),
+        version: 1,
+        config: {},
+        context: {},
+        created_at: r.pick(TIMES),
+        updated_at: r.pick(TIMES),
+        graph_id: r.pick(["echo", "agent", "slow", "é"]),
+        metadata: metadataOf(r),
+        name: r.pick(["Echo", "echo bot", "Agent", "x", "Éclair", "éclair", "日本 bot", ""]),
+        description: null,
       };
       assistants.push(a);
       await lmdb.root.transaction(() => putAssistant(lmdb, a, undefined));
       expect(await pg.assistants.create(a)).toEqual(a);
       const c: CronRecord = {
-        cron_id: uuidOf(10_000 + i), assistant_id: r.pick([uuidOf(1), uuidOf(2), uuidOf(3)]), thread_id: r.chance(0.5) ? r.pick([uuidOf(50), uuidOf(51)]) : null,
-        on_run_completed: null, end_time: r.chance(0.5) ? r.pick(TIMES) : null, schedule: "* * * * *", timezone: null, created_at: r.pick(TIMES), updated_at: r.pick(TIMES),
-        payload: {}, user_id: null, next_run_date: r.chance(0.8) ? r.pick(TIMES) : null, metadata: metadataOf(r), enabled: r.chance(0.7),
+        cron_id: uuidOf(10_000 + i),
+        assistant_id: r.pick([uuidOf(1), uuidOf(2), uuidOf(3)]),
+        thread_id: r.chance(0.5) ? r.pick([uuidOf(50), uuidOf(51)]) : null,
+        on_run_completed: null,
+        end_time: r.chance(0.5) ? r.pick(TIMES) : null,
+        schedule: "* * * * *",
+        timezone: null,
+        created_at: r.pick(TIMES),
+        updated_at: r.pick(TIMES),
+        payload: {},
+        user_id: null,
+        next_run_date: r.chance(0.8) ? r.pick(TIMES) : null,
+        metadata: metadataOf(r),
+        enabled: r.chance(0.7),
       };
       crons.push(c);
       await lmdb.root.transaction(() => putCron(lmdb, c, undefined));
@@ -156,7 +210,13 @@ describe("assistants and crons", () => {
         ...(r.chance(0.3) ? { name: r.pick(["ECHO", "bot", "a", "É", "éCL", "日"]) } : {}),
         ...(r.chance(0.2) ? { auth: authFilterOf(r) } : {}),
       };
-      const q = { ...f, sortBy: r.pick<AssistantSort>(["assistant_id", "graph_id", "created_at", "updated_at", "name"]), order: r.pick(["asc", "desc"] as const), offset: r.pick([0, 2, 30, 400]), limit: r.pick([1, 10, 100]) };
+      const q = {
+        ...f,
+        sortBy: r.pick<AssistantSort>(["assistant_id", "graph_id", "created_at", "updated_at", "name"]),
+        order: r.pick(["asc", "desc"] as const),
+        offset: r.pick([0, 2, 30, 400]),
+        limit: r.pick([1, 10, 100]),
+      };
       const what = `#${i} ${JSON.stringify(q)}`;
       expectSamePage(what, await pg.assistants.search(q), await searchAssistants(lmdb, q), (a) => a.assistant_id);
       expect(await pg.assistants.count(f), what).toBe(await countAssistants(lmdb, f));
@@ -173,7 +233,13 @@ describe("assistants and crons", () => {
         ...(r.chance(0.5) ? { metadata: metadataFilterOf(r) } : {}),
         ...(r.chance(0.2) ? { auth: authFilterOf(r) } : {}),
       };
-      const q = { ...f, sortBy: r.pick<CronSort>(["cron_id", "assistant_id", "thread_id", "next_run_date", "end_time", "created_at", "updated_at"]), order: r.pick(["asc", "desc"] as const), offset: r.pick([0, 2, 30]), limit: r.pick([1, 10, 100]) };
+      const q = {
+        ...f,
+        sortBy: r.pick<CronSort>(["cron_id", "assistant_id", "thread_id", "next_run_date", "end_time", "created_at", "updated_at"]),
+        order: r.pick(["asc", "desc"] as const),
+        offset: r.pick([0, 2, 30]),
+        limit: r.pick([1, 10, 100]),
+      };
       const what = `#${i} ${JSON.stringify(q)}`;
       expectSamePage(what, await pg.crons.search(q), await searchCrons(lmdb, q), (c) => c.cron_id);
       expect(await pg.crons.count(f), what).toBe(await countCrons(lmdb, f));
@@ -184,13 +250,16 @@ describe("assistants and crons", () => {
 describe("store items", () => {
   it("search as LMDB does: prefix, operators, key order", async () => {
     const r = rng(301);
-    const namespaces = [["a"], ["a", "b"], ["a", "b", "c"], ["ab"], ["b"], ["a", "c"], ["a\uE000"], ["é", "x"], ["a", ""]].filter((ns) => ns.every((l) => l !== ""));
+    const namespaces = [["a"], ["a", "b"], ["a", "b", "c"], ["ab"], ["b"], ["a", "c"], ["a\uE000"], ["é", "x"], ["a", ""]].filter((ns) =>
+      ns.every((l) => l !== ""),
+    );
     const items = new Map<string, { namespace: string[]; key: string; value: JsonObject }>();
     for (let i = 0; i < 400; i++) {
       const ns = r.pick(namespaces);
       const key = r.pick([`k${r.int(60)}`, "é", "K", "k\uE000"]);
       const value: JsonObject = {};
-      for (const f of ["kind", "n", "tags", "obj", "text", "0"]) if (r.chance(0.6)) value[f] = f === "kind" ? r.pick(["note", "fact", "todo"]) : r.pick(ALL_VALUES);
+      for (const f of ["kind", "n", "tags", "obj", "text", "0"])
+        if (r.chance(0.6)) value[f] = f === "kind" ? r.pick(["note", "fact", "todo"]) : r.pick(ALL_VALUES);
       items.set(JSON.stringify([ns, key]), { namespace: ns, key, value });
     }
     const at = TIMES[0];
@@ -206,7 +275,17 @@ describe("store items", () => {
       for (let j = r.int(3); j > 0; j--) {
         const f = r.pick(["kind", "n", "tags", "obj", "text", "missing", "0"]);
         const v = f === "kind" ? r.pick(["note", "fact"]) : r.pick(ALL_VALUES);
-        filter[f] = r.pick([v, { $eq: v }, { $ne: v }, { $in: [v, "note"] }, { $nin: [v] }, { $eq: v, $ne: "fact" }, { $gt: r.pick([0, 1, "a", "note"]) }, { $lte: r.pick([1.5, "fact", "é"]) }, { $in: [] }]);
+        filter[f] = r.pick([
+          v,
+          { $eq: v },
+          { $ne: v },
+          { $in: [v, "note"] },
+          { $nin: [v] },
+          { $eq: v, $ne: "fact" },
+          { $gt: r.pick([0, 1, "a", "note"]) },
+          { $lte: r.pick([1.5, "fact", "é"]) },
+          { $in: [] },
+        ]);
       }
       const q = { prefix, filter, offset: r.pick([0, 3]), limit: r.pick([1, 5, 100]) };
       const what = `#${i} ${JSON.stringify(q)}`;
@@ -214,8 +293,14 @@ describe("store items", () => {
       const got = await pgStore.searchItems({ namespacePrefix: prefix, filter, offset: q.offset, limit: q.limit });
       seen.queries++;
       if (want.length > 0) seen.matched++;
-      expect(got.map((it) => [it.namespace, it.key]), what).toEqual(want.map((it) => [it.namespace, it.key]));
-      expect(got.map((it) => JSON.stringify(it.value)), what).toEqual(want.map((it) => JSON.stringify(it.value)));
+      expect(
+        got.map((it) => [it.namespace, it.key]),
+        what,
+      ).toEqual(want.map((it) => [it.namespace, it.key]));
+      expect(
+        got.map((it) => JSON.stringify(it.value)),
+        what,
+      ).toEqual(want.map((it) => JSON.stringify(it.value)));
     }
   });
 });

@@ -21,17 +21,40 @@ afterAll(async () => {
 const T0 = "2026-01-01T00:00:00.000Z";
 const thread = (id: string): ThreadRecord => ({ thread_id: id, created_at: T0, updated_at: T0, metadata: {}, status: "idle", config: {} });
 const run = (threadId: string, runId: string): RunRecord => ({
-  run_id: runId, thread_id: threadId, assistant_id: "a", metadata: {}, status: "pending",
+  run_id: runId,
+  thread_id: threadId,
+  assistant_id: "a",
+  metadata: {},
+  status: "pending",
   kwargs: { config: {}, stream_mode: ["values"], temporary: false, subgraphs: false, resumable: false },
-  multitask_strategy: "enqueue", created_at: T0, updated_at: T0, graph_id: "g", attempt: 0,
+  multitask_strategy: "enqueue",
+  created_at: T0,
+  updated_at: T0,
+  graph_id: "g",
+  attempt: 0,
 });
 
 function delivery(r: RunRecord, over: Partial<WebhookDeliveryRecord> = {}): WebhookDeliveryRecord {
   return {
-    delivery_id: `d-${r.run_id}`, url: "http://127.0.0.1:9/hook",
-    payload: { run_id: r.run_id, thread_id: r.thread_id, assistant_id: r.assistant_id, metadata: {}, status: "success", kwargs: r.kwargs,
-      multitask_strategy: r.multitask_strategy, created_at: T0, updated_at: T0, run_started_at: T0 },
-    values: new TextEncoder().encode('{"n":"\\u0000é"}'), created_at: T0, attempts: 0, next_attempt_at: T0, ...over,
+    delivery_id: `d-${r.run_id}`,
+    url: "http://127.0.0.1:9/hook",
+    payload: {
+      run_id: r.run_id,
+      thread_id: r.thread_id,
+      assistant_id: r.assistant_id,
+      metadata: {},
+      status: "success",
+      kwargs: r.kwargs,
+      multitask_strategy: r.multitask_strategy,
+      created_at: T0,
+      updated_at: T0,
+      run_started_at: T0,
+    },
+    values: new TextEncoder().encode('{"n":"\\u0000é"}'),
+    created_at: T0,
+    attempts: 0,
+    next_attempt_at: T0,
+    ...over,
   };
 }
 
@@ -84,8 +107,10 @@ describe("webhooks on Postgres", () => {
     await pg.runs.save({ ...running, status: "running", attempt: 1 }).committed;
     const next = run("t3", "r3-4-next");
     const interrupted = { ...queuedA, status: "interrupted" as const };
-    await pg.runs.create({ prev: undefined,
-      run: next, thread: { ...thread("t3"), status: "busy" },
+    await pg.runs.create({
+      prev: undefined,
+      run: next,
+      thread: { ...thread("t3"), status: "busy" },
       running: { ...running, status: "running", attempt: 1, cancel_reason: "interrupt" },
       stopped: [{ final: interrupted, webhook: delivery(queuedA) }, { rolledBack: { threadId: "t3", runId: queuedB.run_id } }],
     }).committed;

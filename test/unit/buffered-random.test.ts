@@ -20,7 +20,8 @@ describe("buffered getRandomValues", () => {
     const c = freshCrypto();
     installBufferedRandomValues(c);
     const seen = new Set<string>();
-    for (let i = 0; i < 2_000; i++) { // 2,000 x 16 bytes crosses the 4 KiB pool several times
+    for (let i = 0; i < 2_000; i++) {
+      // 2,000 x 16 bytes crosses the 4 KiB pool several times
       const a = new Uint8Array(16);
       expect(c.getRandomValues(a)).toBe(a);
       seen.add(Buffer.from(a).toString("hex"));

@@ -9,8 +9,20 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { LmdbCheckpointSaver } from "../../src/storage/checkpoints/lmdb-saver.ts";
 import { openStorage, type Storage } from "../../src/storage/env.ts";
 import {
-  cfg, checkpoint, collect, expectCopyThread, expectForkKeepsBranches, expectGraphBranchesKeptApart, expectMessageClassesRoundTrip, expectPruneToLatest,
-  expectRollbackKeepsNamedValues, expectRollbackOfRun, expectUnchangedChannelsRebuilt, meta, putChild as putChildOn, type StoredView,
+  cfg,
+  checkpoint,
+  collect,
+  expectCopyThread,
+  expectForkKeepsBranches,
+  expectGraphBranchesKeptApart,
+  expectMessageClassesRoundTrip,
+  expectPruneToLatest,
+  expectRollbackKeepsNamedValues,
+  expectRollbackOfRun,
+  expectUnchangedChannelsRebuilt,
+  meta,
+  putChild as putChildOn,
+  type StoredView,
 } from "../helpers/checkpoints.ts";
 
 type ChildArgs = Parameters<typeof putChildOn> extends [unknown, ...infer Rest] ? Rest : never;
@@ -83,16 +95,33 @@ describe("putWrites", () => {
     await saver.putWrites(cfg("t", id), [["a", 2]], "task");
     await saver.putWrites(cfg("t", id), [[ERROR, "first"]], "task");
     await saver.putWrites(cfg("t", id), [[ERROR, "second"]], "task");
-    expect((await saver.getTuple(cfg("t", id)))?.pendingWrites).toEqual([["task", ERROR, "second"], ["task", "a", 1]]);
+    expect((await saver.getTuple(cfg("t", id)))?.pendingWrites).toEqual([
+      ["task", ERROR, "second"],
+      ["task", "a", 1],
+    ]);
     // what LMDB holds (the writes above were decided against the pending checkpoint), then writes
     // to the committed checkpoint (no pending view: conditional puts)
     await saver.flush("t");
     const stored = async () => (await new LmdbCheckpointSaver(storage).getTuple(cfg("t", id)))?.pendingWrites;
-    expect(await stored()).toEqual([["task", ERROR, "second"], ["task", "a", 1]]);
-    await saver.putWrites(cfg("t", id), [["a", 3], ["b", 4]], "task");
+    expect(await stored()).toEqual([
+      ["task", ERROR, "second"],
+      ["task", "a", 1],
+    ]);
+    await saver.putWrites(
+      cfg("t", id),
+      [
+        ["a", 3],
+        ["b", 4],
+      ],
+      "task",
+    );
     await saver.putWrites(cfg("t", id), [[ERROR, "third"]], "task");
     await saver.flush("t");
-    expect(await stored()).toEqual([["task", ERROR, "third"], ["task", "a", 1], ["task", "b", 4]]);
+    expect(await stored()).toEqual([
+      ["task", ERROR, "third"],
+      ["task", "a", 1],
+      ["task", "b", 4],
+    ]);
   });
 });
 
@@ -164,20 +193,46 @@ describe("reads of the latest checkpoint while its write is queued", () => {
   it("answers from the pending puts and writes exactly as after the commit, without waiting for it", async () => {
     const messages = longList("m");
     // a chain of puts on one thread, none committed in between: unchanged channels come from the parent put
-    const c1 = await putChild("p", undefined, { messages, foo: "a", small: [1, 2] }, { messages: 1, foo: 1, small: 1 }, { messages: 1, foo: 1, small: 1 }, meta(-1, { source: "input" }));
-    await saver.putWrites(cfg("p", c1), [["foo", "first"], ["foo", "second"]], "task-1");
+    const c1 = await putChild(
+      "p",
+      undefined,
+      { messages, foo: "a", small: [1, 2] },
+      { messages: 1, foo: 1, small: 1 },
+      { messages: 1, foo: 1, small: 1 },
+      meta(-1, { source: "input" }),
+    );
+    await saver.putWrites(
+      cfg("p", c1),
+      [
+        ["foo", "first"],
+        ["foo", "second"],
+      ],
+      "task-1",
+    );
     await saver.putWrites(cfg("p", c1), [["foo", "ignored: a regular write is first-wins"]], "task-1");
     await saver.putWrites(cfg("p", c1), [[ERROR, { message: "one" }]], "task-2");
     await saver.putWrites(cfg("p", c1), [[ERROR, { message: "two: special writes overwrite" }]], "task-2");
     await expectPendingReadAsCommitted("p");
     const c2 = await putChild("p", c1, { messages, foo: "b", small: [1, 2] }, { messages: 1, foo: 2, small: 1 }, { foo: 2 }, meta(0, { run_id: "r1" }));
-    const c3 = await putChild("p", c2, { messages: [...messages, new HumanMessage({ content: "more", id: "h1" })], foo: "b", small: [1, 2] },
-      { messages: 2, foo: 2, small: 1 }, { messages: 2 }, meta(1, { run_id: "r1" }));
+    const c3 = await putChild(
+      "p",
+      c2,
+      { messages: [...messages, new HumanMessage({ content: "more", id: "h1" })], foo: "b", small: [1, 2] },
+      { messages: 2, foo: 2, small: 1 },
+      { messages: 2 },
+      meta(1, { run_id: "r1" }),
+    );
     await saver.putWrites(cfg("p", c3), [["messages", [new AIMessage({ content: "pending", id: "a1" })]]], "task-3");
     await expectPendingReadAsCommitted("p", c3); // by its id: the same as the latest
     // after a commit: unchanged channels are read from the committed blobs (the cache's copy of messages)
-    const c4 = await putChild("p", c3, { messages: [...messages, new HumanMessage({ content: "more", id: "h1" })], foo: "c", small: [1, 2] },
-      { messages: 2, foo: 3, small: 1 }, { foo: 3 }, meta(2));
+    const c4 = await putChild(
+      "p",
+      c3,
+      { messages: [...messages, new HumanMessage({ content: "more", id: "h1" })], foo: "c", small: [1, 2] },
+      { messages: 2, foo: 3, small: 1 },
+      { foo: 3 },
+      meta(2),
+    );
     await expectPendingReadAsCommitted("p");
     const read = (await saver.getTuple(cfg("p")))!;
     expect(read.checkpoint.id).toBe(c4);

@@ -142,7 +142,11 @@ describe("loadConfig: good configs", () => {
     expect(config.http.mountPrefix).toBe("/api");
     expect(config.http.maxBodyBytes).toBe(1024);
     expect(config.http.rateLimit).toBe("eu");
-    expect(config.auth).toEqual({ path: { filePath: path.join(dir, "src/auth.ts"), exportName: "default" }, disableStudioAuth: true, allowStudioOnServe: false });
+    expect(config.auth).toEqual({
+      path: { filePath: path.join(dir, "src/auth.ts"), exportName: "default" },
+      disableStudioAuth: true,
+      allowStudioOnServe: false,
+    });
     expect(config.webhooks.url).toEqual({
       allowedDomains: ["hooks.example.com", "*.example.org"],
       requireHttps: true,
@@ -188,7 +192,7 @@ describe("loadConfig: good configs", () => {
       [
         "# a comment",
         "",
-        "export HOOK_SECRET=\"s3 cr\\\"et\"  # trailing comment",
+        'export HOOK_SECRET="s3 cr\\"et"  # trailing comment',
         "PLAIN=some value # comment",
         "HASH=a#b",
         "SINGLE='literal ${x} \\n'",
@@ -277,7 +281,14 @@ describe("loadConfig: bad configs", () => {
 
   it("template referencing a variable without the prefix", async () => {
     const file = writeConfig({ graphs: { agent: "./agent.ts" }, webhooks: { headers: { Authorization: "Bearer ${{ env.SECRET }}" } } });
-    await expectConfigError(file, { SECRET: "x" }, "service.json", "webhooks.headers.Authorization:", "SECRET", 'does not start with the allowed prefix "LG_WEBHOOK_"');
+    await expectConfigError(
+      file,
+      { SECRET: "x" },
+      "service.json",
+      "webhooks.headers.Authorization:",
+      "SECRET",
+      'does not start with the allowed prefix "LG_WEBHOOK_"',
+    );
   });
 
   it("missing environment variable stops loading, naming header and variable", async () => {

@@ -37,7 +37,10 @@ describe("CronScheduler", () => {
     const scheduler = new CronScheduler(store, runner, clock);
     let n = 0;
     const add = async (body: Partial<CronCreate> = {}): Promise<CronRecord> => {
-      const rec = newCronRecord({ assistant_id: "a", schedule: EVERY_SECOND, ...body }, { cronId: `cron-${n++}`, assistantId: "a", threadId: "t", userId: null });
+      const rec = newCronRecord(
+        { assistant_id: "a", schedule: EVERY_SECOND, ...body },
+        { cronId: `cron-${n++}`, assistantId: "a", threadId: "t", userId: null },
+      );
       await store.put(rec);
       scheduler.schedule(rec);
       return rec;

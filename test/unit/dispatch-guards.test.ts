@@ -7,23 +7,45 @@ import { TroupeError } from "../../src/errors.ts";
 import { errorReply } from "../../src/http/errors.ts";
 
 const raw = (path: string): RawRequest => ({
-  method: "GET", path, query: "", headers: {}, body: null, clientIp: "127.0.0.1", signal: new AbortController().signal,
+  method: "GET",
+  path,
+  query: "",
+  headers: {},
+  body: null,
+  clientIp: "127.0.0.1",
+  signal: new AbortController().signal,
 });
 
 function setup(): { d: Dispatcher; order: string[] } {
   const order: string[] = [];
   const d = new Dispatcher({ maxBodyBytes: 1024 });
   const hello: RouteDef = { method: "GET", path: "/hello", operationId: "hello", summary: "", tag: "t", handler: () => (order.push("route"), json({ hi: 1 })) };
-  const boom: RouteDef = { method: "GET", path: "/boom", operationId: "boom", summary: "", tag: "t", handler: () => { throw new Error("boom"); } };
+  const boom: RouteDef = {
+    method: "GET",
+    path: "/boom",
+    operationId: "boom",
+    summary: "",
+    tag: "t",
+    handler: () => {
+      throw new Error("boom");
+    },
+  };
   d.add(hello, boom);
-  const first: Guard = (_req, ctx) => { order.push("first"); ctx.responseHeaders["x-first"] = "1"; return undefined; };
+  const first: Guard = (_req, ctx) => {
+    order.push("first");
+    ctx.responseHeaders["x-first"] = "1";
+    return undefined;
+  };
   const wrapper: Guard = async (_req, ctx) => {
     order.push("wrapper:before");
     const inner = await ctx.proceed();
     order.push("wrapper:after");
     return { ...inner, headers: { ...inner.headers, "x-wrapped": "yes" } } as Reply;
   };
-  const last: Guard = () => { order.push("last"); return undefined; };
+  const last: Guard = () => {
+    order.push("last");
+    return undefined;
+  };
   d.addGuard(first);
   d.addGuard(wrapper);
   d.addGuard(last);
@@ -56,7 +78,10 @@ describe("error replies with headers", () => {
     const SHARED = { "www-authenticate": "ApiKey" };
     const d = new Dispatcher({ maxBodyBytes: 1024 });
     let n = 0;
-    d.addGuard((_req, ctx) => { ctx.responseHeaders["x-ratelimit-remaining"] = String(10 - ++n); return undefined; });
+    d.addGuard((_req, ctx) => {
+      ctx.responseHeaders["x-ratelimit-remaining"] = String(10 - ++n);
+      return undefined;
+    });
     d.addGuard(() => errorReply(new TroupeError("UNAUTHORIZED", "Missing API key", { headers: SHARED })));
     const first = await d.dispatch(raw("/x"));
     const second = await d.dispatch(raw("/x"));

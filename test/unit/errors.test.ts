@@ -15,7 +15,10 @@ describe("error codes", () => {
     }
   });
   it("maps errors to JSON bodies", () => {
-    expect(errorReply(new TroupeError("NOT_FOUND", "Thread with ID x not found"))).toMatchObject({ status: 404, body: { detail: "Thread with ID x not found" } });
+    expect(errorReply(new TroupeError("NOT_FOUND", "Thread with ID x not found"))).toMatchObject({
+      status: 404,
+      body: { detail: "Thread with ID x not found" },
+    });
     const v = errorReply(new TroupeError("VALIDATION", "bad", { issues: [{ loc: ["body", "a"], msg: "Field required", type: "missing" }] }));
     expect(v).toMatchObject({ status: 422, body: { detail: [{ loc: ["body", "a"], msg: "Field required", type: "missing" }] } });
     expect(errorReply(new Error("boom"))).toMatchObject({ status: 500, body: { detail: "Internal Server Error" } });

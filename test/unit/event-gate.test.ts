@@ -10,10 +10,13 @@ const ev = (id: number, data = "x"): RunEvent => ({ id, event: "values", data })
 function setup(maxBufferedBytes = 1024, retainAfterDoneMs = 50, maxTotalBytes = 1 << 20) {
   const forwarded: [string, number[]][] = [];
   const sent: RunEvent[] = [];
-  const gates = new RunEventGates((runId, events) => {
-    forwarded.push([runId, events.map((e) => e.id)]);
-    sent.push(...events);
-  }, { maxBufferedBytes, retainAfterDoneMs, maxTotalBytes });
+  const gates = new RunEventGates(
+    (runId, events) => {
+      forwarded.push([runId, events.map((e) => e.id)]);
+      sent.push(...events);
+    },
+    { maxBufferedBytes, retainAfterDoneMs, maxTotalBytes },
+  );
   return { gates, forwarded, sent };
 }
 
@@ -131,7 +134,16 @@ describe("RunEventGates", () => {
   it("forwards an error in place of deferred data that does not serialize", () => {
     const { gates, sent } = setup();
     gates.open("r", false);
-    gates.accept("r", { id: 0, event: "values", data: { estimate: 10, render: () => { throw new TypeError("Converting circular structure to JSON"); } } });
+    gates.accept("r", {
+      id: 0,
+      event: "values",
+      data: {
+        estimate: 10,
+        render: () => {
+          throw new TypeError("Converting circular structure to JSON");
+        },
+      },
+    });
     gates.observe("r", true);
     expect(sent).toEqual([{ id: 0, event: "error", data: JSON.stringify({ error: "TypeError", message: "Converting circular structure to JSON" }) }]);
   });
@@ -139,7 +151,9 @@ describe("RunEventGates", () => {
 
 describe("deferredJsonText", () => {
   it("renders what toJsonText renders for a long state as it was when the event was emitted", () => {
-    const messages = Array.from({ length: 300 }, (_, i) => (i % 2 ? new AIMessage({ content: `a${i}`, id: `a${i}` }) : new HumanMessage({ content: `h${i}`, id: `h${i}` })));
+    const messages = Array.from({ length: 300 }, (_, i) =>
+      i % 2 ? new AIMessage({ content: `a${i}`, id: `a${i}` }) : new HumanMessage({ content: `h${i}`, id: `h${i}` }),
+    );
     const state: Record<string, unknown> = { messages, step: 1 };
     const expected = toJsonText(state);
     const deferred = deferredJsonText(state);

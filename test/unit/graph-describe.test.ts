@@ -27,17 +27,34 @@ const registry = new GraphRegistry(
 function assistant(graphId: string, config: AssistantRecord["config"] = {}): AssistantRecord {
   const now = new Date().toISOString();
   return {
-    assistant_id: `a-${graphId}`, version: 1, config, context: null, created_at: now, updated_at: now,
-    graph_id: graphId, metadata: {}, name: graphId, description: null,
+    assistant_id: `a-${graphId}`,
+    version: 1,
+    config,
+    context: null,
+    created_at: now,
+    updated_at: now,
+    graph_id: graphId,
+    metadata: {},
+    name: graphId,
+    description: null,
   };
 }
 
-interface Opts { xray?: boolean | number; namespace?: string; recurse?: boolean; config?: AssistantRecord["config"] }
+interface Opts {
+  xray?: boolean | number;
+  namespace?: string;
+  recurse?: boolean;
+  config?: AssistantRecord["config"];
+}
 
 async function run(graphId: string, what: "graph" | "schemas" | "subgraphs", o: Opts = {}): Promise<JsonObject> {
   const out = await describeGraph(registry, {
-    type: "graph.describe", assistant: assistant(graphId, o.config), what,
-    xray: o.xray ?? false, namespace: o.namespace, recurse: o.recurse ?? false,
+    type: "graph.describe",
+    assistant: assistant(graphId, o.config),
+    what,
+    xray: o.xray ?? false,
+    namespace: o.namespace,
+    recurse: o.recurse ?? false,
   });
   // the reply crosses a thread boundary as JSON: it must survive a round trip unchanged
   expect(JSON.parse(JSON.stringify(out))).toEqual(out);

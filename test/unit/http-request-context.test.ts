@@ -17,16 +17,34 @@ let releaseLateSignal: () => void = () => undefined;
 beforeAll(async () => {
   const d = new Dispatcher({ maxBodyBytes: 1 << 20 });
   const echo: RouteDef = {
-    method: "POST", path: "/echo/:name", operationId: "echo", summary: "echo", tag: "t", params: { name: "string" },
-    body: { type: "object" }, query: { type: "object", properties: { n: { type: "integer" } } },
+    method: "POST",
+    path: "/echo/:name",
+    operationId: "echo",
+    summary: "echo",
+    tag: "t",
+    params: { name: "string" },
+    body: { type: "object" },
+    query: { type: "object", properties: { n: { type: "integer" } } },
     handler: (ctx: RequestContext) =>
       json({
-        method: ctx.method, path: ctx.path, params: ctx.params, query: ctx.query, raw: ctx.rawQuery.get("n"),
-        header: ctx.headers["x-test"], body: ctx.body, ip: ctx.clientIp, signal: ctx.signal instanceof AbortSignal && !ctx.signal.aborted,
+        method: ctx.method,
+        path: ctx.path,
+        params: ctx.params,
+        query: ctx.query,
+        raw: ctx.rawQuery.get("n"),
+        header: ctx.headers["x-test"],
+        body: ctx.body,
+        ip: ctx.clientIp,
+        signal: ctx.signal instanceof AbortSignal && !ctx.signal.aborted,
       }),
   };
   const hang: RouteDef = {
-    method: "GET", path: "/hang/:id", operationId: "hang", summary: "hang", tag: "t", params: { id: "string" },
+    method: "GET",
+    path: "/hang/:id",
+    operationId: "hang",
+    summary: "hang",
+    tag: "t",
+    params: { id: "string" },
     handler: (ctx: RequestContext) =>
       new Promise((resolve) => {
         const id = ctx.params.id!;
@@ -37,7 +55,11 @@ beforeAll(async () => {
       }),
   };
   const late: RouteDef = {
-    method: "GET", path: "/late", operationId: "late", summary: "late", tag: "t",
+    method: "GET",
+    path: "/late",
+    operationId: "late",
+    summary: "late",
+    tag: "t",
     // takes the signal only after the client has gone: it must already be aborted
     handler: (ctx: RequestContext) =>
       new Promise((resolve) => {
@@ -47,7 +69,14 @@ beforeAll(async () => {
         };
       }),
   };
-  const hello: RouteDef = { method: "GET", path: "/hello", operationId: "hello", summary: "hello", tag: "t", handler: () => json({ hello: "world" }, 200, { "x-hello": "1" }) };
+  const hello: RouteDef = {
+    method: "GET",
+    path: "/hello",
+    operationId: "hello",
+    summary: "hello",
+    tag: "t",
+    handler: () => json({ hello: "world" }, 200, { "x-hello": "1" }),
+  };
   d.add(echo, hang, late, hello);
   server = await listen(d, "127.0.0.1", 0);
   base = `http://127.0.0.1:${server.port}`;
@@ -60,19 +89,33 @@ function sendAndDrop(path: string): Promise<void> {
   return new Promise((resolve) => {
     const req = request(`${base}${path}`, { method: "GET" });
     req.on("error", () => undefined);
-    req.end(() => setTimeout(() => {
-      req.destroy();
-      resolve();
-    }, 100));
+    req.end(() =>
+      setTimeout(() => {
+        req.destroy();
+        resolve();
+      }, 100),
+    );
   });
 }
 
 describe("request context", () => {
   it("carries method, path, params, query, headers, body, client address and a live signal", async () => {
-    const res = await fetch(`${base}/echo/abc?n=7`, { method: "POST", headers: { "x-test": "yes", "content-type": "application/json" }, body: JSON.stringify({ a: 1 }) });
+    const res = await fetch(`${base}/echo/abc?n=7`, {
+      method: "POST",
+      headers: { "x-test": "yes", "content-type": "application/json" },
+      body: JSON.stringify({ a: 1 }),
+    });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({
-      method: "POST", path: "/echo/abc", params: { name: "abc" }, query: { n: 7 }, raw: "7", header: "yes", body: { a: 1 }, ip: "127.0.0.1", signal: true,
+      method: "POST",
+      path: "/echo/abc",
+      params: { name: "abc" },
+      query: { n: 7 },
+      raw: "7",
+      header: "yes",
+      body: { a: 1 },
+      ip: "127.0.0.1",
+      signal: true,
     });
   });
 

@@ -9,14 +9,32 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { dataFilePath, openStorage, type Storage } from "../../src/storage/env.ts";
 import type { AssistantRecord, CronRecord, JsonObject, StoreItemRecord, ThreadRecord } from "../../src/storage/records.ts";
 import { countThreads, putThread, removeThread, searchThreads, threadEntries, type ThreadFilter, type ThreadSort } from "../../src/storage/indexes/threads.ts";
-import { countAssistants, putAssistant, removeAssistant, searchAssistants, type AssistantFilter, type AssistantSort } from "../../src/storage/indexes/assistants.ts";
+import {
+  countAssistants,
+  putAssistant,
+  removeAssistant,
+  searchAssistants,
+  type AssistantFilter,
+  type AssistantSort,
+} from "../../src/storage/indexes/assistants.ts";
 import { countCrons, putCron, removeCron, searchCrons, type CronFilter, type CronSort } from "../../src/storage/indexes/crons.ts";
 import { putStoreItem, removeStoreItem } from "../../src/storage/indexes/store-items.ts";
 import { ensureIndexes } from "../../src/storage/indexes/build.ts";
 import { matchesFilter } from "../../src/domain/lifecycle.ts";
 import { matchesAuthFilter } from "../../src/auth/filter.ts";
 import { deepEqual } from "../../src/util/deep-equal.ts";
-import { randomAuthFilter, randomMetadata, randomMetadataFilter, referenceSort, rng, STATUSES, TIMES, uuidOf, VALUES, type Rng } from "../helpers/random-records.ts";
+import {
+  randomAuthFilter,
+  randomMetadata,
+  randomMetadataFilter,
+  referenceSort,
+  rng,
+  STATUSES,
+  TIMES,
+  uuidOf,
+  VALUES,
+  type Rng,
+} from "../helpers/random-records.ts";
 
 let dir: string;
 let storage: Storage;
@@ -62,7 +80,17 @@ describe("threads", () => {
     await storage.root.transaction(() => {
       for (const { value: t } of storage.threads.getRange({})) {
         if (r.chance(0.15)) removeThread(storage, t);
-        else if (r.chance(0.3)) putThread(storage, { ...t, status: r.pick(STATUSES), updated_at: r.pick(TIMES), metadata: r.chance(0.5) ? randomMetadata(r) : { ...t.metadata, user: r.pick(["ann", "bob"]) } }, t);
+        else if (r.chance(0.3))
+          putThread(
+            storage,
+            {
+              ...t,
+              status: r.pick(STATUSES),
+              updated_at: r.pick(TIMES),
+              metadata: r.chance(0.5) ? randomMetadata(r) : { ...t.metadata, user: r.pick(["ann", "bob"]) },
+            },
+            t,
+          );
       }
     });
     storage.root.resetReadTxn();
@@ -104,10 +132,18 @@ describe("threads", () => {
         const order = r.pick(["asc", "desc"] as const);
         const offset = r.pick([0, 0, 1, 5, 20]);
         const limit = r.pick([1, 3, 10, 50]);
-        const expected = referenceSort(referenceThreads(all, f), (t) => t[sortBy], (t) => [t.created_at, t.thread_id], order);
+        const expected = referenceSort(
+          referenceThreads(all, f),
+          (t) => t[sortBy],
+          (t) => [t.created_at, t.thread_id],
+          order,
+        );
         const page = await searchThreads(storage, { ...f, sortBy, order, offset, limit });
         const what = `seed ${seed} #${i}: ${JSON.stringify({ f, sortBy, order, offset, limit })}`;
-        expect(page.items.map((t) => t.thread_id), what).toEqual(expected.slice(offset, offset + limit).map((t) => t.thread_id));
+        expect(
+          page.items.map((t) => t.thread_id),
+          what,
+        ).toEqual(expected.slice(offset, offset + limit).map((t) => t.thread_id));
         expect(page.total, what).toBe(expected.length);
         expect(await countThreads(storage, f), what).toBe(expected.length);
       }
@@ -124,7 +160,14 @@ describe("threads", () => {
   it("pages deep offsets and a large key by walking the index", async () => {
     await storage.root.transaction(() => {
       for (let i = 0; i < 3000; i++) {
-        const t: ThreadRecord = { thread_id: uuidOf(i), created_at: new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(), updated_at: new Date(Date.UTC(2026, 0, 1) + (i % 100) * 1000).toISOString(), metadata: { user: `u${i % 3}` }, status: i % 10 === 0 ? "error" : "idle", config: {} };
+        const t: ThreadRecord = {
+          thread_id: uuidOf(i),
+          created_at: new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(),
+          updated_at: new Date(Date.UTC(2026, 0, 1) + (i % 100) * 1000).toISOString(),
+          metadata: { user: `u${i % 3}` },
+          status: i % 10 === 0 ? "error" : "idle",
+          config: {},
+        };
         putThread(storage, t, undefined);
       }
     });
@@ -144,12 +187,31 @@ describe("long names and ids", () => {
     // what a long name's digest spells (index-value.ts): a short metadata key written as that text
     // must not be taken for the long key
     const { createHash } = await import("node:crypto");
-    const digestOfLong = "#" + createHash("sha256").update("k" + long).digest("base64");
+    const digestOfLong =
+      "#" +
+      createHash("sha256")
+        .update("k" + long)
+        .digest("base64");
     const at = TIMES[0];
     await storage.root.transaction(() => {
       putThread(storage, { thread_id: uuidOf(1), created_at: at, updated_at: at, metadata: { [long]: long }, status: "idle", config: {} }, undefined);
       putThread(storage, { thread_id: uuidOf(2), created_at: at, updated_at: at, metadata: { [digestOfLong]: long }, status: "idle", config: {} }, undefined);
-      putAssistant(storage, { assistant_id: uuidOf(3), version: 1, config: {}, context: {}, created_at: at, updated_at: at, graph_id: long, metadata: {}, name: "a", description: null }, undefined);
+      putAssistant(
+        storage,
+        {
+          assistant_id: uuidOf(3),
+          version: 1,
+          config: {},
+          context: {},
+          created_at: at,
+          updated_at: at,
+          graph_id: long,
+          metadata: {},
+          name: "a",
+          description: null,
+        },
+        undefined,
+      );
     });
     const found = await searchThreads(storage, { metadata: { [long]: long }, sortBy: "created_at", order: "desc", offset: 0, limit: 10 });
     expect(found.items.map((t) => t.thread_id)).toEqual([uuidOf(1)]);
@@ -166,21 +228,44 @@ describe("assistants and crons", () => {
     await storage.root.transaction(() => {
       for (let i = 0; i < 200; i++) {
         const a: AssistantRecord = {
-          assistant_id: uuidOf(i), version: 1, config: {}, context: {}, created_at: r.pick(TIMES), updated_at: r.pick(TIMES),
-          graph_id: r.pick(["echo", "agent", "slow"]), metadata: randomMetadata(r), name: r.pick(["Echo", "echo bot", "Agent", "x"]), description: null,
+          assistant_id: uuidOf(i),
+          version: 1,
+          config: {},
+          context: {},
+          created_at: r.pick(TIMES),
+          updated_at: r.pick(TIMES),
+          graph_id: r.pick(["echo", "agent", "slow"]),
+          metadata: randomMetadata(r),
+          name: r.pick(["Echo", "echo bot", "Agent", "x"]),
+          description: null,
         };
         putAssistant(storage, a, undefined);
         const c: CronRecord = {
-          cron_id: uuidOf(10_000 + i), assistant_id: r.pick([uuidOf(1), uuidOf(2), uuidOf(3)]), thread_id: r.chance(0.5) ? r.pick([uuidOf(50), uuidOf(51)]) : null,
-          on_run_completed: null, end_time: r.chance(0.5) ? r.pick(TIMES) : null, schedule: "* * * * *", timezone: null, created_at: r.pick(TIMES), updated_at: r.pick(TIMES),
-          payload: {}, user_id: null, next_run_date: r.chance(0.8) ? r.pick(TIMES) : null, metadata: randomMetadata(r), enabled: r.chance(0.7),
+          cron_id: uuidOf(10_000 + i),
+          assistant_id: r.pick([uuidOf(1), uuidOf(2), uuidOf(3)]),
+          thread_id: r.chance(0.5) ? r.pick([uuidOf(50), uuidOf(51)]) : null,
+          on_run_completed: null,
+          end_time: r.chance(0.5) ? r.pick(TIMES) : null,
+          schedule: "* * * * *",
+          timezone: null,
+          created_at: r.pick(TIMES),
+          updated_at: r.pick(TIMES),
+          payload: {},
+          user_id: null,
+          next_run_date: r.chance(0.8) ? r.pick(TIMES) : null,
+          metadata: randomMetadata(r),
+          enabled: r.chance(0.7),
         };
         putCron(storage, c, undefined);
       }
     });
     await storage.root.transaction(() => {
-      for (const { value } of storage.assistants.getRange({})) if (r.chance(0.2)) removeAssistant(storage, value); else if (r.chance(0.3)) putAssistant(storage, { ...value, graph_id: "agent", metadata: randomMetadata(r), updated_at: r.pick(TIMES) }, value);
-      for (const { value } of storage.crons.getRange({})) if (r.chance(0.2)) removeCron(storage, value); else if (r.chance(0.3)) putCron(storage, { ...value, enabled: !value.enabled, metadata: randomMetadata(r), updated_at: r.pick(TIMES) }, value);
+      for (const { value } of storage.assistants.getRange({}))
+        if (r.chance(0.2)) removeAssistant(storage, value);
+        else if (r.chance(0.3)) putAssistant(storage, { ...value, graph_id: "agent", metadata: randomMetadata(r), updated_at: r.pick(TIMES) }, value);
+      for (const { value } of storage.crons.getRange({}))
+        if (r.chance(0.2)) removeCron(storage, value);
+        else if (r.chance(0.3)) putCron(storage, { ...value, enabled: !value.enabled, metadata: randomMetadata(r), updated_at: r.pick(TIMES) }, value);
     });
     storage.root.resetReadTxn();
     const assistants = [...storage.assistants.getRange({})].map((e) => e.value);
@@ -196,12 +281,24 @@ describe("assistants and crons", () => {
         ...(r.chance(0.2) ? { auth: randomAuthFilter(r) } : {}),
       };
       const aSort = r.pick<AssistantSort>(["assistant_id", "graph_id", "created_at", "updated_at", "name"]);
-      const aExpected = referenceSort(assistants.filter((a) =>
-        (!af.graph_id || a.graph_id === af.graph_id) && (!af.name || a.name.toLowerCase().includes(af.name.toLowerCase())) &&
-        (!af.metadata || matchesFilter(af.metadata, a.metadata)) && matchesAuthFilter(af.auth, a.metadata)), (a) => a[aSort], (a) => [a.created_at, a.assistant_id], order);
+      const aExpected = referenceSort(
+        assistants.filter(
+          (a) =>
+            (!af.graph_id || a.graph_id === af.graph_id) &&
+            (!af.name || a.name.toLowerCase().includes(af.name.toLowerCase())) &&
+            (!af.metadata || matchesFilter(af.metadata, a.metadata)) &&
+            matchesAuthFilter(af.auth, a.metadata),
+        ),
+        (a) => a[aSort],
+        (a) => [a.created_at, a.assistant_id],
+        order,
+      );
       const what = `#${i} ${JSON.stringify({ af, aSort, order, offset, limit })}`;
       const aPage = await searchAssistants(storage, { ...af, sortBy: aSort, order, offset, limit });
-      expect(aPage.items.map((a) => a.assistant_id), what).toEqual(aExpected.slice(offset, offset + limit).map((a) => a.assistant_id));
+      expect(
+        aPage.items.map((a) => a.assistant_id),
+        what,
+      ).toEqual(aExpected.slice(offset, offset + limit).map((a) => a.assistant_id));
       expect(aPage.total, what).toBe(aExpected.length);
       expect(await countAssistants(storage, af), what).toBe(aExpected.length);
 
@@ -212,12 +309,24 @@ describe("assistants and crons", () => {
         ...(r.chance(0.5) ? { metadata: randomMetadataFilter(r) } : {}),
       };
       const cSort = r.pick<CronSort>(["cron_id", "assistant_id", "thread_id", "next_run_date", "end_time", "created_at", "updated_at"]);
-      const cExpected = referenceSort(crons.filter((c) =>
-        (cf.assistant_id == null || c.assistant_id === cf.assistant_id) && (cf.thread_id == null || c.thread_id === cf.thread_id) &&
-        (cf.enabled == null || c.enabled === cf.enabled) && (cf.metadata == null || matchesFilter(cf.metadata, c.metadata))), (c) => c[cSort], (c) => [c.created_at, c.cron_id], order);
+      const cExpected = referenceSort(
+        crons.filter(
+          (c) =>
+            (cf.assistant_id == null || c.assistant_id === cf.assistant_id) &&
+            (cf.thread_id == null || c.thread_id === cf.thread_id) &&
+            (cf.enabled == null || c.enabled === cf.enabled) &&
+            (cf.metadata == null || matchesFilter(cf.metadata, c.metadata)),
+        ),
+        (c) => c[cSort],
+        (c) => [c.created_at, c.cron_id],
+        order,
+      );
       const cWhat = `#${i} ${JSON.stringify({ cf, cSort, order, offset, limit })}`;
       const cPage = await searchCrons(storage, { ...cf, sortBy: cSort, order, offset, limit });
-      expect(cPage.items.map((c) => c.cron_id), cWhat).toEqual(cExpected.slice(offset, offset + limit).map((c) => c.cron_id));
+      expect(
+        cPage.items.map((c) => c.cron_id),
+        cWhat,
+      ).toEqual(cExpected.slice(offset, offset + limit).map((c) => c.cron_id));
       expect(cPage.total, cWhat).toBe(cExpected.length);
       expect(await countCrons(storage, cf), cWhat).toBe(cExpected.length);
     }
@@ -257,7 +366,10 @@ describe("store items", () => {
       const expected = all.filter((it) => prefix.every((p, k) => it.namespace[k] === p) && storeMatches(it.value, filter));
       const got = await store.findRecords({ namespacePrefix: prefix, filter, offset, limit });
       const what = JSON.stringify({ prefix, filter, offset, limit });
-      expect(got.map((it) => [it.namespace, it.key]), what).toEqual(expected.slice(offset, offset + limit).map((it) => [it.namespace, it.key]));
+      expect(
+        got.map((it) => [it.namespace, it.key]),
+        what,
+      ).toEqual(expected.slice(offset, offset + limit).map((it) => [it.namespace, it.key]));
       expect(store.searchRecords({ namespacePrefix: prefix, filter, offset, limit }), what).toEqual(got);
     }
   });
@@ -265,8 +377,12 @@ describe("store items", () => {
 
 describe("index build", () => {
   const thread = (i: number): ThreadRecord => ({
-    thread_id: uuidOf(i), created_at: TIMES[i % TIMES.length], updated_at: TIMES[(i * 5) % TIMES.length],
-    metadata: { user: `u${i % 4}`, tags: ["x"] }, status: STATUSES[i % 4], config: {},
+    thread_id: uuidOf(i),
+    created_at: TIMES[i % TIMES.length],
+    updated_at: TIMES[(i * 5) % TIMES.length],
+    metadata: { user: `u${i % 4}`, tags: ["x"] },
+    status: STATUSES[i % 4],
+    config: {},
   });
 
   /** Records written as an older Troupe did: the records only, no index entries. */
@@ -282,7 +398,11 @@ describe("index build", () => {
   }
 
   const indexed = indexEntries;
-  const expectedEntries = (n: number) => Array.from({ length: n }, (_, i) => threadEntries(thread(i))).flat().map((e) => JSON.stringify([e.key, e.dup])).sort();
+  const expectedEntries = (n: number) =>
+    Array.from({ length: n }, (_, i) => threadEntries(thread(i)))
+      .flat()
+      .map((e) => JSON.stringify([e.key, e.dup]))
+      .sort();
 
   it("indexes an old data dir on start with progress lines, once", async () => {
     await writeLegacy(6_000);

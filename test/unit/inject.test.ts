@@ -9,13 +9,28 @@ function app(): Dispatcher {
   const d = new Dispatcher({ maxBodyBytes: 1024 });
   const routes: RouteDef[] = [
     {
-      method: "POST", path: "/echo/:name", operationId: "echo", summary: "", tag: "t",
+      method: "POST",
+      path: "/echo/:name",
+      operationId: "echo",
+      summary: "",
+      tag: "t",
       body: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] },
       handler: (ctx) => json({ name: ctx.params.name, body: ctx.body, q: ctx.rawQuery.get("q"), h: ctx.headers["x-h"] }),
     },
-    { method: "GET", path: "/text", operationId: "text", summary: "", tag: "t", handler: () => ({ kind: "text", status: 200, body: new TextEncoder().encode("bytes"), contentType: "text/plain" }) },
     {
-      method: "GET", path: "/stream", operationId: "stream", summary: "", tag: "t",
+      method: "GET",
+      path: "/text",
+      operationId: "text",
+      summary: "",
+      tag: "t",
+      handler: () => ({ kind: "text", status: 200, body: new TextEncoder().encode("bytes"), contentType: "text/plain" }),
+    },
+    {
+      method: "GET",
+      path: "/stream",
+      operationId: "stream",
+      summary: "",
+      tag: "t",
       handler: () => ({
         kind: "sse",
         start(sink) {
@@ -24,8 +39,22 @@ function app(): Dispatcher {
         },
       }),
     },
-    { method: "GET", path: "/later", operationId: "later", summary: "", tag: "t", handler: () => ({ kind: "deferred", contentType: "application/json", heartbeatMs: 1000, body: Promise.resolve('{"done":true}') }) },
-    { method: "GET", path: "/ws", operationId: "ws", summary: "", tag: "t", handler: () => ({ kind: "websocket", open: () => ({ onMessage: () => undefined, onClose: () => undefined }) }) },
+    {
+      method: "GET",
+      path: "/later",
+      operationId: "later",
+      summary: "",
+      tag: "t",
+      handler: () => ({ kind: "deferred", contentType: "application/json", heartbeatMs: 1000, body: Promise.resolve('{"done":true}') }),
+    },
+    {
+      method: "GET",
+      path: "/ws",
+      operationId: "ws",
+      summary: "",
+      tag: "t",
+      handler: () => ({ kind: "websocket", open: () => ({ onMessage: () => undefined, onClose: () => undefined }) }),
+    },
   ];
   d.add(...routes);
   return d;

@@ -1,8 +1,19 @@
 // Domain rules of the runtime, tested directly (they are also exercised end to end).
 import { describe, expect, it, vi } from "vitest";
 import {
-  matchesFilter, mergeConfigs, mergeContexts, threadConfigAfter, multitaskDecision, threadStatusAfterRun, REJECT_MESSAGE, isFinal,
-  MAX_ATTEMPTS, outcomeAfterStop, recoveryPlan, stopActionOf, stopToRecord,
+  matchesFilter,
+  mergeConfigs,
+  mergeContexts,
+  threadConfigAfter,
+  multitaskDecision,
+  threadStatusAfterRun,
+  REJECT_MESSAGE,
+  isFinal,
+  MAX_ATTEMPTS,
+  outcomeAfterStop,
+  recoveryPlan,
+  stopActionOf,
+  stopToRecord,
 } from "../../src/domain/lifecycle.ts";
 import { TroupeError } from "../../src/errors.ts";
 import { RunHub } from "../../src/hub/run-hub.ts";
@@ -75,17 +86,30 @@ describe("multitask strategies", () => {
     expect(multitaskDecision("enqueue", true)).toBe("none");
   });
   it("knows final statuses", () => {
-    expect(["pending", "running", "success", "error", "interrupted", "timeout"].filter((s) => isFinal(s as never))).toEqual(["success", "error", "interrupted", "timeout"]);
+    expect(["pending", "running", "success", "error", "interrupted", "timeout"].filter((s) => isFinal(s as never))).toEqual([
+      "success",
+      "error",
+      "interrupted",
+      "timeout",
+    ]);
   });
 });
 
 describe("config merge and metadata filters", () => {
   it("merges configurable key by key, later wins", () => {
-    expect(mergeConfigs({ tags: ["a"], configurable: { x: 1, y: 1 } }, undefined, { recursion_limit: 5, configurable: { y: 2 } })).toEqual({ tags: ["a"], recursion_limit: 5, configurable: { x: 1, y: 2 } });
+    expect(mergeConfigs({ tags: ["a"], configurable: { x: 1, y: 1 } }, undefined, { recursion_limit: 5, configurable: { y: 2 } })).toEqual({
+      tags: ["a"],
+      recursion_limit: 5,
+      configurable: { x: 1, y: 2 },
+    });
   });
   it("keeps no checkpoint address in a thread's config", () => {
-    expect(threadConfigAfter({ configurable: { x: 1, checkpoint_id: "old" } }, { tags: ["t"], configurable: { checkpoint_id: "c", checkpoint_ns: "", checkpoint_map: {}, y: 2 } }))
-      .toEqual({ tags: ["t"], configurable: { x: 1, y: 2 } });
+    expect(
+      threadConfigAfter(
+        { configurable: { x: 1, checkpoint_id: "old" } },
+        { tags: ["t"], configurable: { checkpoint_id: "c", checkpoint_ns: "", checkpoint_map: {}, y: 2 } },
+      ),
+    ).toEqual({ tags: ["t"], configurable: { x: 1, y: 2 } });
   });
   it("merges a run's context over its assistant's", () => {
     expect(mergeContexts({ model: "a", temperature: 0 }, { model: "b" })).toEqual({ model: "b", temperature: 0 });
@@ -126,17 +150,31 @@ describe("run hub", () => {
   it("holds a run's events from its interrupt chunk on until the run's end (the thread is interrupted by then)", () => {
     const hub = new RunHub({ retentionMs: 1000 });
     const seen: string[] = [];
-    hub.threads.subscribe("t", undefined, { modes: new Set(["run_modes", "lifecycle"]), onEvent: (e) => seen.push(`thread:${e.event}`), onClose: () => undefined });
+    hub.threads.subscribe("t", undefined, {
+      modes: new Set(["run_modes", "lifecycle"]),
+      onEvent: (e) => seen.push(`thread:${e.event}`),
+      onClose: () => undefined,
+    });
     hub.expect("r", "t", false);
     hub.started("r", "t", false, 1);
     hub.subscribe("r", "start", { onEvent: (e) => seen.push(`run:${e.event}`), onDone: () => seen.push("run:done") });
-    hub.events("r", [{ id: 0, event: "values", data: '{"messages":[]}' }, { id: 1, event: "updates", data: '{"__interrupt__":[{"id":"i","value":1}]}' }]);
+    hub.events("r", [
+      { id: 0, event: "values", data: '{"messages":[]}' },
+      { id: 1, event: "updates", data: '{"__interrupt__":[{"id":"i","value":1}]}' },
+    ]);
     hub.events("r", [{ id: 2, event: "values", data: '{"__interrupt__":[{"id":"i","value":1}]}' }]);
     expect(seen).toEqual(["thread:run_start", "thread:values", "run:values"]);
     hub.finished({ runId: "r", threadId: "t", status: "success", output: jsonBytes(["{}"]), threadStatus: "interrupted" });
     expect(seen).toEqual([
-      "thread:run_start", "thread:values", "run:values",
-      "thread:updates", "thread:values", "run:updates", "run:values", "run:done", "thread:run_end",
+      "thread:run_start",
+      "thread:values",
+      "run:values",
+      "thread:updates",
+      "thread:values",
+      "run:updates",
+      "run:values",
+      "run:done",
+      "thread:run_end",
     ]);
   });
 
@@ -149,7 +187,10 @@ describe("run hub", () => {
     hub.started("r", "t", false, 1);
     hub.finished({ runId: "r", threadId: "t", status: "success", output: jsonBytes(["{}"]), threadStatus: "idle" });
     expect(seen).toEqual(["run_start"]);
-    hub.events("r", [{ id: 0, event: "metadata", data: "{}" }, { id: 1, event: "values", data: "{}" }]);
+    hub.events("r", [
+      { id: 0, event: "metadata", data: "{}" },
+      { id: 1, event: "values", data: "{}" },
+    ]);
     hub.releaseThreadEnd("r");
     expect(seen).toEqual(["run_start", "metadata", "values", "run_end"]);
     expect(hub.holdThreadEnd("r")).toBe(false); // ended: nothing to hold
@@ -158,7 +199,10 @@ describe("run hub", () => {
   it("replays by Last-Event-ID for resumable runs and hands the buffer to the first reader otherwise", () => {
     const hub = new RunHub({ retentionMs: 1000 });
     hub.expect("r1", "t", true);
-    hub.events("r1", [0, 1, 2].map((id) => ({ id, event: "values", data: String(id) })));
+    hub.events(
+      "r1",
+      [0, 1, 2].map((id) => ({ id, event: "values", data: String(id) })),
+    );
     const seen: number[] = [];
     hub.subscribe("r1", 0, { onEvent: (e) => seen.push(e.id), onDone: () => seen.push(-9) });
     expect(seen).toEqual([1, 2]);

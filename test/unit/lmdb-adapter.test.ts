@@ -9,8 +9,17 @@ import { useTempStorage } from "../helpers/storage.ts";
 
 const T0 = "2026-01-01T00:00:00.000Z";
 const assistant = (id: string, over: Partial<AssistantRecord> = {}): AssistantRecord => ({
-  assistant_id: id, version: 1, graph_id: "g", config: {}, context: {}, created_at: T0, updated_at: T0,
-  metadata: { owner: "a" }, name: "n", description: null, ...over,
+  assistant_id: id,
+  version: 1,
+  graph_id: "g",
+  config: {},
+  context: {},
+  created_at: T0,
+  updated_at: T0,
+  metadata: { owner: "a" },
+  name: "n",
+  description: null,
+  ...over,
 });
 
 describe("LMDB adapter: assistants", () => {
@@ -57,7 +66,8 @@ describe("LMDB adapter: assistants", () => {
 
 describe("LMDB adapter: crons", () => {
   const tmp = useTempStorage("troupe-lmdb-port-");
-  const cron = (id: string): CronRecord => newCronRecord({ assistant_id: "a", schedule: "* * * * *" }, { cronId: id, assistantId: "a", threadId: null, userId: null });
+  const cron = (id: string): CronRecord =>
+    newCronRecord({ assistant_id: "a", schedule: "* * * * *" }, { cronId: id, assistantId: "a", threadId: null, userId: null });
 
   it("update applies the change to the committed record, keeps it on undefined, and answers undefined for a missing cron", async () => {
     const { crons } = lmdbStoragePort(tmp.storage);
@@ -81,7 +91,12 @@ describe("LMDB adapter: crons", () => {
 describe("LMDB adapter: webhooks", () => {
   const tmp = useTempStorage("troupe-lmdb-port-");
   const delivery = (id: string): WebhookDeliveryRecord => ({
-    delivery_id: id, url: "http://127.0.0.1:9/hook", payload: {} as WebhookDeliveryRecord["payload"], created_at: T0, attempts: 0, next_attempt_at: T0,
+    delivery_id: id,
+    url: "http://127.0.0.1:9/hook",
+    payload: {} as WebhookDeliveryRecord["payload"],
+    created_at: T0,
+    attempts: 0,
+    next_attempt_at: T0,
   });
 
   it("lists waiting deliveries, records retries, and ends one keeping the outcome only while its run exists", async () => {
@@ -96,10 +111,19 @@ describe("LMDB adapter: webhooks", () => {
       s.webhookOutbox.put(["t1", "r2"], delivery("d2"));
     });
     expect(await webhooks.anyPending()).toBe(true);
-    expect(await webhooks.pending()).toEqual([{ key: withRun, nextAttemptAt: T0 }, { key: runGone, nextAttemptAt: T0 }]);
+    expect(await webhooks.pending()).toEqual([
+      { key: withRun, nextAttemptAt: T0 },
+      { key: runGone, nextAttemptAt: T0 },
+    ]);
     await webhooks.retry(withRun, { ...delivery("d1"), attempts: 1, next_attempt_at: "2026-01-01T00:00:02.000Z", last_attempt: { at: T0, status_code: 500 } });
     expect(await webhooks.get(withRun)).toMatchObject({ attempts: 1, next_attempt_at: "2026-01-01T00:00:02.000Z" });
-    const outcome = (id: string): WebhookOutcomeRecord => ({ delivery_id: id, state: "delivered", attempts: 2, created_at: T0, last_attempt: { at: T0, status_code: 200 } });
+    const outcome = (id: string): WebhookOutcomeRecord => ({
+      delivery_id: id,
+      state: "delivered",
+      attempts: 2,
+      created_at: T0,
+      last_attempt: { at: T0, status_code: 200 },
+    });
     await webhooks.end(withRun, outcome("d1"));
     await webhooks.end(runGone, outcome("d2"));
     expect(await webhooks.get(withRun)).toBeUndefined();
@@ -111,13 +135,38 @@ describe("LMDB adapter: webhooks", () => {
 
 describe("LMDB adapter: runs and threads written by an actor", () => {
   const tmp = useTempStorage("troupe-lmdb-port-");
-  const thread = (over: Partial<ThreadRecord> = {}): ThreadRecord => ({ thread_id: "t1", created_at: T0, updated_at: T0, metadata: { k: "v" }, status: "idle", config: {}, ...over });
-  const run = (id: string, over: Partial<RunRecord> = {}): RunRecord => ({
-    run_id: id, thread_id: "t1", assistant_id: "a", metadata: {}, status: "pending", multitask_strategy: "enqueue", created_at: T0, updated_at: T0,
-    graph_id: "g", attempt: 0, kwargs: { input: null, config: {}, stream_mode: ["values"], temporary: false, subgraphs: false, resumable: false },
+  const thread = (over: Partial<ThreadRecord> = {}): ThreadRecord => ({
+    thread_id: "t1",
+    created_at: T0,
+    updated_at: T0,
+    metadata: { k: "v" },
+    status: "idle",
+    config: {},
     ...over,
-  } as RunRecord);
-  const webhook = { delivery_id: "d", url: "http://127.0.0.1:9/h", payload: {}, created_at: T0, attempts: 0, next_attempt_at: T0 } as unknown as WebhookDeliveryRecord;
+  });
+  const run = (id: string, over: Partial<RunRecord> = {}): RunRecord =>
+    ({
+      run_id: id,
+      thread_id: "t1",
+      assistant_id: "a",
+      metadata: {},
+      status: "pending",
+      multitask_strategy: "enqueue",
+      created_at: T0,
+      updated_at: T0,
+      graph_id: "g",
+      attempt: 0,
+      kwargs: { input: null, config: {}, stream_mode: ["values"], temporary: false, subgraphs: false, resumable: false },
+      ...over,
+    }) as RunRecord;
+  const webhook = {
+    delivery_id: "d",
+    url: "http://127.0.0.1:9/h",
+    payload: {},
+    created_at: T0,
+    attempts: 0,
+    next_attempt_at: T0,
+  } as unknown as WebhookDeliveryRecord;
   const activeIds = async (port: ReturnType<typeof lmdbStoragePort>) => {
     const out: string[] = [];
     for await (const a of port.runs.active()) out.push(`${a.runId}${a.run ? "" : "?"}`);
@@ -139,7 +188,8 @@ describe("LMDB adapter: runs and threads written by an actor", () => {
     expect(await port.threads.count({ status: "busy" })).toBe(1);
     await port.runs.save(run("r1", { status: "running", attempt: 1 })).committed;
     const idle = thread({ status: "idle", updated_at: "2026-01-01T00:00:02.000Z" });
-    await port.runs.finish({ run: run("r1", { status: "success", attempt: 1 }), thread: idle, prev: busy, valuesJson: Buffer.from('{"n":1}'), webhook }).committed;
+    await port.runs.finish({ run: run("r1", { status: "success", attempt: 1 }), thread: idle, prev: busy, valuesJson: Buffer.from('{"n":1}'), webhook })
+      .committed;
     expect(await activeIds(port)).toEqual(["r2"]);
     expect(await port.runs.get("t1", "r1")).toMatchObject({ status: "success" });
     expect(await port.threads.valuesJson("t1")).toBe('{"n":1}');
@@ -164,7 +214,13 @@ describe("LMDB adapter: runs and threads written by an actor", () => {
     expect((await port.threads.get("t1"))?.status).toBe("idle");
     expect(await port.webhooks.anyPending()).toBe(true);
     const running = run("r1", { status: "running", cancel_reason: "rollback" });
-    await port.runs.create({ run: run("r3"), thread: busy, prev: await port.threads.get("t1"), running, stopped: [{ rolledBack: { threadId: "t1", runId: "r2" } }] }).committed;
+    await port.runs.create({
+      run: run("r3"),
+      thread: busy,
+      prev: await port.threads.get("t1"),
+      running,
+      stopped: [{ rolledBack: { threadId: "t1", runId: "r2" } }],
+    }).committed;
     expect(await port.runs.get("t1", "r1")).toMatchObject({ cancel_reason: "rollback" });
     expect(await port.runs.get("t1", "r2")).toBeUndefined();
     expect(await activeIds(port)).toEqual(["r1", "r3"]);

@@ -19,15 +19,18 @@ import { putThreadValues, threadValuesJson } from "../../src/storage/thread-valu
 import { SEGMENT_ITEMS } from "../../src/storage/message-list-json.ts";
 
 function conversation(): BaseMessage[] {
-  return messagesStateReducer([], [
-    { role: "human", content: "hi" },
-    new HumanMessage({ content: [{ type: "text", text: "x \u2028 \"q\"" }], name: "bob" }),
-    new AIMessage({ content: "", tool_calls: [{ id: "c1", name: "f", args: { a: 1, nested: { b: [1, 2] } } }] }),
-    new ToolMessage({ content: "result", tool_call_id: "c1", artifact: { big: 1n.toString() } }),
-    new SystemMessage("sys"),
-    new AIMessageChunk({ content: "chunk" }),
-    new AIMessage({ content: "with meta", response_metadata: { model: "m" }, usage_metadata: { input_tokens: 1, output_tokens: 2, total_tokens: 3 } }),
-  ]);
+  return messagesStateReducer(
+    [],
+    [
+      { role: "human", content: "hi" },
+      new HumanMessage({ content: [{ type: "text", text: 'x \u2028 "q"' }], name: "bob" }),
+      new AIMessage({ content: "", tool_calls: [{ id: "c1", name: "f", args: { a: 1, nested: { b: [1, 2] } } }] }),
+      new ToolMessage({ content: "result", tool_call_id: "c1", artifact: { big: 1n.toString() } }),
+      new SystemMessage("sys"),
+      new AIMessageChunk({ content: "chunk" }),
+      new AIMessage({ content: "with meta", response_metadata: { model: "m" }, usage_metadata: { input_tokens: 1, output_tokens: 2, total_tokens: 3 } }),
+    ],
+  );
 }
 
 const bytesOf = (v: Uint8Array): string => Buffer.from(v).toString("utf8");
@@ -96,17 +99,25 @@ describe("LmdbCheckpointSaver blob cache", () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  const cfg = (thread_id: string, checkpoint_id?: string): RunnableConfig =>
-    ({ configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) } });
-  const ckpt = (messages: BaseMessage[]): Checkpoint =>
-    ({ ...emptyCheckpoint(), id: uuid6(-1), channel_values: { messages }, channel_versions: { messages: 1 } });
+  const cfg = (thread_id: string, checkpoint_id?: string): RunnableConfig => ({
+    configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) },
+  });
+  const ckpt = (messages: BaseMessage[]): Checkpoint => ({
+    ...emptyCheckpoint(),
+    id: uuid6(-1),
+    channel_values: { messages },
+    channel_versions: { messages: 1 },
+  });
   const put = (thread: string, messages: BaseMessage[], runId: string) =>
     saver.put(cfg(thread), ckpt(messages), { source: "loop", step: 0, parents: {}, run_id: runId } as never, { messages: 1 });
   const loaded = async (s: LmdbCheckpointSaver, thread: string): Promise<BaseMessage[]> =>
     (await s.getTuple(cfg(thread)))?.checkpoint.channel_values.messages as BaseMessage[];
   /** `first` and `second`, then enough filler that the stored list is above MIN_CACHED_BLOB_BYTES */
-  const longList = (first: BaseMessage, second: BaseMessage): BaseMessage[] =>
-    [first, second, ...Array.from({ length: 16 }, (_, i) => new AIMessage({ content: `filler ${i} ${"x".repeat(300)}`, id: `f${i}` }))];
+  const longList = (first: BaseMessage, second: BaseMessage): BaseMessage[] => [
+    first,
+    second,
+    ...Array.from({ length: 16 }, (_, i) => new AIMessage({ content: `filler ${i} ${"x".repeat(300)}`, id: `f${i}` })),
+  ];
 
   it("serves the put value (as a fresh array) without reviving it", async () => {
     const messages = longList(new HumanMessage({ content: "hi", id: "h1" }), new AIMessage({ content: "yo", id: "a1" }));
@@ -122,7 +133,10 @@ describe("LmdbCheckpointSaver blob cache", () => {
     await saver.flush();
     const cold = await loaded(new LmdbCheckpointSaver(storage), "t");
     expect(cold[0]).not.toBe(messages[0]);
-    expect(cold.slice(0, 2).map((m) => [m.getType(), m.id, m.content])).toEqual([["human", "h1", "hi"], ["ai", "a1", "yo"]]);
+    expect(cold.slice(0, 2).map((m) => [m.getType(), m.id, m.content])).toEqual([
+      ["human", "h1", "hi"],
+      ["ai", "a1", "yo"],
+    ]);
   });
 
   it("keeps the latest version cached while history (older versions) is read", async () => {
@@ -180,8 +194,12 @@ describe("LmdbCheckpointSaver blob cache", () => {
     expect((await loaded(saver, "t"))[0].content).toBe("mine");
     const other = new LmdbCheckpointSaver(storage);
     await other.deleteThread("t");
-    await other.put(cfg("t"), ckpt(longList(new HumanMessage({ content: "theirs", id: "1" }), new AIMessage({ content: "theirs", id: "2" }))),
-      { source: "loop", step: 0, parents: {} }, { messages: 1 });
+    await other.put(
+      cfg("t"),
+      ckpt(longList(new HumanMessage({ content: "theirs", id: "1" }), new AIMessage({ content: "theirs", id: "2" }))),
+      { source: "loop", step: 0, parents: {} },
+      { messages: 1 },
+    );
     expect((await loaded(saver, "t"))[0].content).toBe("theirs");
   });
 
@@ -242,7 +260,8 @@ describe("LmdbCheckpointSaver blob cache", () => {
   it("runs a long thread with the same results as a cold saver", async () => {
     const graph = new StateGraph(MessagesAnnotation)
       .addNode("echo", (s: typeof MessagesAnnotation.State) => ({ messages: [new AIMessage({ content: `echo ${String(s.messages.at(-1)?.content)}` })] }))
-      .addEdge(START, "echo").addEdge("echo", END)
+      .addEdge(START, "echo")
+      .addEdge("echo", END)
       .compile({ checkpointer: saver });
     for (let i = 0; i < 20; i++) await graph.invoke({ messages: [{ role: "human", content: `m${i}` }] }, cfg("g"));
     const warm = (await graph.getState(cfg("g"))).values.messages as BaseMessage[];
@@ -258,14 +277,16 @@ describe("LmdbCheckpointSaver blob cache", () => {
 describe("wire JSON cache", () => {
   /** The replacer value-json.ts used before the fast path (the reference output). */
   function reference(value: unknown): string {
-    return JSON.stringify(value, function (this: Record<string, unknown>, key: string, v: unknown) {
-      const original = this[key] as { lc_kwargs?: unknown; toDict?: () => { type: string; data: Record<string, unknown> } } | undefined;
-      if (typeof original === "object" && original !== null && "lc_kwargs" in original && typeof original.toDict === "function") {
-        const d = original.toDict();
-        return { ...d.data, type: d.type };
-      }
-      return typeof v === "bigint" ? v.toString() : v;
-    }) ?? "null";
+    return (
+      JSON.stringify(value, function (this: Record<string, unknown>, key: string, v: unknown) {
+        const original = this[key] as { lc_kwargs?: unknown; toDict?: () => { type: string; data: Record<string, unknown> } } | undefined;
+        if (typeof original === "object" && original !== null && "lc_kwargs" in original && typeof original.toDict === "function") {
+          const d = original.toDict();
+          return { ...d.data, type: d.type };
+        }
+        return typeof v === "bigint" ? v.toString() : v;
+      }) ?? "null"
+    );
   }
 
   it("emits exactly the replacer's output for states and message lists, cached or not", () => {
@@ -290,7 +311,8 @@ describe("wire JSON cache", () => {
 
   it("cuts long lists into segments that concatenate to exactly the same text, across appends, forks and edits", () => {
     let messages: BaseMessage[] = [];
-    for (let i = 0; i < SEGMENT_ITEMS * 3 + 5; i++) messages = messagesStateReducer(messages, [i % 2 ? new AIMessage(`a${i} \u2028 é`) : new HumanMessage(`h${i}`)]);
+    for (let i = 0; i < SEGMENT_ITEMS * 3 + 5; i++)
+      messages = messagesStateReducer(messages, [i % 2 ? new AIMessage(`a${i} \u2028 é`) : new HumanMessage(`h${i}`)]);
     const check = (value: unknown) => {
       const segments = toJsonSegments(value);
       expect(segments.join("")).toBe(reference(value));
@@ -315,11 +337,7 @@ describe("wire JSON cache", () => {
   it("checks lists that start with a message as it caches them: one that holds something else after all takes the general path", () => {
     let messages: BaseMessage[] = [];
     for (let i = 0; i < SEGMENT_ITEMS * 2 + 3; i++) messages = messagesStateReducer(messages, [new HumanMessage(`m${i}`)]);
-    const cases: unknown[] = [
-      [messages[0], { plain: 1 }, messages[1]],
-      [messages[0], messages[1], null, 2n],
-      { messages, mixed: [messages[0], "text"] },
-    ];
+    const cases: unknown[] = [[messages[0], { plain: 1 }, messages[1]], [messages[0], messages[1], null, 2n], { messages, mixed: [messages[0], "text"] }];
     // messages whose fields the replacer changes (bigint, Date, a nested message) or leaves (undefined, NaN)
     const odd = [
       new AIMessage({ content: "odd", additional_kwargs: { n: 5n, when: new Date(0), inner: new HumanMessage("h"), gone: undefined, nan: Number.NaN } }),
@@ -330,7 +348,10 @@ describe("wire JSON cache", () => {
     for (const value of cases) expect(toJsonText(value)).toBe(reference(value));
     expect(toJsonSegments({ messages }).join("")).toBe(reference({ messages })); // cached now
     // a list that extends the cached one with a non-message: its prefix is known, its tail is checked
-    for (const extended of [[...messages, { role: "human", content: "raw" }], [...messages, null]]) {
+    for (const extended of [
+      [...messages, { role: "human", content: "raw" }],
+      [...messages, null],
+    ]) {
       expect(toJsonText({ messages: extended })).toBe(reference({ messages: extended }));
       expect(toJsonSegments({ messages: extended }).join("")).toBe(reference({ messages: extended }));
       expect(toJsonText(extended)).toBe(reference(extended));

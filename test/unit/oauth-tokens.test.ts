@@ -55,7 +55,12 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-interface Res { status: number; body: any; text: string; headers: Headers }
+interface Res {
+  status: number;
+  body: any;
+  text: string;
+  headers: Headers;
+}
 
 async function call(method: string, path: string, opts: { key?: string | null; tenant?: string; body?: unknown; rawBody?: string } = {}): Promise<Res> {
   const headers: Record<string, string> = {};
@@ -77,7 +82,14 @@ describe("OAuth token records", () => {
   it("creates a token and answers with OAuthTokenSummary only (no secret anywhere)", async () => {
     const access = secret("access");
     const refresh = secret("refresh");
-    const res = await create({ provider_id: "github", access_token: access, refresh_token: refresh, scopes: ["repo"], provider_account_label: "octo", expires_in_seconds: 3600 });
+    const res = await create({
+      provider_id: "github",
+      access_token: access,
+      refresh_token: refresh,
+      scopes: ["repo"],
+      provider_account_label: "octo",
+      expires_in_seconds: 3600,
+    });
     expect(res.status).toBe(201);
     expect(Object.keys(res.body).sort()).toEqual(SUMMARY_KEYS);
     expect(res.body).toMatchObject({ provider_id: "github", provider_account_label: "octo", scopes: ["repo"], is_default: true });
@@ -87,14 +99,21 @@ describe("OAuth token records", () => {
     expect(res.text).not.toContain(access);
     expect(res.text).not.toContain(refresh);
 
-    for (const r of [await call("GET", "/v2/auth/tokens"), await call("GET", `/v2/auth/tokens/${res.body.id}`), await call("PATCH", `/v2/auth/tokens/${res.body.id}/metadata`, { body: {} })]) {
+    for (const r of [
+      await call("GET", "/v2/auth/tokens"),
+      await call("GET", `/v2/auth/tokens/${res.body.id}`),
+      await call("PATCH", `/v2/auth/tokens/${res.body.id}/metadata`, { body: {} }),
+    ]) {
       expect(r.status).toBe(200);
       expect(r.text).not.toContain(access);
       expect(r.text).not.toContain(refresh);
     }
     // the secret is kept (sealed) and can be opened server-side with the same key only
     const owner = ids.alice;
-    expect(new TokenStore(storage, new TokenCipher(Buffer.from(ENC_KEY, "base64"))).readSecrets(owner, res.body.id)).toEqual({ access_token: access, refresh_token: refresh });
+    expect(new TokenStore(storage, new TokenCipher(Buffer.from(ENC_KEY, "base64"))).readSecrets(owner, res.body.id)).toEqual({
+      access_token: access,
+      refresh_token: refresh,
+    });
     expect(() => new TokenStore(storage, new TokenCipher(randomBytes(32))).readSecrets(owner, res.body.id)).toThrow(/another encryption key/);
   });
 
@@ -200,14 +219,17 @@ describe("OAuth token records", () => {
   });
 
   it("keeps at most one default per owner and provider, also under concurrent PATCHes", async () => {
-    const mk = async (is_default: boolean, key = keys.alice, provider = "drive") => (await create({ provider_id: provider, access_token: secret("d"), is_default }, key)).body.id as string;
+    const mk = async (is_default: boolean, key = keys.alice, provider = "drive") =>
+      (await create({ provider_id: provider, access_token: secret("d"), is_default }, key)).body.id as string;
     const t1 = await mk(true);
     const t2 = await mk(false);
     const t3 = await mk(false);
     const otherProvider = await mk(true, keys.alice, "dropbox");
     const bobs = await mk(true, keys.bob);
     const defaults = async (key = keys.alice, provider = "drive") =>
-      ((await call("GET", `/v2/auth/tokens?provider_id=${provider}`, { key })).body as { id: string; is_default: boolean }[]).filter((t) => t.is_default).map((t) => t.id);
+      ((await call("GET", `/v2/auth/tokens?provider_id=${provider}`, { key })).body as { id: string; is_default: boolean }[])
+        .filter((t) => t.is_default)
+        .map((t) => t.id);
 
     expect(await defaults()).toEqual([t1]);
     expect((await call("PATCH", `/v2/auth/tokens/${t2}/metadata`, { body: { is_default: true } })).body.is_default).toBe(true);
@@ -250,8 +272,13 @@ describe("OAuth token records", () => {
     const routes = tokenRoutes(storage, { encryptionKey: null });
     d.add(...routes);
     const reply = await d.dispatch({
-      method: "POST", path: "/v2/auth/tokens", query: "", clientIp: "127.0.0.1", signal: new AbortController().signal,
-      headers: { "x-api-key": keys.alice, "content-type": "application/json" }, body: Buffer.from(JSON.stringify({ provider_id: "x", access_token: "y" })),
+      method: "POST",
+      path: "/v2/auth/tokens",
+      query: "",
+      clientIp: "127.0.0.1",
+      signal: new AbortController().signal,
+      headers: { "x-api-key": keys.alice, "content-type": "application/json" },
+      body: Buffer.from(JSON.stringify({ provider_id: "x", access_token: "y" })),
     });
     expect(reply).toMatchObject({ kind: "json", status: 503, body: { detail: expect.stringContaining("TROUPE_TOKEN_ENCRYPTION_KEY") } });
     expect(() => tokenRoutes(storage, { encryptionKey: "too-short" })).toThrow(/32 bytes/);

@@ -85,7 +85,12 @@ describe("request log", () => {
     rl.record("r", "GET", "/threads", "/threads", 500, 3, 10_020);
     rl.record("r", "GET", "/ok", "/ok", 200, 1, 11_000); // a new second: a line again
     rl.flush();
-    expect(log.lines.filter((l) => l.msg === "request").map((l) => [l.level, l.fields?.status])).toEqual([["info", 200], ["info", 200], ["error", 500], ["info", 200]]);
+    expect(log.lines.filter((l) => l.msg === "request").map((l) => [l.level, l.fields?.status])).toEqual([
+      ["info", 200],
+      ["info", 200],
+      ["error", 500],
+      ["info", 200],
+    ]);
     const summary = log.lines.find((l) => l.msg === "requests summary")!;
     expect(summary.fields).toMatchObject({ requests: 4 });
     expect(summary.fields?.routes).toEqual([

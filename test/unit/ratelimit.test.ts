@@ -60,7 +60,16 @@ describe("shared bucket table across worker threads", () => {
     const main = new RateLimiter({ rules, tableOptions: { slots: 1024 } });
     const start = new Int32Array(new SharedArrayBuffer(4));
     const jobs: HammerJob[] = [0, 1, 2, 3].map((id) => ({
-      type: "check", id, sab: main.buffer, start, rules, attempts: 8000, nowMs: T0, path: "/anything", headers: {}, ip: "198.51.100.1",
+      type: "check",
+      id,
+      sab: main.buffer,
+      start,
+      rules,
+      attempts: 8000,
+      nowMs: T0,
+      path: "/anything",
+      headers: {},
+      ip: "198.51.100.1",
     }));
     const done = await runWorkers(jobs, start);
     const total = done.reduce((s, d) => s + d.admitted, 0);
@@ -77,7 +86,16 @@ describe("shared bucket table across worker threads", () => {
     const start = new Int32Array(new SharedArrayBuffer(4));
     const headers = { "x-api-key": "k1" };
     const jobs: HammerJob[] = [0, 1, 2, 3].map((id) => ({
-      type: "check", id, sab: main.buffer, start, rules, attempts: 2500, nowMs: T0, path: "/x/both", headers, ip: "198.51.100.2",
+      type: "check",
+      id,
+      sab: main.buffer,
+      start,
+      rules,
+      attempts: 2500,
+      nowMs: T0,
+      path: "/x/both",
+      headers,
+      ip: "198.51.100.2",
     }));
     const done = await runWorkers(jobs, start);
     expect(done.reduce((s, d) => s + d.admitted, 0)).toBe(4000);
@@ -289,6 +307,7 @@ describe("TrustedProxies (X-Forwarded-For)", () => {
     expect(proxies.clientIp("10.1.2.3", undefined)).toBe("10.1.2.3");
   });
   it("refuses malformed entries", () => {
-    for (const bad of ["10.0.0.0/33", "nope", "10.0.0.0/8/1", "fd00::/129", "10.0.0.0/x"]) expect(() => TrustedProxies.parse(bad), bad).toThrow(/not an IP address or CIDR/);
+    for (const bad of ["10.0.0.0/33", "nope", "10.0.0.0/8/1", "fd00::/129", "10.0.0.0/x"])
+      expect(() => TrustedProxies.parse(bad), bad).toThrow(/not an IP address or CIDR/);
   });
 });

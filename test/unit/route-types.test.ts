@@ -6,14 +6,17 @@ import type { Accepted, JsonSchema } from "../../src/http/schema-types.ts";
 import { json, route, type RouteDef } from "../../src/http/types.ts";
 import type { JsonObject } from "../../src/util/json.ts";
 
-const search = body({
-  namespace_prefix: strings,
-  filter: nullable(object),
-  limit: limit(1000, 10),
-  offset,
-  sort: enumOf(["asc", "desc"]),
-  ids: arrayOf(int),
-}, ["namespace_prefix"]);
+const search = body(
+  {
+    namespace_prefix: strings,
+    filter: nullable(object),
+    limit: limit(1000, 10),
+    offset,
+    sort: enumOf(["asc", "desc"]),
+    ids: arrayOf(int),
+  },
+  ["namespace_prefix"],
+);
 
 describe("route types", () => {
   it("infer a body from its schema: required and defaulted properties present, the rest optional", () => {
@@ -26,7 +29,12 @@ describe("route types", () => {
       ids?: number[];
     }>();
     const r: RouteDef = route({
-      method: "POST", path: "/x", operationId: "x", summary: "x", tag: "t", body: search,
+      method: "POST",
+      path: "/x",
+      operationId: "x",
+      summary: "x",
+      tag: "t",
+      body: search,
       handler: ({ body: b }) => {
         expectTypeOf(b.limit).toEqualTypeOf<number>();
         expectTypeOf(b.filter).toEqualTypeOf<JsonObject | null | undefined>();
@@ -41,7 +49,13 @@ describe("route types", () => {
   it("type a query like a body, and leave a plain JsonSchema's value unknown", () => {
     const plain: JsonSchema = { type: "object" };
     route({
-      method: "GET", path: "/y", operationId: "y", summary: "y", tag: "t", query: body({ key: str }, ["key"]), body: plain,
+      method: "GET",
+      path: "/y",
+      operationId: "y",
+      summary: "y",
+      tag: "t",
+      query: body({ key: str }, ["key"]),
+      body: plain,
       handler: ({ query, body: b }) => {
         expectTypeOf(query).toEqualTypeOf<{ key: string }>();
         expectTypeOf(b).toEqualTypeOf<unknown>();

@@ -9,9 +9,15 @@ const check = (properties: Record<string, JsonSchema>, value: unknown) => compil
 
 describe("validation issues", () => {
   it("name the expected type of a nullable field, not 'number,null'", () => {
-    expect(check({ ttl: nullable({ type: "number" }) }, { ttl: "x" })).toEqual([{ loc: ["body", "ttl"], msg: "Input should be a valid number", type: "float_type" }]);
-    expect(check({ ttl: { type: ["integer", "null"] } }, { ttl: "x" })).toEqual([{ loc: ["body", "ttl"], msg: "Input should be a valid integer", type: "int_type" }]);
-    expect(check({ values: { type: ["object", "array", "null"] } }, { values: 5 })).toEqual([{ loc: ["body", "values"], msg: "Input should be a valid dictionary or list", type: "dict_type" }]);
+    expect(check({ ttl: nullable({ type: "number" }) }, { ttl: "x" })).toEqual([
+      { loc: ["body", "ttl"], msg: "Input should be a valid number", type: "float_type" },
+    ]);
+    expect(check({ ttl: { type: ["integer", "null"] } }, { ttl: "x" })).toEqual([
+      { loc: ["body", "ttl"], msg: "Input should be a valid integer", type: "int_type" },
+    ]);
+    expect(check({ values: { type: ["object", "array", "null"] } }, { values: 5 })).toEqual([
+      { loc: ["body", "values"], msg: "Input should be a valid dictionary or list", type: "dict_type" },
+    ]);
   });
 
   it("list a nullable enum's allowed values", () => {
@@ -32,17 +38,30 @@ describe("validation issues", () => {
     expect(check({ input: { anyOf: [{ type: "string" }, { type: "array" }] } }, { input: 5 })).toEqual([
       { loc: ["body", "input"], msg: "Input should be a valid string or list", type: "string_type" },
     ]);
-    const shapes = { anyOf: [{ type: "object", required: ["a"] }, { type: "object", required: ["b"] }] };
+    const shapes = {
+      anyOf: [
+        { type: "object", required: ["a"] },
+        { type: "object", required: ["b"] },
+      ],
+    };
     expect(check({ shape: shapes }, { shape: {} })).toEqual([{ loc: ["body", "shape"], msg: "Input does not match any allowed form", type: "union_error" }]);
     expect(check({ x: { type: "string" } }, { x: 1 })).toEqual([{ loc: ["body", "x"], msg: "Input should be a valid string", type: "string_type" }]);
     expect(compileBody({ type: "object", required: ["a"] })({})).toEqual([{ loc: ["body", "a"], msg: "Field required", type: "missing" }]);
   });
 
   it("word length, pattern and extra-key errors like pydantic", () => {
-    expect(check({ name: { type: "string", maxLength: 3 } }, { name: "long" })).toEqual([{ loc: ["body", "name"], msg: "String should have at most 3 character(s)", type: "string_too_long" }]);
-    expect(check({ name: { type: "string", minLength: 1 } }, { name: "" })).toEqual([{ loc: ["body", "name"], msg: "String should have at least 1 character(s)", type: "string_too_short" }]);
-    expect(check({ name: { type: "string", pattern: "^[a-z]+$" } }, { name: "A" })).toEqual([{ loc: ["body", "name"], msg: "String should match pattern '^[a-z]+$'", type: "string_pattern_mismatch" }]);
-    expect(compileBody({ type: "object", properties: {}, additionalProperties: false })({ x: 1 })).toEqual([{ loc: ["body", "x"], msg: "Extra inputs are not permitted", type: "extra_forbidden" }]);
+    expect(check({ name: { type: "string", maxLength: 3 } }, { name: "long" })).toEqual([
+      { loc: ["body", "name"], msg: "String should have at most 3 character(s)", type: "string_too_long" },
+    ]);
+    expect(check({ name: { type: "string", minLength: 1 } }, { name: "" })).toEqual([
+      { loc: ["body", "name"], msg: "String should have at least 1 character(s)", type: "string_too_short" },
+    ]);
+    expect(check({ name: { type: "string", pattern: "^[a-z]+$" } }, { name: "A" })).toEqual([
+      { loc: ["body", "name"], msg: "String should match pattern '^[a-z]+$'", type: "string_pattern_mismatch" },
+    ]);
+    expect(compileBody({ type: "object", properties: {}, additionalProperties: false })({ x: 1 })).toEqual([
+      { loc: ["body", "x"], msg: "Extra inputs are not permitted", type: "extra_forbidden" },
+    ]);
   });
 });
 

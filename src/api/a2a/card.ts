@@ -55,7 +55,11 @@ export function agentCard(c: CardInput): JsonObject {
         examples: [],
         inputModes,
         outputModes,
-        metadata: { assistant_id: a.assistant_id, graph_id: a.graph_id, inputSchema: { required, properties: props, supportsA2A: props.length === 0 || props.includes("messages") } },
+        metadata: {
+          assistant_id: a.assistant_id,
+          graph_id: a.graph_id,
+          inputSchema: { required, properties: props, supportsA2A: props.length === 0 || props.includes("messages") },
+        },
       },
     ],
     supportsAuthenticatedExtendedCard: false,

@@ -52,7 +52,10 @@ export const roleName = (d: Dialect, r: Role): string => (d === "v1" ? (r === "u
 
 /** Parse a state filter written in either dialect (`working`, `TASK_STATE_WORKING`, `TASK_STATE_CANCELED`). */
 export function parseState(s: string): TaskState | undefined {
-  const lower = s.toLowerCase().replace(/^task_state_/, "").replace(/_/g, "-");
+  const lower = s
+    .toLowerCase()
+    .replace(/^task_state_/, "")
+    .replace(/_/g, "-");
   const norm = lower === "cancelled" ? "canceled" : lower;
   return norm in V1_STATE ? (norm as TaskState) : undefined;
 }
@@ -83,7 +86,11 @@ export function filePart(d: Dialect, f: FileRef): Part {
   }
   return {
     kind: "file",
-    file: { ...(f.url !== undefined ? { uri: f.url } : { bytes: f.bytes ?? "" }), ...(f.mimeType ? { mimeType: f.mimeType } : {}), ...(f.name ? { name: f.name } : {}) },
+    file: {
+      ...(f.url !== undefined ? { uri: f.url } : { bytes: f.bytes ?? "" }),
+      ...(f.mimeType ? { mimeType: f.mimeType } : {}),
+      ...(f.name ? { name: f.name } : {}),
+    },
   };
 }
 

@@ -28,7 +28,12 @@ function readFile(p: Record<string, unknown>): FileRef | undefined {
   const url = str(f.uri) ?? str(f.url);
   const bytes = str(f.bytes) ?? str(f.raw);
   if (url === undefined && bytes === undefined) return undefined;
-  return { url, bytes: url === undefined ? bytes : undefined, mimeType: str(f.mimeType) ?? str(f.mediaType) ?? str(p.mediaType), name: str(f.name) ?? str(f.filename) ?? str(p.filename) };
+  return {
+    url,
+    bytes: url === undefined ? bytes : undefined,
+    mimeType: str(f.mimeType) ?? str(f.mediaType) ?? str(p.mediaType),
+    name: str(f.name) ?? str(f.filename) ?? str(p.filename),
+  };
 }
 
 function fileBlock(f: FileRef): Block {

@@ -42,14 +42,20 @@ export async function createTaskRun(
     }
     const state = taskState(prev);
     if (TERMINAL_STATES.has(state)) {
-      throw new RpcError(A2A_ERRORS.UNSUPPORTED_OPERATION, `Task ${taskId} is already ${state}: send the next message without taskId to start a new task in the same context`);
+      throw new RpcError(
+        A2A_ERRORS.UNSUPPORTED_OPERATION,
+        `Task ${taskId} is already ${state}: send the next message without taskId to start a new task in the same context`,
+      );
     }
     threadId = prev.run.thread_id;
     resume = state === "input-required";
   }
   const command = isRecord(params.command) ? (params.command as JsonObject) : resume ? { resume: resumeValue(msg) } : undefined;
   if (!command && hasMessageContent(msg) && !acceptsMessages(await schemas.of(assistant))) {
-    throw new RpcError(RPC.INVALID_PARAMS, `Assistant ${assistant.assistant_id} does not accept messages (its input schema has no "messages" key): send a data part instead`);
+    throw new RpcError(
+      RPC.INVALID_PARAMS,
+      `Assistant ${assistant.assistant_id} does not accept messages (its input schema has no "messages" key): send a data part instead`,
+    );
   }
   const body: RunCreateBody = {
     assistant_id: assistant.assistant_id,

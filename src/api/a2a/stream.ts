@@ -48,14 +48,20 @@ export function taskStream(s: TaskStreamInput): SseReply {
           if (!isRecord(chunk) || !/^ai/i.test(String(chunk.type ?? ""))) return;
           const text = textOf(chunk.content);
           if (!text) return;
-          const message = encodeMessage(d, { messageId: typeof chunk.id === "string" ? chunk.id : `${run.run_id}-${e.id}`, role: "agent", parts: [textPart(d, text)], ...ids });
+          const message = encodeMessage(d, {
+            messageId: typeof chunk.id === "string" ? chunk.id : `${run.run_id}-${e.id}`,
+            role: "agent",
+            parts: [textPart(d, text)],
+            ...ids,
+          });
           sink.write(statusUpdate({ state: stateName(d, "working"), message, timestamp: new Date().toISOString() }, false));
         },
         onDone(done: RunDone) {
           const end = (stored: TaskSource | undefined) => {
             const src: TaskSource = stored ?? { run: { ...run, status: done.status }, thread: undefined, latest: true };
             const state = taskState(src);
-            if (state === "completed") sink.write(frame("artifact-update", { ...kind(d, "artifact-update"), ...ids, artifact: artifactOf(d, src), append: false, lastChunk: true }));
+            if (state === "completed")
+              sink.write(frame("artifact-update", { ...kind(d, "artifact-update"), ...ids, artifact: artifactOf(d, src), append: false, lastChunk: true }));
             sink.write(statusUpdate(encodeStatus(d, src, state), true));
             sink.end();
           };

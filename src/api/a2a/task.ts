@@ -81,7 +81,9 @@ export async function loadTask(storage: StoragePort, runId: string, threadId?: s
 }
 
 const interruptValues = (thread: ThreadRecord | undefined): unknown[] =>
-  Object.values(thread?.interrupts ?? {}).flatMap((list) => (Array.isArray(list) ? list : [])).map((i) => (isRecord(i) && "value" in i ? i.value : i));
+  Object.values(thread?.interrupts ?? {})
+    .flatMap((list) => (Array.isArray(list) ? list : []))
+    .map((i) => (isRecord(i) && "value" in i ? i.value : i));
 
 /**
  * Run status → task state (reference §4.1). A cancelled run is "interrupted" in our run records,
@@ -131,7 +133,11 @@ export function encodeStatus(d: Dialect, src: TaskSource, state: TaskState = tas
 
 /** Where this run's own messages sit in the thread's message list: from its first input message to the next foreign human message. */
 function segment(msgs: PlainMessage[], run: RunRecord): { start: number; end: number } | undefined {
-  const ids = new Set(messagesOf(run.kwargs.input).map((m) => m.id).filter((id): id is string => typeof id === "string"));
+  const ids = new Set(
+    messagesOf(run.kwargs.input)
+      .map((m) => m.id)
+      .filter((id): id is string => typeof id === "string"),
+  );
   if (ids.size === 0) return undefined;
   const start = msgs.findIndex((m) => typeof m.id === "string" && ids.has(m.id));
   if (start < 0) return undefined;

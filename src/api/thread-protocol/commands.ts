@@ -14,8 +14,16 @@ import { compileBody, type Validator } from "../../http/validation.ts";
 import { COMMAND_PARAMS } from "./schemas.ts";
 
 export type ProtocolErrorCode =
-  | "invalid_argument" | "unknown_command" | "unknown_error" | "no_such_run" | "no_such_subscription"
-  | "no_such_namespace" | "no_such_interrupt" | "no_such_checkpoint" | "permission_denied" | "not_supported";
+  | "invalid_argument"
+  | "unknown_command"
+  | "unknown_error"
+  | "no_such_run"
+  | "no_such_subscription"
+  | "no_such_namespace"
+  | "no_such_interrupt"
+  | "no_such_checkpoint"
+  | "permission_denied"
+  | "not_supported";
 
 export interface ProtocolCommand {
   id: number;
@@ -34,7 +42,10 @@ export type ProtocolResponse =
 
 /** A command that cannot be carried out, with its protocol error code. */
 export class ProtocolCommandError extends Error {
-  constructor(readonly code: ProtocolErrorCode, message: string) {
+  constructor(
+    readonly code: ProtocolErrorCode,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -115,19 +126,34 @@ export class ThreadCommands {
     const params = cmd.params ?? {};
     checkParams(cmd.method, params);
     switch (cmd.method) {
-      case "run.start": return this.runStart(params, ctx);
-      case "input.respond": return this.inputRespond(params, ctx);
-      case "state.get": return this.stateGet(params, ctx);
-      case "state.listCheckpoints": return this.listCheckpoints(params, ctx);
-      case "state.fork": return this.fork(params, ctx);
-      case "agent.getTree": return this.agentTree(params, ctx);
+      case "run.start":
+        return this.runStart(params, ctx);
+      case "input.respond":
+        return this.inputRespond(params, ctx);
+      case "state.get":
+        return this.stateGet(params, ctx);
+      case "state.listCheckpoints":
+        return this.listCheckpoints(params, ctx);
+      case "state.fork":
+        return this.fork(params, ctx);
+      case "agent.getTree":
+        return this.agentTree(params, ctx);
       case "subscription.subscribe":
       case "subscription.unsubscribe":
-        throw new ProtocolCommandError("not_supported", `${cmd.method} is a WebSocket command: over HTTP, each POST /threads/{thread_id}/stream/events is one subscription`);
+        throw new ProtocolCommandError(
+          "not_supported",
+          `${cmd.method} is a WebSocket command: over HTTP, each POST /threads/{thread_id}/stream/events is one subscription`,
+        );
       case "subscription.reconnect":
-        throw new ProtocolCommandError("not_supported", "subscription.reconnect is not supported: subscribe again (events are replayed from the thread's buffer)");
+        throw new ProtocolCommandError(
+          "not_supported",
+          "subscription.reconnect is not supported: subscribe again (events are replayed from the thread's buffer)",
+        );
       case "input.inject":
-        throw new ProtocolCommandError("not_supported", "input.inject is not supported: a running graph cannot take input; start a run or respond to an interrupt");
+        throw new ProtocolCommandError(
+          "not_supported",
+          "input.inject is not supported: a running graph cannot take input; start a run or respond to an interrupt",
+        );
       default:
         throw new ProtocolCommandError("unknown_command", `Unknown command "${cmd.method}"`);
     }
@@ -142,9 +168,17 @@ export class ThreadCommands {
   }
 
   /** Creates a protocol run on the thread and makes it the thread's session. */
-  private async createRun(ctx: CommandContext, body: RunCreateBody, opts: { ifNotExists: boolean; requireBoundAssistant?: boolean; runId?: string }): Promise<string> {
+  private async createRun(
+    ctx: CommandContext,
+    body: RunCreateBody,
+    opts: { ifNotExists: boolean; requireBoundAssistant?: boolean; runId?: string },
+  ): Promise<string> {
     const cmd = await buildCreateRun(this.app, { ...body, if_not_exists: opts.ifNotExists ? "create" : "reject" }, ctx.headers, {
-      threadId: ctx.threadId, runId: opts.runId ?? uuid7(), stateless: false, auth: ctx.auth, observed: true,
+      threadId: ctx.threadId,
+      runId: opts.runId ?? uuid7(),
+      stateless: false,
+      auth: ctx.auth,
+      observed: true,
     });
     cmd.kwargs.protocol = true;
     cmd.kwargs.stream_mode = [];
@@ -173,13 +207,22 @@ export class ThreadCommands {
 
   private async inputRespond(params: Record<string, unknown>, ctx: CommandContext): Promise<Record<string, never>> {
     const t = await this.readableThread(ctx);
-    if (params.interrupt_id === undefined && params.responses === undefined) throw invalid("params: give interrupt_id (with response) or responses: [{interrupt_id, response}]");
-    const entries = (params.responses as { interrupt_id: string; response?: unknown }[] | undefined) ?? [{ interrupt_id: params.interrupt_id as string, response: params.response }];
+    if (params.interrupt_id === undefined && params.responses === undefined)
+      throw invalid("params: give interrupt_id (with response) or responses: [{interrupt_id, response}]");
+    const entries = (params.responses as { interrupt_id: string; response?: unknown }[] | undefined) ?? [
+      { interrupt_id: params.interrupt_id as string, response: params.response },
+    ];
     if (t.status !== "interrupted") throw invalid(`Thread ${ctx.threadId} is not interrupted (status ${t.status}): nothing to respond to`);
-    const pending = new Set(Object.values(t.interrupts ?? {}).flat().map((i) => (i as { id?: string }).id).filter((id): id is string => typeof id === "string"));
+    const pending = new Set(
+      Object.values(t.interrupts ?? {})
+        .flat()
+        .map((i) => (i as { id?: string }).id)
+        .filter((id): id is string => typeof id === "string"),
+    );
     const resume: Record<string, Json> = {};
     for (const e of entries) {
-      if (!pending.has(e.interrupt_id)) throw new ProtocolCommandError("no_such_interrupt", `Interrupt ${e.interrupt_id} is not pending on thread ${ctx.threadId}`);
+      if (!pending.has(e.interrupt_id))
+        throw new ProtocolCommandError("no_such_interrupt", `Interrupt ${e.interrupt_id} is not pending on thread ${ctx.threadId}`);
       resume[e.interrupt_id] = (e.response ?? null) as Json;
     }
     const assistantId = this.boundAssistant(t) ?? (typeof t.metadata.graph_id === "string" ? t.metadata.graph_id : undefined);
@@ -211,7 +254,8 @@ export class ThreadCommands {
 
   private async stateGet(params: Record<string, unknown>, ctx: CommandContext): Promise<{ values: unknown; checkpoint?: { id: string; ns: string } }> {
     const t = await this.readableThread(ctx);
-    if ((params.namespace as string[] | undefined)?.length) throw new ProtocolCommandError("no_such_namespace", "state.get reads the root graph's state only (namespace [])");
+    if ((params.namespace as string[] | undefined)?.length)
+      throw new ProtocolCommandError("no_such_namespace", "state.get reads the root graph's state only (namespace [])");
     const keys = params.keys as string[] | undefined;
     const state = await this.app.pool.request({ type: "thread.state", threadId: ctx.threadId, subgraphs: false, assistant: await this.graphAssistant(t) });
     let values = state.values as unknown;
@@ -222,7 +266,8 @@ export class ThreadCommands {
 
   private async listCheckpoints(params: Record<string, unknown>, ctx: CommandContext): Promise<{ checkpoints: unknown[] }> {
     const t = await this.readableThread(ctx);
-    if ((params.namespace as string[] | undefined)?.length) throw new ProtocolCommandError("no_such_namespace", "state.listCheckpoints lists the root graph's checkpoints only (namespace [])");
+    if ((params.namespace as string[] | undefined)?.length)
+      throw new ProtocolCommandError("no_such_namespace", "state.listCheckpoints lists the root graph's checkpoints only (namespace [])");
     const limit = (params.limit as number | undefined) ?? 10;
     const before = params.before as string | undefined;
     const states = await this.app.pool.request({ type: "thread.history", threadId: ctx.threadId, limit, before, assistant: await this.graphAssistant(t) });
@@ -257,7 +302,8 @@ export class ThreadCommands {
     const t = await this.readableThread(ctx);
     const runId = params.run_id;
     const hub = this.app.pool.sessions;
-    if (runId !== undefined && runId !== hub.sessionRun(ctx.threadId)) throw new ProtocolCommandError("no_such_run", `Run ${String(runId)} is not the thread's current protocol run`);
+    if (runId !== undefined && runId !== hub.sessionRun(ctx.threadId))
+      throw new ProtocolCommandError("no_such_run", `Run ${String(runId)} is not the thread's current protocol run`);
     const tree = hub.tree(ctx.threadId);
     if (tree) return { tree };
     const graphName = typeof t.metadata.graph_id === "string" ? t.metadata.graph_id : "root";

@@ -35,7 +35,11 @@ const interruptResponse: JsonSchema = {
 
 /** params of each command (extra keys are allowed: the protocol's types are extensible). */
 export const COMMAND_PARAMS: Record<string, JsonSchema> = {
-  "run.start": { type: "object", properties: { assistant_id: { type: "string", minLength: 1, maxLength: MAX_KEY_CHARS }, input: {}, ...runOptions }, required: ["assistant_id"] },
+  "run.start": {
+    type: "object",
+    properties: { assistant_id: { type: "string", minLength: 1, maxLength: MAX_KEY_CHARS }, input: {}, ...runOptions },
+    required: ["assistant_id"],
+  },
   "input.respond": {
     type: "object",
     properties: {
@@ -50,8 +54,15 @@ export const COMMAND_PARAMS: Record<string, JsonSchema> = {
     },
   },
   "state.get": { type: "object", properties: { namespace: strings, keys: strings } },
-  "state.listCheckpoints": { type: "object", properties: { namespace: strings, limit: { type: "integer", minimum: 1 }, before: { type: "string", maxLength: 64 } } },
-  "state.fork": { type: "object", properties: { checkpoint_id: { type: "string", minLength: 1, maxLength: 64 }, input: {}, ...runOptions }, required: ["checkpoint_id"] },
+  "state.listCheckpoints": {
+    type: "object",
+    properties: { namespace: strings, limit: { type: "integer", minimum: 1 }, before: { type: "string", maxLength: 64 } },
+  },
+  "state.fork": {
+    type: "object",
+    properties: { checkpoint_id: { type: "string", minLength: 1, maxLength: 64 }, input: {}, ...runOptions },
+    required: ["checkpoint_id"],
+  },
   "agent.getTree": { type: "object", properties: { run_id: { type: "string", maxLength: 64 } } },
   "subscription.subscribe": { type: "object", properties: filterProperties, required: ["channels"] },
   "subscription.unsubscribe": { type: "object", properties: { subscription_id: { type: "string" } }, required: ["subscription_id"] },

@@ -63,7 +63,11 @@ async function keys(argv: string[], out: (s: string) => void): Promise<number> {
     if (sub === "list") {
       const keys = store.listKeys(org.id);
       if (values.json) out(JSON.stringify(keys) + "\n");
-      else for (const k of keys) out(`${k.prefix}…  user=${k.user_name ?? k.user_id}  created=${k.created_at}${k.revoked_at ? `  REVOKED ${k.revoked_at}` : ""}${k.description ? `  ${k.description}` : ""}\n`);
+      else
+        for (const k of keys)
+          out(
+            `${k.prefix}…  user=${k.user_name ?? k.user_id}  created=${k.created_at}${k.revoked_at ? `  REVOKED ${k.revoked_at}` : ""}${k.description ? `  ${k.description}` : ""}\n`,
+          );
       return 0;
     }
     const prefix = positionals[0];

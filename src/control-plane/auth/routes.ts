@@ -13,15 +13,20 @@ import { AuthStore, DEFAULT_USER, type StoredOrg } from "./store.ts";
 const TAG = "Organizations and API keys";
 
 const orgSchema: JsonSchema = {
-  type: "object", title: "Organization", required: ["id", "name", "created_at"],
+  type: "object",
+  title: "Organization",
+  required: ["id", "name", "created_at"],
   properties: { id: str, name: str, created_at: { type: "string", format: "date-time" } },
 };
 const createdKeySchema: JsonSchema = {
-  type: "object", title: "CreatedApiKey", required: ["key", "prefix", "org_id", "user_id", "created_at"],
+  type: "object",
+  title: "CreatedApiKey",
+  required: ["key", "prefix", "org_id", "user_id", "created_at"],
   properties: { key: str, prefix: str, org_id: str, user_id: str, description: nullable(str), created_at: { type: "string", format: "date-time" } },
 };
 const keySummarySchema: JsonSchema = {
-  type: "object", title: "ApiKeySummary",
+  type: "object",
+  title: "ApiKeySummary",
   properties: { prefix: str, org_id: str, user_id: str, user_name: nullable(str), description: nullable(str), created_at: str, revoked_at: nullable(str) },
 };
 
@@ -31,7 +36,11 @@ export function authServiceRoutes(storage: ControlPlaneStorage): RouteDef[] {
   const store = new AuthStore(storage);
   return [
     route({
-      method: "POST", path: "/v2/orgs", operationId: "create_org_v2_orgs_post", summary: "Create an organization (tenant)", tag: TAG,
+      method: "POST",
+      path: "/v2/orgs",
+      operationId: "create_org_v2_orgs_post",
+      summary: "Create an organization (tenant)",
+      tag: TAG,
       body: body({ name: text({ minLength: 1, maxLength: 63 }) }, ["name"]),
       response: { status: 201, schema: orgSchema },
       handler: async (ctx) => {
@@ -41,7 +50,11 @@ export function authServiceRoutes(storage: ControlPlaneStorage): RouteDef[] {
       },
     }),
     route({
-      method: "POST", path: "/v2/api-keys", operationId: "create_api_key_v2_api_keys_post", summary: "Create an API key (the key is shown only in this reply)", tag: TAG,
+      method: "POST",
+      path: "/v2/api-keys",
+      operationId: "create_api_key_v2_api_keys_post",
+      summary: "Create an API key (the key is shown only in this reply)",
+      tag: TAG,
       body: body({ org: str, user: text({ minLength: 1, maxLength: 63 }), description: nullable(text({ maxLength: 500 })) }),
       bodyOptional: true,
       response: { status: 201, schema: createdKeySchema },
@@ -54,19 +67,31 @@ export function authServiceRoutes(storage: ControlPlaneStorage): RouteDef[] {
         const self = org.id === caller.orgId ? caller.userId : null;
         const description = b.description ?? null;
         // Without `user`: another key of the caller (own org) or of the new org's "default" user.
-        const { key, record } = b.user === undefined && self
-          ? await store.createKey(org.id, self, description)
-          : await store.createKeyForUser(org.id, b.user ?? DEFAULT_USER, self, description);
-        return json({ key, prefix: record.prefix, org_id: record.org_id, user_id: record.user_id, description: record.description, created_at: record.created_at }, 201);
+        const { key, record } =
+          b.user === undefined && self
+            ? await store.createKey(org.id, self, description)
+            : await store.createKeyForUser(org.id, b.user ?? DEFAULT_USER, self, description);
+        return json(
+          { key, prefix: record.prefix, org_id: record.org_id, user_id: record.user_id, description: record.description, created_at: record.created_at },
+          201,
+        );
       },
     }),
     route({
-      method: "GET", path: "/v2/api-keys", operationId: "list_api_keys_v2_api_keys_get", summary: "List the API keys of the caller's organization (no secrets)", tag: TAG,
+      method: "GET",
+      path: "/v2/api-keys",
+      operationId: "list_api_keys_v2_api_keys_get",
+      summary: "List the API keys of the caller's organization (no secrets)",
+      tag: TAG,
       response: { status: 200, schema: { type: "array", items: keySummarySchema } },
       handler: (ctx) => json(store.listKeys(callerOf(ctx).orgId)),
     }),
     route({
-      method: "DELETE", path: "/v2/api-keys/:prefix", operationId: "revoke_api_key_v2_api_keys__prefix__delete", summary: "Revoke an API key of the caller's organization", tag: TAG,
+      method: "DELETE",
+      path: "/v2/api-keys/:prefix",
+      operationId: "revoke_api_key_v2_api_keys__prefix__delete",
+      summary: "Revoke an API key of the caller's organization",
+      tag: TAG,
       response: { status: 204, description: "Revoked" },
       handler: async (ctx) => {
         await store.revokeKey(callerOf(ctx).orgId, ctx.params.prefix);

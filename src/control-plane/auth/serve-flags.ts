@@ -14,7 +14,8 @@ export function apiKeyAuthFromFlags(
   env: NodeJS.ProcessEnv = process.env,
 ): ApiKeyAuthOptions | null {
   if (command === "dev") {
-    if (flags.org !== undefined || flags["control-plane-dir"] !== undefined) throw new Error("troupe dev runs without API keys (loopback only); use troupe serve --org ORG --control-plane-dir DIR");
+    if (flags.org !== undefined || flags["control-plane-dir"] !== undefined)
+      throw new Error("troupe dev runs without API keys (loopback only); use troupe serve --org ORG --control-plane-dir DIR");
     return null;
   }
   const org = flags.org ?? env.TROUPE_ORG_ID;

@@ -45,7 +45,13 @@ export const DEFAULT_USER = "default";
 export function checkName(kind: "organization" | "user", name: string): void {
   if (!NAME_RE.test(name) || isUuid(name)) {
     throw new TroupeError("VALIDATION", `Invalid ${kind} name "${name}"`, {
-      issues: [{ loc: ["body", kind === "organization" ? "name" : "user"], msg: "Use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit (not a UUID)", type: "value_error" }],
+      issues: [
+        {
+          loc: ["body", kind === "organization" ? "name" : "user"],
+          msg: "Use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit (not a UUID)",
+          type: "value_error",
+        },
+      ],
     });
   }
 }
@@ -141,7 +147,8 @@ export class AuthStore {
     await this.s.root.transaction(() => {
       if (!this.getOrg(orgId)) throw notFound(`Organization ${orgId} not found`);
       if (this.getUser(userId)) {
-        if (userId !== selfUserId) throw new TroupeError("FORBIDDEN", `User "${name}" already exists: only that user (or the \`troupe keys\` CLI) can create keys for it`);
+        if (userId !== selfUserId)
+          throw new TroupeError("FORBIDDEN", `User "${name}" already exists: only that user (or the \`troupe keys\` CLI) can create keys for it`);
       } else {
         this.s.users.put(userId, { id: userId, org_id: orgId, name, created_at: record.created_at });
       }
@@ -156,8 +163,13 @@ export class AuthStore {
     for (const { value } of this.s.apiKeys.getRange({})) {
       if (value.org_id !== orgId) continue;
       out.push({
-        prefix: value.prefix, org_id: value.org_id, user_id: value.user_id, user_name: this.getUser(value.user_id)?.name ?? null,
-        description: value.description, created_at: value.created_at, revoked_at: value.revoked_at,
+        prefix: value.prefix,
+        org_id: value.org_id,
+        user_id: value.user_id,
+        user_name: this.getUser(value.user_id)?.name ?? null,
+        description: value.description,
+        created_at: value.created_at,
+        revoked_at: value.revoked_at,
       });
     }
     return out.sort((a, b) => a.created_at.localeCompare(b.created_at));

@@ -19,7 +19,10 @@ export class KeyVerifier {
   private readonly cache = new Map<string, Cached>();
   private readonly maxEntries: number;
 
-  constructor(private readonly store: AuthStore, private readonly opts: KeyVerifierOptions) {
+  constructor(
+    private readonly store: AuthStore,
+    private readonly opts: KeyVerifierOptions,
+  ) {
     this.maxEntries = opts.maxEntries ?? 10_000;
   }
 

@@ -25,7 +25,12 @@ function looksLikeGraph(v: unknown): boolean {
 async function check(configPath: string, buildDir: string): Promise<BuildCheckResult> {
   const config = await loadConfig(configPath);
   for (const [k, v] of Object.entries(config.env)) process.env[k] ??= v;
-  useCompiledModules(await compileModules(config.graphs.map((g) => g.filePath), buildDir));
+  useCompiledModules(
+    await compileModules(
+      config.graphs.map((g) => g.filePath),
+      buildDir,
+    ),
+  );
   registerGraphLogger(); // a graph calling getLogger() at import loads as it does on the server
   for (const g of config.graphs) {
     let mod: Record<string, unknown>;

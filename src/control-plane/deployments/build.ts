@@ -31,8 +31,7 @@ const FALLBACK_DIR = join(tmpdir(), `troupe-build-check-entry-${createHash("sha2
 
 /** build-check.ts compiled like the rest of Troupe (no thread or child runs tsx), once per process. */
 function compiledCheckEntry(): Promise<string> {
-  checkEntry ??= compileTroupeEntries([CHECK_SOURCE], "build-check", FALLBACK_DIR)
-    .then((urls) => fileURLToPath(urls[CHECK_SOURCE]!));
+  checkEntry ??= compileTroupeEntries([CHECK_SOURCE], "build-check", FALLBACK_DIR).then((urls) => fileURLToPath(urls[CHECK_SOURCE]!));
   checkEntry.catch(() => (checkEntry = undefined)); // a later build tries again
   return checkEntry;
 }
@@ -79,7 +78,10 @@ function importCheck(entry: string, configPath: string, opts: BuildOptions): Pro
       clearTimeout(timer);
       opts.signal?.removeEventListener("abort", onAbort);
       if (reason) return resolve({ ok: false, message: reason });
-      const line = stdout.split("\n").reverse().find((l) => l.startsWith(RESULT_MARKER));
+      const line = stdout
+        .split("\n")
+        .reverse()
+        .find((l) => l.startsWith(RESULT_MARKER));
       if (line) {
         try {
           return resolve(JSON.parse(line.slice(RESULT_MARKER.length)) as BuildCheckResult);

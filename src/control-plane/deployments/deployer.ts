@@ -39,7 +39,10 @@ export class Deployer {
   private readonly writes = new Set<Promise<unknown>>();
   private closed = false;
 
-  constructor(private readonly store: DeploymentStore, private readonly o: DeployerOptions) {
+  constructor(
+    private readonly store: DeploymentStore,
+    private readonly o: DeployerOptions,
+  ) {
     this.supervisor = new Supervisor({
       ...o.supervisor,
       log: o.log,
@@ -158,7 +161,9 @@ export class Deployer {
       await this.end(deploymentId, revisionId, "DEPLOY_FAILED", (err as Error).message);
       if (previous && previous.id !== revisionId && !this.gone(deploymentId)) {
         this.o.log(`${deploymentId}: revision ${revisionId} failed to deploy; relaunching revision ${previous.id}`);
-        await this.supervisor.start(this.spec(d, previous), { keepTrying: true }).catch((e: Error) => this.o.log(`${deploymentId}: relaunch failed, retrying: ${e.message}`));
+        await this.supervisor
+          .start(this.spec(d, previous), { keepTrying: true })
+          .catch((e: Error) => this.o.log(`${deploymentId}: relaunch failed, retrying: ${e.message}`));
       }
       return;
     }
@@ -171,7 +176,9 @@ export class Deployer {
     if (!d || !rev || this.gone(deploymentId) || this.supervisor.has(deploymentId)) return;
     if (d.server_pid) await reapStaleServer(d.server_pid, join(this.deploymentDir(d.id), "data"), 20_000);
     if (this.gone(deploymentId)) return;
-    await this.supervisor.start(this.spec(d, rev), { keepTrying: true }).catch((e: Error) => this.o.log(`${deploymentId}: relaunch of revision ${revisionId} failed, retrying: ${e.message}`));
+    await this.supervisor
+      .start(this.spec(d, rev), { keepTrying: true })
+      .catch((e: Error) => this.o.log(`${deploymentId}: relaunch of revision ${revisionId} failed, retrying: ${e.message}`));
   }
 
   private async remove(deploymentId: string): Promise<void> {

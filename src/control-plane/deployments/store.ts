@@ -126,7 +126,12 @@ export class DeploymentStore {
     });
   }
 
-  setRevisionStatus(deploymentId: string, revisionId: string, status: RevisionStatus, statusMessage: string | null = null): Promise<RevisionRecord | undefined> {
+  setRevisionStatus(
+    deploymentId: string,
+    revisionId: string,
+    status: RevisionStatus,
+    statusMessage: string | null = null,
+  ): Promise<RevisionRecord | undefined> {
     return this.updateRevision(deploymentId, revisionId, () => ({ status, status_message: statusMessage }));
   }
 
@@ -135,7 +140,13 @@ export class DeploymentStore {
    * revision's final status also sees the deployment that goes with it. `change` runs after the
    * revision is written (it may list revisions).
    */
-  async endRevision(deploymentId: string, revisionId: string, status: RevisionStatus, statusMessage: string | null, change: (d: DeploymentRecord) => Partial<DeploymentRecord>): Promise<void> {
+  async endRevision(
+    deploymentId: string,
+    revisionId: string,
+    status: RevisionStatus,
+    statusMessage: string | null,
+    change: (d: DeploymentRecord) => Partial<DeploymentRecord>,
+  ): Promise<void> {
     await this.s.root.transaction(() => {
       const r = this.getRevision(deploymentId, revisionId);
       const d = this.get(deploymentId);

@@ -4,14 +4,30 @@ import type { JsonObject } from "../../storage/records.ts";
 
 /** Revision statuses in the order the platform publishes them. */
 export const REVISION_STATUSES = [
-  "CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING",
-  "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "DEPLOYED", "SKIPPED", "INTERRUPTED", "UNKNOWN",
+  "CREATING",
+  "QUEUED",
+  "AWAITING_BUILD",
+  "BUILDING",
+  "AWAITING_DEPLOY",
+  "DEPLOYING",
+  "CREATE_FAILED",
+  "BUILD_FAILED",
+  "DEPLOY_FAILED",
+  "DEPLOYED",
+  "SKIPPED",
+  "INTERRUPTED",
+  "UNKNOWN",
 ] as const;
 export type RevisionStatus = (typeof REVISION_STATUSES)[number];
 
 /** A revision in one of these never moves again. */
 export const TERMINAL_REVISION_STATUSES: ReadonlySet<RevisionStatus> = new Set<RevisionStatus>([
-  "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "DEPLOYED", "SKIPPED", "INTERRUPTED",
+  "CREATE_FAILED",
+  "BUILD_FAILED",
+  "DEPLOY_FAILED",
+  "DEPLOYED",
+  "SKIPPED",
+  "INTERRUPTED",
 ]);
 
 /**

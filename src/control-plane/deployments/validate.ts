@@ -37,7 +37,12 @@ export interface PatchRequest {
 
 /** What the platform lowercases a free-form name to (shown in the error as a suggestion). */
 export function suggestName(name: string): string {
-  return name.toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/-+/g, "-").replace(/^-|-$/g, "").slice(0, 63);
+  return name
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, "-")
+    .replace(/-+/g, "-")
+    .replace(/^-|-$/g, "")
+    .slice(0, 63);
 }
 
 class Issues {
@@ -76,7 +81,11 @@ export interface PatchPlan {
  * list, makes a new revision (an empty list means "unchanged": secrets cannot all be cleared);
  * `display_name` and `source_config` change in place. Omitted fields carry over from the latest revision.
  */
-export function planPatch(req: PatchRequest, current: { name: string; source_revision_config: SourceRevisionConfig; secrets: Secret[] }, resolvePath: ConfigPathResolver): PatchPlan {
+export function planPatch(
+  req: PatchRequest,
+  current: { name: string; source_revision_config: SourceRevisionConfig; secrets: Secret[] },
+  resolvePath: ConfigPathResolver,
+): PatchPlan {
   const out = new Issues();
   if (req.name !== undefined && req.name !== current.name) out.add(["name"], "Name is immutable");
   if (req.revision_source != null) checkSource(req.revision_source, ["revision_source"], out);
@@ -87,7 +96,12 @@ export function planPatch(req: PatchRequest, current: { name: string; source_rev
   let src: SourceRevisionConfig | undefined;
   const given = req.source_revision_config;
   if (given != null && Object.values(given).some((v) => v != null)) {
-    src = checkRevisionConfig({ ...given, langgraph_config_path: given.langgraph_config_path ?? current.source_revision_config.langgraph_config_path }, false, resolvePath, out);
+    src = checkRevisionConfig(
+      { ...given, langgraph_config_path: given.langgraph_config_path ?? current.source_revision_config.langgraph_config_path },
+      false,
+      resolvePath,
+      out,
+    );
   }
   const secrets = req.secrets != null && req.secrets.length > 0 ? checkSecrets(req.secrets, out) : undefined;
   out.throwIfAny();
@@ -97,13 +111,22 @@ export function planPatch(req: PatchRequest, current: { name: string; source_rev
 
 function checkSource(source: string, loc: string[], out: Issues): void {
   if (source !== "internal_source") {
-    out.add(loc, `Source "${source}" is not supported by Troupe: use "internal_source" (a local project directory named by source_revision_config.langgraph_config_path)`, "enum");
+    out.add(
+      loc,
+      `Source "${source}" is not supported by Troupe: use "internal_source" (a local project directory named by source_revision_config.langgraph_config_path)`,
+      "enum",
+    );
   }
 }
 
 const UNSUPPORTED_REVISION_FIELDS = ["repo_ref", "image_uri", "source_tarball_path", "repo_commit_sha"];
 
-function checkRevisionConfig(c: CreateRequest["source_revision_config"], required: boolean, resolvePath: ConfigPathResolver, out: Issues): SourceRevisionConfig | undefined {
+function checkRevisionConfig(
+  c: CreateRequest["source_revision_config"],
+  required: boolean,
+  resolvePath: ConfigPathResolver,
+  out: Issues,
+): SourceRevisionConfig | undefined {
   if (c == null) {
     if (required) out.add(["source_revision_config"], "Field required for internal_source: give langgraph_config_path", "missing");
     return undefined;
@@ -136,5 +159,6 @@ function checkSecrets(secrets: Secret[], out: Issues): Secret[] {
 }
 
 function checkSecretReferences(refs: SecretReference[] | null | undefined, out: Issues): void {
-  if (refs != null && refs.length > 0) out.add(["secret_references"], "Secret references (Kubernetes secrets) are only supported for external_docker sources; use secrets");
+  if (refs != null && refs.length > 0)
+    out.add(["secret_references"], "Secret references (Kubernetes secrets) are only supported for external_docker sources; use secrets");
 }

@@ -18,11 +18,15 @@ export type SealedSecret = {
 /** Decodes a 32-byte key given as 64 hex chars or base64/base64url; throws naming the variable. */
 export function parseEncryptionKey(raw: string, name = ENCRYPTION_KEY_ENV): Buffer {
   const s = raw.trim();
-  const bytes = /^[0-9a-fA-F]{64}$/.test(s) ? Buffer.from(s, "hex")
-    : /^[A-Za-z0-9+/_-]+={0,2}$/.test(s) ? Buffer.from(s.replace(/-/g, "+").replace(/_/g, "/"), "base64")
-    : null;
+  const bytes = /^[0-9a-fA-F]{64}$/.test(s)
+    ? Buffer.from(s, "hex")
+    : /^[A-Za-z0-9+/_-]+={0,2}$/.test(s)
+      ? Buffer.from(s.replace(/-/g, "+").replace(/_/g, "/"), "base64")
+      : null;
   if (!bytes || bytes.length !== 32) {
-    throw new Error(`${name} must be 32 bytes encoded as base64 or hex (e.g. the output of \`openssl rand -base64 32\`); got ${bytes ? `${bytes.length} bytes` : "an undecodable value"}`);
+    throw new Error(
+      `${name} must be 32 bytes encoded as base64 or hex (e.g. the output of \`openssl rand -base64 32\`); got ${bytes ? `${bytes.length} bytes` : "an undecodable value"}`,
+    );
   }
   return bytes;
 }

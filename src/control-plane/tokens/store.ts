@@ -13,7 +13,10 @@ const tokenNotFound = (id: string) => notFound(`Token ${id} not found`);
 const aadOf = (r: Pick<TokenRecord, "id" | "org_id" | "owner_user_id" | "provider_id">) => `${r.id}\n${r.org_id}\n${r.owner_user_id}\n${r.provider_id}`;
 
 export class TokenStore {
-  constructor(private readonly s: ControlPlaneStorage, private readonly cipher: TokenCipher | null) {}
+  constructor(
+    private readonly s: ControlPlaneStorage,
+    private readonly cipher: TokenCipher | null,
+  ) {}
 
   private all(): TokenRecord[] {
     return [...this.s.tokens.getRange({})].map((e) => e.value as unknown as TokenRecord);
@@ -53,7 +56,10 @@ export class TokenStore {
 
   async create(owner: Caller, c: TokenCreate): Promise<TokenRecord> {
     if (!this.cipher) {
-      throw new TroupeError("UNAVAILABLE", `Token storage is not configured: set ${ENCRYPTION_KEY_ENV} (32 bytes, base64 or hex) on the control plane to store OAuth tokens encrypted`);
+      throw new TroupeError(
+        "UNAVAILABLE",
+        `Token storage is not configured: set ${ENCRYPTION_KEY_ENV} (32 bytes, base64 or hex) on the control plane to store OAuth tokens encrypted`,
+      );
     }
     if (c.expires_at != null && c.expires_in_seconds != null) {
       throw new TroupeError("VALIDATION", "Give expires_at or expires_in_seconds, not both", {
@@ -61,9 +67,12 @@ export class TokenStore {
       });
     }
     const now = nowIso();
-    const expiresAt = c.expires_at != null ? new Date(c.expires_at).toISOString()
-      : c.expires_in_seconds != null ? new Date(Date.now() + c.expires_in_seconds * 1000).toISOString()
-      : null;
+    const expiresAt =
+      c.expires_at != null
+        ? new Date(c.expires_at).toISOString()
+        : c.expires_in_seconds != null
+          ? new Date(Date.now() + c.expires_in_seconds * 1000).toISOString()
+          : null;
     const base = { id: uuid7(), org_id: owner.orgId, owner_user_id: owner.userId, provider_id: c.provider_id };
     const secrets: TokenSecrets = { access_token: c.access_token, refresh_token: c.refresh_token ?? null };
     const record: TokenRecord = {

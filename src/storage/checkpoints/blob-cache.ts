@@ -62,7 +62,10 @@ export class BlobCache {
   private readonly entries = new Map<string, Entry>();
   private bytes = 0;
 
-  constructor(private readonly maxBytes = DEFAULT_BLOB_CACHE_BYTES, private readonly minStoredBytes = MIN_CACHED_BLOB_BYTES) {}
+  constructor(
+    private readonly maxBytes = DEFAULT_BLOB_CACHE_BYTES,
+    private readonly minStoredBytes = MIN_CACHED_BLOB_BYTES,
+  ) {}
 
   static key(threadId: string, ns: string, channel: string, version: unknown, tag: string): string {
     return JSON.stringify([threadId, ns, channel]) + SLOT_END + JSON.stringify([version, tag]);

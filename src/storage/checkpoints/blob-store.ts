@@ -45,7 +45,8 @@ export function blobBytes(storage: Storage, threadId: string, ns: string, channe
   if (blob.chunks === undefined) return blob.value;
   const parts = blob.chunks.map((id) => {
     const bytes = storage.blobChunks.get([threadId, ns, channel, id]);
-    if (bytes === undefined) throw new TroupeError("INTERNAL", `checkpoint data of thread ${threadId} is damaged: chunk ${id} of channel "${channel}" is missing`);
+    if (bytes === undefined)
+      throw new TroupeError("INTERNAL", `checkpoint data of thread ${threadId} is damaged: chunk ${id} of channel "${channel}" is missing`);
     return bytes;
   });
   return joinChunks(parts, blob.value);
@@ -71,7 +72,11 @@ export function removeBlobSync(storage: Storage, key: BlobKey, removedSlots?: Re
 }
 
 export async function loadChannelValues(
-  ctx: LmdbSaverContext, threadId: string, ns: string, versions: ChannelVersions, tags: TagMap | undefined,
+  ctx: LmdbSaverContext,
+  threadId: string,
+  ns: string,
+  versions: ChannelVersions,
+  tags: TagMap | undefined,
 ): Promise<Record<string, unknown>> {
   const values: Record<string, unknown> = {};
   for (const channel in versions) {
@@ -85,7 +90,12 @@ export async function loadChannelValues(
 
 /** One stored channel value (from the blob cache when it holds this very write), or NO_VALUE. */
 export async function loadChannelValue(
-  { storage, blobCache, serde }: LmdbSaverContext, threadId: string, ns: string, channel: string, version: StoredChannelVersion, tag: string,
+  { storage, blobCache, serde }: LmdbSaverContext,
+  threadId: string,
+  ns: string,
+  channel: string,
+  version: StoredChannelVersion,
+  tag: string,
 ): Promise<unknown> {
   const blobKey: BlobKey = [threadId, ns, channel, version, tag];
   const cacheKey = BlobCache.key(threadId, ns, channel, version, tag);

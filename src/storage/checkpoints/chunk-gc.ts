@@ -38,7 +38,8 @@ export async function removingChunks<T>(queue: CheckpointWriteQueue, threadId: s
  * names it: the record that takes the blob over when its creator goes.
  */
 export async function blobsNamedBy(
-  serde: SerializerProtocol, records: Iterable<{ key: CheckpointKey; value: StoredCheckpoint }>,
+  serde: SerializerProtocol,
+  records: Iterable<{ key: CheckpointKey; value: StoredCheckpoint }>,
 ): Promise<Map<string, { key: CheckpointKey; ref: StoredBlobRef }>> {
   const named = new Map<string, { key: CheckpointKey; ref: StoredBlobRef }>();
   for (const { key, value } of records) {

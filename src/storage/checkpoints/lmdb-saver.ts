@@ -4,9 +4,16 @@
 // channels it changed.
 import type { RunnableConfig } from "@langchain/core/runnables";
 import {
-  BaseCheckpointSaver, WRITES_IDX_MAP, getCheckpointId,
-  type ChannelVersions, type Checkpoint, type CheckpointListOptions, type CheckpointMetadata,
-  type CheckpointTuple, type PendingWrite, type SerializerProtocol,
+  BaseCheckpointSaver,
+  WRITES_IDX_MAP,
+  getCheckpointId,
+  type ChannelVersions,
+  type Checkpoint,
+  type CheckpointListOptions,
+  type CheckpointMetadata,
+  type CheckpointTuple,
+  type PendingWrite,
+  type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
 import { TroupeError } from "../../errors.ts";
 import type { Storage, StoredBlobRef, StoredChannelVersion, StoredCheckpoint, StoredWrite } from "../env.ts";
@@ -75,8 +82,12 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
       return record === undefined ? undefined : toTuple(this.ctx, key, record, this.initialVersion);
     }
     for (const { key, value } of storage.checkpoints.getRange({
-      start: [threadId, ns, MAX_KEY], end: [threadId, ns], reverse: true, limit: 1,
-    })) return toTuple(this.ctx, key, value, this.initialVersion);
+      start: [threadId, ns, MAX_KEY],
+      end: [threadId, ns],
+      reverse: true,
+      limit: 1,
+    }))
+      return toTuple(this.ctx, key, value, this.initialVersion);
     return undefined;
   }
 
@@ -89,9 +100,10 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     const ns = config.configurable?.checkpoint_ns;
     const onlyId = getCheckpointId(config);
     const beforeId = before === undefined ? "" : getCheckpointId(before);
-    const keys = threadId !== undefined && typeof ns === "string"
-      ? namespaceKeysNewestFirst(this.ctx.storage, threadId, ns, beforeId)
-      : keysNewestFirst(this.ctx.storage, threadId, typeof ns === "string" ? ns : undefined, beforeId);
+    const keys =
+      threadId !== undefined && typeof ns === "string"
+        ? namespaceKeysNewestFirst(this.ctx.storage, threadId, ns, beforeId)
+        : keysNewestFirst(this.ctx.storage, threadId, typeof ns === "string" ? ns : undefined, beforeId);
     for (const key of keys) {
       if (onlyId && key[2] !== onlyId) continue;
       const record = this.ctx.storage.checkpoints.get(key);
@@ -131,15 +143,35 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     // (no resetReadTxn needed for the reads below: they concern this thread's own writes, and
     // lmdb-js renews its read snapshot whenever one of this JS thread's commits resolves)
     const parentTags = this.knownParentTags(threadId, ns, parentId, queuedWrites);
-    const readFree = parentTags !== null && fitsInKey(threadId, ns, checkpoint.id) &&
+    const readFree =
+      parentTags !== null &&
+      fitsInKey(threadId, ns, checkpoint.id) &&
       changed.every((ch) => fitsInKey(threadId, ns, ch) && this.isUnusedVersion(threadId, ns, ch, newVersions[ch], queuedWrites));
     const tags = readFree ? inheritedTags(parentTags, checkpoint, newVersions) : undefined;
     // One private copy of each list value the blob cache keeps, taken now and shared by the cache and
     // the pending view on either write path (both only hand out copies of it): a long thread's list
     // is copied once per put, not twice.
     // (A chunked list holds only LangChain messages: MessageCachingSerde.dumpsChunked chunks nothing else.)
-    const lists = changed.map((ch, i) => (this.ctx.blobCache.wouldKeep(blobs[i].byteLength, values[ch], blobs[i].blob.chunks !== undefined) ? values[ch].slice() : undefined));
-    const pending = ns === "" ? pendingAfterPut(this.ctx, threadId, parentId, parentTags, checkpoint, newVersions, changed, blobs, lists, [type, bytes], [metadataType, metadataBytes], queued) : undefined;
+    const lists = changed.map((ch, i) =>
+      this.ctx.blobCache.wouldKeep(blobs[i].byteLength, values[ch], blobs[i].blob.chunks !== undefined) ? values[ch].slice() : undefined,
+    );
+    const pending =
+      ns === ""
+        ? pendingAfterPut(
+            this.ctx,
+            threadId,
+            parentId,
+            parentTags,
+            checkpoint,
+            newVersions,
+            changed,
+            blobs,
+            lists,
+            [type, bytes],
+            [metadataType, metadataBytes],
+            queued,
+          )
+        : undefined;
     queuedWrites.noteCheckpoint(ns, checkpoint.id, tags);
     for (const ch of changed) queuedWrites.noteBlob(ns, ch, newVersions[ch]);
     if (tags !== undefined) {
@@ -150,7 +182,10 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         if (list !== undefined) this.ctx.blobCache.setOwned(BlobCache.key(threadId, ns, ch, newVersions[ch], ""), threadId, stamp, blobs[i].byteLength, list);
         return stamp;
       });
-      const record = checkpointRecord(changed.map((ch): StoredBlobRef => [ch, newVersions[ch], ""]), tags);
+      const record = checkpointRecord(
+        changed.map((ch): StoredBlobRef => [ch, newVersions[ch], ""]),
+        tags,
+      );
       const storedChunks = this.ctx.queue.storedChunks;
       const knownChunks = blobs.some((b) => b.chunks.length > 0) ? storedChunks.of(threadId) : undefined;
       const written = this.ctx.queue.queueWrite(this.ctx.storage, threadId, "batch", () => {
@@ -167,12 +202,15 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
         void checkpoints.put(key, record);
       });
       if (knownChunks !== undefined) {
-        void written.then(() => {
-          changed.forEach((ch, i) => {
-            const ids = blobs[i].blob.chunks;
-            if (ids !== undefined) storedChunks.noteCommitted(threadId, knownChunks, ns, ch, ids);
-          });
-        }, () => undefined); // a failed write is reported through the queue
+        void written.then(
+          () => {
+            changed.forEach((ch, i) => {
+              const ids = blobs[i].blob.chunks;
+              if (ids !== undefined) storedChunks.noteCommitted(threadId, knownChunks, ns, ch, ids);
+            });
+          },
+          () => undefined,
+        ); // a failed write is reported through the queue
       }
     } else {
       this.ctx.queue.queueWrite(this.ctx.storage, threadId, "transaction", () => {
@@ -227,9 +265,17 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
     let known: boolean[] | undefined;
     if (pending !== undefined && pending.id === checkpointId) {
       known = writes.map(([channel], i) => pending.writes.has(pendingWriteKey(taskId, WRITES_IDX_MAP[channel] ?? i)));
-      addPendingWrites(pending, writes.map(([channel], i): PendingWriteRecord => ({
-        taskId, idx: WRITES_IDX_MAP[channel] ?? i, channel, type: serialized[i][0], value: serialized[i][1], taskPath: taskPath ?? "",
-      })));
+      addPendingWrites(
+        pending,
+        writes.map(([channel], i): PendingWriteRecord => ({
+          taskId,
+          idx: WRITES_IDX_MAP[channel] ?? i,
+          channel,
+          type: serialized[i][0],
+          value: serialized[i][1],
+          taskPath: taskPath ?? "",
+        })),
+      );
     }
     // Conditional puts need no read on this thread: a batch, unless a key may be too long (then the
     // transaction fails as a whole instead of a batch failing half-written).
@@ -313,15 +359,23 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   /** Whether no blob of `version` exists or is queued in the slot, on any branch (numeric versions only). */
   private isUnusedVersion(threadId: string, ns: string, channel: string, version: StoredChannelVersion, queued: QueuedThreadWrites): boolean {
     if (typeof version !== "number" || !(version > queued.highestVersion(ns, channel))) return false; // NaN compares false
-    return version > queued.highestCommittedVersion(ns, channel, () => {
-      try {
-        for (const key of this.ctx.storage.blobs.getKeys({ start: [threadId, ns, channel, MAX_KEY], end: [threadId, ns, channel], reverse: true, limit: 1 })) {
-          return typeof key[3] === "number" ? key[3] : Number.NaN; // the slot's highest stored version
+    return (
+      version >
+      queued.highestCommittedVersion(ns, channel, () => {
+        try {
+          for (const key of this.ctx.storage.blobs.getKeys({
+            start: [threadId, ns, channel, MAX_KEY],
+            end: [threadId, ns, channel],
+            reverse: true,
+            limit: 1,
+          })) {
+            return typeof key[3] === "number" ? key[3] : Number.NaN; // the slot's highest stored version
+          }
+          return Number.NEGATIVE_INFINITY;
+        } catch {
+          return Number.NaN;
         }
-        return Number.NEGATIVE_INFINITY;
-      } catch {
-        return Number.NaN;
-      }
-    });
+      })
+    );
   }
 }

@@ -82,7 +82,16 @@ export class MessageCachingSerde implements SerializerProtocol {
     if (this.innerIsJsonPlus && isPlainJson(value, 0)) return ["json", this.encoder.encode(JSON.stringify(value))];
     if (!isMessageList(value, MIN_ITEMS) || !(await this.prepare(value))) return this.inner.dumpsTyped(value);
     try {
-      return ["json", this.cache.arrayBytes(value, () => { throw new NotPrepared(); }, this.encoder)];
+      return [
+        "json",
+        this.cache.arrayBytes(
+          value,
+          () => {
+            throw new NotPrepared();
+          },
+          this.encoder,
+        ),
+      ];
     } catch (err) {
       // a message changed while the missing ones were serialized: do it the plain way
       if (err instanceof NotPrepared) return this.inner.dumpsTyped(value);

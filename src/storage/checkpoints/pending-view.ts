@@ -68,8 +68,17 @@ export function addPendingWrites(target: PendingCheckpoint, records: PendingWrit
  * commit, as for any other write).
  */
 export function pendingAfterPut(
-  ctx: LmdbSaverContext, threadId: string, parentId: string | null, parentTags: TagMap | undefined | null, checkpoint: Checkpoint, newVersions: ChannelVersions,
-  changed: string[], blobs: EncodedBlob[], lists: (unknown[] | undefined)[], [bodyType, body]: [string, Uint8Array], [metadataType, metadata]: [string, Uint8Array],
+  ctx: LmdbSaverContext,
+  threadId: string,
+  parentId: string | null,
+  parentTags: TagMap | undefined | null,
+  checkpoint: Checkpoint,
+  newVersions: ChannelVersions,
+  changed: string[],
+  blobs: EncodedBlob[],
+  lists: (unknown[] | undefined)[],
+  [bodyType, body]: [string, Uint8Array],
+  [metadataType, metadata]: [string, Uint8Array],
   queued: boolean,
 ): PendingCheckpoint | undefined {
   if (checkpoint.v < 4) return undefined; // older formats need migratePendingSends on read
@@ -102,7 +111,14 @@ export function pendingAfterPut(
     channels.set(channel, { version, storedTag: tagOf(parentTags, channel, version) });
   }
   return {
-    id: checkpoint.id, parentId, bodyType, body, metadataType, metadata, channels, writes: new Map(),
+    id: checkpoint.id,
+    parentId,
+    bodyType,
+    body,
+    metadataType,
+    metadata,
+    channels,
+    writes: new Map(),
   };
 }
 
@@ -150,5 +166,12 @@ export async function pendingTuple(ctx: LmdbSaverContext, threadId: string, pend
 function pendingChannelOf(version: StoredChannelVersion, list: unknown[] | undefined, encoded: EncodedBlob): PendingChannel {
   if (list !== undefined) return { version, list };
   if (encoded.blob.chunks === undefined) return { version, type: encoded.blob.type, bytes: encoded.blob.value };
-  return { version, type: encoded.blob.type, bytes: joinChunks(encoded.chunks.map((c) => c.bytes), encoded.blob.value) };
+  return {
+    version,
+    type: encoded.blob.type,
+    bytes: joinChunks(
+      encoded.chunks.map((c) => c.bytes),
+      encoded.blob.value,
+    ),
+  };
 }

@@ -13,7 +13,12 @@ import { MAX_KEY, type CheckpointKey, type LmdbSaverContext } from "./lmdb-conte
  * `checkpointId`); returns false when the thread has no such checkpoint. Channel values and
  * writes are untouched.
  */
-export async function patchMetadata({ storage, serde, queue }: LmdbSaverContext, threadId: string, patch: Record<string, unknown>, checkpointId?: string): Promise<boolean> {
+export async function patchMetadata(
+  { storage, serde, queue }: LmdbSaverContext,
+  threadId: string,
+  patch: Record<string, unknown>,
+  checkpointId?: string,
+): Promise<boolean> {
   await queue.flush(threadId);
   queue.pending.delete(threadId);
   let key: CheckpointKey | undefined;
@@ -44,12 +49,14 @@ export async function deleteThread({ storage, blobCache, queue }: LmdbSaverConte
   const range = { start: [threadId], end: [threadId, MAX_KEY] };
   blobCache.removeThread(threadId);
   queue.pending.delete(threadId);
-  await removingChunks(queue, threadId, () => storage.root.transaction(() => {
-    for (const key of Array.from(checkpoints.getKeys(range))) checkpoints.removeSync(key);
-    for (const key of Array.from(writes.getKeys(range))) writes.removeSync(key);
-    for (const key of Array.from(blobs.getKeys(range))) removeBlobSync(storage, key);
-    for (const key of Array.from(storage.blobChunks.getKeys(range))) storage.blobChunks.removeSync(key);
-  }));
+  await removingChunks(queue, threadId, () =>
+    storage.root.transaction(() => {
+      for (const key of Array.from(checkpoints.getKeys(range))) checkpoints.removeSync(key);
+      for (const key of Array.from(writes.getKeys(range))) writes.removeSync(key);
+      for (const key of Array.from(blobs.getKeys(range))) removeBlobSync(storage, key);
+      for (const key of Array.from(storage.blobChunks.getKeys(range))) storage.blobChunks.removeSync(key);
+    }),
+  );
 }
 
 /**
@@ -61,12 +68,14 @@ export async function copyThread({ storage, serde, queue }: LmdbSaverContext, fr
   await queue.flush(fromThreadId);
   const { checkpoints, writes, blobs } = storage;
   const range = { start: [fromThreadId], end: [fromThreadId, MAX_KEY] };
-  const copied = await Promise.all(Array.from(checkpoints.getRange(range)).map(async ({ key, value }) => {
-    const metadata: unknown = await serde.loadsTyped(value.metadataType, value.metadata);
-    if (metadata === null || typeof metadata !== "object" || !("thread_id" in metadata)) return { key, value };
-    const [metadataType, bytes] = await serde.dumpsTyped({ ...metadata, thread_id: toThreadId });
-    return { key, value: { ...value, metadataType, metadata: bytes } };
-  }));
+  const copied = await Promise.all(
+    Array.from(checkpoints.getRange(range)).map(async ({ key, value }) => {
+      const metadata: unknown = await serde.loadsTyped(value.metadataType, value.metadata);
+      if (metadata === null || typeof metadata !== "object" || !("thread_id" in metadata)) return { key, value };
+      const [metadataType, bytes] = await serde.dumpsTyped({ ...metadata, thread_id: toThreadId });
+      return { key, value: { ...value, metadataType, metadata: bytes } };
+    }),
+  );
   const copiedWrites = Array.from(writes.getRange(range));
   const copiedBlobs = Array.from(blobs.getRange(range));
   const copiedChunks = Array.from(storage.blobChunks.getRange(range));
@@ -99,32 +108,34 @@ export async function pruneToLatest({ storage, serde, queue }: LmdbSaverContext,
   const kept = (ns: string, id: string) => latestByNs.get(ns)?.[2] === id;
   // the cache is left as is: kept blobs keep their stamps (their entries are what the next run
   // reads), removed ones lose theirs, so no stale entry can be served
-  return removingChunks(queue, threadId, () => storage.root.transaction(() => {
-    let removed = 0;
-    for (const key of Array.from(checkpoints.getKeys(range))) {
-      if (!kept(key[1], key[2])) {
-        checkpoints.removeSync(key);
-        removed += 1;
-        continue;
+  return removingChunks(queue, threadId, () =>
+    storage.root.transaction(() => {
+      let removed = 0;
+      for (const key of Array.from(checkpoints.getKeys(range))) {
+        if (!kept(key[1], key[2])) {
+          checkpoints.removeSync(key);
+          removed += 1;
+          continue;
+        }
+        const record = checkpoints.get(key);
+        if (record === undefined) continue;
+        // the only checkpoint left in its namespace owns every stored blob it names (some were
+        // created by checkpoints removed here)
+        const owned: StoredBlobRef[] = [];
+        for (const heir of liveBlobs.values()) {
+          if (heir.key[1] === key[1] && heir.key[2] === key[2] && blobs.doesExist([threadId, key[1], ...heir.ref])) owned.push(heir.ref);
+        }
+        checkpoints.putSync(key, { ...record, parentId: null, blobs: owned });
       }
-      const record = checkpoints.get(key);
-      if (record === undefined) continue;
-      // the only checkpoint left in its namespace owns every stored blob it names (some were
-      // created by checkpoints removed here)
-      const owned: StoredBlobRef[] = [];
-      for (const heir of liveBlobs.values()) {
-        if (heir.key[1] === key[1] && heir.key[2] === key[2] && blobs.doesExist([threadId, key[1], ...heir.ref])) owned.push(heir.ref);
+      for (const key of Array.from(writes.getKeys(range))) if (!kept(key[1], key[2])) writes.removeSync(key);
+      const removedSlots = new RemovedSlots();
+      for (const key of Array.from(blobs.getKeys(range))) {
+        if (!liveBlobs.has(blobId(key[1], key[2], key[3], key[4]))) removeBlobSync(storage, key, removedSlots);
       }
-      checkpoints.putSync(key, { ...record, parentId: null, blobs: owned });
-    }
-    for (const key of Array.from(writes.getKeys(range))) if (!kept(key[1], key[2])) writes.removeSync(key);
-    const removedSlots = new RemovedSlots();
-    for (const key of Array.from(blobs.getKeys(range))) {
-      if (!liveBlobs.has(blobId(key[1], key[2], key[3], key[4]))) removeBlobSync(storage, key, removedSlots);
-    }
-    collectChunksSync(storage, threadId, removedSlots);
-    return removed;
-  }));
+      collectChunksSync(storage, threadId, removedSlots);
+      return removed;
+    }),
+  );
 }
 
 /** Whether the thread has that checkpoint (its queued writes included), without reading its values. */
@@ -167,28 +178,30 @@ export async function deleteCheckpointsOfRun({ storage, serde, blobCache, queue 
     return value.runId !== runId && first !== undefined && key[2] > first;
   });
   const liveBlobs = await blobsNamedBy(serde, laterSurvivors);
-  return removingChunks(queue, threadId, () => storage.root.transaction(() => {
-    let removed = 0;
-    const removedSlots = new RemovedSlots();
-    const inherited: { key: CheckpointKey; ref: StoredBlobRef }[] = [];
-    for (const { key, value } of Array.from(checkpoints.getRange(range))) {
-      if (value.runId !== runId) continue;
-      removed += 1;
-      checkpoints.removeSync(key);
-      for (const writeKey of Array.from(writes.getKeys({ start: key, end: [...key, MAX_KEY] }))) writes.removeSync(writeKey);
-      for (const [channel, version, tag] of value.blobs) {
-        const heir = liveBlobs.get(blobId(key[1], channel, version, tag));
-        if (heir !== undefined) {
-          inherited.push(heir);
-          continue;
+  return removingChunks(queue, threadId, () =>
+    storage.root.transaction(() => {
+      let removed = 0;
+      const removedSlots = new RemovedSlots();
+      const inherited: { key: CheckpointKey; ref: StoredBlobRef }[] = [];
+      for (const { key, value } of Array.from(checkpoints.getRange(range))) {
+        if (value.runId !== runId) continue;
+        removed += 1;
+        checkpoints.removeSync(key);
+        for (const writeKey of Array.from(writes.getKeys({ start: key, end: [...key, MAX_KEY] }))) writes.removeSync(writeKey);
+        for (const [channel, version, tag] of value.blobs) {
+          const heir = liveBlobs.get(blobId(key[1], channel, version, tag));
+          if (heir !== undefined) {
+            inherited.push(heir);
+            continue;
+          }
+          removeBlobSync(storage, [threadId, key[1], channel, version, tag], removedSlots);
+          blobCache.remove(BlobCache.key(threadId, key[1], channel, version, tag));
         }
-        removeBlobSync(storage, [threadId, key[1], channel, version, tag], removedSlots);
-        blobCache.remove(BlobCache.key(threadId, key[1], channel, version, tag));
       }
-    }
-    adoptBlobsSync(storage, threadId, inherited);
-    for (const { key, value } of Array.from(writes.getRange(range))) if (value.runId === runId) writes.removeSync(key);
-    collectChunksSync(storage, threadId, removedSlots);
-    return removed;
-  }));
+      adoptBlobsSync(storage, threadId, inherited);
+      for (const { key, value } of Array.from(writes.getRange(range))) if (value.runId === runId) writes.removeSync(key);
+      collectChunksSync(storage, threadId, removedSlots);
+      return removed;
+    }),
+  );
 }

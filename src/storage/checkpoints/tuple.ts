@@ -2,8 +2,16 @@
 // them, old-format pending sends, the config pair (both savers); and, for LMDB, a stored record
 // turned into its tuple and the key walks of list().
 import {
-  TASKS, compareWritesSortKeys, maxChannelVersion, writesSortKey,
-  type ChannelVersions, type Checkpoint, type CheckpointMetadata, type CheckpointPendingWrite, type CheckpointTuple, type SerializerProtocol,
+  TASKS,
+  compareWritesSortKeys,
+  maxChannelVersion,
+  writesSortKey,
+  type ChannelVersions,
+  type Checkpoint,
+  type CheckpointMetadata,
+  type CheckpointPendingWrite,
+  type CheckpointTuple,
+  type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
 import type { Storage, StoredCheckpoint } from "../env.ts";
 import { loadChannelValues } from "./blob-store.ts";
@@ -24,9 +32,7 @@ export interface StoredPendingWrite {
 
 /** Pending writes in writesSortKey order (the order live execution applies them), revived. */
 export function revivePendingWrites(serde: SerializerProtocol, writes: readonly StoredPendingWrite[]): Promise<CheckpointPendingWrite[]> {
-  const sorted = writes
-    .map((w) => ({ sortKey: writesSortKey(w.taskPath, w.taskId, w.idx), w }))
-    .sort((a, b) => compareWritesSortKeys(a.sortKey, b.sortKey));
+  const sorted = writes.map((w) => ({ sortKey: writesSortKey(w.taskPath, w.taskId, w.idx), w })).sort((a, b) => compareWritesSortKeys(a.sortKey, b.sortKey));
   return Promise.all(sorted.map(async ({ w }): Promise<CheckpointPendingWrite> => [w.taskId, w.channel, await serde.loadsTyped(w.type, w.value)]));
 }
 
@@ -50,7 +56,11 @@ export function tupleConfigs(threadId: string, ns: string, id: string, parentId:
 
 /** A stored checkpoint record as its tuple (channel values from blobs, pending writes). */
 export async function toTuple(
-  ctx: LmdbSaverContext, key: CheckpointKey, record: StoredCheckpoint, initialVersion: () => ChannelVersion, loadedMetadata?: CheckpointMetadata,
+  ctx: LmdbSaverContext,
+  key: CheckpointKey,
+  record: StoredCheckpoint,
+  initialVersion: () => ChannelVersion,
+  loadedMetadata?: CheckpointMetadata,
 ): Promise<CheckpointTuple> {
   const [threadId, ns, id] = key;
   const { serde } = ctx;
@@ -74,13 +84,24 @@ export async function toTuple(
 
 /** Pending writes of one checkpoint in writesSortKey order (the order live execution applies them). */
 export async function loadWrites({ storage, serde }: LmdbSaverContext, threadId: string, ns: string, checkpointId: string): Promise<CheckpointPendingWrite[]> {
-  const entries = Array.from(storage.writes.getRange({
-    start: [threadId, ns, checkpointId], end: [threadId, ns, checkpointId, MAX_KEY],
-  }));
+  const entries = Array.from(
+    storage.writes.getRange({
+      start: [threadId, ns, checkpointId],
+      end: [threadId, ns, checkpointId, MAX_KEY],
+    }),
+  );
   if (entries.length === 0) return [];
-  return revivePendingWrites(serde, entries.map(({ key, value }): StoredPendingWrite => ({
-    taskId: key[3], idx: key[4], channel: value.channel, type: value.type, value: value.value, taskPath: value.taskPath ?? "",
-  })));
+  return revivePendingWrites(
+    serde,
+    entries.map(({ key, value }): StoredPendingWrite => ({
+      taskId: key[3],
+      idx: key[4],
+      channel: value.channel,
+      type: value.type,
+      value: value.value,
+      taskPath: value.taskPath ?? "",
+    })),
+  );
 }
 
 /** Keys read per range call while list() walks a namespace. */
@@ -102,8 +123,7 @@ export function* namespaceKeysNewestFirst(storage: Storage, threadId: string, ns
 /** Keys of one thread or of every thread (optionally one namespace), ordered by checkpoint id, newest first. */
 export function keysNewestFirst(storage: Storage, threadId: string | undefined, ns: string | undefined, beforeId: string): CheckpointKey[] {
   const range = threadId === undefined ? {} : { start: [threadId], end: [threadId, MAX_KEY] };
-  const keys = Array.from(storage.checkpoints.getKeys(range))
-    .filter((key) => (ns === undefined || key[1] === ns) && (beforeId === "" || key[2] < beforeId));
+  const keys = Array.from(storage.checkpoints.getKeys(range)).filter((key) => (ns === undefined || key[1] === ns) && (beforeId === "" || key[2] < beforeId));
   return keys.sort((a, b) => compareDesc(a[2], b[2]) || compareDesc(b[0], a[0]) || compareDesc(b[1], a[1]));
 }
 

@@ -53,7 +53,10 @@ export class CheckpointWriteQueue {
    * until the next run's own turn ends.
    */
   holdWritesUntil(threadId: string, until: Promise<unknown>): void {
-    const barrier = until.then(() => undefined, () => undefined);
+    const barrier = until.then(
+      () => undefined,
+      () => undefined,
+    );
     this.barriers.set(threadId, barrier);
     void barrier.then(() => {
       if (this.barriers.get(threadId) === barrier) this.barriers.delete(threadId);

@@ -45,7 +45,14 @@ const PROGRESS_EVERY = 50_000;
 function indexedResources(s: Storage): Indexed<unknown>[] {
   const list = [
     { name: "threads", version: 1, records: s.threads, index: s.threadIndex, entries: threadEntries, all: ["@c"] } satisfies Indexed<ThreadRecord>,
-    { name: "assistants", version: 1, records: s.assistants, index: s.assistantIndex, entries: assistantEntries, all: ["@c"] } satisfies Indexed<AssistantRecord>,
+    {
+      name: "assistants",
+      version: 1,
+      records: s.assistants,
+      index: s.assistantIndex,
+      entries: assistantEntries,
+      all: ["@c"],
+    } satisfies Indexed<AssistantRecord>,
     { name: "crons", version: 1, records: s.crons, index: s.cronIndex, entries: cronEntries, all: ["@c"] } satisfies Indexed<CronRecord>,
     { name: "store items", version: 1, records: s.store, index: s.storeItemIndex, entries: storeItemEntries } satisfies Indexed<StoreItemRecord>,
   ];

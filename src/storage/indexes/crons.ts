@@ -37,7 +37,8 @@ export function removeCron(s: Storage, prev: CronRecord): void {
 export type { CronFilter, CronSort };
 export type CronSearch = CronFilter & PageSpec<CronSort>;
 
-const collection = (s: Storage) => createdOrderCollection<CronRecord>({ root: s.root, index: s.cronIndex, records: s.crons, id: (c) => c.cron_id, idField: "cron_id" });
+const collection = (s: Storage) =>
+  createdOrderCollection<CronRecord>({ root: s.root, index: s.cronIndex, records: s.crons, id: (c) => c.cron_id, idField: "cron_id" });
 
 function query(f: CronFilter): RecordQuery<CronRecord> {
   const t = noTerms();

@@ -50,4 +50,3 @@ export function removeIndexed<V, K extends Key>(db: RecordsDb<V, K>, index: Inde
   writable(db).remove(key);
   applyIndexDiff(index, entries(prev), []);
 }
-

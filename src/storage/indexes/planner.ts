@@ -57,7 +57,6 @@ export interface RecordQuery<R> {
 
 type Window = PageSpec<string>;
 
-
 /** Duplicates read per LMDB range call (then the slice clock is checked). */
 const BATCH = 256;
 /** Entries visited between two looks at the slice clock. */
@@ -92,12 +91,23 @@ interface Timestamped {
 /** A record's entries under the two orders, and its duplicate [created_at, id] for its other keys. */
 export function orderEntries(r: Timestamped, id: string): { at: IndexDup; entries: IndexEntry[] } {
   const at = [r.created_at, id];
-  return { at, entries: [{ key: CREATED_ORDER, dup: at }, { key: UPDATED_ORDER, dup: [r.updated_at, r.created_at, id] }] };
+  return {
+    at,
+    entries: [
+      { key: CREATED_ORDER, dup: at },
+      { key: UPDATED_ORDER, dup: [r.updated_at, r.created_at, id] },
+    ],
+  };
 }
 
 /** A collection whose records are under the two orders (orderEntries), sortable by any of their fields. */
 export function createdOrderCollection<R extends Timestamped>(c: {
-  root: RootDatabase; index: IndexDb; records: Collection<R>["records"]; id: (r: R) => string; idField: string; groups?: Collection<R>["groups"];
+  root: RootDatabase;
+  index: IndexDb;
+  records: Collection<R>["records"];
+  id: (r: R) => string;
+  idField: string;
+  groups?: Collection<R>["groups"];
 }): Collection<R> {
   return {
     root: c.root,
@@ -156,11 +166,17 @@ async function search<R>(x: Ctx<R>, q: RecordQuery<R>, p: Window): Promise<Page<
   if (p.sortBy === "created_at") {
     const items: R[] = [];
     if (countKnown) {
-      await walkDups(x, driver.key, reverse, (dup) => {
-        const r = read(x, dup[1]);
-        if (r !== undefined) items.push(r);
-        return items.length < p.limit;
-      }, p.offset);
+      await walkDups(
+        x,
+        driver.key,
+        reverse,
+        (dup) => {
+          const r = read(x, dup[1]);
+          if (r !== undefined) items.push(r);
+          return items.length < p.limit;
+        },
+        p.offset,
+      );
       return { items, total: driver.n };
     }
     let matched = 0;
@@ -219,7 +235,14 @@ async function countMatches<R>(x: Ctx<R>, q: RecordQuery<R>, driver: Term, rest:
 }
 
 /** Every match under the driver, sorted; only the first `want` are kept (and read). */
-async function collectSorted<R>(x: Ctx<R>, q: RecordQuery<R>, driver: Term, rest: readonly Term[], want: number, cmp: (a: R, b: R) => number): Promise<Page<R>> {
+async function collectSorted<R>(
+  x: Ctx<R>,
+  q: RecordQuery<R>,
+  driver: Term,
+  rest: readonly Term[],
+  want: number,
+  cmp: (a: R, b: R) => number,
+): Promise<Page<R>> {
   let kept: R[] = [];
   let total = 0;
   await walkDups(x, driver.key, false, (dup) => {

@@ -69,7 +69,11 @@ const BATCH = 256;
  * terms), in key order; `null` between batches. Reads through `txn`.
  */
 export function* storeItemsMatching(
-  s: Storage, txn: Transaction, prefix: readonly string[], terms: readonly IndexKey[], matches: (r: StoreItemRecord) => boolean,
+  s: Storage,
+  txn: Transaction,
+  prefix: readonly string[],
+  terms: readonly IndexKey[],
+  matches: (r: StoreItemRecord) => boolean,
 ): Generator<StoreItemRecord | null> {
   const bounds = prefix.length === 0 ? {} : { start: [prefix.join(NS_SEP)], end: [prefix.join(NS_SEP) + NS_AFTER] };
   const hasPrefix = (ns: readonly string[]) => prefix.length <= ns.length && prefix.every((p, i) => p === ns[i]);

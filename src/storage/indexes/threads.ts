@@ -64,7 +64,12 @@ export type ThreadSearch = ThreadFilter & PageSpec<ThreadSort>;
 /** Sorted by status, the planner walks the status keys in turn. */
 const threadCollection = (s: Storage) =>
   createdOrderCollection<ThreadRecord>({
-    root: s.root, index: s.threadIndex, records: s.threads, id: (t) => t.thread_id, idField: "thread_id", groups: { status: STATUSES.map((st) => ["s", st]) },
+    root: s.root,
+    index: s.threadIndex,
+    records: s.threads,
+    id: (t) => t.thread_id,
+    idField: "thread_id",
+    groups: { status: STATUSES.map((st) => ["s", st]) },
   });
 
 function threadQuery(s: Storage, f: ThreadFilter): RecordQuery<ThreadRecord> {

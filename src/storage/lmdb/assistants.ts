@@ -6,7 +6,6 @@ import { assistantVersionOf, type AssistantRecord, type AssistantVersionRecord, 
 import { countAssistants, putAssistant, removeAssistant, searchAssistants } from "../indexes/assistants.ts";
 import type { AssistantFilter, AssistantSort, AssistantWrite, AssistantsPort, Page, PageSpec } from "../port.ts";
 
-
 export class LmdbAssistants implements AssistantsPort {
   constructor(private readonly s: Storage) {}
 

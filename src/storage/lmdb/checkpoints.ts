@@ -9,7 +9,11 @@ import type { CheckpointSaverOptions, CheckpointSavers } from "../port.ts";
 type PutMetadata = NonNullable<CheckpointSaverOptions["putMetadata"]>;
 
 class HookedLmdbSaver extends LmdbCheckpointSaver {
-  constructor(storage: Storage, opts: CheckpointSaverOptions, private readonly putMetadata: PutMetadata) {
+  constructor(
+    storage: Storage,
+    opts: CheckpointSaverOptions,
+    private readonly putMetadata: PutMetadata,
+  ) {
     super(storage, opts.serde);
   }
 

@@ -88,7 +88,13 @@ export class LmdbRuns implements RunsPort {
     return { committed: this.s.runs.put([run.thread_id, run.run_id], run) as Promise<unknown> as Promise<void> };
   }
 
-  finish(end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; prev: ThreadRecord; valuesJson: Uint8Array | undefined; webhook?: WebhookDeliveryRecord }): Issued {
+  finish(end: {
+    run: RunRecord | { rolledBack: RunKey };
+    thread: ThreadRecord;
+    prev: ThreadRecord;
+    valuesJson: Uint8Array | undefined;
+    webhook?: WebhookDeliveryRecord;
+  }): Issued {
     const s = this.s;
     const threadId = end.thread.thread_id;
     // a batch, not a transaction callback: lmdb-js' write thread commits it without waiting for this thread

@@ -14,7 +14,9 @@ export class LmdbWebhooks implements WebhooksPort {
   }
 
   pending(): Promise<{ key: RunKey; nextAttemptAt: string }[]> {
-    return Promise.resolve(Array.from(this.s.webhookOutbox.getRange({}), ({ key, value }) => ({ key: { threadId: key[0], runId: key[1] }, nextAttemptAt: value.next_attempt_at })));
+    return Promise.resolve(
+      Array.from(this.s.webhookOutbox.getRange({}), ({ key, value }) => ({ key: { threadId: key[0], runId: key[1] }, nextAttemptAt: value.next_attempt_at })),
+    );
   }
 
   get(key: RunKey): Promise<WebhookDeliveryRecord | undefined> {

@@ -36,7 +36,9 @@ export async function runMigrateCommand(args: string[], stderr: NodeJS.WriteStre
   });
   if (!values.from || !values.to) throw new UsageError("migrate needs --from and --to (a data directory or a postgres:// URI)");
   if (isPostgres(values.from) === isPostgres(values.to)) {
-    throw new UsageError("migrate copies between an LMDB data directory and a PostgreSQL database: one of --from/--to must be a postgres:// URI, the other a directory");
+    throw new UsageError(
+      "migrate copies between an LMDB data directory and a PostgreSQL database: one of --from/--to must be a postgres:// URI, the other a directory",
+    );
   }
   const batch = positive("batch", values.batch, 100);
   const every = positive("progress-every", values["progress-every"], 1000);
@@ -50,7 +52,11 @@ export async function runMigrateCommand(args: string[], stderr: NodeJS.WriteStre
     const report = await copyDeployment(from, to, { batch, onProgress: (family: Family, done, total) => bar.update(family, done, total) });
     bar.end();
     if (report.resumed.length > 0) log(`migrate: resumed (already copied: ${report.resumed.join(", ")})`);
-    log(`migrate: done: ${Object.entries(report.copied).map(([f, n]) => `${n} ${f}`).join(", ")}`);
+    log(
+      `migrate: done: ${Object.entries(report.copied)
+        .map(([f, n]) => `${n} ${f}`)
+        .join(", ")}`,
+    );
   } finally {
     await to?.close();
     await from.close();

@@ -6,7 +6,14 @@
 import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import type { ThreadCheckpointOps } from "../port.ts";
 import type {
-  AssistantRecord, AssistantVersionRecord, CronRecord, RunRecord, StoreItemRecord, ThreadRecord, WebhookDeliveryRecord, WebhookOutcomeRecord,
+  AssistantRecord,
+  AssistantVersionRecord,
+  CronRecord,
+  RunRecord,
+  StoreItemRecord,
+  ThreadRecord,
+  WebhookDeliveryRecord,
+  WebhookOutcomeRecord,
 } from "../records.ts";
 
 export interface AssistantCopy {

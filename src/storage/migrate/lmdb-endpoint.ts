@@ -12,9 +12,7 @@ import { putCron } from "../indexes/crons.ts";
 import { putStoreItem, storeKeyOf, type StoreKey } from "../indexes/store-items.ts";
 import { putThread } from "../indexes/threads.ts";
 import type { CronRecord, RunRecord } from "../records.ts";
-import type {
-  AssistantCopy, Copied, Cursor, Family, MigrationEndpoint, MigrationProgress, StoreItemCopy, ThreadCopy,
-} from "./endpoint.ts";
+import type { AssistantCopy, Copied, Cursor, Family, MigrationEndpoint, MigrationProgress, StoreItemCopy, ThreadCopy } from "./endpoint.ts";
 
 const PROGRESS_FILE = "migrate-progress.json";
 /** after every string in key order (the end of a [id, ...] range) */
@@ -36,7 +34,10 @@ class LmdbEndpoint implements MigrationEndpoint {
   readonly label: string;
   readonly saver: LmdbCheckpointSaver;
 
-  constructor(private readonly s: Storage, private readonly dir: string) {
+  constructor(
+    private readonly s: Storage,
+    private readonly dir: string,
+  ) {
     this.label = `lmdb:${dir}`;
     this.saver = new LmdbCheckpointSaver(s);
   }
@@ -83,9 +84,10 @@ class LmdbEndpoint implements MigrationEndpoint {
           ...(ttl !== undefined ? { ttl } : {}),
           runs: Array.from(s.runs.getRange(range), (e) => e.value),
           // (values as a plain Uint8Array, whichever view msgpack decoded them into)
-          deliveries: Array.from(s.webhookOutbox.getRange(range), (e) => [
-            e.key[1], e.value.values === undefined ? e.value : { ...e.value, values: new Uint8Array(e.value.values) },
-          ] as [string, typeof e.value]),
+          deliveries: Array.from(
+            s.webhookOutbox.getRange(range),
+            (e) => [e.key[1], e.value.values === undefined ? e.value : { ...e.value, values: new Uint8Array(e.value.values) }] as [string, typeof e.value],
+          ),
           outcomes: Array.from(s.webhookOutcomes.getRange(range), (e) => [e.key[1], e.value] as [string, typeof e.value]),
         },
         cursor: id,

@@ -9,11 +9,16 @@ import { jsonbText, jsonText } from "../postgres/json-columns.ts";
 import { bytesParam, threadRowValues, upsertThreadSql } from "../postgres/threads.ts";
 import { transaction } from "../postgres/transaction.ts";
 import type {
-  AssistantRecord, AssistantVersionRecord, CronRecord, RunRecord, StoreItemRecord, ThreadRecord, WebhookDeliveryRecord, WebhookOutcomeRecord,
+  AssistantRecord,
+  AssistantVersionRecord,
+  CronRecord,
+  RunRecord,
+  StoreItemRecord,
+  ThreadRecord,
+  WebhookDeliveryRecord,
+  WebhookOutcomeRecord,
 } from "../records.ts";
-import type {
-  AssistantCopy, CheckpointSaver, Copied, Cursor, Family, MigrationEndpoint, MigrationProgress, StoreItemCopy, ThreadCopy,
-} from "./endpoint.ts";
+import type { AssistantCopy, CheckpointSaver, Copied, Cursor, Family, MigrationEndpoint, MigrationProgress, StoreItemCopy, ThreadCopy } from "./endpoint.ts";
 
 /** rows per page of a read */
 const PAGE = 200;
@@ -41,7 +46,11 @@ class PostgresEndpoint implements MigrationEndpoint {
   readonly saver: CheckpointSaver;
   private readonly pool: pg.Pool;
 
-  constructor(private readonly storage: PostgresStorage, readonly label: string, saver: CheckpointSaver) {
+  constructor(
+    private readonly storage: PostgresStorage,
+    readonly label: string,
+    saver: CheckpointSaver,
+  ) {
     this.pool = storage.db.pool;
     this.saver = saver;
   }
@@ -54,11 +63,14 @@ class PostgresEndpoint implements MigrationEndpoint {
   async *assistants(cursor?: Cursor): AsyncIterable<Copied<AssistantCopy>> {
     for (let last = after(cursor); ;) {
       const page = await this.pool.query<{ assistant_id: string; record: AssistantRecord }>(
-        "SELECT assistant_id, record FROM assistants WHERE assistant_id > $1 ORDER BY assistant_id LIMIT $2", [last, PAGE]);
+        "SELECT assistant_id, record FROM assistants WHERE assistant_id > $1 ORDER BY assistant_id LIMIT $2",
+        [last, PAGE],
+      );
       if (page.rows.length === 0) return;
       const versions = await this.pool.query<{ assistant_id: string; record: AssistantVersionRecord }>(
         "SELECT assistant_id, record FROM assistant_versions WHERE assistant_id = ANY($1::text[]) ORDER BY assistant_id, version",
-        [page.rows.map((r) => r.assistant_id)]);
+        [page.rows.map((r) => r.assistant_id)],
+      );
       const byId = groupBy(versions.rows, (v) => v.assistant_id);
       for (const row of page.rows) {
         yield { item: { record: row.record, versions: (byId.get(row.assistant_id) ?? []).map((v) => v.record) }, cursor: row.assistant_id };
@@ -70,7 +82,9 @@ class PostgresEndpoint implements MigrationEndpoint {
   async *crons(cursor?: Cursor): AsyncIterable<Copied<CronRecord>> {
     for (let last = after(cursor); ;) {
       const page = await this.pool.query<{ cron_id: string; record: CronRecord }>(
-        "SELECT cron_id, record FROM crons WHERE cron_id > $1 ORDER BY cron_id LIMIT $2", [last, PAGE]);
+        "SELECT cron_id, record FROM crons WHERE cron_id > $1 ORDER BY cron_id LIMIT $2",
+        [last, PAGE],
+      );
       if (page.rows.length === 0) return;
       for (const row of page.rows) yield { item: row.record, cursor: row.cron_id };
       last = page.rows[page.rows.length - 1].cron_id;
@@ -84,7 +98,8 @@ class PostgresEndpoint implements MigrationEndpoint {
       const page = await this.pool.query<StoreItemRecord & { ttl_minutes: number | null; expires_at: number | null; vectors: number[][] | null }>(
         `SELECT namespace, key, value, created_at, updated_at, ttl_minutes, expires_at, vectors FROM store_items
          ${last ? "WHERE (namespace, key) > ($2::text[], $3)" : ""} ORDER BY namespace, key LIMIT $1`,
-        last ? [PAGE, last[0], last[1]] : [PAGE]);
+        last ? [PAGE, last[0], last[1]] : [PAGE],
+      );
       if (page.rows.length === 0) return;
       for (const r of page.rows) {
         const record: StoreItemRecord = { namespace: r.namespace, key: r.key, value: r.value, created_at: r.created_at, updated_at: r.updated_at };
@@ -106,16 +121,24 @@ class PostgresEndpoint implements MigrationEndpoint {
     for (let last = after(cursor); ;) {
       const page = await this.pool.query<{ thread_id: string; record: ThreadRecord; values_json: Buffer | null; minutes: number | null }>(
         `SELECT t.thread_id, t.record, t.values_json, l.minutes FROM threads t LEFT JOIN thread_ttls l USING (thread_id)
-         WHERE t.thread_id > $1 ORDER BY t.thread_id LIMIT $2`, [last, PAGE]);
+         WHERE t.thread_id > $1 ORDER BY t.thread_id LIMIT $2`,
+        [last, PAGE],
+      );
       if (page.rows.length === 0) return;
       const ids = [page.rows.map((r) => r.thread_id)];
       const [runs, outbox, outcomes] = await Promise.all([
         this.pool.query<{ thread_id: string; record: RunRecord; kwargs: RunRecord["kwargs"] }>(
-          "SELECT thread_id, record, kwargs FROM runs WHERE thread_id = ANY($1::text[]) ORDER BY thread_id, run_id", ids),
+          "SELECT thread_id, record, kwargs FROM runs WHERE thread_id = ANY($1::text[]) ORDER BY thread_id, run_id",
+          ids,
+        ),
         this.pool.query<{ thread_id: string; run_id: string; record: WebhookDeliveryRecord; values_json: Buffer | null }>(
-          "SELECT thread_id, run_id, record, values_json FROM webhook_outbox WHERE thread_id = ANY($1::text[]) ORDER BY thread_id, run_id", ids),
+          "SELECT thread_id, run_id, record, values_json FROM webhook_outbox WHERE thread_id = ANY($1::text[]) ORDER BY thread_id, run_id",
+          ids,
+        ),
         this.pool.query<{ thread_id: string; run_id: string; record: WebhookOutcomeRecord }>(
-          "SELECT thread_id, run_id, record FROM webhook_outcomes WHERE thread_id = ANY($1::text[]) ORDER BY thread_id, run_id", ids),
+          "SELECT thread_id, run_id, record FROM webhook_outcomes WHERE thread_id = ANY($1::text[]) ORDER BY thread_id, run_id",
+          ids,
+        ),
       ]);
       const runsOf = groupBy(runs.rows, (r) => r.thread_id);
       const outboxOf = groupBy(outbox.rows, (r) => r.thread_id);
@@ -128,7 +151,10 @@ class PostgresEndpoint implements MigrationEndpoint {
             ...(row.values_json !== null ? { valuesJson: row.values_json.toString("utf8") } : {}),
             ...(row.minutes !== null ? { ttl: row.minutes } : {}),
             runs: (runsOf.get(id) ?? []).map((r) => ({ ...r.record, kwargs: r.kwargs })),
-            deliveries: (outboxOf.get(id) ?? []).map((d) => [d.run_id, d.values_json === null ? d.record : { ...d.record, values: new Uint8Array(d.values_json) }]),
+            deliveries: (outboxOf.get(id) ?? []).map((d) => [
+              d.run_id,
+              d.values_json === null ? d.record : { ...d.record, values: new Uint8Array(d.values_json) },
+            ]),
             outcomes: (outcomesOf.get(id) ?? []).map((o) => [o.run_id, o.record]),
           },
           cursor: id,
@@ -148,11 +174,13 @@ class PostgresEndpoint implements MigrationEndpoint {
          ON CONFLICT (assistant_id) DO UPDATE SET graph_id = EXCLUDED.graph_id, name = EXCLUDED.name, name_lower = EXCLUDED.name_lower,
            version = EXCLUDED.version, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, metadata = EXCLUDED.metadata,
            record = EXCLUDED.record`,
-        [r.assistant_id, r.graph_id, r.name, r.name.toLowerCase(), r.version, r.created_at, r.updated_at, jsonbText(r.metadata), jsonText(r)]);
+        [r.assistant_id, r.graph_id, r.name, r.name.toLowerCase(), r.version, r.created_at, r.updated_at, jsonbText(r.metadata), jsonText(r)],
+      );
       await c.query(
         `INSERT INTO assistant_versions (assistant_id, version, metadata, record)
          SELECT $1, v, m::jsonb, rec::json FROM unnest($2::int[], $3::text[], $4::text[]) u(v, m, rec)`,
-        [r.assistant_id, a.versions.map((v) => v.version), a.versions.map((v) => jsonbText(v.metadata)), a.versions.map((v) => jsonText(v))]);
+        [r.assistant_id, a.versions.map((v) => v.version), a.versions.map((v) => jsonbText(v.metadata)), a.versions.map((v) => jsonText(v))],
+      );
     });
   }
 
@@ -170,11 +198,15 @@ class PostgresEndpoint implements MigrationEndpoint {
        ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, fields = EXCLUDED.fields, created_at = EXCLUDED.created_at,
          updated_at = EXCLUDED.updated_at, ttl_minutes = EXCLUDED.ttl_minutes, expires_at = EXCLUDED.expires_at, vectors = EXCLUDED.vectors`,
       [
-        items.map((i) => JSON.stringify(i.record.namespace)), items.map((i) => i.record.key),
+        items.map((i) => JSON.stringify(i.record.namespace)),
+        items.map((i) => i.record.key),
         // the value's exact text, and its jsonb spelling for filters (json-columns.ts)
-        items.map((i) => jsonText(i.record.value)), items.map((i) => jsonbText(i.record.value)),
-        items.map((i) => i.record.created_at), items.map((i) => i.record.updated_at),
-        items.map((i) => i.ttl?.minutes ?? null), items.map((i) => i.ttl?.expiresAt ?? null),
+        items.map((i) => jsonText(i.record.value)),
+        items.map((i) => jsonbText(i.record.value)),
+        items.map((i) => i.record.created_at),
+        items.map((i) => i.record.updated_at),
+        items.map((i) => i.ttl?.minutes ?? null),
+        items.map((i) => i.ttl?.expiresAt ?? null),
         items.map((i) => (i.vectors ? JSON.stringify(i.vectors) : null)),
       ],
     );
@@ -185,20 +217,36 @@ class PostgresEndpoint implements MigrationEndpoint {
     await transaction(this.pool, async (c) => {
       await c.query(upsertThreadSql(1, true), [...threadRowValues(t.record), t.valuesJson === undefined ? null : bytesParam(t.valuesJson)]);
       if (t.ttl === undefined) await c.query("DELETE FROM thread_ttls WHERE thread_id = $1", [id]);
-      else await c.query("INSERT INTO thread_ttls (thread_id, minutes) VALUES ($1, $2) ON CONFLICT (thread_id) DO UPDATE SET minutes = EXCLUDED.minutes", [id, t.ttl]);
+      else
+        await c.query("INSERT INTO thread_ttls (thread_id, minutes) VALUES ($1, $2) ON CONFLICT (thread_id) DO UPDATE SET minutes = EXCLUDED.minutes", [
+          id,
+          t.ttl,
+        ]);
       await c.query("DELETE FROM runs WHERE thread_id = $1", [id]);
       await c.query(
         `INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs)
          SELECT u.run_id, $1, u.assistant_id, u.status, u.record::json, u.kwargs::json
          FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) u(run_id, assistant_id, status, record, kwargs)`,
-        [id, t.runs.map((r) => r.run_id), t.runs.map((r) => r.assistant_id), t.runs.map((r) => r.status),
-          t.runs.map((r) => jsonText({ ...r, kwargs: null })), t.runs.map((r) => jsonText(r.kwargs))]);
+        [
+          id,
+          t.runs.map((r) => r.run_id),
+          t.runs.map((r) => r.assistant_id),
+          t.runs.map((r) => r.status),
+          t.runs.map((r) => jsonText({ ...r, kwargs: null })),
+          t.runs.map((r) => jsonText(r.kwargs)),
+        ],
+      );
       await c.query("DELETE FROM webhook_outbox WHERE thread_id = $1", [id]);
       await c.query("DELETE FROM webhook_outcomes WHERE thread_id = $1", [id]);
       for (const [runId, d] of t.deliveries) {
         const { values, ...record } = d;
-        await c.query("INSERT INTO webhook_outbox (thread_id, run_id, next_attempt_at, record, values_json) VALUES ($1, $2, $3, $4::json, $5)",
-          [id, runId, d.next_attempt_at, jsonText(record), values === undefined ? null : bytesParam(values)]);
+        await c.query("INSERT INTO webhook_outbox (thread_id, run_id, next_attempt_at, record, values_json) VALUES ($1, $2, $3, $4::json, $5)", [
+          id,
+          runId,
+          d.next_attempt_at,
+          jsonText(record),
+          values === undefined ? null : bytesParam(values),
+        ]);
       }
       for (const [runId, o] of t.outcomes) {
         await c.query("INSERT INTO webhook_outcomes (thread_id, run_id, record) VALUES ($1, $2, $3::json)", [id, runId, jsonText(o)]);
@@ -214,7 +262,8 @@ class PostgresEndpoint implements MigrationEndpoint {
   async writeProgress(p: MigrationProgress): Promise<void> {
     await this.pool.query(
       "INSERT INTO troupe_migrate_progress (source, progress) VALUES ($1, $2::json) ON CONFLICT (source) DO UPDATE SET progress = EXCLUDED.progress",
-      [p.source, JSON.stringify(p)]);
+      [p.source, JSON.stringify(p)],
+    );
   }
 
   close(): Promise<void> {

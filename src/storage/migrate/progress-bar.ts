@@ -8,7 +8,10 @@ export class ProgressBar {
   private lastLogged = 0;
   private readonly tty: boolean;
 
-  constructor(private readonly out: NodeJS.WriteStream, private readonly every: number) {
+  constructor(
+    private readonly out: NodeJS.WriteStream,
+    private readonly every: number,
+  ) {
     this.tty = out.isTTY === true;
   }
 

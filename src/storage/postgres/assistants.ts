@@ -16,10 +16,17 @@ export const ASSISTANT_SEARCH: SearchSql<AssistantSort> = {
   select: "record",
 };
 
-
 /** the row's columns as parameters $1..$8 (assistant_id, graph_id, name, name_lower, version, created_at, updated_at, metadata, record) */
 const rowValues = (a: AssistantRecord): unknown[] => [
-  a.assistant_id, a.graph_id, a.name, a.name.toLowerCase(), a.version, a.created_at, a.updated_at, jsonbText(a.metadata), jsonText(a),
+  a.assistant_id,
+  a.graph_id,
+  a.name,
+  a.name.toLowerCase(),
+  a.version,
+  a.created_at,
+  a.updated_at,
+  jsonbText(a.metadata),
+  jsonText(a),
 ];
 
 const INSERT = `
@@ -49,7 +56,11 @@ export class PostgresAssistants implements AssistantsPort {
   constructor(private readonly pool: pg.Pool) {}
 
   async get(assistantId: string): Promise<AssistantRecord | undefined> {
-    const r = await this.pool.query<{ record: AssistantRecord }>({ name: "troupe_assistant_get", text: "SELECT record FROM assistants WHERE assistant_id = $1", values: [assistantId] });
+    const r = await this.pool.query<{ record: AssistantRecord }>({
+      name: "troupe_assistant_get",
+      text: "SELECT record FROM assistants WHERE assistant_id = $1",
+      values: [assistantId],
+    });
     return r.rows[0]?.record;
   }
 
@@ -76,8 +87,11 @@ export class PostgresAssistants implements AssistantsPort {
         updated_at: now,
       };
       const v = assistantVersionOf(next);
-      await c.query(`WITH u AS (${UPDATE}) INSERT INTO assistant_versions (assistant_id, version, metadata, record) VALUES ($1, $5, $10::jsonb, $11::json)`,
-        [...rowValues(next), jsonbText(v.metadata), jsonText(v)]);
+      await c.query(`WITH u AS (${UPDATE}) INSERT INTO assistant_versions (assistant_id, version, metadata, record) VALUES ($1, $5, $10::jsonb, $11::json)`, [
+        ...rowValues(next),
+        jsonbText(v.metadata),
+        jsonText(v),
+      ]);
       return next;
     });
   }
@@ -86,7 +100,10 @@ export class PostgresAssistants implements AssistantsPort {
     return transaction(this.pool, async (c) => {
       const a = await lockedRecord(c, assistantId);
       if (a === undefined) return undefined;
-      const found = await c.query<{ record: AssistantVersionRecord }>("SELECT record FROM assistant_versions WHERE assistant_id = $1 AND version = $2", [assistantId, version]);
+      const found = await c.query<{ record: AssistantVersionRecord }>("SELECT record FROM assistant_versions WHERE assistant_id = $1 AND version = $2", [
+        assistantId,
+        version,
+      ]);
       const v = found.rows[0]?.record;
       if (v === undefined) return "no-version" as const;
       const next: AssistantRecord = { ...a, config: v.config, metadata: v.metadata, name: v.name, version: v.version, updated_at: now };
@@ -96,8 +113,9 @@ export class PostgresAssistants implements AssistantsPort {
   }
 
   async delete(assistantId: string): Promise<boolean> {
-    const r = await this.pool.query(
-      "WITH v AS (DELETE FROM assistant_versions WHERE assistant_id = $1) DELETE FROM assistants WHERE assistant_id = $1", [assistantId]);
+    const r = await this.pool.query("WITH v AS (DELETE FROM assistant_versions WHERE assistant_id = $1) DELETE FROM assistants WHERE assistant_id = $1", [
+      assistantId,
+    ]);
     return r.rowCount === 1;
   }
 
@@ -106,7 +124,9 @@ export class PostgresAssistants implements AssistantsPort {
     const where = [`assistant_id = ${p.add(assistantId)}`];
     if (q.metadata) where.push(metadataFilterSql("metadata", q.metadata, p));
     const r = await this.pool.query<{ record: AssistantVersionRecord }>(
-      `SELECT record FROM assistant_versions WHERE ${where.join(" AND ")} ORDER BY version DESC LIMIT ${p.add(q.limit)} OFFSET ${p.add(q.offset)}`, p.values);
+      `SELECT record FROM assistant_versions WHERE ${where.join(" AND ")} ORDER BY version DESC LIMIT ${p.add(q.limit)} OFFSET ${p.add(q.offset)}`,
+      p.values,
+    );
     return r.rows.map((row) => row.record);
   }
 

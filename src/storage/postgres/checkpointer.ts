@@ -14,9 +14,17 @@
  */
 import type { RunnableConfig } from "@langchain/core/runnables";
 import {
-  BaseCheckpointSaver, WRITES_IDX_MAP, getCheckpointId,
-  type ChannelVersions, type Checkpoint, type CheckpointListOptions, type CheckpointMetadata,
-  type CheckpointPendingWrite, type CheckpointTuple, type PendingWrite, type SerializerProtocol,
+  BaseCheckpointSaver,
+  WRITES_IDX_MAP,
+  getCheckpointId,
+  type ChannelVersions,
+  type Checkpoint,
+  type CheckpointListOptions,
+  type CheckpointMetadata,
+  type CheckpointPendingWrite,
+  type CheckpointTuple,
+  type PendingWrite,
+  type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
 import type pg from "pg";
 import { TroupeError } from "../../errors.ts";
@@ -26,7 +34,14 @@ import { MessageCachingSerde } from "../checkpoints/message-serde.ts";
 import { StoredChunks } from "../checkpoints/stored-chunks.ts";
 import { migratePendingSends, revivePendingWrites, tupleConfigs, type StoredPendingWrite } from "../checkpoints/tuple.ts";
 import {
-  COLLECT_UNNAMED_BLOBS, COLLECT_UNNAMED_CHUNKS, GET_LATEST_TUPLE, GET_TUPLE_BY_ID, GET_TUPLES, GET_WRITES, PUT_CHECKPOINT, PUT_WRITES,
+  COLLECT_UNNAMED_BLOBS,
+  COLLECT_UNNAMED_CHUNKS,
+  GET_LATEST_TUPLE,
+  GET_TUPLE_BY_ID,
+  GET_TUPLES,
+  GET_WRITES,
+  PUT_CHECKPOINT,
+  PUT_WRITES,
 } from "./checkpoint-sql.ts";
 import type { PostgresDb } from "./pool.ts";
 import { transaction } from "./transaction.ts";
@@ -83,7 +98,11 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
   private readonly storedChunks = new StoredChunks();
 
   /** `chains`: the storage's per-thread write order (a saver of its own when not given) */
-  constructor(db: PostgresDb, serde?: SerializerProtocol, private readonly chains = new ThreadWriteChains()) {
+  constructor(
+    db: PostgresDb,
+    serde?: SerializerProtocol,
+    private readonly chains = new ThreadWriteChains(),
+  ) {
     const messageSerde = serde instanceof MessageCachingSerde ? serde : new MessageCachingSerde(serde);
     super(messageSerde);
     this.messageSerde = messageSerde;
@@ -125,7 +144,9 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     if (containment !== undefined) where.push(`(metadata_json @> ${param(containment)}::jsonb OR metadata_json IS NULL)`);
     const keys = await this.pool.query<{ thread_id: string; checkpoint_ns: string; checkpoint_id: string }>(
       `SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
-       ORDER BY checkpoint_id DESC, thread_id, checkpoint_ns`, values);
+       ORDER BY checkpoint_id DESC, thread_id, checkpoint_ns`,
+      values,
+    );
     for (let at = 0; at < keys.rows.length; at += LIST_BATCH) {
       const batch = keys.rows.slice(at, at + LIST_BATCH);
       const rows = await this.pool.query<TupleRow>({
@@ -160,9 +181,23 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     const ownRefs: Record<string, [string, string]> = {};
     for (const blob of blobs) ownRefs[blob.channel] = [blob.version, checkpoint.id];
     const fixed = [
-      threadId, ns, checkpoint.id, parentId, runIdOf(metadata, config), type, bytes, metadataType, metadataBytes,
-      metadataJsonOf(metadataType, metadataBytes), JSON.stringify(versions), Object.keys(newVersions), JSON.stringify(ownRefs),
-      blobs.map((b) => b.channel), blobs.map((b) => b.version), blobs.map((b) => b.type), blobs.map((b) => b.bytes),
+      threadId,
+      ns,
+      checkpoint.id,
+      parentId,
+      runIdOf(metadata, config),
+      type,
+      bytes,
+      metadataType,
+      metadataBytes,
+      metadataJsonOf(metadataType, metadataBytes),
+      JSON.stringify(versions),
+      Object.keys(newVersions),
+      JSON.stringify(ownRefs),
+      blobs.map((b) => b.channel),
+      blobs.map((b) => b.version),
+      blobs.map((b) => b.type),
+      blobs.map((b) => b.bytes),
       blobs.map((b) => (b.chunks === undefined ? null : b.chunks.map((c) => c.id).join(","))),
     ];
     await this.chains.issue(threadId, () => this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs));
@@ -185,13 +220,24 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
         ...PUT_CHECKPOINT,
         values: [
           ...fixed,
-          send.map((s) => s.channel), send.map((s) => s.chunk.id), send.map((s) => s.chunk.bytes),
-          skipped.map((s) => s.channel), skipped.map((s) => s.id),
+          send.map((s) => s.channel),
+          send.map((s) => s.chunk.id),
+          send.map((s) => s.chunk.bytes),
+          skipped.map((s) => s.channel),
+          skipped.map((s) => s.id),
         ],
       });
       if (result.rows[0].missing === 0) {
         const noted = this.storedChunks.of(threadId);
-        for (const blob of blobs) if (blob.chunks !== undefined) this.storedChunks.noteCommitted(threadId, noted, ns, blob.channel, blob.chunks.map((c) => c.id));
+        for (const blob of blobs)
+          if (blob.chunks !== undefined)
+            this.storedChunks.noteCommitted(
+              threadId,
+              noted,
+              ns,
+              blob.channel,
+              blob.chunks.map((c) => c.id),
+            );
         break;
       }
       this.storedChunks.forget(threadId);
@@ -213,18 +259,28 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     });
     const rows = [...byIdx].map(([idx, i]) => ({ idx, channel: writes[i][0], type: serialized[i][0], blob: serialized[i][1] }));
     const values = [
-      threadId, namespaceOf(config), checkpointId, taskId, taskPath ?? "", runIdOf(undefined, config),
-      rows.map((r) => r.idx), rows.map((r) => r.channel), rows.map((r) => r.type), rows.map((r) => r.blob),
+      threadId,
+      namespaceOf(config),
+      checkpointId,
+      taskId,
+      taskPath ?? "",
+      runIdOf(undefined, config),
+      rows.map((r) => r.idx),
+      rows.map((r) => r.channel),
+      rows.map((r) => r.type),
+      rows.map((r) => r.blob),
     ];
     await this.chains.issue(threadId, () => this.pool.query({ ...PUT_WRITES, values }));
   }
 
   async deleteThread(threadId: string): Promise<void> {
-    await this.removingChunks(threadId, () => this.transaction(threadId, async (client) => {
-      for (const table of ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_chunks"]) {
-        await client.query(`DELETE FROM ${table} WHERE thread_id = $1`, [threadId]);
-      }
-    }));
+    await this.removingChunks(threadId, () =>
+      this.transaction(threadId, async (client) => {
+        for (const table of ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_chunks"]) {
+          await client.query(`DELETE FROM ${table} WHERE thread_id = $1`, [threadId]);
+        }
+      }),
+    );
   }
 
   /**
@@ -235,26 +291,40 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     if (fromThreadId === toThreadId) throw new TroupeError("BAD_REQUEST", "copyThread needs two different thread ids");
     await this.transaction(toThreadId, async (client) => {
       const rows = await client.query<{ checkpoint_ns: string; checkpoint_id: string; metadata_type: string; metadata: Buffer }>(
-        "SELECT checkpoint_ns, checkpoint_id, metadata_type, metadata FROM checkpoints WHERE thread_id = $1", [fromThreadId]);
-      await client.query(`INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
+        "SELECT checkpoint_ns, checkpoint_id, metadata_type, metadata FROM checkpoints WHERE thread_id = $1",
+        [fromThreadId],
+      );
+      await client.query(
+        `INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
           metadata_type, metadata, metadata_json, blob_refs)
         SELECT $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint, metadata_type, metadata, metadata_json, blob_refs
-        FROM checkpoints WHERE thread_id = $1`, [fromThreadId, toThreadId]);
+        FROM checkpoints WHERE thread_id = $1`,
+        [fromThreadId, toThreadId],
+      );
       for (const row of rows.rows) {
         const metadata: unknown = await this.serde.loadsTyped(row.metadata_type, row.metadata);
         if (metadata === null || typeof metadata !== "object" || !("thread_id" in metadata)) continue;
         const [metadataType, bytes] = await this.serde.dumpsTyped({ ...metadata, thread_id: toThreadId });
         await client.query(
           "UPDATE checkpoints SET metadata_type = $4, metadata = $5, metadata_json = $6::jsonb WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
-          [toThreadId, row.checkpoint_ns, row.checkpoint_id, metadataType, bytes, metadataJsonOf(metadataType, bytes)]);
+          [toThreadId, row.checkpoint_ns, row.checkpoint_id, metadataType, bytes, metadataJsonOf(metadataType, bytes)],
+        );
       }
-      await client.query(`INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id)
+      await client.query(
+        `INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id)
         SELECT $2, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id FROM checkpoint_writes WHERE thread_id = $1`,
-      [fromThreadId, toThreadId]);
-      await client.query(`INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, owner, type, blob, chunks)
-        SELECT $2, checkpoint_ns, channel, version, owner, type, blob, chunks FROM checkpoint_blobs WHERE thread_id = $1`, [fromThreadId, toThreadId]);
-      await client.query(`INSERT INTO checkpoint_chunks (thread_id, checkpoint_ns, channel, chunk_id, bytes)
-        SELECT $2, checkpoint_ns, channel, chunk_id, bytes FROM checkpoint_chunks WHERE thread_id = $1`, [fromThreadId, toThreadId]);
+        [fromThreadId, toThreadId],
+      );
+      await client.query(
+        `INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, owner, type, blob, chunks)
+        SELECT $2, checkpoint_ns, channel, version, owner, type, blob, chunks FROM checkpoint_blobs WHERE thread_id = $1`,
+        [fromThreadId, toThreadId],
+      );
+      await client.query(
+        `INSERT INTO checkpoint_chunks (thread_id, checkpoint_ns, channel, chunk_id, bytes)
+        SELECT $2, checkpoint_ns, channel, chunk_id, bytes FROM checkpoint_chunks WHERE thread_id = $1`,
+        [fromThreadId, toThreadId],
+      );
     });
   }
 
@@ -264,28 +334,40 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
    * lose their parent link. Returns how many checkpoints went.
    */
   async pruneToLatest(threadId: string): Promise<number> {
-    return this.removingChunks(threadId, () => this.transaction(threadId, async (client) => {
-      const removed = await client.query(`DELETE FROM checkpoints c WHERE c.thread_id = $1 AND c.checkpoint_id <> (
-          SELECT max(l.checkpoint_id) FROM checkpoints l WHERE l.thread_id = c.thread_id AND l.checkpoint_ns = c.checkpoint_ns)`, [threadId]);
-      await client.query("UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = $1", [threadId]);
-      await client.query(`DELETE FROM checkpoint_writes w WHERE w.thread_id = $1 AND NOT EXISTS (
-          SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)`, [threadId]);
-      await this.collectUnnamed(client, threadId);
-      return removed.rowCount ?? 0;
-    }));
+    return this.removingChunks(threadId, () =>
+      this.transaction(threadId, async (client) => {
+        const removed = await client.query(
+          `DELETE FROM checkpoints c WHERE c.thread_id = $1 AND c.checkpoint_id <> (
+          SELECT max(l.checkpoint_id) FROM checkpoints l WHERE l.thread_id = c.thread_id AND l.checkpoint_ns = c.checkpoint_ns)`,
+          [threadId],
+        );
+        await client.query("UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = $1", [threadId]);
+        await client.query(
+          `DELETE FROM checkpoint_writes w WHERE w.thread_id = $1 AND NOT EXISTS (
+          SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)`,
+          [threadId],
+        );
+        await this.collectUnnamed(client, threadId);
+        return removed.rowCount ?? 0;
+      }),
+    );
   }
 
   /** Whether the thread has that checkpoint, without reading its values. */
   async hasCheckpoint(threadId: string, ns: string, checkpointId: string): Promise<boolean> {
     const result = await this.pool.query<{ found: boolean }>(
-      "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3) AS found", [threadId, ns, checkpointId]);
+      "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3) AS found",
+      [threadId, ns, checkpointId],
+    );
     return result.rows[0].found;
   }
 
   /** Whether any checkpoint of the thread was written by the run (crash recovery: resume vs replay). */
   async hasCheckpointOfRun(threadId: string, runId: string): Promise<boolean> {
-    const result = await this.pool.query<{ found: boolean }>(
-      "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND run_id = $2) AS found", [threadId, runId]);
+    const result = await this.pool.query<{ found: boolean }>("SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND run_id = $2) AS found", [
+      threadId,
+      runId,
+    ]);
     return result.rows[0].found;
   }
 
@@ -295,16 +377,22 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
    * checkpoints went.
    */
   async deleteCheckpointsOfRun(threadId: string, runId: string): Promise<number> {
-    return this.removingChunks(threadId, () => this.transaction(threadId, async (client) => {
-      const removed = await client.query<{ checkpoint_ns: string; checkpoint_id: string }>(
-        "DELETE FROM checkpoints WHERE thread_id = $1 AND run_id = $2 RETURNING checkpoint_ns, checkpoint_id", [threadId, runId]);
-      await client.query(`DELETE FROM checkpoint_writes w USING unnest($2::text[], $3::text[]) gone(checkpoint_ns, checkpoint_id)
+    return this.removingChunks(threadId, () =>
+      this.transaction(threadId, async (client) => {
+        const removed = await client.query<{ checkpoint_ns: string; checkpoint_id: string }>(
+          "DELETE FROM checkpoints WHERE thread_id = $1 AND run_id = $2 RETURNING checkpoint_ns, checkpoint_id",
+          [threadId, runId],
+        );
+        await client.query(
+          `DELETE FROM checkpoint_writes w USING unnest($2::text[], $3::text[]) gone(checkpoint_ns, checkpoint_id)
           WHERE w.thread_id = $1 AND w.checkpoint_ns = gone.checkpoint_ns AND w.checkpoint_id = gone.checkpoint_id`,
-      [threadId, removed.rows.map((r) => r.checkpoint_ns), removed.rows.map((r) => r.checkpoint_id)]);
-      await client.query("DELETE FROM checkpoint_writes WHERE thread_id = $1 AND run_id = $2", [threadId, runId]);
-      await this.collectUnnamed(client, threadId);
-      return removed.rowCount ?? 0;
-    }));
+          [threadId, removed.rows.map((r) => r.checkpoint_ns), removed.rows.map((r) => r.checkpoint_id)],
+        );
+        await client.query("DELETE FROM checkpoint_writes WHERE thread_id = $1 AND run_id = $2", [threadId, runId]);
+        await this.collectUnnamed(client, threadId);
+        return removed.rowCount ?? 0;
+      }),
+    );
   }
 
   /**
@@ -317,14 +405,16 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
         checkpointId
           ? "SELECT checkpoint_id, metadata_type, metadata FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id = $2 FOR UPDATE"
           : "SELECT checkpoint_id, metadata_type, metadata FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1 FOR UPDATE",
-        checkpointId ? [threadId, checkpointId] : [threadId]);
+        checkpointId ? [threadId, checkpointId] : [threadId],
+      );
       const row = found.rows[0];
       if (row === undefined) return false;
       const metadata = (await this.serde.loadsTyped(row.metadata_type, row.metadata)) as Record<string, unknown>;
       const [metadataType, bytes] = await this.serde.dumpsTyped({ ...metadata, ...patch });
       await client.query(
         "UPDATE checkpoints SET metadata_type = $3, metadata = $4, metadata_json = $5::jsonb WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id = $2",
-        [threadId, row.checkpoint_id, metadataType, bytes, metadataJsonOf(metadataType, bytes)]);
+        [threadId, row.checkpoint_id, metadataType, bytes, metadataJsonOf(metadataType, bytes)],
+      );
       return true;
     });
   }
@@ -386,9 +476,16 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       config,
       checkpoint,
       metadata: loadedMetadata ?? ((await this.serde.loadsTyped(row.metadata_type, row.metadata)) as CheckpointMetadata),
-      pendingWrites: await this.sortedWrites((row.task_ids ?? []).map((taskId, i): WriteRow => ({
-        task_id: taskId, idx: row.idxs![i], channel: row.write_channels![i], type: row.write_types![i], blob: row.write_blobs![i], task_path: row.task_paths![i],
-      }))),
+      pendingWrites: await this.sortedWrites(
+        (row.task_ids ?? []).map((taskId, i): WriteRow => ({
+          task_id: taskId,
+          idx: row.idxs![i],
+          channel: row.write_channels![i],
+          type: row.write_types![i],
+          blob: row.write_blobs![i],
+          task_path: row.task_paths![i],
+        })),
+      ),
     };
     if (parentConfig !== undefined) tuple.parentConfig = parentConfig;
     return tuple;
@@ -396,9 +493,17 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 
   /** Pending writes in writesSortKey order (the order live execution applies them). */
   private sortedWrites(rows: WriteRow[]): Promise<CheckpointPendingWrite[]> {
-    return revivePendingWrites(this.serde, rows.map((row): StoredPendingWrite => ({
-      taskId: row.task_id, idx: row.idx, channel: row.channel, type: row.type, value: row.blob, taskPath: row.task_path,
-    })));
+    return revivePendingWrites(
+      this.serde,
+      rows.map((row): StoredPendingWrite => ({
+        taskId: row.task_id,
+        idx: row.idx,
+        channel: row.channel,
+        type: row.type,
+        value: row.blob,
+        taskPath: row.task_path,
+      })),
+    );
   }
 
   /** Checkpoints older than format v4 kept pending sends as TASKS writes on their parent. */

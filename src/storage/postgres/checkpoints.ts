@@ -11,7 +11,12 @@ import type { ThreadWriteChains } from "./write-chains.ts";
 type PutMetadata = NonNullable<CheckpointSaverOptions["putMetadata"]>;
 
 class HookedPostgresSaver extends PostgresCheckpointSaver {
-  constructor(db: PostgresDb, opts: CheckpointSaverOptions, chains: ThreadWriteChains, private readonly putMetadata: PutMetadata) {
+  constructor(
+    db: PostgresDb,
+    opts: CheckpointSaverOptions,
+    chains: ThreadWriteChains,
+    private readonly putMetadata: PutMetadata,
+  ) {
     super(db, opts.serde, chains);
   }
 
@@ -22,6 +27,7 @@ class HookedPostgresSaver extends PostgresCheckpointSaver {
 
 export function postgresCheckpointSavers(db: PostgresDb, chains: ThreadWriteChains): CheckpointSavers {
   return {
-    saver: (opts = {}) => (opts.putMetadata ? new HookedPostgresSaver(db, opts, chains, opts.putMetadata) : new PostgresCheckpointSaver(db, opts.serde, chains)),
+    saver: (opts = {}) =>
+      opts.putMetadata ? new HookedPostgresSaver(db, opts, chains, opts.putMetadata) : new PostgresCheckpointSaver(db, opts.serde, chains),
   };
 }

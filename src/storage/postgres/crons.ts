@@ -13,15 +13,29 @@ export const CRON_SEARCH: SearchSql<CronSort> = {
   table: "crons",
   idColumn: "cron_id",
   sortColumns: {
-    cron_id: "cron_id", assistant_id: "assistant_id", thread_id: "thread_id", next_run_date: "next_run_date", end_time: "end_time",
-    created_at: "created_at", updated_at: "updated_at",
+    cron_id: "cron_id",
+    assistant_id: "assistant_id",
+    thread_id: "thread_id",
+    next_run_date: "next_run_date",
+    end_time: "end_time",
+    created_at: "created_at",
+    updated_at: "updated_at",
   },
   select: "record",
   nullable: ["thread_id", "next_run_date", "end_time"],
 };
 
 const rowValues = (c: CronRecord): unknown[] => [
-  c.cron_id, c.assistant_id, c.thread_id, c.enabled, c.next_run_date, c.end_time, c.created_at, c.updated_at, jsonbText(c.metadata), jsonText(c),
+  c.cron_id,
+  c.assistant_id,
+  c.thread_id,
+  c.enabled,
+  c.next_run_date,
+  c.end_time,
+  c.created_at,
+  c.updated_at,
+  jsonbText(c.metadata),
+  jsonText(c),
 ];
 
 const PUT = `INSERT INTO crons (cron_id, assistant_id, thread_id, enabled, next_run_date, end_time, created_at, updated_at, metadata, record)

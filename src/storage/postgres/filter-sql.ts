@@ -42,7 +42,7 @@ function member(expr: string, key: string, p: Params): string {
 }
 
 /** A key as the jsonb spelling writes it (json-columns.ts). */
-const jsonbKey = (key: string): string => (JSON.parse(jsonbText(key)) as string);
+const jsonbKey = (key: string): string => JSON.parse(jsonbText(key)) as string;
 
 /**
  * matchesFilter(filter, value) for a filter object and a jsonb expression `expr` that is never a
@@ -150,17 +150,22 @@ export function storeFilterSql(expr: string, filter: Record<string, unknown>, p:
           break;
         case "$in":
         case "$nin": {
-          const any = Array.isArray(expected) && expected.length > 0
-            ? `coalesce(${fieldValue()} = ANY(${p.add(expected.map((e) => jsonbText(e)))}::jsonb[]), FALSE)`
-            : "FALSE";
+          const any =
+            Array.isArray(expected) && expected.length > 0
+              ? `coalesce(${fieldValue()} = ANY(${p.add(expected.map((e) => jsonbText(e)))}::jsonb[]), FALSE)`
+              : "FALSE";
           parts.push(op === "$in" ? any : `NOT ${any}`);
           break;
         }
         default: {
           // numbers compare as numbers, strings by code point; anything else never compares
           const cmp = COMPARISONS[op];
-          if (typeof expected === "number") parts.push(`coalesce(jsonb_typeof(${fieldValue()}) = 'number' AND (${fieldValue()})::numeric ${cmp} ${p.add(expected)}::numeric, FALSE)`);
-          else if (typeof expected === "string") parts.push(`coalesce(jsonb_typeof(${fieldValue()}) = 'string' AND (${fieldValue()} #>> '{}') COLLATE "C" ${cmp} ${p.add(JSON.parse(jsonbText(expected)))}::text COLLATE "C", FALSE)`);
+          if (typeof expected === "number")
+            parts.push(`coalesce(jsonb_typeof(${fieldValue()}) = 'number' AND (${fieldValue()})::numeric ${cmp} ${p.add(expected)}::numeric, FALSE)`);
+          else if (typeof expected === "string")
+            parts.push(
+              `coalesce(jsonb_typeof(${fieldValue()}) = 'string' AND (${fieldValue()} #>> '{}') COLLATE "C" ${cmp} ${p.add(JSON.parse(jsonbText(expected)))}::text COLLATE "C", FALSE)`,
+            );
           else parts.push("FALSE");
         }
       }

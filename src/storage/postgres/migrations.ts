@@ -41,7 +41,9 @@ export async function migrate(db: PostgresDb, migrations: readonly Migration[] =
         await client.query("COMMIT");
       } catch (err) {
         await client.query("ROLLBACK");
-        throw new TroupeError("INTERNAL", `migration ${migration.version} (${migration.name}) failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+        throw new TroupeError("INTERNAL", `migration ${migration.version} (${migration.name}) failed: ${err instanceof Error ? err.message : String(err)}`, {
+          cause: err,
+        });
       }
       applied.push(migration.version);
     }

@@ -79,8 +79,13 @@ function stopValues(stops: readonly QueuedStop[]): unknown[] {
   const finals = stops.flatMap((s) => ("final" in s ? [s] : []));
   const hooks = finals.flatMap((s) => (s.webhook ? [{ runId: s.final.run_id, d: deliveryValues(s.webhook) }] : []));
   return [
-    finals.map((s) => s.final.run_id), finals.map((s) => s.final.status), finals.map((s) => recordText(s.final)),
-    hooks.map((h) => h.runId), hooks.map((h) => h.d[0]), hooks.map((h) => h.d[1]), hooks.map((h) => h.d[2]),
+    finals.map((s) => s.final.run_id),
+    finals.map((s) => s.final.status),
+    finals.map((s) => recordText(s.final)),
+    hooks.map((h) => h.runId),
+    hooks.map((h) => h.d[0]),
+    hooks.map((h) => h.d[1]),
+    hooks.map((h) => h.d[2]),
     stops.flatMap((s) => ("rolledBack" in s ? [s.rolledBack.runId] : [])),
   ];
 }
@@ -109,7 +114,10 @@ WHERE thread_id = $1`,
 };
 
 export class PostgresRuns implements RunsPort {
-  constructor(private readonly pool: pg.Pool, private readonly chains: ThreadWriteChains) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly chains: ThreadWriteChains,
+  ) {}
 
   async get(threadId: string, runId: string): Promise<RunRecord | undefined> {
     const r = await this.pool.query<RunRow>({ name: "troupe_run_get", text: `${SELECT} WHERE run_id = $2 AND thread_id = $1`, values: [threadId, runId] });
@@ -118,19 +126,32 @@ export class PostgresRuns implements RunsPort {
 
   async exists(threadId: string, runId: string): Promise<boolean> {
     const r = await this.pool.query<{ found: boolean }>({
-      name: "troupe_run_exists", text: "SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = $2 AND thread_id = $1) AS found", values: [threadId, runId] });
+      name: "troupe_run_exists",
+      text: "SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = $2 AND thread_id = $1) AS found",
+      values: [threadId, runId],
+    });
     return r.rows[0].found;
   }
 
   async threadOf(runId: string): Promise<string | undefined> {
-    const r = await this.pool.query<{ thread_id: string }>({ name: "troupe_run_thread", text: "SELECT thread_id FROM runs WHERE run_id = $1", values: [runId] });
+    const r = await this.pool.query<{ thread_id: string }>({
+      name: "troupe_run_thread",
+      text: "SELECT thread_id FROM runs WHERE run_id = $1",
+      values: [runId],
+    });
     return r.rows[0]?.thread_id;
   }
 
   async list(threadId: string, q: { status?: RunStatus; offset: number; limit: number }): Promise<RunRecord[]> {
-    const r = q.status === undefined
-      ? await this.pool.query<RunRow>(`${SELECT} WHERE thread_id = $1 ORDER BY run_id LIMIT $2 OFFSET $3`, [threadId, q.limit, q.offset])
-      : await this.pool.query<RunRow>(`${SELECT} WHERE thread_id = $1 AND status = $4 ORDER BY run_id LIMIT $2 OFFSET $3`, [threadId, q.limit, q.offset, q.status]);
+    const r =
+      q.status === undefined
+        ? await this.pool.query<RunRow>(`${SELECT} WHERE thread_id = $1 ORDER BY run_id LIMIT $2 OFFSET $3`, [threadId, q.limit, q.offset])
+        : await this.pool.query<RunRow>(`${SELECT} WHERE thread_id = $1 AND status = $4 ORDER BY run_id LIMIT $2 OFFSET $3`, [
+            threadId,
+            q.limit,
+            q.offset,
+            q.status,
+          ]);
     return r.rows.map(toRun);
   }
 
@@ -146,9 +167,7 @@ export class PostgresRuns implements RunsPort {
   }
 
   ofAssistant(assistantId: string, threadId?: string): AsyncIterable<RunRecord> {
-    return threadId === undefined
-      ? this.walk("assistant_id = $1", [assistantId])
-      : this.walk("assistant_id = $1 AND thread_id = $2", [assistantId, threadId]);
+    return threadId === undefined ? this.walk("assistant_id = $1", [assistantId]) : this.walk("assistant_id = $1 AND thread_id = $2", [assistantId, threadId]);
   }
 
   /** matching runs in (thread_id, run_id) order, a batch per statement */
@@ -172,7 +191,8 @@ export class PostgresRuns implements RunsPort {
     const { run } = c;
     const values: unknown[] = [...threadRowValues(c.thread), run.run_id, run.assistant_id, run.status, recordText(run), jsonText(run.kwargs)];
     const plain = c.running === undefined && (c.stopped === undefined || c.stopped.length === 0);
-    if (!plain) values.push(c.running?.run_id ?? null, c.running?.status ?? null, c.running === undefined ? null : recordText(c.running), ...stopValues(c.stopped ?? []));
+    if (!plain)
+      values.push(c.running?.run_id ?? null, c.running?.status ?? null, c.running === undefined ? null : recordText(c.running), ...stopValues(c.stopped ?? []));
     const statement = plain ? CREATE : CREATE_SUPERSEDING;
     return { committed: this.chains.issue(run.thread_id, async () => void (await this.pool.query({ ...statement, values }))) };
   }
@@ -188,10 +208,12 @@ export class PostgresRuns implements RunsPort {
    * record with `threadStatus` (read in the same transaction; nothing when the thread is gone).
    */
   stopQueued(threadId: string, stop: QueuedStop, threadStatus: ThreadStatus, now: string): Promise<void> {
-    return this.chains.issue(threadId, () => transaction(this.pool, async (c) => {
-      const found = await c.query<{ record: ThreadRecord }>("SELECT record FROM threads WHERE thread_id = $1 FOR UPDATE", [threadId]);
-      const values = [threadId, ...stopValues([stop])];
-      await c.query(`WITH finals AS (
+    return this.chains.issue(threadId, () =>
+      transaction(this.pool, async (c) => {
+        const found = await c.query<{ record: ThreadRecord }>("SELECT record FROM threads WHERE thread_id = $1 FOR UPDATE", [threadId]);
+        const values = [threadId, ...stopValues([stop])];
+        await c.query(
+          `WITH finals AS (
           UPDATE runs SET status = f.status, record = f.record::json FROM unnest($2::text[], $3::text[], $4::text[]) f(run_id, status, record)
           WHERE runs.run_id = f.run_id AND runs.thread_id = $1
         ), hooks AS (
@@ -199,10 +221,13 @@ export class PostgresRuns implements RunsPort {
           SELECT $1, h.run_id, h.next, h.record::json, h.v FROM unnest($5::text[], $6::text[], $7::text[], $8::bytea[]) h(run_id, next, record, v)
           ON CONFLICT (thread_id, run_id) DO UPDATE SET next_attempt_at = EXCLUDED.next_attempt_at, record = EXCLUDED.record, values_json = EXCLUDED.values_json
         )
-        DELETE FROM runs WHERE thread_id = $1 AND run_id = ANY($9::text[])`, values);
-      const thread = found.rows[0]?.record;
-      if (thread !== undefined) await c.query(upsertThreadSql(1), threadRowValues({ ...thread, status: threadStatus, updated_at: now }));
-    }));
+        DELETE FROM runs WHERE thread_id = $1 AND run_id = ANY($9::text[])`,
+          values,
+        );
+        const thread = found.rows[0]?.record;
+        if (thread !== undefined) await c.query(upsertThreadSql(1), threadRowValues({ ...thread, status: threadStatus, updated_at: now }));
+      }),
+    );
   }
 
   /** a run whose thread was deleted while it ran: its record goes; its webhook delivery is enqueued (one statement) */
@@ -211,17 +236,29 @@ export class PostgresRuns implements RunsPort {
     return this.chains.issue(key.threadId, async () => {
       await this.pool.query(
         `WITH d AS (DELETE FROM runs WHERE thread_id = $1 AND run_id = $2), w AS (${enqueueSql("$1", "$2", ["$3", "$4", "$5"], "$4::json IS NOT NULL")})
-         SELECT 1`, [key.threadId, key.runId, ...hook]);
+         SELECT 1`,
+        [key.threadId, key.runId, ...hook],
+      );
     });
   }
 
   /** the run's end (its final record or removal), the thread's record and values (undefined: none), its webhook delivery: one statement */
-  finish(end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; prev?: ThreadRecord; valuesJson: Uint8Array | undefined; webhook?: WebhookDeliveryRecord }): Issued {
+  finish(end: {
+    run: RunRecord | { rolledBack: RunKey };
+    thread: ThreadRecord;
+    prev?: ThreadRecord;
+    valuesJson: Uint8Array | undefined;
+    webhook?: WebhookDeliveryRecord;
+  }): Issued {
     const run = "rolledBack" in end.run ? undefined : end.run;
     const key: RunKey = "rolledBack" in end.run ? end.run.rolledBack : { threadId: end.run.thread_id, runId: end.run.run_id };
     const values = [
-      ...threadRowValues(end.thread), key.runId, run?.status ?? null, run === undefined ? null : recordText(run),
-      true, end.valuesJson === undefined ? null : bytesParam(end.valuesJson),
+      ...threadRowValues(end.thread),
+      key.runId,
+      run?.status ?? null,
+      run === undefined ? null : recordText(run),
+      true,
+      end.valuesJson === undefined ? null : bytesParam(end.valuesJson),
       ...(end.webhook === undefined ? [null, null, null] : deliveryValues(end.webhook)),
     ];
     return { committed: this.chains.issue(key.threadId, async () => void (await this.pool.query({ ...FINISH, values }))) };
@@ -230,7 +267,9 @@ export class PostgresRuns implements RunsPort {
   delete(threadId: string, runId: string): Promise<void> {
     return this.chains.issue(threadId, async () => {
       await this.pool.query(
-        "WITH o AS (DELETE FROM webhook_outcomes WHERE thread_id = $1 AND run_id = $2) DELETE FROM runs WHERE thread_id = $1 AND run_id = $2", [threadId, runId]);
+        "WITH o AS (DELETE FROM webhook_outcomes WHERE thread_id = $1 AND run_id = $2) DELETE FROM runs WHERE thread_id = $1 AND run_id = $2",
+        [threadId, runId],
+      );
     });
   }
 

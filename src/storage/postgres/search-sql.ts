@@ -44,7 +44,12 @@ export function searchStatement<S extends string>(t: SearchSql<S>, where: string
 }
 
 export async function searchPage<S extends string, R>(
-  pool: pg.Pool, t: SearchSql<S>, where: string, p: Params, page: PageSpec<S>, toRecord: (row: Record<string, unknown>) => R,
+  pool: pg.Pool,
+  t: SearchSql<S>,
+  where: string,
+  p: Params,
+  page: PageSpec<S>,
+  toRecord: (row: Record<string, unknown>) => R,
 ): Promise<Page<R>> {
   const result = await pool.query(searchStatement(t, where, p, page));
   if (result.rows.length === 0) {

@@ -4,8 +4,16 @@
 // order (namespace labels, then key), expired items hidden from reads until swept, `query` ranked
 // by cosine similarity when the store has an index (every match scored, as on LMDB).
 import {
-  BaseStore, type GetOperation, type Item, type ListNamespacesOperation, type MatchCondition, type Operation, type OperationResults, type PutOperation,
-  type SearchItem, type SearchOperation,
+  BaseStore,
+  type GetOperation,
+  type Item,
+  type ListNamespacesOperation,
+  type MatchCondition,
+  type Operation,
+  type OperationResults,
+  type PutOperation,
+  type SearchItem,
+  type SearchOperation,
 } from "@langchain/langgraph-checkpoint";
 import type pg from "pg";
 import { TroupeError } from "../../errors.ts";
@@ -79,7 +87,10 @@ export class PostgresStore extends BaseStore implements ItemStore {
   private readonly ttl: StoreTtlOptions;
   private readonly index: StoreIndex | undefined;
 
-  constructor(private readonly pool: pg.Pool, opts: StoreOptions = {}) {
+  constructor(
+    private readonly pool: pg.Pool,
+    opts: StoreOptions = {},
+  ) {
     super();
     this.ttl = opts.ttl ?? { defaultTtlMinutes: null, refreshOnRead: false };
     this.index = opts.index ? new StoreIndex(opts.index) : undefined;
@@ -94,16 +105,20 @@ export class PostgresStore extends BaseStore implements ItemStore {
         puts.set(JSON.stringify([op.namespace, op.key]), op);
         results[i] = undefined;
       } else if ("namespacePrefix" in op) {
-        reads.push(this.searchItems(op).then((found) => {
-          if (this.ttl.refreshOnRead) this.refresh(found);
-          results[i] = found.map((r): SearchItem => ({ ...toItem(r), ...(r.score !== undefined ? { score: r.score } : {}) }));
-        }));
+        reads.push(
+          this.searchItems(op).then((found) => {
+            if (this.ttl.refreshOnRead) this.refresh(found);
+            results[i] = found.map((r): SearchItem => ({ ...toItem(r), ...(r.score !== undefined ? { score: r.score } : {}) }));
+          }),
+        );
       } else if ("key" in op) {
         const get = op as GetOperation;
-        reads.push(this.item(get.namespace, get.key).then((r) => {
-          if (r && this.ttl.refreshOnRead) this.refresh([r]);
-          results[i] = r ? toItem(r) : null;
-        }));
+        reads.push(
+          this.item(get.namespace, get.key).then((r) => {
+            if (r && this.ttl.refreshOnRead) this.refresh([r]);
+            results[i] = r ? toItem(r) : null;
+          }),
+        );
       } else {
         reads.push(this.namespacesOf(op).then((ns) => void (results[i] = ns)));
       }
@@ -133,13 +148,19 @@ export class PostgresStore extends BaseStore implements ItemStore {
     const dels = ops.filter((op) => op.value === null);
     const ups = ops.filter((op) => op.value !== null);
     await this.pool.query(WRITE, [
-      dels.map((op) => JSON.stringify(op.namespace)), dels.map((op) => op.key),
-      ups.map((op) => JSON.stringify(op.namespace)), ups.map((op) => op.key), ups.map((op) => jsonText(op.value)),
-      ups.map((op) => jsonbText(op.value)), ups.map((op) => (vectors.has(op) ? JSON.stringify(vectors.get(op)) : null)),
-      now, minutes, expiresAt, this.index !== undefined,
+      dels.map((op) => JSON.stringify(op.namespace)),
+      dels.map((op) => op.key),
+      ups.map((op) => JSON.stringify(op.namespace)),
+      ups.map((op) => op.key),
+      ups.map((op) => jsonText(op.value)),
+      ups.map((op) => jsonbText(op.value)),
+      ups.map((op) => (vectors.has(op) ? JSON.stringify(vectors.get(op)) : null)),
+      now,
+      minutes,
+      expiresAt,
+      this.index !== undefined,
     ]);
   }
-
 
   /** Matching items in key order, or ranked by similarity with `query` when the store has an index (every match scored). */
   async searchItems(op: SearchOperation): Promise<Scored[]> {
@@ -150,9 +171,15 @@ export class PostgresStore extends BaseStore implements ItemStore {
     const where = searchWhere(op, p, Date.now());
     const [q, r] = await Promise.all([
       this.index.embedQuery(op.query),
-      this.pool.query<ItemRow & { vectors: number[][] | null }>(`SELECT ${COLUMNS}, vectors FROM store_items WHERE ${where.join(" AND ")} ORDER BY namespace, key`, p.values),
+      this.pool.query<ItemRow & { vectors: number[][] | null }>(
+        `SELECT ${COLUMNS}, vectors FROM store_items WHERE ${where.join(" AND ")} ORDER BY namespace, key`,
+        p.values,
+      ),
     ]);
-    return scoredBy(q, r.rows.map((row) => ({ record: toRecord(row), vectors: row.vectors }))).slice(offset, offset + limit);
+    return scoredBy(
+      q,
+      r.rows.map((row) => ({ record: toRecord(row), vectors: row.vectors })),
+    ).slice(offset, offset + limit);
   }
 
   /** Matching items in key order, never ranked. */
@@ -168,21 +195,27 @@ export class PostgresStore extends BaseStore implements ItemStore {
       this.pool.query<{ namespace: string[]; key: string; vectors: number[][] | null }>(
         `SELECT s.namespace, s.key, s.vectors FROM store_items s JOIN unnest($1::text[], $2::text[]) k(ns, key)
            ON s.namespace = ARRAY(SELECT json_array_elements_text(k.ns::json)) COLLATE "C" AND s.key = k.key`,
-        [records.map((x) => JSON.stringify(x.namespace)), records.map((x) => x.key)]),
+        [records.map((x) => JSON.stringify(x.namespace)), records.map((x) => x.key)],
+      ),
     ]);
     const vectors = new Map(r.rows.map((row) => [JSON.stringify([row.namespace, row.key]), row.vectors]));
-    return scoredBy(q, records.map((record) => ({ record, vectors: vectors.get(JSON.stringify([record.namespace, record.key])) ?? null })));
+    return scoredBy(
+      q,
+      records.map((record) => ({ record, vectors: vectors.get(JSON.stringify([record.namespace, record.key])) ?? null })),
+    );
   }
 
   /** Pushes the expiry of these items (those with a TTL) out by their TTL again; not awaited by readers. */
   refresh(records: readonly StoreItemRecord[]): void {
     if (records.length === 0) return;
-    void this.pool.query(
-      `UPDATE store_items s SET expires_at = $3 + s.ttl_minutes * 60000
+    void this.pool
+      .query(
+        `UPDATE store_items s SET expires_at = $3 + s.ttl_minutes * 60000
        FROM unnest($1::text[], $2::text[]) k(ns, key)
        WHERE s.namespace = ARRAY(SELECT json_array_elements_text(k.ns::json)) COLLATE "C" AND s.key = k.key AND s.ttl_minutes IS NOT NULL`,
-      [records.map((r) => JSON.stringify(r.namespace)), records.map((r) => r.key), Date.now()],
-    ).catch(() => undefined);
+        [records.map((r) => JSON.stringify(r.namespace)), records.map((r) => r.key), Date.now()],
+      )
+      .catch(() => undefined);
   }
 
   /**
@@ -196,20 +229,26 @@ export class PostgresStore extends BaseStore implements ItemStore {
     const p = new Params();
     const where: string[] = [];
     const conditions = op.matchConditions ?? [];
-    const fixed = conditions.filter((c) => c.matchType === "prefix").map((c) => literalHead(c.path))
+    const fixed = conditions
+      .filter((c) => c.matchType === "prefix")
+      .map((c) => literalHead(c.path))
       .reduce<string[]>((a, b) => (b.length > a.length ? b : a), []);
     where.push(prefixSql(fixed, p));
     for (const c of conditions) where.push(conditionSql(c, p));
     const shown = op.maxDepth === undefined ? "namespace" : `namespace[1:${p.add(Math.max(op.maxDepth, 0))}::int]`;
     const r = await this.pool.query<{ ns: string[] }>(
-      `SELECT DISTINCT ${shown} AS ns FROM store_items WHERE ${where.join(" AND ")} ORDER BY ns LIMIT ${p.add(limit)} OFFSET ${p.add(offset)}`, p.values);
+      `SELECT DISTINCT ${shown} AS ns FROM store_items WHERE ${where.join(" AND ")} ORDER BY ns LIMIT ${p.add(limit)} OFFSET ${p.add(offset)}`,
+      p.values,
+    );
     return r.rows.map((row) => row.ns);
   }
 }
 
 /** Scores of the records by their best vector's cosine similarity to `q`, best first; unindexed records last, without a score. */
 function scoredBy(q: number[], rows: readonly { record: StoreItemRecord; vectors: number[][] | null }[]): Scored[] {
-  const scored = rows.map(({ record, vectors }): Scored => (vectors && vectors.length ? { ...record, score: Math.max(...vectors.map((v) => cosine(q, v))) } : { ...record }));
+  const scored = rows.map(({ record, vectors }): Scored =>
+    vectors && vectors.length ? { ...record, score: Math.max(...vectors.map((v) => cosine(q, v))) } : { ...record },
+  );
   return scored.sort((a, b) => (b.score ?? -Infinity) - (a.score ?? -Infinity));
 }
 

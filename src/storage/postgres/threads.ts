@@ -57,15 +57,26 @@ const DELETE_THREAD = {
 };
 
 export class PostgresThreads implements ThreadsPort {
-  constructor(private readonly pool: pg.Pool, private readonly chains: ThreadWriteChains) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly chains: ThreadWriteChains,
+  ) {}
 
   async get(threadId: string): Promise<ThreadRecord | undefined> {
-    const r = await this.pool.query<{ record: ThreadRecord }>({ name: "troupe_thread_get", text: "SELECT record FROM threads WHERE thread_id = $1", values: [threadId] });
+    const r = await this.pool.query<{ record: ThreadRecord }>({
+      name: "troupe_thread_get",
+      text: "SELECT record FROM threads WHERE thread_id = $1",
+      values: [threadId],
+    });
     return r.rows[0]?.record;
   }
 
   async valuesJson(threadId: string): Promise<string | undefined> {
-    const r = await this.pool.query<{ v: Buffer | null }>({ name: "troupe_thread_values", text: "SELECT values_json AS v FROM threads WHERE thread_id = $1", values: [threadId] });
+    const r = await this.pool.query<{ v: Buffer | null }>({
+      name: "troupe_thread_values",
+      text: "SELECT values_json AS v FROM threads WHERE thread_id = $1",
+      values: [threadId],
+    });
     const v = r.rows[0]?.v;
     return v === null || v === undefined ? undefined : v.toString("utf8");
   }
@@ -87,13 +98,19 @@ export class PostgresThreads implements ThreadsPort {
 
   async setTtl(threadId: string, minutes: number | null): Promise<void> {
     if (minutes === null) await this.pool.query("DELETE FROM thread_ttls WHERE thread_id = $1", [threadId]);
-    else await this.pool.query("INSERT INTO thread_ttls (thread_id, minutes) VALUES ($1, $2) ON CONFLICT (thread_id) DO UPDATE SET minutes = EXCLUDED.minutes", [threadId, minutes]);
+    else
+      await this.pool.query("INSERT INTO thread_ttls (thread_id, minutes) VALUES ($1, $2) ON CONFLICT (thread_id) DO UPDATE SET minutes = EXCLUDED.minutes", [
+        threadId,
+        minutes,
+      ]);
   }
 
   async sweepCandidates(q: { all: boolean; after?: string; limit: number }): Promise<string[]> {
     const table = q.all ? "threads" : "thread_ttls";
-    const r = await this.pool.query<{ thread_id: string }>(
-      `SELECT thread_id FROM ${table} WHERE thread_id > $1 ORDER BY thread_id LIMIT $2`, [q.after ?? "", q.limit]);
+    const r = await this.pool.query<{ thread_id: string }>(`SELECT thread_id FROM ${table} WHERE thread_id > $1 ORDER BY thread_id LIMIT $2`, [
+      q.after ?? "",
+      q.limit,
+    ]);
     return r.rows.map((row) => row.thread_id);
   }
 
@@ -102,7 +119,8 @@ export class PostgresThreads implements ThreadsPort {
       const r = await this.pool.query(
         `INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record, values_json)
          VALUES ($1, $2, $3, $4, $5::jsonb, $6::json, $7) ON CONFLICT (thread_id) DO NOTHING`,
-        [...threadRowValues(record), valuesJson === undefined ? null : bytesParam(valuesJson)]);
+        [...threadRowValues(record), valuesJson === undefined ? null : bytesParam(valuesJson)],
+      );
       return r.rowCount === 1 ? record : "exists";
     });
   }
@@ -110,7 +128,12 @@ export class PostgresThreads implements ThreadsPort {
   save(record: ThreadRecord, valuesJson?: string): Promise<void> {
     return this.chains.issue(record.thread_id, async () => {
       if (valuesJson === undefined) await this.pool.query({ name: "troupe_thread_save", text: upsertThreadSql(1), values: threadRowValues(record) });
-      else await this.pool.query({ name: "troupe_thread_save_values", text: upsertThreadSql(1, true), values: [...threadRowValues(record), bytesParam(valuesJson)] });
+      else
+        await this.pool.query({
+          name: "troupe_thread_save_values",
+          text: upsertThreadSql(1, true),
+          values: [...threadRowValues(record), bytesParam(valuesJson)],
+        });
     });
   }
 
@@ -118,7 +141,12 @@ export class PostgresThreads implements ThreadsPort {
   delete(threadId: string, webhook?: { runId: string; delivery: WebhookDeliveryRecord }): Promise<void> {
     return this.chains.issue(threadId, async () => {
       if (webhook === undefined) await this.pool.query({ ...DELETE_THREAD, values: [threadId] });
-      else await this.pool.query(`WITH w AS (${enqueueSql("$1", "$2", ["$3", "$4", "$5"])}), ${DELETE_THREAD.text.slice("WITH ".length)}`, [threadId, webhook.runId, ...deliveryValues(webhook.delivery)]);
+      else
+        await this.pool.query(`WITH w AS (${enqueueSql("$1", "$2", ["$3", "$4", "$5"])}), ${DELETE_THREAD.text.slice("WITH ".length)}`, [
+          threadId,
+          webhook.runId,
+          ...deliveryValues(webhook.delivery),
+        ]);
     });
   }
 }

@@ -44,17 +44,24 @@ export class PostgresWebhooks implements WebhooksPort {
   /** every waiting delivery and when its next attempt is due, in (thread_id, run_id) order */
   async pending(): Promise<{ key: RunKey; nextAttemptAt: string }[]> {
     const r = await this.pool.query<{ thread_id: string; run_id: string; next_attempt_at: string }>(
-      "SELECT thread_id, run_id, next_attempt_at FROM webhook_outbox ORDER BY thread_id, run_id");
+      "SELECT thread_id, run_id, next_attempt_at FROM webhook_outbox ORDER BY thread_id, run_id",
+    );
     return r.rows.map((row) => ({ key: { threadId: row.thread_id, runId: row.run_id }, nextAttemptAt: row.next_attempt_at }));
   }
 
   async get(key: RunKey): Promise<WebhookDeliveryRecord | undefined> {
-    const r = await this.pool.query<DeliveryRow>("SELECT record, values_json FROM webhook_outbox WHERE thread_id = $1 AND run_id = $2", [key.threadId, key.runId]);
+    const r = await this.pool.query<DeliveryRow>("SELECT record, values_json FROM webhook_outbox WHERE thread_id = $1 AND run_id = $2", [
+      key.threadId,
+      key.runId,
+    ]);
     return r.rows[0] === undefined ? undefined : toDelivery(r.rows[0]);
   }
 
   async outcome(key: RunKey): Promise<WebhookOutcomeRecord | undefined> {
-    const r = await this.pool.query<{ record: WebhookOutcomeRecord }>("SELECT record FROM webhook_outcomes WHERE thread_id = $1 AND run_id = $2", [key.threadId, key.runId]);
+    const r = await this.pool.query<{ record: WebhookOutcomeRecord }>("SELECT record FROM webhook_outcomes WHERE thread_id = $1 AND run_id = $2", [
+      key.threadId,
+      key.runId,
+    ]);
     return r.rows[0]?.record;
   }
 
@@ -70,6 +77,7 @@ export class PostgresWebhooks implements WebhooksPort {
        INSERT INTO webhook_outcomes (thread_id, run_id, record)
        SELECT $1, $2, $3::json WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = $2 AND thread_id = $1)
        ON CONFLICT (thread_id, run_id) DO UPDATE SET record = EXCLUDED.record`,
-      [key.threadId, key.runId, jsonText(outcome)]);
+      [key.threadId, key.runId, jsonText(outcome)],
+    );
   }
 }
