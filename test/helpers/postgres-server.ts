@@ -89,7 +89,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
   };
 }
 
-async function startServer(dir: string, port: number, log: string): Promise<Started> {
+/**
+ * initdb + postgres in `dir` on 127.0.0.1:`port` (as the dedicated user when we are root).
+ * `durable`: keep PostgreSQL's default fsync/synchronous_commit (the bench's local server,
+ * bench/local-postgres.ts); tests turn them off.
+ */
+export async function startServer(dir: string, port: number, log: string, durable = false): Promise<Started> {
   const bin = await binaries();
   const owner = serverOwner(bin);
   const data = join(dir, "data");
@@ -117,12 +122,7 @@ async function startServer(dir: string, port: number, log: string): Promise<Star
       "listen_addresses=127.0.0.1",
       "-c",
       `unix_socket_directories=${dir}`,
-      "-c",
-      "fsync=off",
-      "-c",
-      "full_page_writes=off",
-      "-c",
-      "synchronous_commit=off",
+      ...(durable ? [] : ["-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off"]),
       "-c",
       "max_connections=300",
       "-c",
@@ -136,7 +136,7 @@ async function startServer(dir: string, port: number, log: string): Promise<Star
   return { proc, dir };
 }
 
-async function stopServer(proc: ChildProcess): Promise<void> {
+export async function stopServer(proc: ChildProcess): Promise<void> {
   if (proc.exitCode !== null || proc.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
   proc.kill("SIGINT"); // fast shutdown: disconnects clients, no checkpoint wait
@@ -243,7 +243,7 @@ function run(file: string, args: string[], owner: { uid: number; gid: number } |
 }
 
 /** A loopback port nobody listens on right now. */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);
