@@ -28,7 +28,8 @@ test("three processes racing over 150 ticks of 6 crons: each tick fired exactly 
   });
   // all connected before any starts (a slow start under load must not leave one racer alone)
   await waitUntil(() => racers.every((r) => r.lines.includes("ready")), { timeoutMs: 60_000, what: "the racers connected" });
-  for (const r of racers) r.proc.stdin!.end("go\n");
+  const firstDue = Date.now() + 300;
+  for (const r of racers) r.proc.stdin!.end(`go ${firstDue}\n`);
   expect(await Promise.all(racers.map((r) => r.exited))).toEqual([0, 0, 0]);
   const results = racers.map((r) => JSON.parse(r.lines[1]) as { won: string[]; staleWins: number });
   const all = results.flatMap((r) => r.won);
