@@ -6,10 +6,10 @@
 // send: threads:create_run), and another user's task answers "not found".
 import { matchesAuthFilter, type AuthEvent } from "../auth/index.ts";
 import { TroupeError } from "../errors.ts";
-import { empty, json, type AuthInfo, type Reply, type RouteDef } from "../http/types.ts";
+import { empty, json, route, type AuthInfo, type Reply, type RouteDef } from "../http/types.ts";
 import type { AppContext } from "../server/context.ts";
-import { keyString } from "../http/schemas/common.ts";
-import type { AssistantRecord } from "../storage/records.ts";
+import { anyValue, body, keyString } from "../http/schemas/common.ts";
+import type { AssistantRecord, Json } from "../storage/records.ts";
 import { canonicalUuidOf } from "../util/ids.ts";
 import { agentCard, baseUrlOf } from "./a2a/card.ts";
 import { createTaskRun, taskNotFound } from "./a2a/send.ts";
@@ -22,11 +22,13 @@ import { accepts, classify, isRecord, RPC, RpcError, rpcError, rpcResult, toRpcE
 const TAG = "a2a";
 const MAX_HISTORY = 10;
 const HISTORY_SCOPE_HEADER = "langgraph-a2a-history-scope";
+/** an integer within [min, max] (RPC params are any JSON) */
+const intWithin = (v: unknown, min: number, max: number): v is number => typeof v === "number" && Number.isInteger(v) && v >= min && v <= max;
 
 function historyOptions(params: RpcParams, headers: Record<string, string>, defaults: { length?: number; includeArtifacts: boolean }): HistoryOptions {
   const cfg = isRecord(params.configuration) ? params.configuration : {};
   const rawLength = cfg.historyLength ?? params.historyLength;
-  if (rawLength !== undefined && rawLength !== null && (!Number.isInteger(rawLength) || (rawLength as number) < 0 || (rawLength as number) > MAX_HISTORY)) {
+  if (rawLength !== undefined && rawLength !== null && !intWithin(rawLength, 0, MAX_HISTORY)) {
     throw new RpcError(RPC.INVALID_PARAMS, `Invalid params: historyLength must be an integer between 0 and ${MAX_HISTORY}`);
   }
   const scope = cfg.historyScope ?? params.historyScope ?? headers[HISTORY_SCOPE_HEADER] ?? "context";
@@ -109,8 +111,7 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
   const list = async (a: AssistantRecord, d: Dialect, params: RpcParams, headers: Record<string, string>, auth: AuthInfo | undefined) => {
     const hist = historyOptions(params, headers, { length: 0, includeArtifacts: false });
     const pageSize = params.pageSize ?? 50;
-    if (!Number.isInteger(pageSize) || (pageSize as number) < 1 || (pageSize as number) > 100)
-      throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: pageSize must be between 1 and 100");
+    if (!intWithin(pageSize, 1, 100)) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: pageSize must be between 1 and 100");
     const offset = params.pageToken === undefined || params.pageToken === "" ? 0 : Number(params.pageToken);
     if (!Number.isInteger(offset) || offset < 0) throw new RpcError(RPC.INVALID_PARAMS, "Invalid params: invalid pageToken");
     const ctx = canonicalUuidOf(params.contextId);
@@ -126,12 +127,11 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
       if (!wanted || taskState(src) === wanted) found.push(src);
     }
     found.sort((x, y) => (x.run.created_at === y.run.created_at ? (x.run.run_id < y.run.run_id ? 1 : -1) : x.run.created_at < y.run.created_at ? 1 : -1));
-    const size = pageSize as number;
-    const next = offset + size < found.length ? String(offset + size) : "";
+    const next = offset + pageSize < found.length ? String(offset + pageSize) : "";
     return {
-      tasks: await Promise.all(found.slice(offset, offset + size).map(async (s) => buildTask(d, await sources.withValues(s), hist))),
+      tasks: await Promise.all(found.slice(offset, offset + pageSize).map(async (s) => buildTask(d, await sources.withValues(s), hist))),
       nextPageToken: next,
-      pageSize: size,
+      pageSize,
       totalSize: found.length,
     };
   };
@@ -150,7 +150,7 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
     return empty(202);
   };
 
-  const post = async (assistantId: string, body: unknown, headers: Record<string, string>, auth: AuthInfo | undefined): Promise<Reply> => {
+  const post = async (assistantId: string, body: Json, headers: Record<string, string>, auth: AuthInfo | undefined): Promise<Reply> => {
     if (Array.isArray(body)) return json(rpcError(null, { code: RPC.INVALID_REQUEST, message: "Invalid Request: batch requests are not supported" }), 400);
     const env = classify(body);
     if (env.kind === "invalid") return json(rpcError(env.id, env.error), 400);
@@ -200,16 +200,17 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
   };
 
   return [
-    {
+    route({
       method: "POST",
       path: "/a2a/:assistant_id",
       operationId: "a2a_post",
       summary: "A2A JSON-RPC request (v1.0 and v0.3 method names)",
       tag: TAG,
-      body: {},
+      // any JSON: classified by src/api/jsonrpc.ts, which answers a malformed message
+      body: anyValue,
       bodyOptional: true,
       handler: ({ params, body, headers, auth }) => post(params.assistant_id, body, headers, auth),
-    },
+    }),
     {
       method: "GET",
       path: "/a2a/:assistant_id/.well-known/agent-card.json",
@@ -218,18 +219,18 @@ export function a2aRoutes(app: AppContext): RouteDef[] {
       tag: TAG,
       handler: async ({ params, headers, auth }) => json(await card(await assistantFor(params.assistant_id, auth), headers)),
     },
-    {
+    route({
       method: "GET",
       path: "/.well-known/agent-card.json",
       operationId: "a2a_agent_card_by_query",
       summary: "A2A agent card (assistant_id query parameter)",
       tag: TAG,
-      query: { type: "object", properties: { assistant_id: keyString } },
+      query: body({ assistant_id: keyString }),
       handler: async ({ query, headers, auth }) => {
-        const id = (query as { assistant_id?: string }).assistant_id;
+        const id = query.assistant_id;
         if (!id) return json(rpcError(null, { code: RPC.INVALID_PARAMS, message: "Missing required query parameter: assistant_id" }), 400);
         return json(await card(await assistantFor(id, auth), headers));
       },
-    },
+    }),
   ];
 }

@@ -1,46 +1,44 @@
 // Crons (reference §2.8, §8): periodic runs on a schedule. Records live on the HTTP thread;
 // the CronScheduler (src/crons/) fires them. Handlers validate, write, then (re)schedule.
 import { TroupeError, notFound, threadNotFound } from "../errors.ts";
-import { empty, json, type AuthInfo, type RouteDef } from "../http/types.ts";
+import { empty, json, route, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
-import { body, bool, keyString, limit, nullable, object, offset, sortOrder, str, uuid } from "../http/schemas/common.ts";
+import { body, bool, enumOf, keyString, limit, nullable, object, offset, sortOrder, str, text, uuid } from "../http/schemas/common.ts";
 import { pageHeaders, select } from "../http/paging.ts";
-import type { JsonSchema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { CronRecord } from "../storage/records.ts";
-import type { CronFilter } from "../storage/port.ts";
+import type { CronFilter, CronSort } from "../storage/port.ts";
 import { defaultAssistantId, uuid7 } from "../util/ids.ts";
-import { newCronRecord, patchCronRecord, type CronCreate, type CronPatch } from "../crons/cron-record.ts";
-import { PAYLOAD_FIELDS } from "../crons/payload.ts";
+import { newCronRecord, patchCronRecord, type CronCreate } from "../crons/cron-record.ts";
+import { PAYLOAD_FIELDS, type PayloadField } from "../crons/payload.ts";
 import type { CronRunner, CronScheduler } from "../crons/scheduler.ts";
 import { checkSchedule, checkTimezone } from "../crons/schedule.ts";
-import { buildCreateRun, runCreateSchema, type RunCreateBody } from "./run-request.ts";
+import { buildCreateRun, runCreateFields, type RunCreateBody } from "./run-request.ts";
 import { cronSelectSchema } from "./field-select.ts";
 
 const TAG = "crons";
-const SORT_FIELDS = ["cron_id", "assistant_id", "thread_id", "next_run_date", "end_time", "created_at", "updated_at"] as const;
-type SortField = (typeof SORT_FIELDS)[number];
+const SORT_FIELDS = ["cron_id", "assistant_id", "thread_id", "next_run_date", "end_time", "created_at", "updated_at"] as const satisfies readonly CronSort[];
 
-const runProps = runCreateSchema.properties ?? {};
-const payloadProps: Record<string, JsonSchema> = Object.fromEntries(PAYLOAD_FIELDS.map((f) => [f, runProps[f] ?? {}]));
-const cronFields: Record<string, JsonSchema> = {
-  ...payloadProps,
+/** The run fields a cron replays on each tick, as RunCreate has them, in PAYLOAD_FIELDS order. */
+const payloadFields = Object.fromEntries(PAYLOAD_FIELDS.map((f) => [f, runCreateFields[f]])) as Pick<typeof runCreateFields, PayloadField>;
+const cronFields = {
+  ...payloadFields,
   schedule: str,
   timezone: nullable(str),
   metadata: nullable(object),
   enabled: nullable(bool),
-  end_time: nullable({ type: "string", format: "date-time" }),
-  on_run_completed: nullable({ type: "string", enum: ["delete", "keep"] }),
+  end_time: nullable(text({ format: "date-time" })),
+  on_run_completed: nullable(enumOf(["delete", "keep"])),
 };
-const cronCreate = body<Record<string, JsonSchema>, string>({ ...cronFields, assistant_id: keyString }, ["assistant_id", "schedule"]);
-const cronPatch = body(cronFields);
+export const cronCreateSchema = body({ ...cronFields, assistant_id: keyString }, ["assistant_id", "schedule"]);
+export const cronPatchSchema = body(cronFields);
 const filterFields = { assistant_id: nullable(keyString), thread_id: nullable(uuid), metadata: nullable(object) };
 const cronSearch = body({
   ...filterFields,
   enabled: nullable(bool),
   limit: limit(1000, 10),
   offset,
-  sort_by: nullable({ type: "string", enum: [...SORT_FIELDS] }),
+  sort_by: nullable(enumOf(SORT_FIELDS)),
   sort_order: nullable(sortOrder),
   select: cronSelectSchema,
 });
@@ -124,26 +122,26 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
   };
 
   return [
-    {
+    route({
       method: "POST",
       path: "/threads/:thread_id/runs/crons",
       operationId: "create_thread_cron",
       summary: "Create a cron that runs on a thread",
       tag: TAG,
       params: { thread_id: "uuid" },
-      body: cronCreate,
-      handler: async ({ params, body: b, auth }) => json(await create(b as CronCreate, params.thread_id, auth)),
-    },
-    {
+      body: cronCreateSchema,
+      handler: async ({ params, body: b, auth }) => json(await create(b, params.thread_id, auth)),
+    }),
+    route({
       method: "POST",
       path: "/runs/crons",
       operationId: "create_cron",
       summary: "Create a stateless cron (a new thread per run)",
       tag: TAG,
-      body: cronCreate,
-      handler: async ({ body: b, auth }) => json(await create(b as CronCreate, null, auth)),
-    },
-    {
+      body: cronCreateSchema,
+      handler: async ({ body: b, auth }) => json(await create(b, null, auth)),
+    }),
+    route({
       method: "POST",
       path: "/runs/crons/search",
       operationId: "search_crons",
@@ -151,8 +149,7 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
       tag: TAG,
       body: cronSearch,
       bodyOptional: true,
-      handler: async ({ body: b, auth }) => {
-        const q = b as CronFilter & { limit: number; offset: number; sort_by?: SortField | null; sort_order?: "asc" | "desc" | null; select?: string[] | null };
+      handler: async ({ body: q, auth }) => {
         const filter = await authorize(auth, "crons:search", { assistant_id: q.assistant_id, thread_id: q.thread_id, limit: q.limit, offset: q.offset });
         const found = await store.search({
           ...filterOf(q),
@@ -164,8 +161,8 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
         });
         return json(select(found.items, q.select ?? undefined), 200, pageHeaders(found, q.offset));
       },
-    },
-    {
+    }),
+    route({
       method: "POST",
       path: "/runs/crons/count",
       operationId: "count_crons",
@@ -173,23 +170,21 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
       tag: TAG,
       body: body({ ...filterFields, enabled: nullable(bool) }),
       bodyOptional: true,
-      handler: async ({ body: b, auth }) => {
-        const q = b as CronFilter;
+      handler: async ({ body: q, auth }) => {
         const filter = await authorize(auth, "crons:search", { assistant_id: q.assistant_id, thread_id: q.thread_id, limit: 0, offset: 0 });
         return json(await store.count({ ...filterOf(q), auth: filter }));
       },
-    },
-    {
+    }),
+    route({
       method: "PATCH",
       path: "/runs/crons/:cron_id",
       operationId: "update_cron",
       summary: "Update a cron (schedule changes reschedule it)",
       tag: TAG,
       params: { cron_id: "uuid" },
-      body: cronPatch,
+      body: cronPatchSchema,
       bodyOptional: true,
-      handler: async ({ params, body: b, auth }) => {
-        const p = b as CronPatch;
+      handler: async ({ params, body: p, auth }) => {
         const cur = await mustCron(params.cron_id, await authorize(auth, "crons:update", { cron_id: params.cron_id, payload: { ...p }, schedule: p.schedule }));
         if (p.timezone) checkTimezone(p.timezone);
         if (p.schedule !== undefined || p.timezone !== undefined) {
@@ -201,8 +196,8 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
         scheduler.schedule(updated);
         return json(updated);
       },
-    },
-    {
+    }),
+    route({
       method: "DELETE",
       path: "/runs/crons/:cron_id",
       operationId: "delete_cron",
@@ -215,6 +210,6 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
         if (!(await store.remove(params.cron_id))) throw notFound(`Cron with ID ${params.cron_id} not found`);
         return empty(204);
       },
-    },
+    }),
   ];
 }

@@ -4,9 +4,10 @@
 // and those its `assistants:search` filter allows; tools/call is a run like any other
 // (assistants:read, threads:create_run, the auth user in configurable).
 import { isServerDefault, matchesAuthFilter } from "../auth/index.ts";
-import { json, type AuthInfo, type Reply, type RouteDef } from "../http/types.ts";
+import { json, route, type AuthInfo, type Reply, type RouteDef } from "../http/types.ts";
+import { anyValue } from "../http/schemas/common.ts";
 import type { AppContext } from "../server/context.ts";
-import type { AssistantRecord, JsonObject } from "../storage/records.ts";
+import type { AssistantRecord, Json, JsonObject } from "../storage/records.ts";
 import { jsonText } from "../bridge/json-segments.ts";
 import { uuid7 } from "../util/ids.ts";
 import { inputSchemas } from "./graph-input-schema.ts";
@@ -108,7 +109,7 @@ export function mcpRoutes(app: AppContext): RouteDef[] {
     }
   };
 
-  const post = async (body: unknown, headers: Record<string, string>, auth: AuthInfo | undefined): Promise<Reply> => {
+  const post = async (body: Json, headers: Record<string, string>, auth: AuthInfo | undefined): Promise<Reply> => {
     if (!accepts(headers.accept, "application/json", "text/event-stream")) {
       return json({ error: "Not Acceptable: Client must accept application/json or text/event-stream" }, 400);
     }
@@ -124,16 +125,17 @@ export function mcpRoutes(app: AppContext): RouteDef[] {
   };
 
   return [
-    {
+    route({
       method: "POST",
       path: "/mcp",
       operationId: "mcp_post",
       summary: "MCP JSON-RPC request (Streamable HTTP, stateless)",
       tag: TAG,
-      body: {},
+      // one message or a batch: classified by src/api/jsonrpc.ts, which answers a malformed one
+      body: anyValue,
       bodyOptional: true,
       handler: ({ body, headers, auth }) => post(body, headers, auth),
-    },
+    }),
     {
       method: "DELETE",
       path: "/mcp",

@@ -3,85 +3,79 @@
 import { canonicalUuid } from "../util/ids.ts";
 import { noAssistantFor, TroupeError, validationError } from "../errors.ts";
 import type { CreateRunCommand } from "../bridge/messages.ts";
-import { anyValue, body, bool, checkpointSelector, configSchema, keyString, nullable, object, str, strings, uuid } from "../http/schemas/common.ts";
-import type { JsonSchema } from "../http/schema-types.ts";
+import {
+  anyOf,
+  anyValue,
+  arrayOf,
+  body,
+  bool,
+  checkpointSelector,
+  configSchema,
+  enumOf,
+  keyString,
+  nullable,
+  numeric,
+  object,
+  str,
+  strings,
+  uuid,
+} from "../http/schemas/common.ts";
+import type { Accepted, Schema } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import { DEFAULTS } from "../config/defaults.ts";
 import type { ResolvedHeaderFilter } from "../config/types.ts";
 import type { AuthInfo } from "../http/types.ts";
 import { addAuthUserFields } from "../auth/run-access.ts";
-import type { AssistantRecord, Json, JsonObject, MultitaskStrategy, RunnableConfigJson, StreamMode } from "../storage/records.ts";
+import type { AssistantRecord, Json, JsonObject, RunnableConfigJson, StreamMode } from "../storage/records.ts";
 import { validateWebhookUrl } from "../webhooks/url-policy.ts";
 
 /** 10 years: a run's scheduled start must be a valid date (before: 500 "Invalid time value") */
 const MAX_AFTER_SECONDS = 10 * 365 * 24 * 3600;
 
 export const STREAM_MODES: StreamMode[] = ["values", "messages", "messages-tuple", "updates", "events", "tasks", "checkpoints", "debug", "custom", "tools"];
-const streamMode: JsonSchema = { type: "string", enum: STREAM_MODES };
-const interruptNodes: JsonSchema = nullable({ anyOf: [{ type: "string", enum: ["*"] }, strings] });
-const gotoTarget: JsonSchema = { anyOf: [str, { type: "object", properties: { node: str, input: anyValue }, required: ["node"] }] };
+const streamMode = enumOf(STREAM_MODES);
+const interruptNodes = nullable(anyOf(enumOf(["*"]), strings));
+const gotoTarget = anyOf(str, body({ node: str, input: anyValue }, ["node"]));
+/** a `[channel, value]` pair of a command's update */
+const updatePair: Schema<Json[]> = { type: "array", minItems: 2, maxItems: 2 };
+/** Typed as any JSON object: protocol and A2A runs build their commands as such. */
+const runCommand: Schema<JsonObject> = body({
+  resume: anyValue,
+  update: nullable(anyOf(object, arrayOf(updatePair))),
+  goto: nullable(anyOf(gotoTarget, arrayOf(gotoTarget))),
+});
 
-export const runCreateSchema: JsonSchema = body(
-  {
-    assistant_id: keyString,
-    input: anyValue,
-    command: nullable({
-      type: "object",
-      properties: {
-        resume: anyValue,
-        update: nullable({ anyOf: [object, { type: "array", items: { type: "array", minItems: 2, maxItems: 2 } }] }),
-        goto: nullable({ anyOf: [gotoTarget, { type: "array", items: gotoTarget }] }),
-      },
-    }),
-    checkpoint_id: nullable(uuid),
-    checkpoint: nullable(checkpointSelector),
-    config: nullable(configSchema),
-    context: anyValue,
-    metadata: nullable(object),
-    webhook: nullable(str),
-    interrupt_before: interruptNodes,
-    interrupt_after: interruptNodes,
-    multitask_strategy: nullable({ type: "string", enum: ["reject", "interrupt", "rollback", "enqueue"] }),
-    stream_mode: nullable({ anyOf: [streamMode, { type: "array", items: streamMode }] }),
-    stream_subgraphs: nullable(bool),
-    stream_resumable: nullable(bool),
-    on_disconnect: nullable({ type: "string", enum: ["cancel", "continue"] }),
-    after_seconds: nullable({ type: "number", minimum: 0, maximum: MAX_AFTER_SECONDS }),
-    if_not_exists: nullable({ type: "string", enum: ["reject", "create"] }),
-    on_completion: nullable({ type: "string", enum: ["delete", "keep"] }),
-    feedback_keys: nullable(strings),
-    langsmith_tracer: nullable(object),
-    checkpoint_during: nullable(bool),
-    durability: nullable({ type: "string", enum: ["exit", "async", "sync"] }),
-  },
-  ["assistant_id"],
-);
+/** The RunCreate fields (reference §6); crons take theirs from here (src/api/crons.ts). */
+export const runCreateFields = {
+  assistant_id: keyString,
+  input: anyValue,
+  command: nullable(runCommand),
+  checkpoint_id: nullable(uuid),
+  checkpoint: nullable(checkpointSelector),
+  config: nullable(configSchema),
+  context: anyValue,
+  metadata: nullable(object),
+  webhook: nullable(str),
+  interrupt_before: interruptNodes,
+  interrupt_after: interruptNodes,
+  multitask_strategy: nullable(enumOf(["reject", "interrupt", "rollback", "enqueue"])),
+  stream_mode: nullable(anyOf(streamMode, arrayOf(streamMode))),
+  stream_subgraphs: nullable(bool),
+  stream_resumable: nullable(bool),
+  on_disconnect: nullable(enumOf(["cancel", "continue"])),
+  after_seconds: nullable(numeric({ minimum: 0, maximum: MAX_AFTER_SECONDS })),
+  if_not_exists: nullable(enumOf(["reject", "create"])),
+  on_completion: nullable(enumOf(["delete", "keep"])),
+  feedback_keys: nullable(strings),
+  langsmith_tracer: nullable(object),
+  checkpoint_during: nullable(bool),
+  durability: nullable(enumOf(["exit", "async", "sync"])),
+};
 
-export interface RunCreateBody {
-  assistant_id: string;
-  input?: Json;
-  command?: JsonObject | null;
-  checkpoint_id?: string | null;
-  checkpoint?: JsonObject | null;
-  config?: RunnableConfigJson | null;
-  context?: Json;
-  metadata?: JsonObject | null;
-  webhook?: string | null;
-  interrupt_before?: "*" | string[] | null;
-  interrupt_after?: "*" | string[] | null;
-  multitask_strategy?: MultitaskStrategy | null;
-  stream_mode?: StreamMode | StreamMode[] | null;
-  stream_subgraphs?: boolean | null;
-  stream_resumable?: boolean | null;
-  on_disconnect?: "cancel" | "continue" | null;
-  after_seconds?: number | null;
-  if_not_exists?: "reject" | "create" | null;
-  on_completion?: "delete" | "keep" | null;
-  feedback_keys?: string[] | null;
-  langsmith_tracer?: { project_name?: string; example_id?: string } | null;
-  checkpoint_during?: boolean | null;
-  durability?: "exit" | "async" | "sync" | null;
-}
+export const runCreateSchema = body(runCreateFields, ["assistant_id"]);
+
+/** A validated RunCreate body (also what MCP, A2A, protocol commands and cron ticks build). */
+export type RunCreateBody = Accepted<typeof runCreateSchema>;
 
 const patternCache = new Map<string, RegExp>();
 const SECRET_HEADERS: readonly string[] = DEFAULTS.configurableHeaders.secrets;

@@ -5,9 +5,10 @@ import { TroupeError, notFound, threadNotFound, runNotFound } from "../errors.ts
 import { uuid7 } from "../util/ids.ts";
 import type { RunDone, RunEvent } from "../bridge/messages.ts";
 import { isFinal } from "../domain/lifecycle.ts";
-import { empty, json, type AuthInfo, type Reply, type RouteDef, type SseReply } from "../http/types.ts";
+import { empty, json, route, type AuthInfo, type Reply, type RouteDef, type SseReply } from "../http/types.ts";
 import { matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
-import { body, str, uuid } from "../http/schemas/common.ts";
+import { anyValue, arrayOf, body, enumOf, limit, offset, str, uuid, withDefault } from "../http/schemas/common.ts";
+import type { Accepted } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { RunRecord, RunStatus } from "../storage/records.ts";
 import { buildCreateRun, runCreateSchema, type RunCreateBody } from "./run-request.ts";
@@ -19,6 +20,8 @@ import { webhookDeliveryOf } from "../webhooks/outbox.ts";
 import { CreateOrder } from "./create-order.ts";
 
 const TAG = "runs";
+const stopAction = withDefault(enumOf(["interrupt", "rollback"]), "interrupt");
+const joinStreamQuery = body({ cancel_on_disconnect: str, stream_mode: anyValue });
 const truthy = (v: unknown): boolean => typeof v === "string" && ["true", "1", "yes"].includes(v.toLowerCase());
 
 export function runRoutes(app: AppContext): RouteDef[] {
@@ -115,7 +118,7 @@ export function runRoutes(app: AppContext): RouteDef[] {
     threadId: string | null,
     runId: string,
     headers: Record<string, string>,
-    query: Record<string, unknown>,
+    query: Accepted<typeof joinStreamQuery>,
     filter: AuthFilter | undefined,
   ): Promise<Reply> => {
     if (threadId && !matchesAuthFilter(filter, (await mustThread(threadId)).metadata)) {
@@ -148,7 +151,7 @@ export function runRoutes(app: AppContext): RouteDef[] {
   const runParams = { thread_id: "uuid", run_id: "uuid" } as const;
 
   return [
-    {
+    route({
       method: "POST",
       path: "/threads/:thread_id/runs",
       operationId: "create_run",
@@ -157,11 +160,11 @@ export function runRoutes(app: AppContext): RouteDef[] {
       params: threadParams,
       body: runCreateSchema,
       handler: async ({ params, body: b, headers, auth }) => {
-        const run = await create(b as RunCreateBody, headers, params.thread_id, auth);
+        const run = await create(b, headers, params.thread_id, auth);
         return json(wireRun(run), 200, { "content-location": location(run, false) });
       },
-    },
-    {
+    }),
+    route({
       method: "POST",
       path: "/threads/:thread_id/runs/stream",
       operationId: "stream_run",
@@ -171,16 +174,15 @@ export function runRoutes(app: AppContext): RouteDef[] {
       body: runCreateSchema,
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ params, body: b, headers, auth }) => {
-        const rb = b as RunCreateBody;
-        const run = await create(rb, headers, params.thread_id, auth, "stream");
+        const run = await create(b, headers, params.thread_id, auth, "stream");
         return streamReply(run, "start", {
           withIds: true,
-          cancelOnDisconnect: rb.on_disconnect === "cancel",
+          cancelOnDisconnect: b.on_disconnect === "cancel",
           headers: { "content-location": location(run, false) },
         });
       },
-    },
-    {
+    }),
+    route({
       method: "POST",
       path: "/threads/:thread_id/runs/wait",
       operationId: "wait_run",
@@ -189,11 +191,11 @@ export function runRoutes(app: AppContext): RouteDef[] {
       params: threadParams,
       body: runCreateSchema,
       handler: async ({ params, body: b, headers, auth }) => {
-        const run = await create(b as RunCreateBody, headers, params.thread_id, auth, "wait");
+        const run = await create(b, headers, params.thread_id, auth, "wait");
         return waitReply(run, { "content-location": location(run, false) });
       },
-    },
-    {
+    }),
+    route({
       method: "POST",
       path: "/runs",
       operationId: "create_stateless_run",
@@ -201,11 +203,11 @@ export function runRoutes(app: AppContext): RouteDef[] {
       tag: TAG,
       body: runCreateSchema,
       handler: async ({ body: b, headers, auth }) => {
-        const run = await create(b as RunCreateBody, headers, null, auth);
+        const run = await create(b, headers, null, auth);
         return json(wireRun(run), 200, { "content-location": location(run, true) });
       },
-    },
-    {
+    }),
+    route({
       method: "POST",
       path: "/runs/stream",
       operationId: "stream_stateless_run",
@@ -214,16 +216,15 @@ export function runRoutes(app: AppContext): RouteDef[] {
       body: runCreateSchema,
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ body: b, headers, auth }) => {
-        const rb = b as RunCreateBody;
-        const run = await create(rb, headers, null, auth, "stream");
+        const run = await create(b, headers, null, auth, "stream");
         return streamReply(run, "start", {
           withIds: false,
-          cancelOnDisconnect: rb.on_disconnect === "cancel",
+          cancelOnDisconnect: b.on_disconnect === "cancel",
           headers: { "content-location": location(run, true) },
         });
       },
-    },
-    {
+    }),
+    route({
       method: "POST",
       path: "/runs/wait",
       operationId: "wait_stateless_run",
@@ -231,48 +232,44 @@ export function runRoutes(app: AppContext): RouteDef[] {
       tag: TAG,
       body: runCreateSchema,
       handler: async ({ body: b, headers, auth }) => {
-        const run = await create(b as RunCreateBody, headers, null, auth, "wait");
+        const run = await create(b, headers, null, auth, "wait");
         return waitReply(run, { "content-location": location(run, true) });
       },
-    },
-    {
+    }),
+    route({
       method: "POST",
       path: "/runs/batch",
       operationId: "create_stateless_runs_batch",
       summary: "Create several stateless background runs",
       tag: TAG,
-      body: { type: "array", items: runCreateSchema, minItems: 1 },
+      body: arrayOf(runCreateSchema, { minItems: 1 }),
       handler: async ({ body: b, headers, auth }) => {
-        const runs = await Promise.all((b as RunCreateBody[]).map((rb) => create(rb, headers, null, auth)));
+        const runs = await Promise.all(b.map((rb) => create(rb, headers, null, auth)));
         return json(runs.map(wireRun));
       },
-    },
-    {
+    }),
+    route({
       method: "GET",
       path: "/threads/:thread_id/runs",
       operationId: "list_runs",
       summary: "List runs of a thread, oldest first",
       tag: TAG,
       params: threadParams,
-      query: {
-        type: "object",
-        properties: {
-          limit: { type: "integer", minimum: 1, maximum: 10000, default: 10 },
-          offset: { type: "integer", minimum: 0, default: 0 },
-          status: { type: "string", enum: ["pending", "running", "success", "error", "timeout", "interrupted"] },
-          select: runSelectSchema,
-        },
-      },
-      handler: async ({ params, query, auth }) => {
-        const q = query as { limit: number; offset: number; status?: RunStatus; select?: string[] };
+      query: body({
+        limit: limit(10000, 10),
+        offset,
+        status: enumOf(["pending", "running", "success", "error", "timeout", "interrupted"]),
+        select: runSelectSchema,
+      }),
+      handler: async ({ params, query: q, auth }) => {
         const filter = await authorize(auth, "threads:search", { thread_id: params.thread_id, status: q.status, limit: q.limit, offset: q.offset });
         const out: ReturnType<typeof wireRun>[] = [];
         if (!matchesAuthFilter(filter, (await mustThread(params.thread_id)).metadata)) return json(out);
         for (const run of await storage.runs.list(params.thread_id, q)) out.push(wireRun(run));
         return json(select(out, q.select));
       },
-    },
-    {
+    }),
+    route({
       method: "GET",
       path: "/threads/:thread_id/runs/:run_id",
       operationId: "get_run",
@@ -283,8 +280,8 @@ export function runRoutes(app: AppContext): RouteDef[] {
         await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         return json(wireRun(await mustRun(params.thread_id, params.run_id)));
       },
-    },
-    {
+    }),
+    route({
       method: "GET",
       path: "/threads/:thread_id/runs/:run_id/webhook",
       operationId: "get_run_webhook",
@@ -304,8 +301,8 @@ export function runRoutes(app: AppContext): RouteDef[] {
         }
         return json(delivery);
       },
-    },
-    {
+    }),
+    route({
       method: "DELETE",
       path: "/threads/:thread_id/runs/:run_id",
       operationId: "delete_run",
@@ -318,36 +315,31 @@ export function runRoutes(app: AppContext): RouteDef[] {
         hub.drop(params.run_id);
         return empty(204);
       },
-    },
-    {
+    }),
+    route({
       method: "POST",
       path: "/threads/:thread_id/runs/:run_id/cancel",
       operationId: "cancel_run",
       summary: "Cancel a pending or running run",
       tag: TAG,
       params: runParams,
-      query: {
-        type: "object",
-        properties: { wait: { type: "string" }, action: { type: "string", enum: ["interrupt", "rollback"], default: "interrupt" }, reason: str },
-      },
-      handler: async ({ params, query, auth }) => {
-        const q = query as { wait?: string; action: "interrupt" | "rollback" };
+      query: body({ wait: str, action: stopAction, reason: str }),
+      handler: async ({ params, query: q, auth }) => {
         await mustThread(params.thread_id, await authorize(auth, "threads:update", { thread_id: params.thread_id, action: q.action }));
         const wait = truthy(q.wait);
         await pool.request({ type: "run.cancel", threadId: params.thread_id, runId: params.run_id, action: q.action, wait });
         return empty(wait ? 204 : 202);
       },
-    },
-    {
+    }),
+    route({
       method: "POST",
       path: "/runs/cancel",
       operationId: "cancel_runs",
       summary: "Cancel many runs (by thread, ids or status)",
       tag: TAG,
-      body: body({ thread_id: uuid, run_ids: { type: "array", items: uuid }, status: { type: "string", enum: ["pending", "running", "all"] } }),
-      query: { type: "object", properties: { action: { type: "string", enum: ["interrupt", "rollback"], default: "interrupt" } } },
-      handler: async ({ body: b, query, auth }) => {
-        const q = b as { thread_id?: string; run_ids?: string[]; status?: "pending" | "running" | "all" };
+      body: body({ thread_id: uuid, run_ids: arrayOf(uuid), status: enumOf(["pending", "running", "all"]) }),
+      query: body({ action: stopAction }),
+      handler: async ({ body: q, query, auth }) => {
         if (!q.thread_id && !q.run_ids?.length && !q.status) {
           throw new TroupeError("VALIDATION", "Provide thread_id, run_ids or status", {
             issues: [{ loc: ["body"], msg: "Provide thread_id, run_ids or status", type: "value_error" }],
@@ -366,57 +358,51 @@ export function runRoutes(app: AppContext): RouteDef[] {
             if (run && statusOk(run.status)) targets.push({ threadId, runId });
           }
         }
-        const action = (query as { action: "interrupt" | "rollback" }).action;
+        const action = query.action;
         const filter = await authorize(auth, "threads:update", { thread_id: q.thread_id, action });
         const threadsOf = filter ? await Promise.all(targets.map((t) => storage.threads.get(t.threadId))) : [];
         const allowed = filter ? targets.filter((_, i) => matchesAuthFilter(filter, threadsOf[i]?.metadata)) : targets;
         await Promise.all(allowed.map((t) => pool.request({ type: "run.cancel", ...t, action, wait: false }).catch(() => undefined)));
         return empty(204);
       },
-    },
-    {
+    }),
+    route({
       method: "GET",
       path: "/threads/:thread_id/runs/:run_id/join",
       operationId: "join_run",
       summary: "Wait for a run to finish and return its final state",
       tag: TAG,
       params: runParams,
-      query: { type: "object", properties: { cancel_on_disconnect: str } },
+      query: body({ cancel_on_disconnect: str }),
       handler: async ({ params, auth }) => {
         await mustThread(params.thread_id, await authorize(auth, "threads:read", { thread_id: params.thread_id }));
         const run = await mustRun(params.thread_id, params.run_id);
         return { kind: "text", status: 200, contentType: "application/json", body: await joinOutput(run) };
       },
-    },
-    {
+    }),
+    route({
       method: "GET",
       path: "/threads/:thread_id/runs/:run_id/stream",
       operationId: "join_run_stream",
       summary: "Stream a run's events (Last-Event-ID resumes)",
       tag: TAG,
       params: runParams,
-      query: { type: "object", properties: { cancel_on_disconnect: str, stream_mode: {} } },
+      query: joinStreamQuery,
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ params, headers, query, auth }) =>
-        joinStream(
-          params.thread_id,
-          params.run_id,
-          headers,
-          query as Record<string, unknown>,
-          await authorize(auth, "threads:read", { thread_id: params.thread_id }),
-        ),
-    },
-    {
+        joinStream(params.thread_id, params.run_id, headers, query, await authorize(auth, "threads:read", { thread_id: params.thread_id })),
+    }),
+    route({
       method: "GET",
       path: "/runs/:run_id/stream",
       operationId: "join_stateless_run_stream",
       summary: "Stream a stateless run's events",
       tag: TAG,
       params: { run_id: "uuid" },
-      query: { type: "object", properties: { cancel_on_disconnect: str, stream_mode: {} } },
+      query: joinStreamQuery,
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ params, headers, query, auth }) =>
-        joinStream(null, params.run_id, headers, query as Record<string, unknown>, await authorize(auth, "threads:read", { run_id: params.run_id })),
-    },
+        joinStream(null, params.run_id, headers, query, await authorize(auth, "threads:read", { run_id: params.run_id })),
+    }),
   ];
 }

@@ -1,5 +1,6 @@
 // System routes: health, server info, the API reference (/docs) and its OpenAPI document.
-import { json, type RouteDef } from "../http/types.ts";
+import { json, route, type RouteDef } from "../http/types.ts";
+import { body, text } from "../http/schemas/common.ts";
 import { buildOpenApi, renderDocsHtml } from "../http/openapi.ts";
 import type { AppContext } from "../server/context.ts";
 import { TroupeError } from "../errors.ts";
@@ -26,21 +27,20 @@ export function systemRoutes(app: AppContext, allRoutes: () => readonly RouteDef
           nodes_alive: app.node.aliveNodes(),
         }),
     },
-    {
+    route({
       method: "GET",
       path: "/metrics",
       operationId: "metrics",
       summary: "Server metrics (Prometheus text format, or JSON with ?format=json)",
       tag: "system",
-      query: { type: "object", properties: { format: { type: "string", description: "prometheus (default) or json; anything else is prometheus" } } },
+      query: body({ format: text({ description: "prometheus (default) or json; anything else is prometheus" }) }),
       response: { status: 200, contentType: "text/plain", description: "Prometheus text exposition format 0.0.4" },
-      handler: async (ctx) => {
+      handler: async ({ query }) => {
         if (!app.metrics) throw new TroupeError("NOT_FOUND", "Not Found: GET /metrics");
-        const format = ctx.query.format === "json" ? "json" : "prometheus";
-        const m = await app.metrics.render(format);
+        const m = await app.metrics.render(query.format === "json" ? "json" : "prometheus");
         return { kind: "text", status: 200, contentType: m.contentType, body: m.body };
       },
-    },
+    }),
     { method: "GET", path: "/openapi.json", operationId: "openapi", summary: "OpenAPI document", tag: "system", handler: () => json(openapi()) },
     {
       method: "GET",

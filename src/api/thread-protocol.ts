@@ -62,7 +62,7 @@ export function threadProtocolRoutes(app: AppContext): RouteDef[] {
       tag: TAG,
       params: { thread_id: "uuid" },
       body: commandSchema,
-      handler: async ({ params, body, headers, auth }) => json(await commands.execute(body as ProtocolCommand, { threadId: params.thread_id, headers, auth })),
+      handler: async ({ params, body, headers, auth }) => json(await commands.execute(body, { threadId: params.thread_id, headers, auth })),
     }),
     route({
       method: "POST",

@@ -1,7 +1,7 @@
 // Schema fragments shared by every endpoint group. Each route's body/query schema is built
 // from these once at startup; ajv compiles them and the OpenAPI document reuses them.
 import type { Json, JsonObject, RunnableConfigJson } from "../../util/json.ts";
-import type { Defaulted, JsonSchema, ObjectOf, Schema } from "../schema-types.ts";
+import type { Accepted, Defaulted, JsonSchema, ObjectOf, Schema } from "../schema-types.ts";
 
 export const anyValue: Schema<Json> = {};
 
@@ -55,6 +55,8 @@ export function body<P extends Record<string, JsonSchema>, R extends keyof P & s
 export const text = (extra: JsonSchema = {}): Schema<string> => ({ type: "string", ...extra });
 /** An integer, with more keywords (bounds, description). */
 export const integer = (extra: JsonSchema = {}): Schema<number> => ({ type: "integer", ...extra });
+/** A number, with more keywords (bounds, description). */
+export const numeric = (extra: JsonSchema = {}): Schema<number> => ({ type: "number", ...extra });
 /** A schema whose value ajv fills in when absent: the property is always present after validation. */
 export const withDefault = <T>(s: Schema<T>, value: NoInfer<T>): Defaulted<T> => ({ ...s, default: value });
 
@@ -66,4 +68,9 @@ export function enumOf<const V extends readonly string[]>(values: V): Schema<V[n
 /** An array of what `items` accepts. */
 export function arrayOf<T>(items: Schema<T>, extra: JsonSchema = {}): Schema<T[]> {
   return { type: "array", items, ...extra };
+}
+
+/** A value at least one of these schemas accepts. */
+export function anyOf<S extends readonly Schema<unknown>[]>(...schemas: S): Schema<Accepted<S[number]>> {
+  return { anyOf: [...schemas] };
 }
