@@ -60,6 +60,14 @@ export const badRequest = (message: string) => new TroupeError("BAD_REQUEST", me
 export const threadNotFound = (threadId: string) => notFound(`Thread with ID ${threadId} not found`);
 export const assistantNotFound = () => notFound("Assistant not found");
 export const runNotFound = () => notFound("Run not found");
+export const cronNotFound = (cronId: string) => notFound(`Cron with ID ${cronId} not found`);
+export const checkpointNotFound = (checkpointId: string, threadId: string) => notFound(`Checkpoint ${checkpointId} not found on thread ${threadId}`);
+/** No graph registered under that id; `registered` lists the ids there are. */
+export const graphNotFound = (graphId: string, registered?: Iterable<string>) =>
+  new TroupeError("GRAPH_NOT_FOUND", `Graph "${graphId}" not found${registered ? `. Registered graphs: ${[...registered].join(", ")}` : ""}`);
+/** An assistant whose graph this server does not have (its config changed since the assistant was made). */
+export const graphNotRegistered = (graphId: string, assistantId: string) =>
+  notFound(`Graph "${graphId}" of assistant ${assistantId} is not registered on this server`);
 /** A run naming an assistant (or graph) id that resolves to none. */
 export const noAssistantFor = (assistantId: string) =>
   notFound(`No assistant found for "${assistantId}". Make sure the assistant ID is for a valid assistant or a valid graph ID.`);

@@ -4,6 +4,7 @@
 // absolute-form targets, chunk extensions, too many headers, unknown methods, async pipelining) the
 // tests pin down what happens, as README "HTTP: versions and limits" documents. If one of those
 // starts failing after a uWebSockets.js upgrade, the upgrade fixed it: update the README.
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { finalStatus, firstBody, rawExchange } from "./helpers/raw-http.ts";
@@ -53,6 +54,16 @@ describe("answered by Troupe", () => {
     expect(finalStatus(r.text)).toBe(405);
     expect(r.text).toMatch(/allow: GET/i);
     expect(jsonOf(r.text)).toEqual({ detail: "Method TRACE not allowed on /ok" });
+  });
+
+  it("HEAD on a WebSocket route with Upgrade → the head of the 426 a plain GET gets (Upgrade header, JSON length)", async () => {
+    const target = `/threads/${randomUUID()}/stream/events`;
+    const r = await rawExchange(server.url, `HEAD ${target} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n\r\n`, { until: /\r\n\r\n/ });
+    expect(finalStatus(r.text)).toBe(426);
+    expect(r.text).toMatch(/^upgrade: websocket\r$/im);
+    expect(r.text).toMatch(/^content-type: application\/json\r$/im);
+    const refusal = JSON.stringify({ detail: "This endpoint needs a WebSocket upgrade request" });
+    expect(r.text).toMatch(new RegExp(`^content-length: ${Buffer.byteLength(refusal)}\r$`, "im"));
   });
 
   it("pipelined requests whose replies are ready at once are all answered, in order", async () => {

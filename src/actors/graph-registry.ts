@@ -7,7 +7,7 @@ import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import * as ourLangGraph from "@langchain/langgraph";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import { TroupeError } from "../errors.ts";
+import { TroupeError, graphNotFound } from "../errors.ts";
 import { importUserModule } from "../loader/user-modules.ts";
 import type { GraphSpecLite } from "../bridge/messages.ts";
 
@@ -131,7 +131,7 @@ export class GraphRegistry {
     let p = this.loaded.get(graphId);
     if (!p) {
       const spec = this.specs.get(graphId);
-      if (!spec) return Promise.reject(new TroupeError("GRAPH_NOT_FOUND", `Graph "${graphId}" not found`));
+      if (!spec) return Promise.reject(graphNotFound(graphId));
       p = loadGraph(spec);
       this.loaded.set(graphId, p);
       p.catch(() => this.loaded.delete(graphId));

@@ -1,7 +1,7 @@
 // One actor per thread: it owns the thread's mailbox (commands run one at a time), its queue of
 // pending runs and the run in flight. It is the only writer of its thread's records, so status
 // changes never race. Runs execute here, inside an actor worker, never on the HTTP thread.
-import { TroupeError, notFound, threadNotFound, runNotFound } from "../errors.ts";
+import { TroupeError, checkpointNotFound, notFound, threadNotFound, runNotFound } from "../errors.ts";
 import type { JsonObject, RunRecord, ThreadRecord, ThreadStatus, WebhookDeliveryRecord } from "../storage/records.ts";
 import { nowIso } from "../storage/records.ts";
 import { executeRun, type EmitFn, type RunOutcome } from "./run-executor.ts";
@@ -293,7 +293,7 @@ export class ThreadActor {
     if (typeof from.checkpoint_id === "string") {
       const ns = typeof from.checkpoint_ns === "string" ? from.checkpoint_ns : "";
       if (!(await this.ctx.saver.hasCheckpoint(this.threadId, ns, from.checkpoint_id))) {
-        throw notFound(`Checkpoint ${from.checkpoint_id} not found on thread ${this.threadId}`);
+        throw checkpointNotFound(from.checkpoint_id, this.threadId);
       }
     }
     const inflight = !!this.current || this.queue.length > 0;

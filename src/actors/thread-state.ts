@@ -1,6 +1,6 @@
 // Thread-state operations that need the graph (state, history, update, supersteps) and the
 // ThreadState wire shape (reference §2.4). Run inside the actor that owns the thread.
-import { TroupeError } from "../errors.ts";
+import { checkpointNotFound } from "../errors.ts";
 import type { Json, JsonObject, ThreadRecord } from "../storage/records.ts";
 import type { CompiledGraphLike, StateSnapshotLike } from "./graph-registry.ts";
 import type { CheckpointSelector } from "../bridge/messages.ts";
@@ -92,7 +92,7 @@ export async function readState(graph: CompiledGraphLike, thread: ThreadRecord, 
   // LangGraph answers a checkpoint it does not have with an empty snapshot of the config it was
   // given (no metadata, no creation time), not with an error
   if (sel?.checkpoint_id && (!snap.config?.configurable?.checkpoint_id || (snap.metadata === undefined && !snap.createdAt))) {
-    throw new TroupeError("NOT_FOUND", `Checkpoint ${sel.checkpoint_id} not found on thread ${thread.thread_id}`);
+    throw checkpointNotFound(sel.checkpoint_id, thread.thread_id);
   }
   return formatState(snap, subgraphs);
 }

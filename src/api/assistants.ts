@@ -1,6 +1,6 @@
 // Assistants: configured instances of a graph (reference §4). Records live on the HTTP thread;
 // graph-introspection routes are answered by an actor worker, where graphs are loaded.
-import { conflict, TroupeError, assistantNotFound } from "../errors.ts";
+import { conflict, assistantNotFound, graphNotFound, graphNotRegistered } from "../errors.ts";
 import { json, route, type AuthInfo, type RouteDef } from "../http/types.ts";
 import type { Schema } from "../http/schema-types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent } from "../auth/index.ts";
@@ -68,7 +68,7 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
   const searchFilter = (auth: AuthInfo | undefined, q: AssistantFilter & { limit?: number; offset?: number }) =>
     app.auth?.authorize(auth, "assistants:search", { graph_id: q.graph_id, metadata: q.metadata, limit: q.limit ?? 0, offset: q.offset ?? 0 });
   const drawGraph = async (a: AssistantRecord, xray: boolean | number) => {
-    if (!app.graphIds.has(a.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${a.graph_id}" of assistant ${a.assistant_id} is not registered`);
+    if (!app.graphIds.has(a.graph_id)) throw graphNotRegistered(a.graph_id, a.assistant_id);
     return app.pool.request({ type: "graph.describe", assistant: a, what: "graph", xray, recurse: false });
   };
 
@@ -82,8 +82,7 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
       body: assistantCreate,
       handler: async ({ body: b, auth }) => {
         const c: AssistantCreate = { ...b };
-        if (!app.graphIds.has(c.graph_id))
-          throw new TroupeError("NOT_FOUND", `Graph "${c.graph_id}" not found. Registered graphs: ${[...app.graphIds].join(", ")}`);
+        if (!app.graphIds.has(c.graph_id)) throw graphNotFound(c.graph_id, app.graphIds);
         c.assistant_id = c.assistant_id ? canonicalUuid(c.assistant_id) : uuid7();
         const created = {
           assistant_id: c.assistant_id,
@@ -147,7 +146,7 @@ export function assistantRoutes(app: AppContext): RouteDef[] {
       bodyOptional: true,
       handler: async ({ params, body: b, auth }) => {
         const p = b;
-        if (p.graph_id !== undefined && !app.graphIds.has(p.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${p.graph_id}" not found`);
+        if (p.graph_id !== undefined && !app.graphIds.has(p.graph_id)) throw graphNotFound(p.graph_id);
         const update = { graph_id: p.graph_id, config: p.config, metadata: p.metadata, name: p.name, description: p.description };
         const a = await resolve(auth, "assistants:update", params.assistant_id, update);
         return json(await store.patch(a.assistant_id, { ...p, metadata: update.metadata === undefined ? undefined : asMetadata(update.metadata) }));

@@ -1,6 +1,6 @@
 // Crons (reference §2.8, §8): periodic runs on a schedule. Records live on the HTTP thread;
 // the CronScheduler (src/crons/) fires them. Handlers validate, write, then (re)schedule.
-import { TroupeError, notFound, threadNotFound } from "../errors.ts";
+import { TroupeError, cronNotFound, threadNotFound } from "../errors.ts";
 import { empty, json, route, type AuthInfo, type RouteDef } from "../http/types.ts";
 import { asMetadata, matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
 import { body, bool, enumOf, keyString, limit, nullable, object, offset, sortOrder, str, text, uuid } from "../http/schemas/common.ts";
@@ -79,7 +79,7 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
   /** The cron, or 404 when it is missing or the auth filter hides it. */
   const mustCron = async (id: string, filter?: AuthFilter): Promise<CronRecord> => {
     const c = await store.get(id);
-    if (!c || !matchesAuthFilter(filter, c.metadata)) throw notFound(`Cron with ID ${id} not found`);
+    if (!c || !matchesAuthFilter(filter, c.metadata)) throw cronNotFound(id);
     return c;
   };
   const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
@@ -192,7 +192,7 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
         }
         await checkRunnable(patchCronRecord(cur, p));
         const updated = await store.update(params.cron_id, (cur) => patchCronRecord(cur, p));
-        if (!updated) throw notFound(`Cron with ID ${params.cron_id} not found`);
+        if (!updated) throw cronNotFound(params.cron_id);
         scheduler.schedule(updated);
         return json(updated);
       },
@@ -207,7 +207,7 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
       handler: async ({ params, auth }) => {
         await mustCron(params.cron_id, await authorize(auth, "crons:delete", { cron_id: params.cron_id }));
         scheduler.unschedule(params.cron_id);
-        if (!(await store.remove(params.cron_id))) throw notFound(`Cron with ID ${params.cron_id} not found`);
+        if (!(await store.remove(params.cron_id))) throw cronNotFound(params.cron_id);
         return empty(204);
       },
     }),

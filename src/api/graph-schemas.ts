@@ -3,7 +3,7 @@
 // schemas (zod, StateSchema) when it has any; otherwise the ones its TypeScript types give (static
 // extraction, src/schemas/: what Annotation graphs get upstream); and for a kind neither gives,
 // what its state channels say (names, messages lists). Null only when nothing can say.
-import { TroupeError } from "../errors.ts";
+import { graphNotRegistered } from "../errors.ts";
 import type { DescribedSchemas, GraphSchemas } from "../bridge/messages.ts";
 import type { KindSchemas, StaticGraphSchemas } from "../schemas/messages.ts";
 import type { AppContext } from "../server/context.ts";
@@ -20,7 +20,7 @@ export interface SchemasReply extends GraphSchemas {
 export type StaticMode = "wait" | "known";
 
 function assertRegistered(app: AppContext, a: AssistantRecord): void {
-  if (!app.graphIds.has(a.graph_id)) throw new TroupeError("NOT_FOUND", `Graph "${a.graph_id}" of assistant ${a.assistant_id} is not registered`);
+  if (!app.graphIds.has(a.graph_id)) throw graphNotRegistered(a.graph_id, a.assistant_id);
 }
 
 export async function graphSchemas(app: AppContext, a: AssistantRecord, mode: StaticMode = "wait"): Promise<SchemasReply> {

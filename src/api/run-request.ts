@@ -1,7 +1,7 @@
 // Turns a RunCreate body plus request headers into the actor's CreateRunCommand: defaults
 // (enqueue, values), checkpoint and header fields folded into config, webhook policy checks.
 import { canonicalUuid } from "../util/ids.ts";
-import { noAssistantFor, TroupeError, validationError } from "../errors.ts";
+import { graphNotRegistered, noAssistantFor, TroupeError, validationError } from "../errors.ts";
 import type { CreateRunCommand } from "../bridge/messages.ts";
 import {
   anyOf,
@@ -144,8 +144,7 @@ export async function buildCreateRun(
 ): Promise<CreateRunCommand> {
   const assistant = await runAssistant(app, b.assistant_id);
   const resumable = b.stream_resumable ?? false;
-  if (!app.graphIds.has(assistant.graph_id))
-    throw new TroupeError("NOT_FOUND", `Graph "${assistant.graph_id}" of assistant ${assistant.assistant_id} is not registered on this server`);
+  if (!app.graphIds.has(assistant.graph_id)) throw graphNotRegistered(assistant.graph_id, assistant.assistant_id);
   if (b.webhook) {
     const reason = validateWebhookUrl(b.webhook, app.webhookPolicy);
     if (reason) throw validationError([{ loc: ["body", "webhook"], msg: reason, type: "value_error" }]);

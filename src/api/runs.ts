@@ -1,7 +1,7 @@
 // Thread runs and stateless runs (reference §6, §7): create (background, stream, wait), join,
 // join-stream, cancel, list, get, delete, batch. Execution happens in actor workers; this file
 // only turns HTTP into actor commands and run-hub subscriptions.
-import { TroupeError, notFound, threadNotFound, runNotFound } from "../errors.ts";
+import { notFound, threadNotFound, runNotFound, validationError } from "../errors.ts";
 import { uuid7 } from "../util/ids.ts";
 import type { RunDone, RunEvent } from "../bridge/messages.ts";
 import { isFinal } from "../domain/lifecycle.ts";
@@ -341,9 +341,7 @@ export function runRoutes(app: AppContext): RouteDef[] {
       query: body({ action: stopAction }),
       handler: async ({ body: q, query, auth }) => {
         if (!q.thread_id && !q.run_ids?.length && !q.status) {
-          throw new TroupeError("VALIDATION", "Provide thread_id, run_ids or status", {
-            issues: [{ loc: ["body"], msg: "Provide thread_id, run_ids or status", type: "value_error" }],
-          });
+          throw validationError([{ loc: ["body"], msg: "Provide thread_id, run_ids or status", type: "value_error" }]);
         }
         const targets: { threadId: string; runId: string }[] = [];
         const statusOk = (s: RunStatus) => (q.status === undefined || q.status === "all" ? s === "pending" || s === "running" : s === q.status);

@@ -11,6 +11,7 @@ import type { AppContext } from "../server/context.ts";
 import { checkParams, ProtocolCommandError, ThreadCommands, type ProtocolCommand, type ProtocolResponse } from "./thread-protocol/commands.ts";
 import { commandSchema, eventStreamRequestSchema } from "./thread-protocol/schemas.ts";
 import { compileBody } from "../http/validation.ts";
+import { upgradeRequired } from "../http/errors.ts";
 import { sseFrame } from "../http/sse-frames.ts";
 
 const TAG = "threads";
@@ -87,9 +88,7 @@ export function threadProtocolRoutes(app: AppContext): RouteDef[] {
       params: { thread_id: "uuid" },
       handler: async ({ params, headers, auth }) => {
         if (headers.upgrade?.toLowerCase() !== "websocket") {
-          return json({ detail: "GET /threads/{thread_id}/stream/events is a WebSocket endpoint: send an upgrade request, or POST a filter for SSE" }, 426, {
-            upgrade: "websocket",
-          });
+          throw upgradeRequired("GET /threads/{thread_id}/stream/events is a WebSocket endpoint: send an upgrade request, or POST a filter for SSE");
         }
         await mustReadThread(params.thread_id, auth, true);
         return webSocketReply(params.thread_id, headers, auth);

@@ -37,9 +37,12 @@ export function errorReply(err: unknown): JsonReply {
   return { kind: "json", status: 500, body: { detail: "Internal Server Error" } };
 }
 
-/** What a plain (non-upgrade) request to a WebSocket route gets. */
-export const upgradeRequiredReply = (): JsonReply =>
-  errorReply(new TroupeError("UPGRADE_REQUIRED", "This endpoint needs a WebSocket upgrade request", { headers: { upgrade: "websocket" } }));
+/** A plain (non-upgrade) request to a WebSocket route. */
+export const upgradeRequired = (detail = "This endpoint needs a WebSocket upgrade request") =>
+  new TroupeError("UPGRADE_REQUIRED", detail, { headers: { upgrade: "websocket" } });
+
+/** What a plain request to a WebSocket route gets. */
+export const upgradeRequiredReply = (): JsonReply => errorReply(upgradeRequired());
 
 export const STATUS_TEXT: Record<number, string> = {
   200: "200 OK",

@@ -277,8 +277,7 @@ function writeHeadReply(res: HttpResponse, state: ResState, reply: Reply): void 
       reply.cancel();
       break;
     case "websocket":
-      status = 426;
-      break;
+      return writeHeadReply(res, state, upgradeRequiredReply());
   }
   res.cork(() => {
     writeHead(res, status, contentType, reply.headers);
