@@ -13,3 +13,7 @@ export const RUNTIME_DEFAULTS = {
   /** how long a draining server lets running runs finish (SIGTERM, rollover) */
   shutdownGraceMs: 10_000,
 } as const;
+
+/** The host to dial a server bound to `bindHost` at, as a URL writes it (every interface: loopback; IPv6 in brackets). */
+export const urlHostOf = (bindHost: string): string =>
+  bindHost === RUNTIME_DEFAULTS.serveHost ? RUNTIME_DEFAULTS.loopbackHost : bindHost.includes(":") ? `[${bindHost}]` : bindHost;

@@ -16,7 +16,7 @@ import { DeploymentStore } from "./deployments/store.ts";
 import type { DeploymentRecord } from "./deployments/types.ts";
 import { controlPlaneRoutes } from "./routes.ts";
 import { openControlPlaneStorage, type ControlPlaneStorage } from "./storage.ts";
-import { RUNTIME_DEFAULTS } from "../config/runtime-defaults.ts";
+import { RUNTIME_DEFAULTS, urlHostOf } from "../config/runtime-defaults.ts";
 import { componentLog } from "../log/logger.ts";
 
 export type Region = "us" | "eu";
@@ -91,7 +91,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const region = opts.region ?? "us";
   const log = opts.log ?? ((m: string) => componentLog("control-plane").info(m));
   const dep = opts.deployments ?? {};
-  const depHost = dep.host ?? "127.0.0.1";
+  const depHost = dep.host ?? RUNTIME_DEFAULTS.loopbackHost;
   const storage = openControlPlaneStorage(dataDir);
   const store = new DeploymentStore(storage);
   const serverRateLimit = dep.rateLimit ?? region;
@@ -101,7 +101,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const deployer = new Deployer(store, {
     dataDir,
     host: depHost,
-    urlHost: depHost === "0.0.0.0" ? "127.0.0.1" : depHost.includes(":") ? `[${depHost}]` : depHost,
+    urlHost: urlHostOf(depHost),
     imageVersion: troupeVersion(),
     buildTimeoutMs: dep.buildTimeoutMs ?? 120_000,
     serverArgs: (d) => [
@@ -172,7 +172,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
 
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${host.includes(":") ? `[${host}]` : host}:${server.port}`,
+    url: `http://${urlHostOf(host)}:${server.port}`,
     port: server.port,
     host,
     storage,

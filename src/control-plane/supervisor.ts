@@ -7,6 +7,7 @@ import { createWriteStream, readFileSync, type WriteStream } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { OutputTail } from "./output-tail.ts";
 import { componentLog } from "../log/logger.ts";
+import { urlHostOf } from "../config/runtime-defaults.ts";
 
 export interface ServerSpec {
   /** one server per key (the deployment id) */
@@ -214,7 +215,7 @@ export class Supervisor {
 
   private waitReady(m: Managed, child: ChildProcess): Promise<void> {
     const { host, port } = m.spec;
-    const okUrl = `http://${host === "0.0.0.0" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host}:${port}/ok`;
+    const okUrl = `http://${urlHostOf(host)}:${port}/ok`;
     return new Promise((resolve, reject) => {
       let done = false;
       let seen = "";
