@@ -54,25 +54,19 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(USAGE);
     return;
   }
-  // --- control-plane command (src/control-plane/cli.ts) ---
   if (command === "control-plane") {
     const { runControlPlaneCommand } = await import("./control-plane/cli.ts");
     return runControlPlaneCommand(rest);
   }
-  // --- end control-plane command ---
-  // --- keys command (src/control-plane/auth/cli.ts) ---
   if (command === "keys") {
     const { runKeysCommand } = await import("./control-plane/auth/cli.ts");
     process.exitCode = await runKeysCommand(rest);
     return;
   }
-  // --- end keys command ---
-  // --- migrate command (src/storage/migrate/cli.ts) ---
   if (command === "migrate") {
     const { runMigrateCommand } = await import("./storage/migrate/cli.ts");
     return runMigrateCommand(rest);
   }
-  // --- end migrate command ---
   if (command !== "dev" && command !== "serve") {
     process.stderr.write(`Unknown command "${command}".\n\n${USAGE}`);
     process.exit(2);

@@ -1,7 +1,7 @@
 // Worker side of run outputs (the /wait and /join body: a run's final values, its interrupt or its
 // error). On a long thread the output is the whole history, hundreds of KB: posting it to the HTTP
-// thread copied it twice (~0.1 ms of the busy worker per run) and the HTTP thread then held it for
-// late joins, where those ArrayBuffers drove its full GCs (8 over enqueue-1000). Most background
+// thread copied it twice (CPU of the busy worker on every run) and the HTTP thread then held it for
+// late joins, where those ArrayBuffers drove its full GCs (bench/RESULTS.md, session 14). Most background
 // runs are never joined, so a large output nobody waits for stays here as JSON segments, which
 // share the sealed message-list segments the wire cache holds anyway (json-segments.ts,
 // message-list-json.ts), and is encoded only when a join asks for it (run.output). Small outputs

@@ -1,11 +1,11 @@
 // JSON text carried as segments, then as bytes: a long thread's state JSON is hundreds of KB, and
-// V8 puts every string over 128 KiB in fresh pages of its own (measured ~1 ms per such string on
-// the 2-core VM, against ~20 µs for 100 KiB). The worker therefore never builds a run's final
+// V8 puts every string over 128 KiB in fresh pages of its own, and copying one costs far more than
+// copying a string just under that size. The worker therefore never builds a run's final
 // values as one string: it encodes the segments once into UTF-8 bytes (outside the V8 heap),
 // writes those to LMDB and posts them to the HTTP thread, which sends them as they are (/wait)
 // or decodes them when it needs the text (join, MCP). Bytes rather than the segments themselves:
 // the HTTP thread keeps finished runs' outputs for a while, and strings kept there were copied by
-// every young-generation GC (HTTP-thread scavenges 117 ms vs 640 ms over enqueue-1000).
+// every young-generation GC (the scavenge times are in bench/RESULTS.md).
 
 /** Strings whose concatenation is a JSON text. */
 export type JsonSegments = string[];
