@@ -91,18 +91,21 @@ describe("http.app (custom routes)", () => {
     ws.addEventListener("message", (e) => messages.push(JSON.parse(String(e.data))));
     await new Promise((resolve, reject) => (ws.addEventListener("open", resolve), ws.addEventListener("error", reject)));
     ws.send(JSON.stringify({ id: 1, method: "subscription.subscribe", params: { channels: ["values"] } }));
-    for (let i = 0; i < 100 && !messages.some((m) => m.id === 1); i++) await new Promise((r) => setTimeout(r, 20));
-    expect(messages.find((m) => m.id === 1)).toMatchObject({ type: "success" });
+    expect(await waitUntil(() => messages.find((m) => m.id === 1), { what: "the subscribe reply" })).toMatchObject({ type: "success" });
     ws.close();
   });
 
   it("receives a run's relative webhook in-process (reference §10)", async () => {
     const t = await fx.client.threads.create();
     await fx.client.runs.wait(t.thread_id, "echo", { input: { messages: [{ role: "human", content: "hook" }] }, webhook: "/custom/webhook" });
-    let hooks: { status: string; thread_id: string }[] = [];
-    for (const deadline = Date.now() + 3_000; Date.now() < deadline && hooks.length === 0; await new Promise((r) => setTimeout(r, 100))) {
-      hooks = (await rawRequest(fx.server.url, "/custom/webhooks")).body as typeof hooks;
-    }
+    type Hook = { status: string; thread_id: string };
+    const hooks = await waitUntil(
+      async () => {
+        const got = (await rawRequest(fx.server.url, "/custom/webhooks")).body as Hook[];
+        return got.length > 0 ? got : undefined;
+      },
+      { what: "the relative webhook" },
+    );
     expect(hooks).toEqual([expect.objectContaining({ status: "success", thread_id: t.thread_id })]);
   });
 });

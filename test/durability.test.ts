@@ -128,7 +128,7 @@ describe("crash recovery", () => {
     const thread = c1.threads.stream({ assistantId: "slow" });
     const { run_id } = await thread.run.start({ input: { messages: [{ role: "human", content: "survive" }] }, config: { configurable: { sleep_ms: 1_500 } } });
     if (!run_id) throw new Error("run.start answered no run_id");
-    for (let polls = 0; polls < 50 && (await c1.runs.get(thread.threadId, run_id)).status !== "running"; polls++) await new Promise((r) => setTimeout(r, 50));
+    await until("the run to start", async () => (await c1.runs.get(thread.threadId, run_id)).status === "running");
     await thread.close();
     await first.kill();
 

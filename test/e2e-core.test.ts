@@ -3,6 +3,7 @@
 import { hostname } from "node:os";
 import { describe, expect, it } from "vitest";
 import { human, rawRequest, useServer } from "./helpers/suite.ts";
+import { waitUntil } from "./helpers/wait.ts";
 
 const fx = useServer();
 
@@ -178,7 +179,7 @@ describe("threads", () => {
     const slow = { config: { configurable: { sleep_ms: 2_000 } } };
     const running = await fx.client.runs.create(t.thread_id, "slow", { input: human("one"), ...slow });
     await fx.client.runs.create(t.thread_id, "slow", { input: human("two"), ...slow });
-    for (let i = 0; i < 100 && (await fx.client.runs.get(t.thread_id, running.run_id)).status !== "running"; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil(async () => (await fx.client.runs.get(t.thread_id, running.run_id)).status === "running", { what: "the run to start" });
     await fx.client.threads.delete(t.thread_id);
     await new Promise((r) => setTimeout(r, 300)); // the aborted run finishes after the delete
     const again = await fx.client.threads.create({ threadId: t.thread_id });
@@ -520,14 +521,14 @@ describe("runs", () => {
     expect(values.messages.filter((m) => m.content === "one" || m.content === "two").map((m) => m.content)).toEqual(["one", "one", "two", "two"]);
 
     const r3 = await fx.client.runs.create(t.thread_id, "slow", { input: human("three"), config: { configurable: { sleep_ms: 5000 } } });
-    await new Promise((r) => setTimeout(r, 200));
+    await waitUntil(async () => (await fx.client.runs.get(t.thread_id, r3.run_id)).status === "running", { what: "run three to start" });
     const r4 = await fx.client.runs.create(t.thread_id, "slow", { input: human("four"), multitaskStrategy: "interrupt", ...slow });
     await fx.client.runs.join(t.thread_id, r4.run_id);
     expect((await fx.client.runs.get(t.thread_id, r3.run_id)).status).toBe("interrupted");
     expect((await fx.client.runs.get(t.thread_id, r4.run_id)).status).toBe("success");
 
     const r5 = await fx.client.runs.create(t.thread_id, "slow", { input: human("five"), config: { configurable: { sleep_ms: 5000 } } });
-    await new Promise((r) => setTimeout(r, 150));
+    await waitUntil(async () => (await fx.client.runs.get(t.thread_id, r5.run_id)).status === "running", { what: "run five to start" });
     await fx.client.runs.cancel(t.thread_id, r5.run_id, true);
     expect((await fx.client.runs.get(t.thread_id, r5.run_id)).status).toBe("interrupted");
     expect((await fx.client.threads.get(t.thread_id)).status).toBe("idle");

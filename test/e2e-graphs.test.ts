@@ -10,6 +10,7 @@ import { Command } from "@langchain/langgraph";
 import { RemoteGraph } from "@langchain/langgraph/remote";
 import { startTestServer } from "./helpers/server.ts";
 import { human, useServer } from "./helpers/suite.ts";
+import { waitUntil } from "./helpers/wait.ts";
 import { makeUserProject } from "./fixtures/make-user-project.ts";
 
 const fx = useServer();
@@ -158,7 +159,7 @@ describe("interrupts, history, state", () => {
     await fx.client.runs.wait(t.thread_id, "slow", { input: human("keep"), config: { configurable: { sleep_ms: 10 } } });
     const before = await fx.client.threads.getHistory(t.thread_id, { limit: 100 });
     const run = await fx.client.runs.create(t.thread_id, "slow", { input: human("drop"), config: { configurable: { sleep_ms: 3000 } } });
-    await new Promise((r) => setTimeout(r, 300));
+    await waitUntil(async () => (await fx.client.runs.get(t.thread_id, run.run_id)).status === "running", { what: "the run to start" });
     await fx.client.runs.cancel(t.thread_id, run.run_id, true, "rollback");
     await expect(fx.client.runs.get(t.thread_id, run.run_id)).rejects.toThrow(/HTTP 404/);
     const after = await fx.client.threads.getHistory(t.thread_id, { limit: 100 });

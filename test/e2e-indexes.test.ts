@@ -13,6 +13,7 @@ import { dataFilePath } from "../src/storage/env.ts";
 import type { ThreadRecord, ThreadStatus } from "../src/storage/records.ts";
 import { REPO, TEST_CONFIG, startTestServer } from "./helpers/server.ts";
 import { human, rawRequest, useServer } from "./helpers/suite.ts";
+import { waitUntil } from "./helpers/wait.ts";
 
 const THREADS = 100_000;
 const STATUSES: ThreadStatus[] = ["idle", "busy", "interrupted", "error"];
@@ -123,7 +124,7 @@ describe("run lists by status", () => {
     const slow = { input: human("slow"), config: { configurable: { sleep_ms: 3_000 } } };
     const running = await fx.client.runs.create(t.thread_id, "slow", slow);
     const queued = [await fx.client.runs.create(t.thread_id, "slow", slow), await fx.client.runs.create(t.thread_id, "slow", slow)];
-    for (let i = 0; i < 100 && (await fx.client.runs.get(t.thread_id, running.run_id)).status !== "running"; i++) await new Promise((r) => setTimeout(r, 50));
+    await waitUntil(async () => (await fx.client.runs.get(t.thread_id, running.run_id)).status === "running", { what: "the run to start" });
     expect((await fx.client.runs.list(t.thread_id, { status: "running" })).map((r) => r.run_id)).toEqual([running.run_id]);
     expect((await fx.client.runs.list(t.thread_id, { status: "pending" })).map((r) => r.run_id)).toEqual(queued.map((r) => r.run_id));
     expect((await fx.client.runs.list(t.thread_id, { status: "pending", offset: 1 })).map((r) => r.run_id)).toEqual([queued[1].run_id]);

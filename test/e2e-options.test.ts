@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { Client } from "@langchain/langgraph-sdk";
 import { startTestServer } from "./helpers/server.ts";
 import { human, useServer } from "./helpers/suite.ts";
+import { waitUntil } from "./helpers/wait.ts";
 
 const fx = useServer();
 
@@ -58,12 +59,7 @@ describe("run options", () => {
     const reader = res.body!.getReader();
     await reader.read();
     ac.abort();
-    let status = "";
-    for (let i = 0; i < 50 && status !== "interrupted"; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      status = (await fx.client.runs.get(t.thread_id, runId)).status;
-    }
-    expect(status).toBe("interrupted");
+    await waitUntil(async () => (await fx.client.runs.get(t.thread_id, runId)).status === "interrupted", { what: "the run to be interrupted" });
   });
 
   it("forks from an earlier checkpoint with checkpoint_id", async () => {

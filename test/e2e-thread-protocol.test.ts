@@ -10,6 +10,7 @@ import { matchesSubscription } from "@langchain/langgraph-sdk/client";
 import { ThreadProtocolHub, matchesFilter, type ProtocolFilter, type ProtocolFrame } from "../src/hub/thread-protocol-hub.ts";
 import { ProtocolEventShaper, protocolEventName, type ProtocolEventLike } from "../src/actors/thread-protocol-run.ts";
 import { rawRequest, useServer } from "./helpers/suite.ts";
+import { waitUntil } from "./helpers/wait.ts";
 
 const fx = useServer();
 
@@ -372,10 +373,7 @@ describe("thread-centric protocol over a WebSocket (raw)", () => {
     const messages: any[] = [];
     ws.addEventListener("message", (e) => messages.push(JSON.parse(String(e.data))));
     await new Promise((r, j) => (ws.addEventListener("open", r), ws.addEventListener("error", j)));
-    const reply = async (id: number) => {
-      for (let i = 0; i < 100 && !messages.some((m) => m.id === id && m.type !== "event"); i++) await new Promise((r) => setTimeout(r, 20));
-      return messages.find((m) => m.id === id && m.type !== "event");
-    };
+    const reply = (id: number) => waitUntil(() => messages.find((m) => m.id === id && m.type !== "event"), { what: `the reply to command ${id}` });
     ws.send(JSON.stringify({ id: 1, method: "subscription.subscribe", params: { channels: ["lifecycle"], namespaces: [[]], depth: 0 } }));
     const sub = await reply(1);
     expect(sub).toMatchObject({ type: "success", result: { subscription_id: expect.any(String), replayed_events: 2 } });
@@ -390,13 +388,13 @@ describe("thread-centric protocol over a WebSocket (raw)", () => {
     ws.send(JSON.stringify({ id: 5, method: "subscription.subscribe", params: { channels: ["nope"] } }));
     expect(await reply(5)).toMatchObject({ type: "error", error: "invalid_argument", message: expect.stringContaining("params.channels.0") });
     ws.send(JSON.stringify({ id: -1, method: "state.get" }));
-    for (let i = 0; i < 100 && !messages.some((m) => m.type === "error" && String(m.message).startsWith("command.id")); i++)
-      await new Promise((r) => setTimeout(r, 20));
-    expect(messages.find((m) => m.type === "error" && String(m.message).startsWith("command.id"))).toMatchObject({ id: null, error: "invalid_argument" });
+    const badId = await waitUntil(() => messages.find((m) => m.type === "error" && String(m.message).startsWith("command.id")), { what: "the bad id's error" });
+    expect(badId).toMatchObject({ id: null, error: "invalid_argument" });
     ws.send("not json");
-    for (let i = 0; i < 100 && !messages.some((m) => m.id === null && String(m.message).startsWith("A command")); i++)
-      await new Promise((r) => setTimeout(r, 20));
-    expect(messages.find((m) => m.id === null && String(m.message).startsWith("A command"))).toMatchObject({ type: "error", error: "invalid_argument" });
+    const notJson = await waitUntil(() => messages.find((m) => m.id === null && String(m.message).startsWith("A command")), {
+      what: "the non-JSON frame's error",
+    });
+    expect(notJson).toMatchObject({ type: "error", error: "invalid_argument" });
     ws.close();
     await thread.close();
   });

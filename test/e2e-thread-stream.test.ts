@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
 import { ThreadStreamHub, type ThreadStreamEvent, type ThreadStreamMode } from "../src/hub/thread-stream-hub.ts";
 import { human, rawRequest, useServer } from "./helpers/suite.ts";
+import { waitUntil } from "./helpers/wait.ts";
 
 const fx = useServer();
 
@@ -125,7 +126,7 @@ describe("GET /threads/{t}/stream (joinStream)", () => {
   it("picks up a background run whose events wait in its worker", async () => {
     const t = await fx.client.threads.create();
     const run = await fx.client.runs.create(t.thread_id, "slow", { input: human("held"), config: { configurable: { sleep_ms: 1_000 } }, streamMode: "values" });
-    for (let i = 0; i < 100 && (await fx.client.runs.get(t.thread_id, run.run_id)).status !== "running"; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil(async () => (await fx.client.runs.get(t.thread_id, run.run_id)).status === "running", { what: "the run to start" });
     const s = openStream(t.thread_id, { streamMode: ["run_modes", "lifecycle"] });
     await s.connected;
     const ps = await s.until((p) => p.some((x) => x.event === "run_end"));

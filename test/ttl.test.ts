@@ -90,10 +90,13 @@ describe("thread TTL", () => {
     await client.runs.wait(t.thread_id, "echo", { input: human("one") });
     await client.runs.wait(t.thread_id, "echo", { input: human("two") });
     const latest = await client.threads.getState(t.thread_id);
-    let history = await client.threads.getHistory(t.thread_id, { limit: 100 });
-    for (const deadline = Date.now() + 5_000; history.length > 1 && Date.now() < deadline; await sleep(100)) {
-      history = await client.threads.getHistory(t.thread_id, { limit: 100 });
-    }
+    const history = await waitUntil(
+      async () => {
+        const h = await client.threads.getHistory(t.thread_id, { limit: 100 });
+        return h.length <= 1 ? h : undefined;
+      },
+      { what: "the older checkpoints to be pruned" },
+    );
     expect(history).toHaveLength(1);
     expect(history[0].checkpoint.checkpoint_id).toBe(latest.checkpoint.checkpoint_id);
     expect((await client.threads.get(t.thread_id)).values).toEqual(latest.values);
