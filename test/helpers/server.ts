@@ -81,7 +81,7 @@ export async function startTestServer(opts: StartOptions = {}): Promise<TestServ
   proc.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   proc.stderr!.on("data", (d: Buffer) => (out += d.toString()));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start in 30 s:\n${out}`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`server did not start in 60 s:\n${out}`)), 60_000);
     const onData = () => {
       const m = /troupe listening on (http:\/\/\S+)/.exec(out);
       if (m) {
