@@ -11,8 +11,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@langchain/langgraph-sdk";
 import { Webhook } from "standardwebhooks";
-import { REPO, startTestServer, type StartOptions, type TestServer } from "./helpers/server.ts";
-import { openStorage } from "../src/storage/env.ts";
+import { REPO, openServerStorage, startTestServer, type StartOptions, type TestServer } from "./helpers/server.ts";
+import type { RunRecord } from "../src/storage/records.ts";
 import { waitUntil } from "./helpers/wait.ts";
 
 const servers: TestServer[] = [];
@@ -21,6 +21,18 @@ afterAll(async () => {
   servers[0]?.cleanup();
 });
 
+/** Rewrites a running run's record in a killed server's storage (either backend), as a crash could have left it. */
+async function replaceRunRecord(killed: TestServer, threadId: string, runId: string, change: (record: RunRecord) => RunRecord): Promise<void> {
+  const storage = await openServerStorage(killed);
+  try {
+    const record = await storage.runs.get(threadId, runId);
+    expect(record?.status).toBe("running");
+    await storage.runs.save(change(record!)).committed;
+  } finally {
+    await storage.close();
+  }
+}
+
 describe("crash recovery", () => {
   it("finishes every accepted run after kill -9 and restart", async () => {
     const first = await startTestServer();
@@ -28,14 +40,14 @@ describe("crash recovery", () => {
     const c1 = new Client({ apiUrl: first.url, apiKey: null });
     const threads = (await Promise.all(Array.from({ length: 8 }, () => c1.threads.create({ metadata: { crash: "test" } })))).map((t) => t.thread_id);
     // threads in parallel (so a slow, loaded machine still creates every run well within the first
-    // runs' sleep), the 4 runs of a thread in order
+    // runs' sleep: 1.5 s, as a create on PostgreSQL under load took ~0.5 s), the 4 runs of a thread in order
     const perThread = await Promise.all(
       threads.map(async (threadId, i) => {
         const created: { threadId: string; runId: string }[] = [];
         for (let j = 0; j < 4; j++) {
           const r = await c1.runs.create(threadId, "slow", {
             input: { messages: [{ role: "human", content: `t${i} r${j}` }] },
-            config: { configurable: { sleep_ms: 400 } },
+            config: { configurable: { sleep_ms: 1_500 } },
           });
           created.push({ threadId, runId: r.run_id });
         }
@@ -102,11 +114,7 @@ describe("crash recovery", () => {
       await new Promise((r) => setTimeout(r, 50));
     await first.kill();
     // as if this run had already crashed the server twice more: its next recovery is past the limit
-    const storage = openStorage(first.dataDir);
-    const record = storage.runs.get([run.thread_id, run.run_id])!;
-    expect(record.status).toBe("running");
-    await storage.runs.put([run.thread_id, run.run_id], { ...record, attempt: 3 });
-    await storage.close();
+    await replaceRunRecord(first, run.thread_id, run.run_id, (record) => ({ ...record, attempt: 3 }));
 
     const second = await startTestServer({ dataDir: first.dataDir });
     servers.push(second);
@@ -332,11 +340,7 @@ describe("stops answered 2xx survive a crash", { timeout: 180_000 }, () => {
       await until("the first run is running", async () => (await c1.runs.get(thread_id, doomed.run_id)).status === "running");
       await first.kill();
       // the record a rollback writes with its 200 (multitask) or 202 (cancel), committed just before the kill
-      const storage = openStorage(first.dataDir);
-      const record = storage.runs.get([thread_id, doomed.run_id])!;
-      expect(record.status).toBe("running");
-      await storage.runs.put([thread_id, doomed.run_id], { ...record, cancel_reason: "rollback" });
-      await storage.close();
+      await replaceRunRecord(first, thread_id, doomed.run_id, (record) => ({ ...record, cancel_reason: "rollback" }));
 
       const second = await start();
       const c2 = new Client({ apiUrl: second.url, apiKey: null });

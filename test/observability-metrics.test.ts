@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "@langchain/langgraph-sdk";
@@ -157,9 +158,14 @@ describe("GET /metrics", () => {
   });
 
   it("reports storage size and each thread's event-loop use and heap", async () => {
+    const before = await metrics();
+    // ~2 MB of records that do not compress: the storage's size (LMDB: pages in use; PostgreSQL:
+    // Troupe's tables) grows by about that much
+    for (let i = 0; i < 16; i++) await client.store.putItem(["storage-size"], `blob-${i}`, { blob: randomBytes(96_000).toString("base64") });
     const m = await metrics();
-    expect(m.value("troupe_storage_bytes", { kind: "file" })).toBeGreaterThan(0);
-    expect(m.value("troupe_storage_bytes", { kind: "used" })).toBeGreaterThan(0);
+    const used = m.value("troupe_storage_bytes", { kind: "used" });
+    expect(used - before.value("troupe_storage_bytes", { kind: "used" })).toBeGreaterThan(1_000_000);
+    expect(m.value("troupe_storage_bytes", { kind: "file" })).toBeGreaterThanOrEqual(used);
     for (const thread of ["http", "actor-0", "actor-1"]) {
       expect(m.value("troupe_thread_heap_used_bytes", { thread })).toBeGreaterThan(1_000_000);
       const elu = m.value("troupe_thread_event_loop_utilization", { thread });

@@ -59,6 +59,7 @@ test("a new schema is created and brought to the latest version; a second run ap
     "threads",
     "troupe_migrate_progress",
     "troupe_migrations",
+    "troupe_row_counts",
     "webhook_outbox",
     "webhook_outcomes",
   ]);

@@ -83,17 +83,18 @@ function sampledMetric<L extends string>(m: object, type: "gauge" | "counter", s
 const jsonForm = (m: ReturnType<typeof metricObject>) => ({ ...m, values: forJson(m.values as Value[]) as never[] });
 
 export class ScrapedGauge<L extends string = string> extends Gauge<L> {
-  private readonly read: () => Sample<L>[];
+  /** a promise when the value is asked of another process (PostgreSQL's database size) */
+  private readonly read: () => Sample<L>[] | Promise<Sample<L>[]>;
   private readonly sets: LabelSets;
 
-  constructor(spec: Spec<L>, read: () => Sample<L>[]) {
+  constructor(spec: Spec<L>, read: () => Sample<L>[] | Promise<Sample<L>[]>) {
     super(config(spec));
     this.read = read;
     this.sets = new LabelSets(spec.labelNames ?? [], spec.constLabels);
   }
 
-  getForPromString() {
-    return Promise.resolve(sampledMetric(this, "gauge", this.read(), this.sets));
+  async getForPromString() {
+    return sampledMetric(this, "gauge", await this.read(), this.sets);
   }
 
   override async get() {

@@ -289,13 +289,13 @@ export class ServerMetrics {
     new ScrapedGauge(
       {
         name: "troupe_storage_bytes",
-        help: "LMDB storage: size of the data file, and pages in use up to the highest one written.",
+        help: "Storage size. LMDB: the data file (file) and the pages in use up to the highest one written (used). PostgreSQL: the database (file) and Troupe's tables with their indexes and TOAST (used).",
         labelNames: ["kind"],
         registry,
         constLabels,
       },
-      () => {
-        const usage = src.storage.usage(); // undefined: the file is gone or the storage closed (shutdown): no sample
+      async () => {
+        const usage = await src.storage.usage(); // undefined: the file is gone or the storage closed (shutdown): no sample
         return usage === undefined ? [] : [s({ kind: "file" }, usage.fileBytes), s({ kind: "used" }, usage.usedBytes)];
       },
     );

@@ -335,7 +335,10 @@ export interface WebhooksPort {
   end(key: RunKey, outcome: WebhookOutcomeRecord): Promise<void>;
 }
 
-/** LMDB: the data file's size and the pages in use up to the highest one written. */
+/**
+ * LMDB: the data file's size and the pages in use up to the highest one written. PostgreSQL: the
+ * database's size and Troupe's tables (with their indexes and TOAST).
+ */
 export interface StorageUsage {
   fileBytes: number;
   usedBytes: number;
@@ -353,7 +356,7 @@ export interface StoragePort {
   readonly crons: CronsPort;
   readonly webhooks: WebhooksPort;
   /** how much space the records take, for /metrics (undefined when the store cannot tell, or is closed) */
-  usage(): StorageUsage | undefined;
+  usage(): Promise<StorageUsage | undefined>;
   /** after a load burst: gives back memory the storage keeps mapped (LMDB: the data file's resident pages) */
   releaseMemory(): void;
   /**

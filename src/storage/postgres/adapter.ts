@@ -1,6 +1,6 @@
 // The storage port on PostgreSQL: every family on one connection pool and one schema, migrated at
 // open. Writes of one thread (records and checkpoints) share the per-thread write chains.
-import type { StoragePort } from "../port.ts";
+import type { StoragePort, StorageUsage } from "../port.ts";
 import { PostgresAssistants } from "./assistants.ts";
 import { PostgresCrons } from "./crons.ts";
 import { migrate } from "./migrations.ts";
@@ -53,10 +53,29 @@ export function postgresStorage(db: PostgresDb): PostgresStorage {
     },
     crons: new PostgresCrons(db.pool),
     webhooks: new PostgresWebhooks(db.pool),
-    // the database's size is the server's to report (pg_database_size), not this process's memory map
-    usage: () => undefined,
+    usage: () => databaseUsage(db),
     releaseMemory: () => undefined,
     refreshReads: () => undefined,
     close: () => db.close(),
   };
 }
+
+/**
+ * /metrics' storage size: the database's (pg_database_size: every file of it, other schemas too)
+ * and our schema's tables with their indexes and TOAST. Read from the catalog: no table is scanned.
+ */
+async function databaseUsage(db: PostgresDb): Promise<StorageUsage | undefined> {
+  try {
+    const { rows } = await db.pool.query<{ file: string; used: string }>({ ...DATABASE_USAGE, values: [db.schema] });
+    return { fileBytes: Number(rows[0].file), usedBytes: Number(rows[0].used) };
+  } catch {
+    return undefined; // the pool is closed (shutdown) or the server unreachable: no sample
+  }
+}
+
+const DATABASE_USAGE = {
+  name: "troupe_database_usage",
+  text: `SELECT pg_database_size(current_database()) AS file,
+    (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c
+      WHERE c.relnamespace = to_regnamespace($1) AND c.relkind IN ('r', 'm', 'p')) AS used`,
+};

@@ -7,6 +7,7 @@ import { assistantVersionOf, type AssistantRecord, type AssistantVersionRecord, 
 import { authFilterSql, metadataFilterSql, Params } from "./filter-sql.ts";
 import { jsonbText, jsonText } from "./json-columns.ts";
 import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
+import { isInt4, storableText } from "./text-keys.ts";
 import { transaction } from "./transaction.ts";
 
 export const ASSISTANT_SEARCH: SearchSql<AssistantSort> = {
@@ -44,9 +45,10 @@ const UPDATE = `UPDATE assistants SET graph_id = $2, name = $3, name_lower = $4,
 
 export function filterSql(f: AssistantFilter, p: Params): string {
   const parts: string[] = [];
-  if (f.graph_id) parts.push(`graph_id = ${p.add(f.graph_id)}`);
+  // text with a NUL was never stored: such a filter matches nothing
+  if (f.graph_id) parts.push(storableText(f.graph_id) ? `graph_id = ${p.add(f.graph_id)}` : "FALSE");
   const name = f.name?.toLowerCase();
-  if (name) parts.push(`strpos(name_lower, ${p.add(name)}) > 0`);
+  if (name) parts.push(storableText(name) ? `strpos(name_lower, ${p.add(name)}) > 0` : "FALSE");
   if (f.metadata) parts.push(metadataFilterSql("metadata", f.metadata, p));
   if (f.auth) parts.push(authFilterSql("metadata", f.auth, p));
   return parts.length === 0 ? "TRUE" : parts.join(" AND ");
@@ -56,6 +58,7 @@ export class PostgresAssistants implements AssistantsPort {
   constructor(private readonly pool: pg.Pool) {}
 
   async get(assistantId: string): Promise<AssistantRecord | undefined> {
+    if (!storableText(assistantId)) return undefined;
     const r = await this.pool.query<{ record: AssistantRecord }>({
       name: "troupe_assistant_get",
       text: "SELECT record FROM assistants WHERE assistant_id = $1",
@@ -71,6 +74,7 @@ export class PostgresAssistants implements AssistantsPort {
   }
 
   async patch(assistantId: string, change: Partial<AssistantWrite>, now: string): Promise<AssistantRecord | undefined> {
+    if (!storableText(assistantId)) return undefined;
     return transaction(this.pool, async (c) => {
       const a = await lockedRecord(c, assistantId);
       if (a === undefined) return undefined;
@@ -97,9 +101,11 @@ export class PostgresAssistants implements AssistantsPort {
   }
 
   async setLatest(assistantId: string, version: number, now: string): Promise<AssistantRecord | "no-version" | undefined> {
+    if (!storableText(assistantId)) return undefined;
     return transaction(this.pool, async (c) => {
       const a = await lockedRecord(c, assistantId);
       if (a === undefined) return undefined;
+      if (!isInt4(version)) return "no-version" as const;
       const found = await c.query<{ record: AssistantVersionRecord }>("SELECT record FROM assistant_versions WHERE assistant_id = $1 AND version = $2", [
         assistantId,
         version,
@@ -113,6 +119,7 @@ export class PostgresAssistants implements AssistantsPort {
   }
 
   async delete(assistantId: string): Promise<boolean> {
+    if (!storableText(assistantId)) return false;
     const r = await this.pool.query("WITH v AS (DELETE FROM assistant_versions WHERE assistant_id = $1) DELETE FROM assistants WHERE assistant_id = $1", [
       assistantId,
     ]);
@@ -120,6 +127,7 @@ export class PostgresAssistants implements AssistantsPort {
   }
 
   async versions(assistantId: string, q: { metadata?: JsonObject; offset: number; limit: number }): Promise<AssistantVersionRecord[]> {
+    if (!storableText(assistantId)) return [];
     const p = new Params();
     const where = [`assistant_id = ${p.add(assistantId)}`];
     if (q.metadata) where.push(metadataFilterSql("metadata", q.metadata, p));

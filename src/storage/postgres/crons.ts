@@ -8,6 +8,7 @@ import { authFilterSql, metadataFilterSql, Params } from "./filter-sql.ts";
 import { jsonbText, jsonText } from "./json-columns.ts";
 import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
 import { transaction } from "./transaction.ts";
+import { storableText } from "./text-keys.ts";
 
 export const CRON_SEARCH: SearchSql<CronSort> = {
   table: "crons",
@@ -46,8 +47,9 @@ ON CONFLICT (cron_id) DO UPDATE SET assistant_id = EXCLUDED.assistant_id, thread
 
 export function filterSql(f: CronFilter, p: Params): string {
   const parts: string[] = [];
-  if (f.assistant_id != null) parts.push(`assistant_id = ${p.add(f.assistant_id)}`);
-  if (f.thread_id != null) parts.push(`thread_id = ${p.add(f.thread_id)}`);
+  // text with a NUL was never stored: such a filter matches nothing
+  if (f.assistant_id != null) parts.push(storableText(f.assistant_id) ? `assistant_id = ${p.add(f.assistant_id)}` : "FALSE");
+  if (f.thread_id != null) parts.push(storableText(f.thread_id) ? `thread_id = ${p.add(f.thread_id)}` : "FALSE");
   if (f.enabled != null) parts.push(`enabled = ${p.add(f.enabled)}`);
   if (f.metadata != null) parts.push(metadataFilterSql("metadata", f.metadata, p));
   if (f.auth) parts.push(authFilterSql("metadata", f.auth, p));

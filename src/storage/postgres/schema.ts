@@ -1,5 +1,6 @@
 // The versioned schema: each migration is applied once, in order, by migrate() (migrations.ts).
 // A released migration is never edited: changes go into a new one with the next version.
+import { ROW_COUNTS } from "./schema-counts.ts";
 import { RECORD_TABLES } from "./schema-records.ts";
 /*
  * Checkpoint tables (version 1). Names follow the LangGraph ecosystem's (checkpoints,
@@ -89,4 +90,5 @@ CREATE INDEX checkpoint_writes_run ON checkpoint_writes (thread_id, run_id) WHER
   RECORD_TABLES,
   // cluster mode (src/cluster/schema.ts): self-contained
   { version: 3, ...CLUSTER_MIGRATION },
+  { version: 4, ...ROW_COUNTS },
 ];

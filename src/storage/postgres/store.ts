@@ -24,6 +24,7 @@ import { nowIso } from "../records.ts";
 import { cosine, StoreIndex } from "../store-index.ts";
 import { Params, storeFilterSql } from "./filter-sql.ts";
 import { jsonbText, jsonText } from "./json-columns.ts";
+import { storableText } from "./text-keys.ts";
 
 interface ItemRow {
   namespace: string[];
@@ -48,6 +49,7 @@ export function toItem(r: StoreItemRecord): Item {
 /** Namespaces that start with `prefix`: an index range (the exact test is the slice). */
 function prefixSql(prefix: readonly string[], p: Params): string {
   if (prefix.length === 0) return "TRUE";
+  if (!prefix.every(storableText)) return "FALSE"; // no stored namespace holds a NUL
   const lo = p.add([...prefix]);
   const hi = p.add([...prefix.slice(0, -1), prefix[prefix.length - 1] + LAST]);
   return `namespace >= ${lo}::text[] AND namespace < ${hi}::text[] AND namespace[1:${prefix.length}] = ${lo}::text[]`;
@@ -130,6 +132,7 @@ export class PostgresStore extends BaseStore implements ItemStore {
 
   /** The item unless absent or expired. */
   async item(namespace: readonly string[], key: string): Promise<StoreItemRecord | null> {
+    if (!storableKey(namespace, key)) return null;
     const r = await this.pool.query<ItemRow>({
       name: "troupe_store_get",
       text: `SELECT ${COLUMNS} FROM store_items WHERE namespace = $1::text[] AND key = $2 AND (expires_at IS NULL OR expires_at > $3)`,
@@ -145,7 +148,7 @@ export class PostgresStore extends BaseStore implements ItemStore {
     const minutes = ttlMinutes === undefined ? this.ttl.defaultTtlMinutes : ttlMinutes;
     const expiresAt = minutes === null ? null : Date.parse(now) + minutes * 60_000;
     const vectors = await (this.index?.embedPuts(ops) ?? new Map<PutOperation, number[][]>());
-    const dels = ops.filter((op) => op.value === null);
+    const dels = ops.filter((op) => op.value === null && storableKey(op.namespace, op.key)); // others were never stored
     const ups = ops.filter((op) => op.value !== null);
     await this.pool.query(WRITE, [
       dels.map((op) => JSON.stringify(op.namespace)),
@@ -278,3 +281,6 @@ function checkNamespace(namespace: readonly string[]): void {
     }
   }
 }
+
+/** whether an item with this key can be stored (text without NUL): lookups and deletes of others find nothing */
+const storableKey = (namespace: readonly string[], key: string): boolean => storableText(key) && namespace.every(storableText);

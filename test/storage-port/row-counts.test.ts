@@ -1,0 +1,185 @@
+// The row counts the Postgres adapter keeps for unfiltered totals (schema-counts.ts): exact after
+// every kind of write the port makes (creates, upserts, conditional inserts that insert nothing,
+// deletes, bulk and concurrent writes, TRUNCATE, a migration onto existing rows), and read without
+// touching the counted table, so an unfiltered count or search total costs the same at any size.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { filterSql as threadFilter, THREAD_SEARCH } from "../../src/storage/postgres/threads.ts";
+import { Params } from "../../src/storage/postgres/filter-sql.ts";
+import { migrate } from "../../src/storage/postgres/migrations.ts";
+import { openPostgres } from "../../src/storage/postgres/pool.ts";
+import { openPostgresStorage, type PostgresStorage } from "../../src/storage/postgres/adapter.ts";
+import { MIGRATIONS } from "../../src/storage/postgres/schema.ts";
+import { COUNTED_TABLES } from "../../src/storage/postgres/schema-counts.ts";
+import { countStatement, searchStatement } from "../../src/storage/postgres/search-sql.ts";
+import type { AssistantRecord, CronRecord, RunRecord, ThreadRecord } from "../../src/storage/records.ts";
+import { usePostgresDatabase } from "../helpers/postgres.ts";
+
+const T0 = "2026-01-01T00:00:00.000Z";
+const thread = (id: string): ThreadRecord => ({ thread_id: id, created_at: T0, updated_at: T0, metadata: {}, status: "idle", config: {} });
+const assistant = (id: string): AssistantRecord => ({
+  assistant_id: id,
+  version: 1,
+  config: {},
+  context: {},
+  created_at: T0,
+  updated_at: T0,
+  graph_id: "g",
+  metadata: {},
+  name: id,
+  description: null,
+});
+const cron = (id: string): CronRecord => ({
+  cron_id: id,
+  assistant_id: "a-0",
+  thread_id: null,
+  on_run_completed: null,
+  end_time: null,
+  schedule: "* * * * *",
+  timezone: null,
+  created_at: T0,
+  updated_at: T0,
+  payload: {},
+  user_id: null,
+  next_run_date: T0,
+  metadata: {},
+  enabled: true,
+});
+
+const database = usePostgresDatabase();
+let storage: PostgresStorage;
+
+beforeAll(async () => {
+  storage = await openPostgresStorage({ uri: database.uri, schema: "counts", maxConnections: 8 });
+});
+afterAll(async () => {
+  await storage?.close();
+});
+
+/** what the port answers without a filter, next to the table's real row count */
+async function totals(table: (typeof COUNTED_TABLES)[number]) {
+  const port = { threads: storage.threads, assistants: storage.assistants, crons: storage.crons }[table];
+  const real = await storage.db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
+  const page = await port.search({ offset: 0, limit: 1, sortBy: "created_at", order: "desc" } as never);
+  return { count: await port.count({}), total: page.total, real: real.rows[0].n };
+}
+
+const expectExact = async (table: (typeof COUNTED_TABLES)[number], n: number) => expect(await totals(table)).toEqual({ count: n, total: n, real: n });
+
+describe("row counts stay exact", () => {
+  it("threads: creates (also concurrent, and one that finds the id taken), upserts, deletes", async () => {
+    await expectExact("threads", 0);
+    // concurrent creates on the pool's connections (each connection adds to its own slot)
+    await Promise.all(Array.from({ length: 200 }, (_, i) => storage.threads.create(thread(`t-${i}`))));
+    await expectExact("threads", 200);
+    expect(await storage.threads.create(thread("t-0"))).toBe("exists");
+    // saves upsert: an existing thread is updated (not counted), a new one inserted
+    await storage.threads.save({ ...thread("t-1"), status: "busy" });
+    await storage.threads.save(thread("t-new"), "{}");
+    await expectExact("threads", 201);
+    // a run's create writes its thread's record too
+    const run: RunRecord = {
+      run_id: "r-1",
+      thread_id: "t-run",
+      assistant_id: "a",
+      metadata: {},
+      status: "pending",
+      kwargs: { input: null, config: {}, stream_mode: ["values"], temporary: false, subgraphs: false, resumable: false },
+      multitask_strategy: "reject",
+      created_at: T0,
+      updated_at: T0,
+      graph_id: "g",
+      attempt: 0,
+    };
+    await storage.runs.create({ run, thread: thread("t-run"), prev: undefined }).committed;
+    await expectExact("threads", 202);
+    await Promise.all(Array.from({ length: 50 }, (_, i) => storage.threads.delete(`t-${i}`)));
+    await storage.threads.delete("no-such-thread");
+    await expectExact("threads", 152);
+  });
+
+  it("assistants: create, create of a taken id, ensureDefaults, patch, delete", async () => {
+    for (let i = 0; i < 10; i++) expect(await storage.assistants.create(assistant(`a-${i}`))).not.toBe("exists");
+    expect(await storage.assistants.create(assistant("a-0"))).toBe("exists");
+    await storage.assistants.ensureDefaults([assistant("a-1"), assistant("a-default")]);
+    await expectExact("assistants", 11);
+    await storage.assistants.delete("a-3");
+    await expectExact("assistants", 10);
+  });
+
+  it("crons: put (an upsert), update, remove", async () => {
+    for (let i = 0; i < 5; i++) await storage.crons.put(cron(`c-${i}`));
+    await storage.crons.put({ ...cron("c-0"), enabled: false });
+    await storage.crons.update("c-1", (c) => ({ ...c, enabled: false }));
+    await expectExact("crons", 5);
+    await storage.crons.remove("c-4");
+    await expectExact("crons", 4);
+  });
+
+  it("bulk statements and TRUNCATE", async () => {
+    await storage.db.pool.query(`INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record)
+      SELECT 'bulk-' || i, 'idle', '${T0}', '${T0}', '{}', '{}' FROM generate_series(1, 1000) i`);
+    await expectExact("threads", 1152);
+    await storage.db.pool.query("DELETE FROM threads WHERE thread_id LIKE 'bulk-%' AND thread_id < 'bulk-5'");
+    await expectExact("threads", 1152 - 445); // bulk-1..4, 10..49, 100..499 and 1000 sort before bulk-5: 4 + 40 + 400 + 1
+    await storage.db.pool.query("TRUNCATE threads");
+    await expectExact("threads", 0);
+    await storage.threads.create(thread("after-truncate"));
+    await expectExact("threads", 1);
+  });
+
+  it("a rolled-back write counts nothing", async () => {
+    const c = await storage.db.pool.connect();
+    try {
+      await c.query("BEGIN");
+      await c.query(
+        `INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record) VALUES ('rolled', 'idle', '${T0}', '${T0}', '{}', '{}')`,
+      );
+      await c.query("ROLLBACK");
+    } finally {
+      c.release();
+    }
+    await expectExact("threads", 1);
+  });
+});
+
+describe("migration onto existing rows", () => {
+  it("counts the rows already there once", async () => {
+    const db = openPostgres({ uri: database.uri, schema: "before_counts", maxConnections: 2 });
+    try {
+      const before = MIGRATIONS.filter((m) => m.name !== "row counts");
+      await migrate(db, before);
+      await db.pool.query(`INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record)
+        SELECT 't' || i, 'idle', '${T0}', '${T0}', '{}', '{}' FROM generate_series(1, 37) i`);
+      await migrate(db);
+      const r = await db.pool.query(countStatement("threads", "TRUE", []));
+      expect(r.rows[0].n).toBe(37);
+      await db.pool.query(
+        `INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record) VALUES ('t38', 'idle', '${T0}', '${T0}', '{}', '{}')`,
+      );
+      expect((await db.pool.query(countStatement("threads", "TRUE", []))).rows[0].n).toBe(38);
+    } finally {
+      await db.close();
+    }
+  });
+});
+
+describe("an unfiltered total reads no row of the counted table", () => {
+  interface PlanNode {
+    "Node Type": string;
+    "Relation Name"?: string;
+    Plans?: PlanNode[];
+  }
+  const relations = (n: PlanNode): string[] => [...(n["Relation Name"] ? [n["Relation Name"]] : []), ...(n.Plans ?? []).flatMap(relations)];
+  const planOf = async (s: { text: string; values: unknown[] }) =>
+    (await storage.db.pool.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${s.text}`, s.values)).rows[0]["QUERY PLAN"][0].Plan;
+
+  it("count() and a search's total: only the counters (a filtered count still counts its matches)", async () => {
+    for (const table of COUNTED_TABLES) expect(relations(await planOf(countStatement(table, "TRUE", [])))).toEqual(["troupe_row_counts"]);
+    const p = new Params();
+    const search = searchStatement(THREAD_SEARCH, threadFilter({}, p), p, { offset: 0, limit: 10, sortBy: "created_at", order: "desc" });
+    // the page walks threads (up to offset + limit rows); the total reads the counters
+    expect(relations(await planOf(search)).sort()).toEqual(["threads", "troupe_row_counts"]);
+    const f = new Params();
+    expect(relations(await planOf(countStatement("threads", threadFilter({ status: "busy" }, f), f.values)))).toEqual(["threads"]);
+  });
+});
