@@ -4,6 +4,7 @@
 import type { Storage } from "../env.ts";
 import type { ThreadRecord, WebhookDeliveryRecord } from "../records.ts";
 import { countThreads, putThread, removeThread, searchThreads } from "../indexes/threads.ts";
+import { writable } from "../indexes/index-db.ts";
 import type { Page, PageSpec, ThreadFilter, ThreadSort, ThreadsPort } from "../port.ts";
 
 export class LmdbThreads implements ThreadsPort {
@@ -40,13 +41,15 @@ export class LmdbThreads implements ThreadsPort {
   }
 
   async create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists"> {
-    const ok = await this.s.root.transaction(() => {
-      if (this.s.threads.doesExist(record.thread_id)) return false;
-      putThread(this.s, record, undefined);
-      if (valuesJson !== undefined) this.s.threadValues.put(record.thread_id, valuesJson);
-      return true;
+    const s = this.s;
+    // a conditional batch, not a transaction: lmdb-js' write thread checks the id and writes the
+    // record and its index entries without calling back into this thread (a transaction runs its
+    // callback here, each put a B-tree write on this thread)
+    const created = await writable(s.threads).ifNoExists(record.thread_id, () => {
+      putThread(s, record, undefined);
+      if (valuesJson !== undefined) s.threadValues.put(record.thread_id, valuesJson);
     });
-    return ok ? record : "exists";
+    return created ? record : "exists";
   }
 
   async save(record: ThreadRecord, valuesJson?: string): Promise<void> {
