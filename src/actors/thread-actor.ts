@@ -151,14 +151,11 @@ export class ThreadActor {
   }
 
   private async createThread(cmd: Extract<ActorCommand, { type: "thread.create" }>): Promise<ThreadRecord> {
-    const existing = await this.ctx.storage.threads.get(this.threadId);
-    if (existing) {
-      if (cmd.ifExists === "do_nothing") return existing;
-      throw new TroupeError("CONFLICT", "Thread already exists");
-    }
     const now = nowIso();
     const thread: ThreadRecord = { thread_id: this.threadId, created_at: now, updated_at: now, metadata: cmd.metadata, status: "idle", config: {} };
     if (cmd.supersteps?.length) {
+      const existing = await this.ctx.storage.threads.get(this.threadId);
+      if (existing) return existingThread(existing, cmd.ifExists);
       const graphId = cmd.metadata.graph_id as string | undefined;
       if (!graphId || !this.ctx.registry.has(graphId)) {
         throw new TroupeError(
@@ -181,8 +178,9 @@ export class ThreadActor {
       await this.ctx.storage.threads.save(thread, toJsonText(snap.values));
       return thread;
     }
+    // the create checks the id in its own commit: no read first
     const created = await this.ctx.storage.threads.create(thread);
-    if (created === "exists") throw new TroupeError("CONFLICT", "Thread already exists"); // (the actor is the thread's only writer)
+    if (created === "exists") return existingThread(await this.getThread(), cmd.ifExists);
     return thread;
   }
 
@@ -789,6 +787,12 @@ export class ThreadActor {
     if (!keepCheckpoints) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, runId);
     return { deleted: true };
   }
+}
+
+/** A thread create that found the thread: `do_nothing` answers it, else 409. */
+function existingThread(existing: ThreadRecord, ifExists: "raise" | "do_nothing"): ThreadRecord {
+  if (ifExists === "do_nothing") return existing;
+  throw new TroupeError("CONFLICT", "Thread already exists");
 }
 
 /** A stateless run whose temporary thread goes with it (on_completion "delete", the default). */

@@ -32,7 +32,10 @@ export function applyMetadataDiff(index: IndexDb, kind: string, prev: JsonObject
   const before = prev ?? {};
   const after = next ?? {};
   for (const k of Object.keys(after)) {
-    const was = Object.hasOwn(before, k) ? indexValue(before[k]) : undefined;
+    const had = Object.hasOwn(before, k);
+    // the same value (a run copies the thread's metadata into a new object): no spelling to compute
+    if (had && before[k] === after[k]) continue;
+    const was = had ? indexValue(before[k]) : undefined;
     const now = indexValue(after[k]);
     if (was === now) continue;
     if (was !== undefined) index.remove([kind, indexName(k), was], dup);
