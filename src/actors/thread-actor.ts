@@ -175,7 +175,7 @@ export class ThreadActor {
       if (!graph.bulkUpdateState) throw new TroupeError("BAD_REQUEST", "This graph's LangGraph version does not support supersteps");
       await asBadRequest(() => graph.bulkUpdateState!(stateConfig(thread), steps));
       const snap = await graph.getState(stateConfig(thread));
-      await this.ctx.storage.threads.save(thread, toJsonText(snap.values));
+      await this.ctx.storage.threads.save(thread, toJsonText(snap.values), undefined);
       return thread;
     }
     // the create checks the id in its own commit: no read first
@@ -187,7 +187,7 @@ export class ThreadActor {
   private async patchThread(metadata: JsonObject): Promise<ThreadRecord> {
     const t = await this.getThread();
     const next: ThreadRecord = { ...t, metadata: { ...t.metadata, ...metadata }, updated_at: nowIso() };
-    await this.ctx.storage.threads.save(next);
+    await this.ctx.storage.threads.save(next, undefined, t);
     return next;
   }
 
@@ -235,7 +235,7 @@ export class ThreadActor {
       config: {},
     };
     await this.ctx.saver.copyThread(this.threadId, newThreadId);
-    await this.ctx.storage.threads.save(copy, await this.ctx.storage.threads.valuesJson(this.threadId));
+    await this.ctx.storage.threads.save(copy, await this.ctx.storage.threads.valuesJson(this.threadId), undefined);
     return copy;
   }
 
@@ -268,7 +268,7 @@ export class ThreadActor {
     const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.update" });
     const cfg = await asBadRequest(() => graph.updateState(stateConfig(t, cmd.checkpoint), cmd.values, cmd.asNode), { inferredNode: cmd.asNode === undefined });
     const snap = await graph.getState(stateConfig(t));
-    await this.ctx.storage.threads.save({ ...t, updated_at: nowIso() }, toJsonText(snap.values));
+    await this.ctx.storage.threads.save({ ...t, updated_at: nowIso() }, toJsonText(snap.values), t);
     const c = (cfg as { configurable?: Record<string, unknown> }).configurable ?? {};
     // `checkpoint` is what RemoteGraph reads; the SDK types the reply as a config (`configurable`)
     const checkpoint = { thread_id: this.threadId, checkpoint_ns: (c.checkpoint_ns as string) ?? "", checkpoint_id: c.checkpoint_id as string };

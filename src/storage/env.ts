@@ -148,10 +148,6 @@ export function openStorage(dataDir: string, opts: StorageOptions = {}): Storage
     // Default: commits reach the OS before we answer (survives kill -9), no fsync per commit
     // (power loss may lose the last commits). --sync-commits turns fsync on.
     noSync: opts.syncCommits !== true,
-    // A write transaction's callback runs in its place among the batches (put/remove/batch) issued
-    // around it, not after all of them (lmdb-js' default): writes issued for one thread commit in
-    // issue order whatever their kind (docs/STORAGE.md, "order").
-    strictAsyncOrder: true,
     compression: false,
     // Big checkpoint blobs are read once per step; kernel read-ahead would map (and count in RSS)
     // neighbouring pages we never touch.

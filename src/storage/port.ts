@@ -138,8 +138,12 @@ export interface ThreadsPort {
   // writes, by the thread's actor
   /** the record, unless one exists ("exists": nothing written) */
   create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists">;
-  /** replaces the record, and the values when given (a state update, supersteps, metadata patch) */
-  save(record: ThreadRecord, valuesJson?: string): Promise<void>;
+  /**
+   * Replaces the record, and the values when given (a state update, supersteps, metadata patch).
+   * `prev`: the record it replaces as the actor last wrote or read it (undefined: none), as for
+   * runs.create (the LMDB adapter diffs the index entries against it without reading).
+   */
+  save(record: ThreadRecord, valuesJson: string | undefined, prev: ThreadRecord | undefined): Promise<void>;
   /**
    * The record, its values, TTL, runs and their indexes and webhook outcomes, in one transaction
    * (checkpoints: CheckpointPort); `webhook`: a stateless run's delivery, enqueued in the same commit.

@@ -89,7 +89,7 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
     return prev;
   };
   const createThread = (t: ThreadRecord, values?: string) => (wrote(t), s.threads.create(t, values));
-  const saveThread = (t: ThreadRecord, values?: string) => (wrote(t), s.threads.save(t, values));
+  const saveThread = (t: ThreadRecord, values?: string) => s.threads.save(t, values, wrote(t));
   const createRun = (r: RunRecord, t: ThreadRecord): Issued => w.runs.create({ run: r, thread: t, prev: wrote(t) });
   const finishRun = (end: { run: RunRecord | { rolledBack: RunKey }; thread: ThreadRecord; valuesJson: Uint8Array | undefined }): Issued =>
     w.runs.finish({ ...end, prev: wrote(end.thread)! });
@@ -197,10 +197,10 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       expect(await s.threads.create(t, '{"n":1}')).toEqual(t);
       expect(await s.threads.create(thread(id), '{"n":2}')).toBe("exists");
       expect(await s.threads.valuesJson(id)).toBe('{"n":1}');
-      await s.threads.save({ ...t, status: "busy", updated_at: at(1) });
+      await s.threads.save({ ...t, status: "busy", updated_at: at(1) }, undefined, t);
       expect(await s.threads.get(id)).toMatchObject({ status: "busy", updated_at: at(1), metadata: { owner: "ann" } });
       expect(await s.threads.valuesJson(id)).toBe('{"n":1}');
-      await s.threads.save({ ...t, updated_at: at(2) }, '{"n":"\\u0000 two"}');
+      await s.threads.save({ ...t, updated_at: at(2) }, '{"n":"\\u0000 two"}', { ...t, status: "busy", updated_at: at(1) });
       expect(await s.threads.valuesJson(id)).toBe('{"n":"\\u0000 two"}');
       const bare = nextId("t");
       await s.threads.create(thread(bare));
@@ -357,7 +357,7 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
 
     it("writes issued for one thread commit in issue order, without awaiting in between", async () => {
       const id = nextId("t");
-      await s.threads.create(thread(id));
+      await createThread(thread(id));
       const r = run(id);
       const saver = (await w.checkpoints.open()).saver();
       // the actor's sequence: create, start, a checkpoint, finish, the next run: nothing awaited
@@ -371,7 +371,7 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       });
       const r2 = run(id);
       const next = createRun(r2, thread(id, { status: "busy", updated_at: at(3) }));
-      const saved = s.threads.save(thread(id, { status: "busy", updated_at: at(4), metadata: { last: true } }));
+      const saved = saveThread(thread(id, { status: "busy", updated_at: at(4), metadata: { last: true } }));
       await Promise.all([created.committed, started.committed, put, finished.committed, next.committed, saved]);
       expect(await s.runs.get(id, r.run_id)).toMatchObject({ status: "success", attempt: 1 });
       expect(await s.runs.get(id, r2.run_id)).toMatchObject({ status: "pending" });
@@ -409,14 +409,14 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
     it("holdWritesUntil: the thread's later writes wait for the barrier, other threads do not", async () => {
       const id = nextId("t");
       const free = nextId("t");
-      await s.threads.create(thread(id));
-      await s.threads.create(thread(free));
+      await createThread(thread(id));
+      await createThread(thread(free));
       const saver = (await w.checkpoints.open()).saver();
       let release!: () => void;
       saver.holdWritesUntil(id, new Promise<void>((resolve) => (release = resolve)));
       let done = false;
       const held = saver.put(cfg(id), checkpoint({ v: 1 }, { v: 1 }), meta(0), { v: 1 }).then(() => (done = true));
-      await s.threads.save(thread(free, { status: "busy" })); // another thread's write goes through
+      await saveThread(thread(free, { status: "busy" })); // another thread's write goes through
       expect(await s.threads.get(free)).toMatchObject({ status: "busy" });
       if (factory.name === "postgres") {
         // (Postgres' put resolves on commit; LMDB's resolves when queued and reads see it, read-your-writes)

@@ -52,10 +52,12 @@ export class LmdbThreads implements ThreadsPort {
     return created ? record : "exists";
   }
 
-  async save(record: ThreadRecord, valuesJson?: string): Promise<void> {
+  async save(record: ThreadRecord, valuesJson: string | undefined, prev: ThreadRecord | undefined): Promise<void> {
     const s = this.s;
-    await s.root.transaction(() => {
-      putThread(s, record, s.threads.get(record.thread_id));
+    // a batch, like the run writes: it commits in issue order with them (a transaction's callback
+    // runs after every queued batch, so a run write issued after it could land first)
+    await s.root.batch(() => {
+      putThread(s, record, prev);
       if (valuesJson !== undefined) s.threadValues.put(record.thread_id, valuesJson);
     });
   }
