@@ -45,6 +45,18 @@ SELECT n AS missing FROM missing`,
 };
 
 /**
+ * PUT_CHECKPOINT inside a batch of writes (write-chains.ts): a missing chunk fails the statement
+ * (and so the batch, which then runs each write alone) instead of answering `missing`.
+ */
+export const PUT_CHECKPOINT_OR_FAIL = {
+  name: "troupe_put_checkpoint_or_fail",
+  text: PUT_CHECKPOINT.text.replace(
+    "SELECT n AS missing FROM missing",
+    "SELECT CASE WHEN n = 0 THEN 0 ELSE ('message chunks missing: ' || n)::int END AS missing FROM missing",
+  ),
+};
+
+/**
  * Pending writes: regular ones (idx >= 0) are first-wins (a retried task must not replace them),
  * special ones (errors, interrupts: idx < 0) overwrite.
  */

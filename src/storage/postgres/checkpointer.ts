@@ -41,6 +41,7 @@ import {
   GET_TUPLES,
   GET_WRITES,
   PUT_CHECKPOINT,
+  PUT_CHECKPOINT_OR_FAIL,
   PUT_WRITES,
 } from "./checkpoint-sql.ts";
 import type { PostgresDb } from "./pool.ts";
@@ -101,7 +102,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
   constructor(
     db: PostgresDb,
     serde?: SerializerProtocol,
-    private readonly chains = new ThreadWriteChains(),
+    private readonly chains = new ThreadWriteChains(db.pool),
   ) {
     const messageSerde = serde instanceof MessageCachingSerde ? serde : new MessageCachingSerde(serde);
     super(messageSerde);
@@ -200,49 +201,62 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       blobs.map((b) => b.bytes),
       blobs.map((b) => (b.chunks === undefined ? null : b.chunks.map((c) => c.id).join(","))),
     ];
-    await this.chains.issue(threadId, () => this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs));
+    await this.chains.issueStatement(threadId, {
+      // in a batch: the statement that fails when a chunk it skipped is missing (the batch then
+      // runs each write alone, this one through writeCheckpoint, which resends the chunks)
+      query: () => ({ ...PUT_CHECKPOINT_OR_FAIL, values: this.putValues(threadId, ns, fixed, blobs, true) }),
+      result: () => this.noteChunksStored(threadId, ns, blobs),
+      alone: () => this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs),
+    });
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
   private async writeCheckpoint(threadId: string, ns: string, checkpointId: string, fixed: unknown[], blobs: EncodedBlob[]): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       // chunks known stored are not sent, only checked (all are sent on the retry)
-      const known = attempt === 0 ? this.storedChunks.of(threadId) : undefined;
-      const send: { channel: string; chunk: MessageChunk }[] = [];
-      const skipped: { channel: string; id: string }[] = [];
-      for (const blob of blobs) {
-        for (const chunk of blob.chunks ?? []) {
-          if (known?.has(ns, blob.channel, chunk.id)) skipped.push({ channel: blob.channel, id: chunk.id });
-          else send.push({ channel: blob.channel, chunk });
-        }
-      }
-      const result = await this.pool.query<{ missing: number }>({
-        ...PUT_CHECKPOINT,
-        values: [
-          ...fixed,
-          send.map((s) => s.channel),
-          send.map((s) => s.chunk.id),
-          send.map((s) => s.chunk.bytes),
-          skipped.map((s) => s.channel),
-          skipped.map((s) => s.id),
-        ],
-      });
+      const result = await this.pool.query<{ missing: number }>({ ...PUT_CHECKPOINT, values: this.putValues(threadId, ns, fixed, blobs, attempt === 0) });
       if (result.rows[0].missing === 0) {
-        const noted = this.storedChunks.of(threadId);
-        for (const blob of blobs)
-          if (blob.chunks !== undefined)
-            this.storedChunks.noteCommitted(
-              threadId,
-              noted,
-              ns,
-              blob.channel,
-              blob.chunks.map((c) => c.id),
-            );
+        this.noteChunksStored(threadId, ns, blobs);
         break;
       }
       this.storedChunks.forget(threadId);
       if (attempt > 0) throw new TroupeError("INTERNAL", `checkpoint ${checkpointId} of thread ${threadId}: its message chunks vanished while it was written`);
     }
+  }
+
+  /** PUT_CHECKPOINT's parameters: `fixed` and the chunks to send ($19-$21) or, when `skipKnown`, check ($22-$23) */
+  private putValues(threadId: string, ns: string, fixed: unknown[], blobs: EncodedBlob[], skipKnown: boolean): unknown[] {
+    const known = skipKnown ? this.storedChunks.of(threadId) : undefined;
+    const send: { channel: string; chunk: MessageChunk }[] = [];
+    const skipped: { channel: string; id: string }[] = [];
+    for (const blob of blobs) {
+      for (const chunk of blob.chunks ?? []) {
+        if (known?.has(ns, blob.channel, chunk.id)) skipped.push({ channel: blob.channel, id: chunk.id });
+        else send.push({ channel: blob.channel, chunk });
+      }
+    }
+    return [
+      ...fixed,
+      send.map((s) => s.channel),
+      send.map((s) => s.chunk.id),
+      send.map((s) => s.chunk.bytes),
+      skipped.map((s) => s.channel),
+      skipped.map((s) => s.id),
+    ];
+  }
+
+  /** after a put committed: its chunks are stored */
+  private noteChunksStored(threadId: string, ns: string, blobs: EncodedBlob[]): void {
+    const noted = this.storedChunks.of(threadId);
+    for (const blob of blobs)
+      if (blob.chunks !== undefined)
+        this.storedChunks.noteCommitted(
+          threadId,
+          noted,
+          ns,
+          blob.channel,
+          blob.chunks.map((c) => c.id),
+        );
   }
 
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
@@ -270,7 +284,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       rows.map((r) => r.type),
       rows.map((r) => r.blob),
     ];
-    await this.chains.issue(threadId, () => this.pool.query({ ...PUT_WRITES, values }));
+    await this.chains.issueStatement(threadId, { query: () => ({ ...PUT_WRITES, values }), result: () => undefined });
   }
 
   async deleteThread(threadId: string): Promise<void> {

@@ -32,6 +32,9 @@ export function openPostgres(opts: PostgresOptions): PostgresDb {
     application_name: "troupe",
     // an unreachable server fails the opener (startup) instead of waiting out the OS's TCP timeout
     connectionTimeoutMillis: 10_000,
+    // a client sends each query without waiting for the previous one's answer (still answered in
+    // order): a thread's batched writes go as one round trip (write-chains.ts)
+    pipeline: true,
   });
   // An idle connection the server dropped (restart, idle timeout) must not crash the process:
   // the pool discards it and the next query opens a new one.
