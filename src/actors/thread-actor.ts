@@ -151,38 +151,41 @@ export class ThreadActor {
   }
 
   private async createThread(cmd: Extract<ActorCommand, { type: "thread.create" }>): Promise<ThreadRecord> {
+    const now = nowIso();
+    const thread: ThreadRecord = { thread_id: this.threadId, created_at: now, updated_at: now, metadata: cmd.metadata, status: "idle", config: {} };
+    if (!cmd.supersteps?.length) {
+      // the create tells whether the thread exists (one write, no read first); the actor is the
+      // thread's only writer, so the record read after "exists" is the one that was there
+      if ((await this.ctx.storage.threads.create(thread)) !== "exists") return thread;
+      const existing = await this.ctx.storage.threads.get(this.threadId);
+      if (existing && cmd.ifExists === "do_nothing") return existing;
+      throw new TroupeError("CONFLICT", "Thread already exists");
+    }
     const existing = await this.ctx.storage.threads.get(this.threadId);
     if (existing) {
       if (cmd.ifExists === "do_nothing") return existing;
       throw new TroupeError("CONFLICT", "Thread already exists");
     }
-    const now = nowIso();
-    const thread: ThreadRecord = { thread_id: this.threadId, created_at: now, updated_at: now, metadata: cmd.metadata, status: "idle", config: {} };
-    if (cmd.supersteps?.length) {
-      const graphId = cmd.metadata.graph_id as string | undefined;
-      if (!graphId || !this.ctx.registry.has(graphId)) {
-        throw new TroupeError(
-          "BAD_REQUEST",
-          `Thread ${this.threadId} has no graph ID: pass metadata.graph_id (or graph_id) naming a registered graph to apply supersteps`,
-        );
-      }
-      const graph = await this.ctx.registry.get(graphId, stateConfig(thread), { accessContext: "threads.update" });
-      const lib = await this.ctx.registry.lib(graphId);
-      const steps = cmd.supersteps.map((s) => ({
-        updates: s.updates.map((u) => ({
-          values: u.command ? undefined : u.values,
-          asNode: u.as_node,
-          ...(u.command ? { values: new lib.Command(u.command as Record<string, unknown>) } : {}),
-        })),
-      }));
-      if (!graph.bulkUpdateState) throw new TroupeError("BAD_REQUEST", "This graph's LangGraph version does not support supersteps");
-      await asBadRequest(() => graph.bulkUpdateState!(stateConfig(thread), steps));
-      const snap = await graph.getState(stateConfig(thread));
-      await this.ctx.storage.threads.save(thread, toJsonText(snap.values));
-      return thread;
+    const graphId = cmd.metadata.graph_id as string | undefined;
+    if (!graphId || !this.ctx.registry.has(graphId)) {
+      throw new TroupeError(
+        "BAD_REQUEST",
+        `Thread ${this.threadId} has no graph ID: pass metadata.graph_id (or graph_id) naming a registered graph to apply supersteps`,
+      );
     }
-    const created = await this.ctx.storage.threads.create(thread);
-    if (created === "exists") throw new TroupeError("CONFLICT", "Thread already exists"); // (the actor is the thread's only writer)
+    const graph = await this.ctx.registry.get(graphId, stateConfig(thread), { accessContext: "threads.update" });
+    const lib = await this.ctx.registry.lib(graphId);
+    const steps = cmd.supersteps.map((s) => ({
+      updates: s.updates.map((u) => ({
+        values: u.command ? undefined : u.values,
+        asNode: u.as_node,
+        ...(u.command ? { values: new lib.Command(u.command as Record<string, unknown>) } : {}),
+      })),
+    }));
+    if (!graph.bulkUpdateState) throw new TroupeError("BAD_REQUEST", "This graph's LangGraph version does not support supersteps");
+    await asBadRequest(() => graph.bulkUpdateState!(stateConfig(thread), steps));
+    const snap = await graph.getState(stateConfig(thread));
+    await this.ctx.storage.threads.save(thread, toJsonText(snap.values));
     return thread;
   }
 
