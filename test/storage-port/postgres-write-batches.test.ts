@@ -2,12 +2,14 @@
 // that queue up behind one in flight commit together, in one transaction, still in issue order;
 // a batch that fails leaves every write with the outcome it has on its own.
 import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
+import pgDriver from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openPostgresStorage, type PostgresStorage } from "../../src/storage/postgres/adapter.ts";
 import type { RunRecord, ThreadRecord } from "../../src/storage/records.ts";
 import { cfg, checkpoint, meta } from "../helpers/checkpoints.ts";
 import { usePostgresDatabase } from "../helpers/postgres.ts";
 
+const PgClient = pgDriver.Client;
 const database = usePostgresDatabase();
 let pg: PostgresStorage;
 
@@ -107,5 +109,22 @@ describe("batched thread writes (Postgres)", () => {
     expect(second.map((m) => m.id)).toEqual(all.slice(0, 201).map((m) => m.id));
     // the batch failed on the missing chunks and each put ran again alone, sending them
     expect((await pg.db.pool.query("SELECT count(*)::int AS n FROM checkpoint_chunks WHERE thread_id = $1", [id])).rows[0].n).toBe(3);
+  });
+});
+
+describe("commit durability (Postgres)", () => {
+  it("commits without waiting for the WAL flush by default, as LMDB commits without fsync; --sync-commits keeps the server's setting", async () => {
+    const setting = async (s: PostgresStorage) => (await s.db.pool.query<{ synchronous_commit: string }>("SHOW synchronous_commit")).rows[0].synchronous_commit;
+    expect(await setting(pg)).toBe("off");
+    const synced = await openPostgresStorage({ uri: database.uri, schema: "troupe", maxConnections: 1, migrate: false, syncCommits: true });
+    const plain = new PgClient({ connectionString: database.uri });
+    await plain.connect();
+    try {
+      // (the test server runs with synchronous_commit off: compare with what any session gets)
+      expect(await setting(synced)).toBe((await plain.query<{ synchronous_commit: string }>("SHOW synchronous_commit")).rows[0].synchronous_commit);
+    } finally {
+      await plain.end();
+      await synced.close();
+    }
   });
 });
