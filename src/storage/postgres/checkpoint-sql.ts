@@ -6,6 +6,7 @@
  * change, plus its own), its channel blobs and the message chunks not known stored. $22/$23 list
  * chunks the saver believes stored and did not send: if one is missing (removed by another
  * process since), nothing is written and `missing` > 0 tells the saver to send them all again.
+ * Answers the xmin of each blob row it wrote (blob_channels, blob_stamps): the blob cache's stamps.
  */
 export const PUT_CHECKPOINT = {
   name: "troupe_put_checkpoint",
@@ -26,6 +27,7 @@ WITH missing AS (
   WHERE (SELECT n FROM missing) = 0
   ON CONFLICT (thread_id, checkpoint_ns, channel, version, owner)
   DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob, chunks = EXCLUDED.chunks
+  RETURNING channel, xmin::text AS stamp
 ), inherited AS (
   SELECT coalesce(jsonb_object_agg(r.key, r.value), '{}'::jsonb) AS refs
   FROM checkpoints p, jsonb_each(p.blob_refs) r
@@ -41,7 +43,7 @@ WITH missing AS (
     checkpoint = EXCLUDED.checkpoint, metadata_type = EXCLUDED.metadata_type, metadata = EXCLUDED.metadata,
     metadata_json = EXCLUDED.metadata_json, blob_refs = EXCLUDED.blob_refs
 )
-SELECT n AS missing FROM missing`,
+SELECT n AS missing, (SELECT array_agg(channel) FROM blobs) AS blob_channels, (SELECT array_agg(stamp) FROM blobs) AS blob_stamps FROM missing`,
 };
 
 /**
@@ -50,10 +52,7 @@ SELECT n AS missing FROM missing`,
  */
 export const PUT_CHECKPOINT_OR_FAIL = {
   name: "troupe_put_checkpoint_or_fail",
-  text: PUT_CHECKPOINT.text.replace(
-    "SELECT n AS missing FROM missing",
-    "SELECT CASE WHEN n = 0 THEN 0 ELSE ('message chunks missing: ' || n)::int END AS missing FROM missing",
-  ),
+  text: PUT_CHECKPOINT.text.replace("SELECT n AS missing,", "SELECT CASE WHEN n = 0 THEN 0 ELSE ('message chunks missing: ' || n)::int END AS missing,"),
 };
 
 /**
@@ -78,12 +77,15 @@ WHERE checkpoint_writes.idx < 0`,
  */
 const TUPLE_COLUMNS = `
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata_type, c.metadata,
-  v.channels, v.versions, v.types, v.blobs, coalesce(v.complete, true) AS complete,
+  v.channels, v.versions, v.owners, v.stamps, v.types, v.blobs, coalesce(v.complete, true) AS complete,
   w.task_ids, w.idxs, w.channels AS write_channels, w.types AS write_types, w.blobs AS write_blobs, w.task_paths
 FROM checkpoints c
 LEFT JOIN LATERAL (
   SELECT array_agg(r.key ORDER BY r.key) AS channels,
     array_agg(r.value ->> 0 ORDER BY r.key) AS versions,
+    array_agg(r.value ->> 1 ORDER BY r.key) AS owners,
+    -- the blob row's xmin: changes with every write of it (the saver's blob cache stamp)
+    array_agg(b.stamp ORDER BY r.key) AS stamps,
     array_agg(b.type ORDER BY r.key) AS types,
     array_agg(CASE WHEN b.chunks IS NULL THEN b.blob
       ELSE decode('5b', 'hex') || coalesce(k.joined, ''::bytea)
@@ -93,7 +95,7 @@ LEFT JOIN LATERAL (
   FROM jsonb_each(c.blob_refs) r
   -- lateral: one primary-key lookup per ref (a join lets the planner hash every blob of the thread)
   JOIN LATERAL (
-    SELECT * FROM checkpoint_blobs b1
+    SELECT b1.*, b1.xmin::text AS stamp FROM checkpoint_blobs b1
     WHERE b1.thread_id = c.thread_id AND b1.checkpoint_ns = c.checkpoint_ns AND b1.channel = r.key
       AND b1.version = r.value ->> 0 AND b1.owner = r.value ->> 1
     LIMIT 1 -- keeps the planner from flattening the lookup into a join

@@ -32,6 +32,7 @@ import { matchesFilter, namespaceOf, requireThreadId, runIdOf, threadIdOf } from
 import type { MessageChunk } from "../checkpoints/message-chunks.ts";
 import { MessageCachingSerde } from "../checkpoints/message-serde.ts";
 import { StoredChunks } from "../checkpoints/stored-chunks.ts";
+import { BlobCache } from "../checkpoints/blob-cache.ts";
 import { migratePendingSends, revivePendingWrites, tupleConfigs, type StoredPendingWrite } from "../checkpoints/tuple.ts";
 import {
   COLLECT_UNNAMED_BLOBS,
@@ -61,6 +62,8 @@ interface TupleRow {
   metadata: Buffer;
   channels: string[] | null;
   versions: string[] | null;
+  owners: string[] | null;
+  stamps: string[] | null;
   types: string[] | null;
   blobs: Buffer[] | null;
   complete: boolean;
@@ -90,6 +93,13 @@ interface EncodedBlob {
   chunks: MessageChunk[] | undefined;
 }
 
+/** What a put answers: `missing` chunks, and the stamp (xmin) of each blob row it wrote. */
+interface PutRow {
+  missing: number;
+  blob_channels: string[] | null;
+  blob_stamps: string[] | null;
+}
+
 /** Checkpoints loaded per statement while list() walks a long history. */
 const LIST_BATCH = 16;
 
@@ -97,6 +107,13 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
   private readonly pool: pg.Pool;
   private readonly messageSerde: MessageCachingSerde;
   private readonly storedChunks = new StoredChunks();
+  /*
+   * Decoded message lists by blob (blob-cache.ts, as the LMDB saver's): a run on a long thread
+   * reads the list the previous run put, and reviving every message again (LangChain load) made
+   * each run cost O(messages). An entry is trusted only while the blob row's xmin is the one it
+   * was built from (a rewrite by any process changes it); the bytes are still read.
+   */
+  private readonly blobCache = new BlobCache();
 
   /** `chains`: the storage's per-thread write order (a saver of its own when not given) */
   constructor(
@@ -181,6 +198,14 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     for (const [channel, version] of Object.entries(checkpoint.channel_versions)) versions[channel] = versionText(version);
     const ownRefs: Record<string, [string, string]> = {};
     for (const blob of blobs) ownRefs[blob.channel] = [blob.version, checkpoint.id];
+    // message lists the cache will hold once the put committed (copied now, as the LMDB saver does)
+    const lists = blobs.map((b) =>
+      this.blobCache.wouldKeep(storedBytes(b), values[b.channel], b.chunks !== undefined) ? (values[b.channel] as unknown[]).slice() : undefined,
+    );
+    const committed = (row: PutRow) => {
+      this.noteChunksStored(threadId, ns, blobs);
+      this.cacheWritten(threadId, ns, checkpoint.id, blobs, lists, row);
+    };
     const fixed = [
       threadId,
       ns,
@@ -205,20 +230,18 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       // in a batch: the statement that fails when a chunk it skipped is missing (the batch then
       // runs each write alone, this one through writeCheckpoint, which resends the chunks)
       query: () => ({ ...PUT_CHECKPOINT_OR_FAIL, values: this.putValues(threadId, ns, fixed, blobs, true) }),
-      result: () => this.noteChunksStored(threadId, ns, blobs),
-      alone: () => this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs),
+      result: (r) => committed(r.rows[0] as PutRow),
+      alone: async () => committed(await this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs)),
     });
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
-  private async writeCheckpoint(threadId: string, ns: string, checkpointId: string, fixed: unknown[], blobs: EncodedBlob[]): Promise<void> {
+  /** the put on its own: resends every chunk when one it skipped is missing; answers the committed row */
+  private async writeCheckpoint(threadId: string, ns: string, checkpointId: string, fixed: unknown[], blobs: EncodedBlob[]): Promise<PutRow> {
     for (let attempt = 0; ; attempt++) {
       // chunks known stored are not sent, only checked (all are sent on the retry)
-      const result = await this.pool.query<{ missing: number }>({ ...PUT_CHECKPOINT, values: this.putValues(threadId, ns, fixed, blobs, attempt === 0) });
-      if (result.rows[0].missing === 0) {
-        this.noteChunksStored(threadId, ns, blobs);
-        break;
-      }
+      const result = await this.pool.query<PutRow>({ ...PUT_CHECKPOINT, values: this.putValues(threadId, ns, fixed, blobs, attempt === 0) });
+      if (result.rows[0].missing === 0) return result.rows[0];
       this.storedChunks.forget(threadId);
       if (attempt > 0) throw new TroupeError("INTERNAL", `checkpoint ${checkpointId} of thread ${threadId}: its message chunks vanished while it was written`);
     }
@@ -243,6 +266,18 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       skipped.map((s) => s.channel),
       skipped.map((s) => s.id),
     ];
+  }
+
+  /** after a put committed: the message lists it wrote, under the stamps of their blob rows */
+  private cacheWritten(threadId: string, ns: string, owner: string, blobs: EncodedBlob[], lists: (unknown[] | undefined)[], row: PutRow): void {
+    const stamps = new Map<string, string>();
+    (row.blob_channels ?? []).forEach((channel, i) => stamps.set(channel, row.blob_stamps![i]));
+    blobs.forEach((b, i) => {
+      const list = lists[i];
+      const stamp = stamps.get(b.channel);
+      const key = BlobCache.key(threadId, ns, b.channel, b.version, owner);
+      if (list !== undefined && stamp !== undefined) this.blobCache.setOwned(key, threadId, Number(stamp), storedBytes(b), list);
+    });
   }
 
   /** after a put committed: its chunks are stored */
@@ -451,6 +486,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
   /** What is known stored of the thread's chunks is forgotten before and after a removal. */
   private async removingChunks<T>(threadId: string, remove: () => Promise<T>): Promise<T> {
     this.storedChunks.forget(threadId);
+    this.blobCache.removeThread(threadId); // (memory only: stamps keep removed values from being served)
     try {
       return await remove();
     } finally {
@@ -481,7 +517,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       const channel = channels[i];
       // a ref whose version is not the checkpoint's names no value of it
       if (!Object.hasOwn(channelVersions, channel) || versionText(channelVersions[channel]) !== row.versions![i]) continue;
-      values[channel] = await this.serde.loadsTyped(row.types![i], row.blobs![i]);
+      values[channel] = await this.channelValue(threadId, ns, channel, row, i);
     }
     const checkpoint: Checkpoint = { ...body, channel_versions: channelVersions, channel_values: values };
     if (checkpoint.v < 4 && row.parent_checkpoint_id !== null) await this.migratePendingSends(checkpoint, threadId, ns, row.parent_checkpoint_id);
@@ -503,6 +539,18 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     };
     if (parentConfig !== undefined) tuple.parentConfig = parentConfig;
     return tuple;
+  }
+
+  /** The value of a tuple row's i-th channel: from the blob cache while its blob row is unchanged. */
+  private async channelValue(threadId: string, ns: string, channel: string, row: TupleRow, i: number): Promise<unknown> {
+    const key = BlobCache.key(threadId, ns, channel, row.versions![i], row.owners![i]);
+    const stamp = Number(row.stamps![i]);
+    const cached = this.blobCache.get(key, stamp);
+    if (cached !== undefined) return cached;
+    const bytes = row.blobs![i];
+    const value = await this.serde.loadsTyped(row.types![i], bytes);
+    if (this.blobCache.accepts(bytes.byteLength)) this.blobCache.fill(key, threadId, stamp, bytes.byteLength, value);
+    return value;
   }
 
   /** Pending writes in writesSortKey order (the order live execution applies them). */
@@ -530,6 +578,13 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 /** A channel version as stored: its JSON text, so 1 and "1" stay different versions. */
 function versionText(version: unknown): string {
   return JSON.stringify(version);
+}
+
+/** Bytes a blob takes stored (tail and chunks): the cache's cost estimate. */
+function storedBytes(blob: EncodedBlob): number {
+  let n = blob.bytes.byteLength;
+  for (const chunk of blob.chunks ?? []) n += chunk.bytes.byteLength;
+  return n;
 }
 
 function keyOf(threadId: string, ns: string, id: string): string {
