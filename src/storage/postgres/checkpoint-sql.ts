@@ -73,12 +73,13 @@ WHERE checkpoint_writes.idx < 0`,
 /**
  * Checkpoint rows with their channel values and pending writes, one row per checkpoint: a
  * chunked message list comes back reassembled ("[" chunks "," tail "]", message-chunks.ts) with
- * `complete` false if one of its chunks is missing.
+ * `complete` false if one of its chunks is missing. The values (and the writes' values) come as
+ * one bytea each, cut by their lengths (splitBytes).
  */
 const TUPLE_COLUMNS = `
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata_type, c.metadata,
-  v.channels, v.versions, v.owners, v.stamps, v.types, v.blobs, coalesce(v.complete, true) AS complete,
-  w.task_ids, w.idxs, w.channels AS write_channels, w.types AS write_types, w.blobs AS write_blobs, w.task_paths
+  v.channels, v.versions, v.owners, v.stamps, v.types, v.blobs, v.blob_lengths, coalesce(v.complete, true) AS complete,
+  w.task_ids, w.idxs, w.channels AS write_channels, w.types AS write_types, w.blobs AS write_blobs, w.blob_lengths AS write_blob_lengths, w.task_paths
 FROM checkpoints c
 LEFT JOIN LATERAL (
   SELECT array_agg(r.key ORDER BY r.key) AS channels,
@@ -87,10 +88,10 @@ LEFT JOIN LATERAL (
     -- the blob row's xmin: changes with every write of it (the saver's blob cache stamp)
     array_agg(b.stamp ORDER BY r.key) AS stamps,
     array_agg(b.type ORDER BY r.key) AS types,
-    array_agg(CASE WHEN b.chunks IS NULL THEN b.blob
-      ELSE decode('5b', 'hex') || coalesce(k.joined, ''::bytea)
-        || CASE WHEN length(b.blob) > 0 THEN decode('2c', 'hex') || b.blob ELSE ''::bytea END || decode('5d', 'hex') END
-      ORDER BY r.key) AS blobs,
+    -- the values as one bytea and their lengths: a bytea[] would be parsed character by character
+    -- by the driver (postgres-array), a bytea by Buffer.from(hex)
+    string_agg(x.bytes, ''::bytea ORDER BY r.key) AS blobs,
+    array_agg(length(x.bytes) ORDER BY r.key) AS blob_lengths,
     bool_and(b.chunks IS NULL OR k.found = cardinality(b.chunks)) AS complete
   FROM jsonb_each(c.blob_refs) r
   -- lateral: one primary-key lookup per ref (a join lets the planner hash every blob of the thread)
@@ -109,11 +110,17 @@ LEFT JOIN LATERAL (
       LIMIT 1
     ) ch ON true
   ) k ON b.chunks IS NOT NULL
+  CROSS JOIN LATERAL (
+    SELECT CASE WHEN b.chunks IS NULL THEN b.blob
+      ELSE decode('5b', 'hex') || coalesce(k.joined, ''::bytea)
+        || CASE WHEN length(b.blob) > 0 THEN decode('2c', 'hex') || b.blob ELSE ''::bytea END || decode('5d', 'hex') END AS bytes
+  ) x
 ) v ON true
 LEFT JOIN LATERAL (
   SELECT array_agg(x.task_id ORDER BY x.task_id, x.idx) AS task_ids, array_agg(x.idx ORDER BY x.task_id, x.idx) AS idxs,
     array_agg(x.channel ORDER BY x.task_id, x.idx) AS channels, array_agg(x.type ORDER BY x.task_id, x.idx) AS types,
-    array_agg(x.blob ORDER BY x.task_id, x.idx) AS blobs, array_agg(x.task_path ORDER BY x.task_id, x.idx) AS task_paths
+    string_agg(x.blob, ''::bytea ORDER BY x.task_id, x.idx) AS blobs, array_agg(length(x.blob) ORDER BY x.task_id, x.idx) AS blob_lengths,
+    array_agg(x.task_path ORDER BY x.task_id, x.idx) AS task_paths
   FROM checkpoint_writes x
   WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns AND x.checkpoint_id = c.checkpoint_id
 ) w ON true`;

@@ -65,13 +65,17 @@ interface TupleRow {
   owners: string[] | null;
   stamps: string[] | null;
   types: string[] | null;
-  blobs: Buffer[] | null;
+  /** the channels' values, one after another (blob_lengths) */
+  blobs: Buffer | null;
+  blob_lengths: number[] | null;
   complete: boolean;
   task_ids: string[] | null;
   idxs: number[] | null;
   write_channels: string[] | null;
   write_types: string[] | null;
-  write_blobs: Buffer[] | null;
+  /** the writes' values, one after another (write_blob_lengths) */
+  write_blobs: Buffer | null;
+  write_blob_lengths: number[] | null;
   task_paths: string[] | null;
 }
 
@@ -513,11 +517,12 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     const channelVersions = body.channel_versions ?? {};
     const values: Record<string, unknown> = {};
     const channels = row.channels ?? [];
+    const blobs = splitBytes(row.blobs, row.blob_lengths);
     for (let i = 0; i < channels.length; i++) {
       const channel = channels[i];
       // a ref whose version is not the checkpoint's names no value of it
       if (!Object.hasOwn(channelVersions, channel) || versionText(channelVersions[channel]) !== row.versions![i]) continue;
-      values[channel] = await this.channelValue(threadId, ns, channel, row, i);
+      values[channel] = await this.channelValue(threadId, ns, channel, row, i, blobs[i]);
     }
     const checkpoint: Checkpoint = { ...body, channel_versions: channelVersions, channel_values: values };
     if (checkpoint.v < 4 && row.parent_checkpoint_id !== null) await this.migratePendingSends(checkpoint, threadId, ns, row.parent_checkpoint_id);
@@ -527,12 +532,12 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       checkpoint,
       metadata: loadedMetadata ?? ((await this.serde.loadsTyped(row.metadata_type, row.metadata)) as CheckpointMetadata),
       pendingWrites: await this.sortedWrites(
-        (row.task_ids ?? []).map((taskId, i): WriteRow => ({
-          task_id: taskId,
+        splitBytes(row.write_blobs, row.write_blob_lengths).map((blob, i): WriteRow => ({
+          task_id: row.task_ids![i],
           idx: row.idxs![i],
           channel: row.write_channels![i],
           type: row.write_types![i],
-          blob: row.write_blobs![i],
+          blob,
           task_path: row.task_paths![i],
         })),
       ),
@@ -542,12 +547,11 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
   }
 
   /** The value of a tuple row's i-th channel: from the blob cache while its blob row is unchanged. */
-  private async channelValue(threadId: string, ns: string, channel: string, row: TupleRow, i: number): Promise<unknown> {
+  private async channelValue(threadId: string, ns: string, channel: string, row: TupleRow, i: number, bytes: Buffer): Promise<unknown> {
     const key = BlobCache.key(threadId, ns, channel, row.versions![i], row.owners![i]);
     const stamp = Number(row.stamps![i]);
     const cached = this.blobCache.get(key, stamp);
     if (cached !== undefined) return cached;
-    const bytes = row.blobs![i];
     const value = await this.serde.loadsTyped(row.types![i], bytes);
     if (this.blobCache.accepts(bytes.byteLength)) this.blobCache.fill(key, threadId, stamp, bytes.byteLength, value);
     return value;
@@ -578,6 +582,17 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 /** A channel version as stored: its JSON text, so 1 and "1" stay different versions. */
 function versionText(version: unknown): string {
   return JSON.stringify(version);
+}
+
+/** Values sent as one bytea, cut by their lengths (views into `joined`, no copy). */
+function splitBytes(joined: Buffer | null, lengths: number[] | null): Buffer[] {
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (const n of lengths ?? []) {
+    parts.push(joined!.subarray(at, at + n));
+    at += n;
+  }
+  return parts;
 }
 
 /** Bytes a blob takes stored (tail and chunks): the cache's cost estimate. */
