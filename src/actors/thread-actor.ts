@@ -598,12 +598,15 @@ export class ThreadActor {
     let valuesBytes: Uint8Array | undefined;
     /** the run's webhook delivery, written with its final status (the outbox) */
     let delivery: WebhookDeliveryRecord | undefined;
-    const thread = stateless ? undefined : (this.pendingThread ?? (await this.storedThread()));
+    // both reads at once (on PostgreSQL two round trips in parallel instead of one after the other)
+    const [thread, runExists] = stateless
+      ? [undefined, false]
+      : await Promise.all([this.pendingThread ?? this.storedThread(), s.runs.exists(this.threadId, run.run_id)]);
     if (stateless) {
       threadStatus = "deleted";
       delivery = this.webhookOf(final, undefined, true);
       await s.threads.delete(this.threadId, delivery && { runId: final.run_id, delivery });
-    } else if (thread === undefined || !(await s.runs.exists(this.threadId, run.run_id))) {
+    } else if (thread === undefined || !runExists) {
       // The thread was deleted while the run ran (deleteThread aborted it, and removed the run's
       // record, committed at its create): leave nothing behind, or a thread re-created with the
       // same id would list the run or take its status and values.

@@ -176,10 +176,12 @@ export function threadRoutes(app: AppContext): RouteDef[] {
         const c = b;
         const metadata: JsonObject = { ...(c.metadata ?? {}) };
         if (c.graph_id) metadata.graph_id = c.graph_id;
-        const threadId = c.thread_id ? canonicalUuid(c.thread_id) : uuid7();
+        // an id we generate names no thread yet: nothing to read before the create
+        const fresh = !c.thread_id;
+        const threadId = fresh ? uuid7() : canonicalUuid(c.thread_id!);
         const created = { thread_id: threadId, metadata, if_exists: c.if_exists ?? "raise" };
         const filter = await authorize(auth, "threads:create", created);
-        const existing = await storage.threads.get(threadId);
+        const existing = fresh ? undefined : await storage.threads.get(threadId);
         if (existing && !matchesAuthFilter(filter, existing.metadata)) throw conflict("Thread already exists");
         const thread = await pool.request({
           type: "thread.create",
@@ -188,9 +190,11 @@ export function threadRoutes(app: AppContext): RouteDef[] {
           ifExists: c.if_exists ?? "raise",
           supersteps: c.supersteps ?? undefined,
         });
-        // a new thread takes the request's ttl (none: the config default, if any); an existing one keeps its own
-        if (!existing) await setTtl(threadId, b.ttl ?? null);
-        return json(await view(thread));
+        // a new thread takes the request's ttl (none: the config default, if any; an id we generated
+        // has no TTL row to remove); an existing one keeps its own
+        if (!existing && (b.ttl != null || !fresh)) await setTtl(threadId, b.ttl ?? null);
+        // a thread created just now without supersteps has no values yet
+        return json(fresh && !c.supersteps?.length ? thread : await view(thread));
       },
     }),
     route({

@@ -7,7 +7,7 @@ import { openLmdbStorage } from "./lmdb/adapter.ts";
 export interface StorageConfig {
   /** the data dir (LMDB: holds the data file; always holds the compiled modules and schemas) */
   dataDir: string;
-  /** fsync every commit (LMDB) */
+  /** fsync every commit (LMDB); wait for each commit's WAL flush (PostgreSQL: synchronous_commit) */
   syncCommits?: boolean;
   /** the server's main thread at startup: the adapter prepares the storage (LMDB: builds missing indexes) */
   primary?: boolean;
@@ -32,7 +32,7 @@ export const postgresAdapter: StorageAdapter = async (config) => {
   if (uri === undefined) throw new Error("postgresAdapter: no databaseUri");
   const { openPostgresStorage } = await import("./postgres/adapter.ts");
   try {
-    const storage = await openPostgresStorage({ uri, migrate: config.primary === true });
+    const storage = await openPostgresStorage({ uri, migrate: config.primary === true, syncCommits: config.syncCommits });
     // the migration reached the server; the other threads check it too, so a bad URI fails every opener alike
     if (config.primary !== true) await storage.db.pool.query("SELECT 1");
     return storage;

@@ -50,6 +50,8 @@ export interface WebhookWorkerData {
   dataDir: string;
   /** the server's PostgreSQL (`--database-uri`): the outbox is there */
   databaseUri?: string;
+  /** `--sync-commits` */
+  syncCommits?: boolean;
   headers: Record<string, string>;
   /** Standard Webhooks secret (`webhooks.signing_secret`); null/absent = unsigned */
   signingSecret?: string | null;

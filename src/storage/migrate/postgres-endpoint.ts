@@ -25,7 +25,8 @@ const PAGE = 200;
 const TABLES: Record<Family, string> = { assistants: "assistants", crons: "crons", store: "store_items", threads: "threads" };
 
 export async function openPostgresEndpoint(uri: string, schema?: string): Promise<MigrationEndpoint> {
-  const storage = await openPostgresStorage({ uri, schema, maxConnections: 4 });
+  // a copy's commits are its progress: each one flushed before the next batch (resumable after any crash)
+  const storage = await openPostgresStorage({ uri, schema, maxConnections: 4, syncCommits: true });
   return new PostgresEndpoint(storage, labelOf(uri, storage.db.schema), (await storage.checkpoints.open()).saver());
 }
 

@@ -37,7 +37,7 @@ export async function openPostgresStorage(opts: PostgresStorageOptions): Promise
 
 /** The port on an open (migrated) database. */
 export function postgresStorage(db: PostgresDb): PostgresStorage {
-  const chains = new ThreadWriteChains();
+  const chains = new ThreadWriteChains(db.pool);
   return {
     backend: "postgres",
     db,

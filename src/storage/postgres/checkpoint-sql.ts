@@ -6,6 +6,7 @@
  * change, plus its own), its channel blobs and the message chunks not known stored. $22/$23 list
  * chunks the saver believes stored and did not send: if one is missing (removed by another
  * process since), nothing is written and `missing` > 0 tells the saver to send them all again.
+ * Answers the xmin of each blob row it wrote (blob_channels, blob_stamps): the blob cache's stamps.
  */
 export const PUT_CHECKPOINT = {
   name: "troupe_put_checkpoint",
@@ -26,6 +27,7 @@ WITH missing AS (
   WHERE (SELECT n FROM missing) = 0
   ON CONFLICT (thread_id, checkpoint_ns, channel, version, owner)
   DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob, chunks = EXCLUDED.chunks
+  RETURNING channel, xmin::text AS stamp
 ), inherited AS (
   SELECT coalesce(jsonb_object_agg(r.key, r.value), '{}'::jsonb) AS refs
   FROM checkpoints p, jsonb_each(p.blob_refs) r
@@ -41,7 +43,16 @@ WITH missing AS (
     checkpoint = EXCLUDED.checkpoint, metadata_type = EXCLUDED.metadata_type, metadata = EXCLUDED.metadata,
     metadata_json = EXCLUDED.metadata_json, blob_refs = EXCLUDED.blob_refs
 )
-SELECT n AS missing FROM missing`,
+SELECT n AS missing, (SELECT array_agg(channel) FROM blobs) AS blob_channels, (SELECT array_agg(stamp) FROM blobs) AS blob_stamps FROM missing`,
+};
+
+/**
+ * PUT_CHECKPOINT inside a batch of writes (write-chains.ts): a missing chunk fails the statement
+ * (and so the batch, which then runs each write alone) instead of answering `missing`.
+ */
+export const PUT_CHECKPOINT_OR_FAIL = {
+  name: "troupe_put_checkpoint_or_fail",
+  text: PUT_CHECKPOINT.text.replace("SELECT n AS missing,", "SELECT CASE WHEN n = 0 THEN 0 ELSE ('message chunks missing: ' || n)::int END AS missing,"),
 };
 
 /**
@@ -62,26 +73,30 @@ WHERE checkpoint_writes.idx < 0`,
 /**
  * Checkpoint rows with their channel values and pending writes, one row per checkpoint: a
  * chunked message list comes back reassembled ("[" chunks "," tail "]", message-chunks.ts) with
- * `complete` false if one of its chunks is missing.
+ * `complete` false if one of its chunks is missing. The values (and the writes' values) come as
+ * one bytea each, cut by their lengths (splitBytes).
  */
 const TUPLE_COLUMNS = `
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata_type, c.metadata,
-  v.channels, v.versions, v.types, v.blobs, coalesce(v.complete, true) AS complete,
-  w.task_ids, w.idxs, w.channels AS write_channels, w.types AS write_types, w.blobs AS write_blobs, w.task_paths
+  v.channels, v.versions, v.owners, v.stamps, v.types, v.blobs, v.blob_lengths, coalesce(v.complete, true) AS complete,
+  w.task_ids, w.idxs, w.channels AS write_channels, w.types AS write_types, w.blobs AS write_blobs, w.blob_lengths AS write_blob_lengths, w.task_paths
 FROM checkpoints c
 LEFT JOIN LATERAL (
   SELECT array_agg(r.key ORDER BY r.key) AS channels,
     array_agg(r.value ->> 0 ORDER BY r.key) AS versions,
+    array_agg(r.value ->> 1 ORDER BY r.key) AS owners,
+    -- the blob row's xmin: changes with every write of it (the saver's blob cache stamp)
+    array_agg(b.stamp ORDER BY r.key) AS stamps,
     array_agg(b.type ORDER BY r.key) AS types,
-    array_agg(CASE WHEN b.chunks IS NULL THEN b.blob
-      ELSE decode('5b', 'hex') || coalesce(k.joined, ''::bytea)
-        || CASE WHEN length(b.blob) > 0 THEN decode('2c', 'hex') || b.blob ELSE ''::bytea END || decode('5d', 'hex') END
-      ORDER BY r.key) AS blobs,
+    -- the values as one bytea and their lengths: a bytea[] would be parsed character by character
+    -- by the driver (postgres-array), a bytea by Buffer.from(hex)
+    string_agg(x.bytes, ''::bytea ORDER BY r.key) AS blobs,
+    array_agg(length(x.bytes) ORDER BY r.key) AS blob_lengths,
     bool_and(b.chunks IS NULL OR k.found = cardinality(b.chunks)) AS complete
   FROM jsonb_each(c.blob_refs) r
   -- lateral: one primary-key lookup per ref (a join lets the planner hash every blob of the thread)
   JOIN LATERAL (
-    SELECT * FROM checkpoint_blobs b1
+    SELECT b1.*, b1.xmin::text AS stamp FROM checkpoint_blobs b1
     WHERE b1.thread_id = c.thread_id AND b1.checkpoint_ns = c.checkpoint_ns AND b1.channel = r.key
       AND b1.version = r.value ->> 0 AND b1.owner = r.value ->> 1
     LIMIT 1 -- keeps the planner from flattening the lookup into a join
@@ -95,11 +110,17 @@ LEFT JOIN LATERAL (
       LIMIT 1
     ) ch ON true
   ) k ON b.chunks IS NOT NULL
+  CROSS JOIN LATERAL (
+    SELECT CASE WHEN b.chunks IS NULL THEN b.blob
+      ELSE decode('5b', 'hex') || coalesce(k.joined, ''::bytea)
+        || CASE WHEN length(b.blob) > 0 THEN decode('2c', 'hex') || b.blob ELSE ''::bytea END || decode('5d', 'hex') END AS bytes
+  ) x
 ) v ON true
 LEFT JOIN LATERAL (
   SELECT array_agg(x.task_id ORDER BY x.task_id, x.idx) AS task_ids, array_agg(x.idx ORDER BY x.task_id, x.idx) AS idxs,
     array_agg(x.channel ORDER BY x.task_id, x.idx) AS channels, array_agg(x.type ORDER BY x.task_id, x.idx) AS types,
-    array_agg(x.blob ORDER BY x.task_id, x.idx) AS blobs, array_agg(x.task_path ORDER BY x.task_id, x.idx) AS task_paths
+    string_agg(x.blob, ''::bytea ORDER BY x.task_id, x.idx) AS blobs, array_agg(length(x.blob) ORDER BY x.task_id, x.idx) AS blob_lengths,
+    array_agg(x.task_path ORDER BY x.task_id, x.idx) AS task_paths
   FROM checkpoint_writes x
   WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns AND x.checkpoint_id = c.checkpoint_id
 ) w ON true`;

@@ -32,6 +32,7 @@ import { matchesFilter, namespaceOf, requireThreadId, runIdOf, threadIdOf } from
 import type { MessageChunk } from "../checkpoints/message-chunks.ts";
 import { MessageCachingSerde } from "../checkpoints/message-serde.ts";
 import { StoredChunks } from "../checkpoints/stored-chunks.ts";
+import { BlobCache } from "../checkpoints/blob-cache.ts";
 import { migratePendingSends, revivePendingWrites, tupleConfigs, type StoredPendingWrite } from "../checkpoints/tuple.ts";
 import {
   COLLECT_UNNAMED_BLOBS,
@@ -41,6 +42,7 @@ import {
   GET_TUPLES,
   GET_WRITES,
   PUT_CHECKPOINT,
+  PUT_CHECKPOINT_OR_FAIL,
   PUT_WRITES,
 } from "./checkpoint-sql.ts";
 import type { PostgresDb } from "./pool.ts";
@@ -60,14 +62,20 @@ interface TupleRow {
   metadata: Buffer;
   channels: string[] | null;
   versions: string[] | null;
+  owners: string[] | null;
+  stamps: string[] | null;
   types: string[] | null;
-  blobs: Buffer[] | null;
+  /** the channels' values, one after another (blob_lengths) */
+  blobs: Buffer | null;
+  blob_lengths: number[] | null;
   complete: boolean;
   task_ids: string[] | null;
   idxs: number[] | null;
   write_channels: string[] | null;
   write_types: string[] | null;
-  write_blobs: Buffer[] | null;
+  /** the writes' values, one after another (write_blob_lengths) */
+  write_blobs: Buffer | null;
+  write_blob_lengths: number[] | null;
   task_paths: string[] | null;
 }
 
@@ -89,6 +97,13 @@ interface EncodedBlob {
   chunks: MessageChunk[] | undefined;
 }
 
+/** What a put answers: `missing` chunks, and the stamp (xmin) of each blob row it wrote. */
+interface PutRow {
+  missing: number;
+  blob_channels: string[] | null;
+  blob_stamps: string[] | null;
+}
+
 /** Checkpoints loaded per statement while list() walks a long history. */
 const LIST_BATCH = 16;
 
@@ -96,12 +111,19 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
   private readonly pool: pg.Pool;
   private readonly messageSerde: MessageCachingSerde;
   private readonly storedChunks = new StoredChunks();
+  /*
+   * Decoded message lists by blob (blob-cache.ts, as the LMDB saver's): a run on a long thread
+   * reads the list the previous run put, and reviving every message again (LangChain load) made
+   * each run cost O(messages). An entry is trusted only while the blob row's xmin is the one it
+   * was built from (a rewrite by any process changes it); the bytes are still read.
+   */
+  private readonly blobCache = new BlobCache();
 
   /** `chains`: the storage's per-thread write order (a saver of its own when not given) */
   constructor(
     db: PostgresDb,
     serde?: SerializerProtocol,
-    private readonly chains = new ThreadWriteChains(),
+    private readonly chains = new ThreadWriteChains(db.pool),
   ) {
     const messageSerde = serde instanceof MessageCachingSerde ? serde : new MessageCachingSerde(serde);
     super(messageSerde);
@@ -180,6 +202,14 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     for (const [channel, version] of Object.entries(checkpoint.channel_versions)) versions[channel] = versionText(version);
     const ownRefs: Record<string, [string, string]> = {};
     for (const blob of blobs) ownRefs[blob.channel] = [blob.version, checkpoint.id];
+    // message lists the cache will hold once the put committed (copied now, as the LMDB saver does)
+    const lists = blobs.map((b) =>
+      this.blobCache.wouldKeep(storedBytes(b), values[b.channel], b.chunks !== undefined) ? (values[b.channel] as unknown[]).slice() : undefined,
+    );
+    const committed = (row: PutRow) => {
+      this.noteChunksStored(threadId, ns, blobs);
+      this.cacheWritten(threadId, ns, checkpoint.id, blobs, lists, row);
+    };
     const fixed = [
       threadId,
       ns,
@@ -200,49 +230,72 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       blobs.map((b) => b.bytes),
       blobs.map((b) => (b.chunks === undefined ? null : b.chunks.map((c) => c.id).join(","))),
     ];
-    await this.chains.issue(threadId, () => this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs));
+    await this.chains.issueStatement(threadId, {
+      // in a batch: the statement that fails when a chunk it skipped is missing (the batch then
+      // runs each write alone, this one through writeCheckpoint, which resends the chunks)
+      query: () => ({ ...PUT_CHECKPOINT_OR_FAIL, values: this.putValues(threadId, ns, fixed, blobs, true) }),
+      result: (r) => committed(r.rows[0] as PutRow),
+      alone: async () => committed(await this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs)),
+    });
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
-  private async writeCheckpoint(threadId: string, ns: string, checkpointId: string, fixed: unknown[], blobs: EncodedBlob[]): Promise<void> {
+  /** the put on its own: resends every chunk when one it skipped is missing; answers the committed row */
+  private async writeCheckpoint(threadId: string, ns: string, checkpointId: string, fixed: unknown[], blobs: EncodedBlob[]): Promise<PutRow> {
     for (let attempt = 0; ; attempt++) {
       // chunks known stored are not sent, only checked (all are sent on the retry)
-      const known = attempt === 0 ? this.storedChunks.of(threadId) : undefined;
-      const send: { channel: string; chunk: MessageChunk }[] = [];
-      const skipped: { channel: string; id: string }[] = [];
-      for (const blob of blobs) {
-        for (const chunk of blob.chunks ?? []) {
-          if (known?.has(ns, blob.channel, chunk.id)) skipped.push({ channel: blob.channel, id: chunk.id });
-          else send.push({ channel: blob.channel, chunk });
-        }
-      }
-      const result = await this.pool.query<{ missing: number }>({
-        ...PUT_CHECKPOINT,
-        values: [
-          ...fixed,
-          send.map((s) => s.channel),
-          send.map((s) => s.chunk.id),
-          send.map((s) => s.chunk.bytes),
-          skipped.map((s) => s.channel),
-          skipped.map((s) => s.id),
-        ],
-      });
-      if (result.rows[0].missing === 0) {
-        const noted = this.storedChunks.of(threadId);
-        for (const blob of blobs)
-          if (blob.chunks !== undefined)
-            this.storedChunks.noteCommitted(
-              threadId,
-              noted,
-              ns,
-              blob.channel,
-              blob.chunks.map((c) => c.id),
-            );
-        break;
-      }
+      const result = await this.pool.query<PutRow>({ ...PUT_CHECKPOINT, values: this.putValues(threadId, ns, fixed, blobs, attempt === 0) });
+      if (result.rows[0].missing === 0) return result.rows[0];
       this.storedChunks.forget(threadId);
       if (attempt > 0) throw new TroupeError("INTERNAL", `checkpoint ${checkpointId} of thread ${threadId}: its message chunks vanished while it was written`);
     }
+  }
+
+  /** PUT_CHECKPOINT's parameters: `fixed` and the chunks to send ($19-$21) or, when `skipKnown`, check ($22-$23) */
+  private putValues(threadId: string, ns: string, fixed: unknown[], blobs: EncodedBlob[], skipKnown: boolean): unknown[] {
+    const known = skipKnown ? this.storedChunks.of(threadId) : undefined;
+    const send: { channel: string; chunk: MessageChunk }[] = [];
+    const skipped: { channel: string; id: string }[] = [];
+    for (const blob of blobs) {
+      for (const chunk of blob.chunks ?? []) {
+        if (known?.has(ns, blob.channel, chunk.id)) skipped.push({ channel: blob.channel, id: chunk.id });
+        else send.push({ channel: blob.channel, chunk });
+      }
+    }
+    return [
+      ...fixed,
+      send.map((s) => s.channel),
+      send.map((s) => s.chunk.id),
+      send.map((s) => s.chunk.bytes),
+      skipped.map((s) => s.channel),
+      skipped.map((s) => s.id),
+    ];
+  }
+
+  /** after a put committed: the message lists it wrote, under the stamps of their blob rows */
+  private cacheWritten(threadId: string, ns: string, owner: string, blobs: EncodedBlob[], lists: (unknown[] | undefined)[], row: PutRow): void {
+    const stamps = new Map<string, string>();
+    (row.blob_channels ?? []).forEach((channel, i) => stamps.set(channel, row.blob_stamps![i]));
+    blobs.forEach((b, i) => {
+      const list = lists[i];
+      const stamp = stamps.get(b.channel);
+      const key = BlobCache.key(threadId, ns, b.channel, b.version, owner);
+      if (list !== undefined && stamp !== undefined) this.blobCache.setOwned(key, threadId, Number(stamp), storedBytes(b), list);
+    });
+  }
+
+  /** after a put committed: its chunks are stored */
+  private noteChunksStored(threadId: string, ns: string, blobs: EncodedBlob[]): void {
+    const noted = this.storedChunks.of(threadId);
+    for (const blob of blobs)
+      if (blob.chunks !== undefined)
+        this.storedChunks.noteCommitted(
+          threadId,
+          noted,
+          ns,
+          blob.channel,
+          blob.chunks.map((c) => c.id),
+        );
   }
 
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
@@ -270,7 +323,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       rows.map((r) => r.type),
       rows.map((r) => r.blob),
     ];
-    await this.chains.issue(threadId, () => this.pool.query({ ...PUT_WRITES, values }));
+    await this.chains.issueStatement(threadId, { query: () => ({ ...PUT_WRITES, values }), result: () => undefined });
   }
 
   async deleteThread(threadId: string): Promise<void> {
@@ -437,6 +490,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
   /** What is known stored of the thread's chunks is forgotten before and after a removal. */
   private async removingChunks<T>(threadId: string, remove: () => Promise<T>): Promise<T> {
     this.storedChunks.forget(threadId);
+    this.blobCache.removeThread(threadId); // (memory only: stamps keep removed values from being served)
     try {
       return await remove();
     } finally {
@@ -463,11 +517,12 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     const channelVersions = body.channel_versions ?? {};
     const values: Record<string, unknown> = {};
     const channels = row.channels ?? [];
+    const blobs = splitBytes(row.blobs, row.blob_lengths);
     for (let i = 0; i < channels.length; i++) {
       const channel = channels[i];
       // a ref whose version is not the checkpoint's names no value of it
       if (!Object.hasOwn(channelVersions, channel) || versionText(channelVersions[channel]) !== row.versions![i]) continue;
-      values[channel] = await this.serde.loadsTyped(row.types![i], row.blobs![i]);
+      values[channel] = await this.channelValue(threadId, ns, channel, row, i, blobs[i]);
     }
     const checkpoint: Checkpoint = { ...body, channel_versions: channelVersions, channel_values: values };
     if (checkpoint.v < 4 && row.parent_checkpoint_id !== null) await this.migratePendingSends(checkpoint, threadId, ns, row.parent_checkpoint_id);
@@ -477,18 +532,29 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       checkpoint,
       metadata: loadedMetadata ?? ((await this.serde.loadsTyped(row.metadata_type, row.metadata)) as CheckpointMetadata),
       pendingWrites: await this.sortedWrites(
-        (row.task_ids ?? []).map((taskId, i): WriteRow => ({
-          task_id: taskId,
+        splitBytes(row.write_blobs, row.write_blob_lengths).map((blob, i): WriteRow => ({
+          task_id: row.task_ids![i],
           idx: row.idxs![i],
           channel: row.write_channels![i],
           type: row.write_types![i],
-          blob: row.write_blobs![i],
+          blob,
           task_path: row.task_paths![i],
         })),
       ),
     };
     if (parentConfig !== undefined) tuple.parentConfig = parentConfig;
     return tuple;
+  }
+
+  /** The value of a tuple row's i-th channel: from the blob cache while its blob row is unchanged. */
+  private async channelValue(threadId: string, ns: string, channel: string, row: TupleRow, i: number, bytes: Buffer): Promise<unknown> {
+    const key = BlobCache.key(threadId, ns, channel, row.versions![i], row.owners![i]);
+    const stamp = Number(row.stamps![i]);
+    const cached = this.blobCache.get(key, stamp);
+    if (cached !== undefined) return cached;
+    const value = await this.serde.loadsTyped(row.types![i], bytes);
+    if (this.blobCache.accepts(bytes.byteLength)) this.blobCache.fill(key, threadId, stamp, bytes.byteLength, value);
+    return value;
   }
 
   /** Pending writes in writesSortKey order (the order live execution applies them). */
@@ -516,6 +582,24 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 /** A channel version as stored: its JSON text, so 1 and "1" stay different versions. */
 function versionText(version: unknown): string {
   return JSON.stringify(version);
+}
+
+/** Values sent as one bytea, cut by their lengths (views into `joined`, no copy). */
+function splitBytes(joined: Buffer | null, lengths: number[] | null): Buffer[] {
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (const n of lengths ?? []) {
+    parts.push(joined!.subarray(at, at + n));
+    at += n;
+  }
+  return parts;
+}
+
+/** Bytes a blob takes stored (tail and chunks): the cache's cost estimate. */
+function storedBytes(blob: EncodedBlob): number {
+  let n = blob.bytes.byteLength;
+  for (const chunk of blob.chunks ?? []) n += chunk.bytes.byteLength;
+  return n;
 }
 
 function keyOf(threadId: string, ns: string, id: string): string {

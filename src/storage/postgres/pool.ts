@@ -10,6 +10,12 @@ export interface PostgresOptions {
   schema?: string;
   /** most connections this process opens; default 16 */
   maxConnections?: number;
+  /**
+   * wait for each commit's WAL flush (`--sync-commits`: the server's synchronous_commit, normally
+   * on). Default false: Troupe's sessions commit with synchronous_commit=off, as LMDB commits
+   * without fsync by default (docs/STORAGE.md, "Durability")
+   */
+  syncCommits?: boolean;
 }
 
 export interface PostgresDb {
@@ -27,11 +33,15 @@ export function openPostgres(opts: PostgresOptions): PostgresDb {
   const pool = new pg.Pool({
     connectionString: opts.uri,
     max: opts.maxConnections ?? 16,
-    // the server's startup options: every statement on these connections resolves tables in the schema
-    options: `-c search_path=${schema}`,
+    // the server's startup options: every statement on these connections resolves tables in the
+    // schema; and without syncCommits a commit returns once its WAL record is written, not flushed
+    options: `-c search_path=${schema}${opts.syncCommits === true ? "" : " -c synchronous_commit=off"}`,
     application_name: "troupe",
     // an unreachable server fails the opener (startup) instead of waiting out the OS's TCP timeout
     connectionTimeoutMillis: 10_000,
+    // a client sends each query without waiting for the previous one's answer (still answered in
+    // order): a thread's batched writes go as one round trip (write-chains.ts)
+    pipeline: true,
   });
   // An idle connection the server dropped (restart, idle timeout) must not crash the process:
   // the pool discards it and the next query opens a new one.

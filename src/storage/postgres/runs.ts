@@ -194,13 +194,13 @@ export class PostgresRuns implements RunsPort {
     if (!plain)
       values.push(c.running?.run_id ?? null, c.running?.status ?? null, c.running === undefined ? null : recordText(c.running), ...stopValues(c.stopped ?? []));
     const statement = plain ? CREATE : CREATE_SUPERSEDING;
-    return { committed: this.chains.issue(run.thread_id, async () => void (await this.pool.query({ ...statement, values }))) };
+    return { committed: this.write(run.thread_id, { ...statement, values }) };
   }
 
   /** replaces an existing run's record: its start (running, attempt + 1), a stop recorded while it runs (cancel_reason) */
   save(run: RunRecord): Issued {
     const values = [run.thread_id, run.run_id, run.status, recordText(run)];
-    return { committed: this.chains.issue(run.thread_id, async () => void (await this.pool.query({ ...SAVE, values }))) };
+    return { committed: this.write(run.thread_id, { ...SAVE, values }) };
   }
 
   /**
@@ -233,12 +233,10 @@ export class PostgresRuns implements RunsPort {
   /** a run whose thread was deleted while it ran: its record goes; its webhook delivery is enqueued (one statement) */
   discard(key: RunKey, webhook?: WebhookDeliveryRecord): Promise<void> {
     const hook = webhook === undefined ? [null, null, null] : deliveryValues(webhook);
-    return this.chains.issue(key.threadId, async () => {
-      await this.pool.query(
-        `WITH d AS (DELETE FROM runs WHERE thread_id = $1 AND run_id = $2), w AS (${enqueueSql("$1", "$2", ["$3", "$4", "$5"], "$4::json IS NOT NULL")})
+    return this.write(key.threadId, {
+      text: `WITH d AS (DELETE FROM runs WHERE thread_id = $1 AND run_id = $2), w AS (${enqueueSql("$1", "$2", ["$3", "$4", "$5"], "$4::json IS NOT NULL")})
          SELECT 1`,
-        [key.threadId, key.runId, ...hook],
-      );
+      values: [key.threadId, key.runId, ...hook],
     });
   }
 
@@ -261,18 +259,21 @@ export class PostgresRuns implements RunsPort {
       end.valuesJson === undefined ? null : bytesParam(end.valuesJson),
       ...(end.webhook === undefined ? [null, null, null] : deliveryValues(end.webhook)),
     ];
-    return { committed: this.chains.issue(key.threadId, async () => void (await this.pool.query({ ...FINISH, values }))) };
+    return { committed: this.write(key.threadId, { ...FINISH, values }) };
   }
 
   delete(threadId: string, runId: string): Promise<void> {
-    return this.chains.issue(threadId, async () => {
-      await this.pool.query(
-        "WITH o AS (DELETE FROM webhook_outcomes WHERE thread_id = $1 AND run_id = $2) DELETE FROM runs WHERE thread_id = $1 AND run_id = $2",
-        [threadId, runId],
-      );
+    return this.write(threadId, {
+      text: "WITH o AS (DELETE FROM webhook_outcomes WHERE thread_id = $1 AND run_id = $2) DELETE FROM runs WHERE thread_id = $1 AND run_id = $2",
+      values: [threadId, runId],
     });
   }
 
   /** Nothing to drop: a run is active by its own status (the partial index), never by a separate entry. */
   async dropActive(_key: RunKey): Promise<void> {}
+
+  /** one statement on the thread's write chain */
+  private write(threadId: string, query: pg.QueryConfig): Promise<void> {
+    return this.chains.issueStatement(threadId, { query: () => query, result: () => undefined });
+  }
 }

@@ -48,6 +48,12 @@ export function filterSql(f: ThreadFilter, p: Params): string {
   return parts.length === 0 ? "TRUE" : parts.join(" AND ");
 }
 
+const CREATE_THREAD = {
+  name: "troupe_thread_create",
+  text: `INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record, values_json)
+  VALUES ($1, $2, $3, $4, $5::jsonb, $6::json, $7) ON CONFLICT (thread_id) DO NOTHING`,
+};
+
 const DELETE_THREAD = {
   name: "troupe_thread_delete",
   text: `WITH r AS (DELETE FROM runs WHERE thread_id = $1),
@@ -115,38 +121,30 @@ export class PostgresThreads implements ThreadsPort {
   }
 
   create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists"> {
-    return this.chains.issue(record.thread_id, async () => {
-      const r = await this.pool.query(
-        `INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record, values_json)
-         VALUES ($1, $2, $3, $4, $5::jsonb, $6::json, $7) ON CONFLICT (thread_id) DO NOTHING`,
-        [...threadRowValues(record), valuesJson === undefined ? null : bytesParam(valuesJson)],
-      );
-      return r.rowCount === 1 ? record : "exists";
+    const values = [...threadRowValues(record), valuesJson === undefined ? null : bytesParam(valuesJson)];
+    return this.chains.issueStatement(record.thread_id, {
+      query: () => ({ ...CREATE_THREAD, values }),
+      result: (r): ThreadRecord | "exists" => (r.rowCount === 1 ? record : "exists"),
     });
   }
 
   save(record: ThreadRecord, valuesJson?: string): Promise<void> {
-    return this.chains.issue(record.thread_id, async () => {
-      if (valuesJson === undefined) await this.pool.query({ name: "troupe_thread_save", text: upsertThreadSql(1), values: threadRowValues(record) });
-      else
-        await this.pool.query({
-          name: "troupe_thread_save_values",
-          text: upsertThreadSql(1, true),
-          values: [...threadRowValues(record), bytesParam(valuesJson)],
-        });
-    });
+    const query: pg.QueryConfig =
+      valuesJson === undefined
+        ? { name: "troupe_thread_save", text: upsertThreadSql(1), values: threadRowValues(record) }
+        : { name: "troupe_thread_save_values", text: upsertThreadSql(1, true), values: [...threadRowValues(record), bytesParam(valuesJson)] };
+    return this.chains.issueStatement(record.thread_id, { query: () => query, result: () => undefined });
   }
 
   /** `webhook`: a stateless run's delivery, enqueued in the same statement */
   delete(threadId: string, webhook?: { runId: string; delivery: WebhookDeliveryRecord }): Promise<void> {
-    return this.chains.issue(threadId, async () => {
-      if (webhook === undefined) await this.pool.query({ ...DELETE_THREAD, values: [threadId] });
-      else
-        await this.pool.query(`WITH w AS (${enqueueSql("$1", "$2", ["$3", "$4", "$5"])}), ${DELETE_THREAD.text.slice("WITH ".length)}`, [
-          threadId,
-          webhook.runId,
-          ...deliveryValues(webhook.delivery),
-        ]);
-    });
+    const query: pg.QueryConfig =
+      webhook === undefined
+        ? { ...DELETE_THREAD, values: [threadId] }
+        : {
+            text: `WITH w AS (${enqueueSql("$1", "$2", ["$3", "$4", "$5"])}), ${DELETE_THREAD.text.slice("WITH ".length)}`,
+            values: [threadId, webhook.runId, ...deliveryValues(webhook.delivery)],
+          };
+    return this.chains.issueStatement(threadId, { query: () => query, result: () => undefined });
   }
 }
