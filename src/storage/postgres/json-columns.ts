@@ -4,6 +4,8 @@
 //    every string (and object key) is spelled with NUL as U+E000 U+0001 and U+E000 as U+E000 U+E000.
 //    The spelling is one-to-one, so equality (what metadata filters test) is unchanged; filter
 //    values are spelled the same way before they are compared (filter-sql.ts).
+//  - Neither takes an unpaired UTF-16 surrogate (PostgreSQL refuses the whole text: "invalid input
+//    syntax for type json"); such a surrogate is stored as U+FFFD, as a UTF-8 encoder writes it.
 
 const ESCAPE = "\uE000";
 const NEEDS_SPELLING = /[\u0000\uE000]/;
@@ -11,8 +13,8 @@ const NEEDS_SPELLING = /[\u0000\uE000]/;
 /** JSON text for a `jsonb` column or parameter. */
 export function jsonbText(value: unknown): string {
   const text = JSON.stringify(value) ?? "null";
-  // JSON.stringify writes NUL as the escape \u0000 and U+E000 as itself
-  return text.includes("\\u0000") || text.includes(ESCAPE) ? JSON.stringify(jsonbSpelling(value)) : text;
+  // JSON.stringify writes NUL as the escape \u0000, U+E000 as itself, an unpaired surrogate as \udXXX
+  return text.includes("\\u0000") || text.includes(ESCAPE) || text.includes("\\ud") ? JSON.stringify(jsonbSpelling(value)) : text;
 }
 
 /** The value with every string and key spelled for jsonb (a copy where something changes). */
@@ -28,8 +30,29 @@ export function jsonbSpelling(value: unknown): unknown {
 }
 
 function spell(s: string): string {
-  return NEEDS_SPELLING.test(s) ? s.replace(/[\u0000\uE000]/g, (c) => (c === "\u0000" ? "\uE000\u0001" : "\uE000\uE000")) : s;
+  const whole = wellFormed(s);
+  return NEEDS_SPELLING.test(whole) ? whole.replace(/[\u0000\uE000]/g, (c) => (c === "\u0000" ? "\uE000\u0001" : "\uE000\uE000")) : whole;
+}
+
+const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+const wellFormed = (s: string): string => s.replace(UNPAIRED_SURROGATE, "\uFFFD");
+
+/** The value with every string and key well-formed (a copy where something changes). */
+function wellFormedValue(value: unknown): unknown {
+  if (typeof value === "string") return wellFormed(value);
+  if (Array.isArray(value)) return value.map(wellFormedValue);
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) if (v !== undefined) out[wellFormed(k)] = wellFormedValue(v);
+    return out;
+  }
+  return value;
 }
 
 /** JSON text for a `json` column. */
-export const jsonText = (value: unknown): string => JSON.stringify(value) ?? "null";
+export function jsonText(value: unknown): string {
+  const text = JSON.stringify(value) ?? "null";
+  // JSON.stringify writes only unpaired surrogates as \udXXX escapes (a pair is written as itself)
+  return text.includes("\\ud") ? JSON.stringify(wellFormedValue(value)) : text;
+}
