@@ -2,7 +2,7 @@
 // planner against a scan; test/storage-port/search-property.test.ts: Postgres against LMDB), with
 // values that collide or nearly collide under careless encodings, and few distinct times so that
 // sort ties happen.
-import type { Json, JsonObject, ThreadStatus } from "../../src/storage/records.ts";
+import type { CronRecord, Json, JsonObject, ThreadStatus } from "../../src/storage/records.ts";
 
 /** mulberry32: a small seeded PRNG, so a failing case can be replayed from its seed. */
 export function rng(seed: number) {
@@ -103,4 +103,24 @@ export function referenceSort<R>(items: R[], value: (r: R) => unknown, at: (r: R
     if (ca !== cb) return (ca < cb ? -1 : 1) * dir;
     return ia === ib ? 0 : (ia < ib ? -1 : 1) * dir;
   });
+}
+
+/** A cron record of the index and search tests: assistants 1-3, threads 50/51 or none, `metadata` given. */
+export function randomCron(r: Rng, i: number, metadata: JsonObject): CronRecord {
+  return {
+    cron_id: uuidOf(10_000 + i),
+    assistant_id: r.pick([uuidOf(1), uuidOf(2), uuidOf(3)]),
+    thread_id: r.chance(0.5) ? r.pick([uuidOf(50), uuidOf(51)]) : null,
+    on_run_completed: null,
+    end_time: r.chance(0.5) ? r.pick(TIMES) : null,
+    schedule: "* * * * *",
+    timezone: null,
+    created_at: r.pick(TIMES),
+    updated_at: r.pick(TIMES),
+    payload: {},
+    user_id: null,
+    next_run_date: r.chance(0.8) ? r.pick(TIMES) : null,
+    metadata,
+    enabled: r.chance(0.7),
+  };
 }

@@ -17,7 +17,7 @@ import { openPostgresStorage, type PostgresStorage } from "../../src/storage/pos
 import type { AssistantRecord, CronRecord, Json, JsonObject, ThreadRecord } from "../../src/storage/records.ts";
 import { LmdbStore } from "../../src/storage/store.ts";
 import { usePostgresDatabase } from "../helpers/postgres.ts";
-import { KEYS, randomAuthFilter, rng, STATUSES, TIMES, uuidOf, VALUES, type Rng } from "../helpers/random-records.ts";
+import { KEYS, randomAuthFilter, randomCron, rng, STATUSES, TIMES, uuidOf, VALUES, type Rng } from "../helpers/random-records.ts";
 
 const database = usePostgresDatabase();
 let dir: string;
@@ -179,22 +179,7 @@ describe("assistants and crons", () => {
       assistants.push(a);
       await lmdb.root.transaction(() => putAssistant(lmdb, a, undefined));
       expect(await pg.assistants.create(a)).toEqual(a);
-      const c: CronRecord = {
-        cron_id: uuidOf(10_000 + i),
-        assistant_id: r.pick([uuidOf(1), uuidOf(2), uuidOf(3)]),
-        thread_id: r.chance(0.5) ? r.pick([uuidOf(50), uuidOf(51)]) : null,
-        on_run_completed: null,
-        end_time: r.chance(0.5) ? r.pick(TIMES) : null,
-        schedule: "* * * * *",
-        timezone: null,
-        created_at: r.pick(TIMES),
-        updated_at: r.pick(TIMES),
-        payload: {},
-        user_id: null,
-        next_run_date: r.chance(0.8) ? r.pick(TIMES) : null,
-        metadata: metadataOf(r),
-        enabled: r.chance(0.7),
-      };
+      const c = randomCron(r, i, metadataOf(r));
       crons.push(c);
       await lmdb.root.transaction(() => putCron(lmdb, c, undefined));
       await pg.crons.put(c);

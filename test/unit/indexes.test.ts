@@ -25,6 +25,7 @@ import { matchesAuthFilter } from "../../src/auth/filter.ts";
 import { deepEqual } from "../../src/util/deep-equal.ts";
 import {
   randomAuthFilter,
+  randomCron,
   randomMetadata,
   randomMetadataFilter,
   referenceSort,
@@ -240,22 +241,7 @@ describe("assistants and crons", () => {
           description: null,
         };
         putAssistant(storage, a, undefined);
-        const c: CronRecord = {
-          cron_id: uuidOf(10_000 + i),
-          assistant_id: r.pick([uuidOf(1), uuidOf(2), uuidOf(3)]),
-          thread_id: r.chance(0.5) ? r.pick([uuidOf(50), uuidOf(51)]) : null,
-          on_run_completed: null,
-          end_time: r.chance(0.5) ? r.pick(TIMES) : null,
-          schedule: "* * * * *",
-          timezone: null,
-          created_at: r.pick(TIMES),
-          updated_at: r.pick(TIMES),
-          payload: {},
-          user_id: null,
-          next_run_date: r.chance(0.8) ? r.pick(TIMES) : null,
-          metadata: randomMetadata(r),
-          enabled: r.chance(0.7),
-        };
+        const c = randomCron(r, i, randomMetadata(r));
         putCron(storage, c, undefined);
       }
     });

@@ -18,12 +18,15 @@ export function jsonbText(value: unknown): string {
 }
 
 /** The value with every string and key spelled for jsonb (a copy where something changes). */
-export function jsonbSpelling(value: unknown): unknown {
-  if (typeof value === "string") return spell(value);
-  if (Array.isArray(value)) return value.map(jsonbSpelling);
+export const jsonbSpelling = (value: unknown): unknown => mapStrings(value, spell);
+
+/** `value` with `f` applied to every string and object key (a copy; undefined members dropped, as JSON drops them). */
+function mapStrings(value: unknown, f: (s: string) => string): unknown {
+  if (typeof value === "string") return f(value);
+  if (Array.isArray(value)) return value.map((v) => mapStrings(v, f));
   if (value !== null && typeof value === "object") {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) if (v !== undefined) out[spell(k)] = jsonbSpelling(v);
+    for (const [k, v] of Object.entries(value)) if (v !== undefined) out[f(k)] = mapStrings(v, f);
     return out;
   }
   return value;
@@ -38,21 +41,9 @@ const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBF
 
 const wellFormed = (s: string): string => s.replace(UNPAIRED_SURROGATE, "\uFFFD");
 
-/** The value with every string and key well-formed (a copy where something changes). */
-function wellFormedValue(value: unknown): unknown {
-  if (typeof value === "string") return wellFormed(value);
-  if (Array.isArray(value)) return value.map(wellFormedValue);
-  if (value !== null && typeof value === "object") {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) if (v !== undefined) out[wellFormed(k)] = wellFormedValue(v);
-    return out;
-  }
-  return value;
-}
-
 /** JSON text for a `json` column. */
 export function jsonText(value: unknown): string {
   const text = JSON.stringify(value) ?? "null";
   // JSON.stringify writes only unpaired surrogates as \udXXX escapes (a pair is written as itself)
-  return text.includes("\\ud") ? JSON.stringify(wellFormedValue(value)) : text;
+  return text.includes("\\ud") ? JSON.stringify(mapStrings(value, wellFormed)) : text;
 }
