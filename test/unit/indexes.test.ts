@@ -7,7 +7,7 @@ import path from "node:path";
 import { open } from "lmdb";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { dataFilePath, openStorage, type Storage } from "../../src/storage/env.ts";
-import type { AssistantRecord, CronRecord, JsonObject, StoreItemRecord, ThreadRecord } from "../../src/storage/records.ts";
+import type { AssistantRecord, JsonObject, StoreItemRecord, ThreadRecord } from "../../src/storage/records.ts";
 import { countThreads, putThread, removeThread, searchThreads, threadEntries, type ThreadFilter, type ThreadSort } from "../../src/storage/indexes/threads.ts";
 import {
   countAssistants,
