@@ -11,6 +11,8 @@ export interface ShardOptions {
   workers: number;
   clientKind: ClientKind;
   baseUrl: URL;
+  /** every server of `--url` */
+  baseUrls: readonly URL[];
   idleTimeoutMs: number;
 }
 
@@ -36,6 +38,7 @@ export async function runShardedLoop(spec: LoopSpec, plan: LoopPlan, opts: Shard
       plan: { ...plan, concurrency },
       clientKind: opts.clientKind,
       baseUrl: opts.baseUrl.href,
+      baseUrls: opts.baseUrls.map((u) => u.href),
       idleTimeoutMs: opts.idleTimeoutMs,
     }),
   );
