@@ -177,6 +177,8 @@ export interface ShardTask {
   dataDir: string;
   /** the server's PostgreSQL (`--database-uri`); absent: LMDB in dataDir */
   databaseUri?: string;
+  /** the server's cluster node id (Postgres) */
+  nodeId?: string;
   graphs: GraphSpecLite[];
   /** env vars from the config, applied in the worker before graphs load */
   env: Record<string, string>;

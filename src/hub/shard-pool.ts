@@ -39,6 +39,8 @@ export interface ShardPoolOptions {
   dataDir: string;
   /** the server's PostgreSQL (`--database-uri`); absent: LMDB in dataDir */
   databaseUri?: string;
+  /** the server's cluster node id (Postgres) */
+  nodeId?: string;
   graphs: GraphSpecLite[];
   env: Record<string, string>;
   storeTtl?: StoreTtlOptions;
@@ -130,6 +132,7 @@ export class ShardPool {
       webhookPort: webhookPort as unknown as ShardTask["webhookPort"],
       dataDir: this.opts.dataDir,
       databaseUri: this.opts.databaseUri,
+      nodeId: this.opts.nodeId,
       graphs: this.opts.graphs,
       env: this.opts.env,
       storeTtl: this.opts.storeTtl,

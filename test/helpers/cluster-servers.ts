@@ -87,6 +87,7 @@ export async function startTestCluster(opts: ClusterOptions = {}): Promise<TestC
       workers: opts.workers ?? 1,
       env: opts.env,
       extraArgs: ["--host", "127.0.0.1", "--node-id", slot.nodeId, ...(opts.extraArgs ?? [])],
+      startTimeoutMs: 90_000, // several servers starting on a shared two-core machine
     });
   };
   const running = () => slots.filter((s) => s.server !== undefined);
@@ -166,9 +167,8 @@ export async function startTestCluster(opts: ClusterOptions = {}): Promise<TestC
   };
 
   try {
-    // the first node applies the migrations alone; the others start together after it
-    await launch(slots[0]);
-    await Promise.all(slots.slice(1).map(launch));
+    // one after the other: the first applies the migrations, and starts do not starve each other
+    for (const slot of slots) await launch(slot);
     if (opts.waitAlive !== false) await cluster.waitAlive(count);
   } catch (err) {
     await cluster.close().catch(() => undefined);

@@ -18,7 +18,7 @@ import { RECORD_TABLES } from "./schema-records.ts";
  *   bytewise (COLLATE "C"): checkpoint ids order as LangGraph orders them, whatever the
  *   database's locale.
  */
-import { CLUSTER_MIGRATION } from "../../cluster/schema.ts";
+import { CLUSTER_MIGRATION, CLUSTER_WEBHOOKS_MIGRATION } from "../../cluster/schema.ts";
 
 export interface Migration {
   version: number;
@@ -89,4 +89,5 @@ CREATE INDEX checkpoint_writes_run ON checkpoint_writes (thread_id, run_id) WHER
   RECORD_TABLES,
   // cluster mode (src/cluster/schema.ts): self-contained
   { version: 3, ...CLUSTER_MIGRATION },
+  { version: 4, ...CLUSTER_WEBHOOKS_MIGRATION },
 ];
