@@ -57,6 +57,7 @@ beforeAll(async () => {
     JSON.stringify({
       graphs: { echo: join(REPO, "examples/echo.ts:graph") },
       webhooks: { url: { allowed_ports: [port], allow_private_addresses: true } },
+      checkpointer: { ttl: { sweep_interval_minutes: 0.02 } }, // the thread TTL sweep every 1.2 s
     }),
   );
   cluster = await startTestCluster({ nodes: 3, config });
@@ -138,3 +139,22 @@ test("a cron created through one node fires once per tick cluster-wide, and keep
     await db.end();
   }
 }, 120_000);
+
+test("the thread TTL sweep runs as a cluster job: a thread created with a ttl through one node is deleted", async () => {
+  const client = sdk(cluster.nodes[1].url);
+  const short = await client.threads.create({ ttl: 0.005 });
+  const kept = await client.threads.create();
+  await waitUntil(
+    () =>
+      client.threads.get(short.thread_id).then(
+        () => false,
+        () => true,
+      ),
+    {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+      what: "the thread swept",
+    },
+  );
+  expect((await sdk(cluster.nodes[2].url).threads.get(kept.thread_id)).thread_id).toBe(kept.thread_id);
+}, 60_000);
