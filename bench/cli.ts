@@ -36,17 +36,25 @@ async function preflight(client: HttpClient): Promise<{ ok: boolean; detail: str
 
 async function runAll(options: ResolvedOptions): Promise<number> {
   const startedAt = new Date();
-  const client = createClient(options.client, { baseUrl: options.url, idleTimeoutMs: options.idleTimeoutMs });
-  const pre = await preflight(client);
-  if (!pre.ok) {
-    client.close();
-    progress(`troupe-bench: server at ${options.url.href} is not usable: ${pre.detail}`);
-    return 2;
+  // every server must answer before any load starts; /info is the first one's
+  let pre: { ok: boolean; detail: string; info: unknown } = { ok: false, detail: "", info: null };
+  for (const [i, url] of options.urls.entries()) {
+    const one = createClient(options.client, { baseUrl: url, idleTimeoutMs: options.idleTimeoutMs });
+    const check = await preflight(one);
+    one.close();
+    if (!check.ok) {
+      progress(`troupe-bench: server at ${url.href} is not usable: ${check.detail}`);
+      return 2;
+    }
+    if (i === 0) pre = check;
   }
+  const client = createClient(options.client, { baseUrl: options.url, idleTimeoutMs: options.idleTimeoutMs }, options.urls);
   const rss = options.pid !== null && options.scenarios.includes("rss") ? new RssSampler(options.pid, options.pidTree) : null;
   const ctx: ScenarioContext = { options, client, rss, progress };
   const results: ScenarioResult[] = [];
-  progress(`troupe-bench → ${options.url.href} (client ${options.client}, ${options.clientWorkers} client worker(s), node ${process.version})`);
+  progress(
+    `troupe-bench → ${options.urls.map((u) => u.href).join(", ")} (client ${options.client}, ${options.clientWorkers} client worker(s), node ${process.version})`,
+  );
   for (const name of options.scenarios) {
     const scenario = SCENARIOS[name];
     const description = scenario.describe(options);

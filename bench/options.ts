@@ -23,7 +23,10 @@ export type ScenarioName = (typeof SCENARIO_NAMES)[number];
 const OPT_IN: readonly ScenarioName[] = ["scale"];
 
 export interface ResolvedOptions {
+  /** the first of `urls` (reports name it) */
   readonly url: URL;
+  /** every server given (`--url A,B` or `--url A --url B`): requests go to each in turn */
+  readonly urls: readonly URL[];
   readonly scenarios: readonly ScenarioName[];
   readonly durationMs: number;
   readonly warmupMs: number;
@@ -86,7 +89,8 @@ Scenarios (all but scale by default, in this order; pick with --only a,b,c):
                   and the peak sampled every 500 ms during the whole bench; "n/a" without --pid
 
 Options:
-  --url URL                 server base URL, http only (required)
+  --url URL[,URL...]        server base URL, http only (required); several (comma-separated or
+                            --url repeated): each request goes to the next server in turn
   --only LIST               comma-separated scenario names (default: all but scale)
   --duration S              measured seconds of each concurrency scenario (default 5)
   --warmup S                unmeasured seconds before each of them (default 1)
@@ -142,6 +146,25 @@ function defaultOutFile(now: Date): string {
   return path.join(path.dirname(new URL(import.meta.url).pathname), "out", `${stamp}.json`);
 }
 
+/** `--url` values: each may list several URLs, comma-separated; at least one, all http://. */
+function parseUrls(values: readonly string[] | undefined): URL[] {
+  const listed = (values ?? [])
+    .flatMap((v) => v.split(","))
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+  if (listed.length === 0) throw new OptionError("--url is required (e.g. --url http://127.0.0.1:2124)");
+  return listed.map((text) => {
+    let url: URL;
+    try {
+      url = new URL(text);
+    } catch {
+      throw new OptionError(`--url is not a URL: "${text}"`);
+    }
+    if (url.protocol !== "http:") throw new OptionError(`--url must be http:// (got ${url.protocol})`);
+    return url;
+  });
+}
+
 /** Returns null when --help was asked for. */
 export function parseOptions(argv: string[], now = new Date()): ResolvedOptions | null {
   let values;
@@ -151,7 +174,7 @@ export function parseOptions(argv: string[], now = new Date()): ResolvedOptions 
       strict: true,
       allowPositionals: false,
       options: {
-        url: { type: "string" },
+        url: { type: "string", multiple: true },
         only: { type: "string" },
         duration: { type: "string" },
         warmup: { type: "string" },
@@ -184,14 +207,8 @@ export function parseOptions(argv: string[], now = new Date()): ResolvedOptions 
   }
   if (values.help === true) return null;
 
-  if (values.url === undefined) throw new OptionError("--url is required (e.g. --url http://127.0.0.1:2124)");
-  let url: URL;
-  try {
-    url = new URL(values.url);
-  } catch {
-    throw new OptionError(`--url is not a URL: "${values.url}"`);
-  }
-  if (url.protocol !== "http:") throw new OptionError(`--url must be http:// (got ${url.protocol})`);
+  const urls = parseUrls(values.url);
+  const url = urls[0];
 
   let scenarios: ScenarioName[] = SCENARIO_NAMES.filter((s) => !OPT_IN.includes(s));
   if (values.only !== undefined) {
@@ -223,6 +240,7 @@ export function parseOptions(argv: string[], now = new Date()): ResolvedOptions 
   const scaleThreads = num(values["scale-threads"], "scale-threads", 1_000_000, { min: 1, integer: true });
   return Object.freeze({
     url,
+    urls: Object.freeze(urls),
     scenarios: Object.freeze(scenarios),
     durationMs: num(values.duration, "duration", 5, { min: 0.1 }) * 1000,
     warmupMs: num(values.warmup, "warmup", 1) * 1000,

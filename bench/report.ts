@@ -62,6 +62,7 @@ export function buildJson(options: ResolvedOptions, info: RunInfo, results: read
   return {
     tool: "troupe-bench",
     server_url: options.url.href,
+    server_urls: options.urls.map((u) => u.href),
     server_info: info.serverInfo,
     timestamp: info.startedAt.toISOString(),
     finished_at: info.finishedAt.toISOString(),

@@ -2,6 +2,8 @@
 // its table and writes a JSON report with non-zero throughput and no errors.
 import { describe, expect, it } from "vitest";
 import { execFile } from "node:child_process";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -77,6 +79,44 @@ describe("bench CLI", () => {
     for (const s of report.scenarios) {
       expect(Number(s.metrics.find((m) => m.metric === "throughput")?.value)).toBeGreaterThan(0);
       expect(s.errors.count).toBe(0);
+    }
+  }, 150_000);
+
+  it("spreads the load round-robin over several --url servers (comma-separated or repeated)", async () => {
+    // three plain HTTP servers that answer /ok and count what they got
+    const counts = [0, 0, 0];
+    const servers: Server[] = counts.map((_, i) =>
+      createServer((req, res) => {
+        if (req.url === "/ok") counts[i]++;
+        res.statusCode = req.url === "/ok" ? 200 : 404;
+        res.end(req.url === "/ok" ? '{"ok":true}' : '{"detail":"not found"}');
+      }),
+    );
+    await Promise.all(servers.map((s) => new Promise<void>((r) => s.listen(0, "127.0.0.1", r))));
+    const urls = servers.map((s) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`);
+    try {
+      for (const urlArgs of [
+        ["--url", `${urls[0]},${urls[1]}`, "--url", urls[2]],
+        ["--url", urls.join(",")],
+      ]) {
+        counts.fill(0);
+        const out = join(mkdtempSync(join(tmpdir(), "troupe-bench-")), "r.json");
+        const { stdout } = await run(
+          process.execPath,
+          [join(REPO, "bin/troupe-bench.js"), ...urlArgs, "--only", "ok", "--duration", "0.5", "--warmup", "0.1", "--out", out],
+          { cwd: REPO, timeout: 120_000 },
+        );
+        expect(stdout).toMatch(/ok\s+throughput/);
+        const report = JSON.parse(readFileSync(out, "utf8")) as { server_urls: string[]; scenarios: { errors: { count: number } }[] };
+        expect(report.server_urls).toEqual(urls.map((u) => `${u}/`));
+        expect(report.scenarios[0].errors.count).toBe(0);
+        // each request goes to the next server: the shares differ by a few requests at most
+        const total = counts.reduce((a, b) => a + b, 0);
+        expect(total).toBeGreaterThan(30);
+        for (const c of counts) expect(Math.abs(c - total / 3), `${counts.join(" / ")}`).toBeLessThanOrEqual(total * 0.05 + 3);
+      }
+    } finally {
+      for (const s of servers) s.close();
     }
   }, 150_000);
 

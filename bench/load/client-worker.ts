@@ -16,7 +16,11 @@ function post(msg: WorkerMessage, transfer: ArrayBuffer[] = []): void {
 
 port.once("message", (msg: StartMessage) => {
   if (msg.type !== "start") return;
-  const client = createClient(input.clientKind, { baseUrl: new URL(input.baseUrl), idleTimeoutMs: input.idleTimeoutMs });
+  const client = createClient(
+    input.clientKind,
+    { baseUrl: new URL(input.baseUrl), idleTimeoutMs: input.idleTimeoutMs },
+    input.baseUrls.map((u) => new URL(u)),
+  );
   runClosedLoop(buildIteration(input.spec, client), input.plan)
     .then((r) => {
       client.close();

@@ -11,6 +11,8 @@ export interface ShardOptions {
   workers: number;
   clientKind: ClientKind;
   baseUrl: URL;
+  /** every server of `--url` (default: baseUrl alone) */
+  baseUrls?: readonly URL[];
   idleTimeoutMs: number;
 }
 
@@ -36,6 +38,7 @@ export async function runShardedLoop(spec: LoopSpec, plan: LoopPlan, opts: Shard
       plan: { ...plan, concurrency },
       clientKind: opts.clientKind,
       baseUrl: opts.baseUrl.href,
+      baseUrls: (opts.baseUrls ?? [opts.baseUrl]).map((u) => u.href),
       idleTimeoutMs: opts.idleTimeoutMs,
     }),
   );

@@ -9,6 +9,8 @@ export interface WorkerInput {
   plan: LoopPlan;
   clientKind: ClientKind;
   baseUrl: string;
+  /** every server of `--url` (requests go to each in turn) */
+  baseUrls: string[];
   idleTimeoutMs: number;
 }
 

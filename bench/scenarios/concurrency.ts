@@ -17,6 +17,7 @@ async function runLoop(ctx: ScenarioContext, kind: LoopKind, concurrency: number
     workers: o.clientWorkers,
     clientKind: o.client,
     baseUrl: o.url,
+    baseUrls: o.urls,
     idleTimeoutMs: o.idleTimeoutMs,
   });
 }

@@ -14,7 +14,7 @@ export interface Deadline {
 
 export async function withDeadline<T>(ctx: ScenarioContext, fn: (d: Deadline) => Promise<T>, { idleTimeoutMs = ctx.options.idleTimeoutMs } = {}): Promise<T> {
   const at = performance.now() + ctx.options.scenarioTimeoutMs;
-  const client = createClient(ctx.options.client, { baseUrl: ctx.options.url, idleTimeoutMs });
+  const client = createClient(ctx.options.client, { baseUrl: ctx.options.url, idleTimeoutMs }, ctx.options.urls);
   let fired = false;
   const timer = setTimeout(() => {
     fired = true;

@@ -263,7 +263,7 @@ class Scale {
     const probe = runShardedLoop(
       { kind: "ok", echoGraph: o.echoGraph },
       { concurrency: 1, warmupMs: 0, durationMs: o.durationMs },
-      { workers: 1, clientKind: o.client, baseUrl: o.url, idleTimeoutMs: o.idleTimeoutMs },
+      { workers: 1, clientKind: o.client, baseUrl: o.url, baseUrls: o.urls, idleTimeoutMs: o.idleTimeoutMs },
     );
     const [ok] = await Promise.all([probe, ...Array.from({ length: SEARCH_CLIENTS }, () => loop(() => this.searchRequest(), searches))]);
     this.errors.merge(ok.errors);

@@ -44,7 +44,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   for (const [k, v] of Object.entries(task.env)) process.env[k] ??= v;
   useFastEnv();
   useCompiledModules(task.modules);
-  const storage = await openStorage({ dataDir: task.dataDir, databaseUri: task.databaseUri, syncCommits: task.syncCommits });
+  const storage = await openStorage({ dataDir: task.dataDir, databaseUri: task.databaseUri, syncCommits: task.syncCommits, nodeId: task.nodeId });
   const savers = await storage.checkpoints.open();
   const saver = savers.saver({ putMetadata: runCheckpointMetadata });
   const store = await opts.createStore?.(storage);

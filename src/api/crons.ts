@@ -208,6 +208,7 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
         await mustCron(params.cron_id, await authorize(auth, "crons:delete", { cron_id: params.cron_id }));
         scheduler.unschedule(params.cron_id);
         if (!(await store.remove(params.cron_id))) throw cronNotFound(params.cron_id);
+        await scheduler.deleted(params.cron_id); // cluster: its tick claims go
         return empty(204);
       },
     }),

@@ -179,6 +179,8 @@ export interface ShardTask {
   databaseUri?: string;
   /** `--sync-commits` */
   syncCommits?: boolean;
+  /** the server's cluster node id (Postgres) */
+  nodeId?: string;
   graphs: GraphSpecLite[];
   /** env vars from the config, applied in the worker before graphs load */
   env: Record<string, string>;

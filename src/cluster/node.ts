@@ -18,6 +18,8 @@ export interface ClusterNodeOptions {
   heartbeatMs?: number;
   /** how often expired leases are looked for (default 5 s) */
   takeoverScanMs?: number;
+  /** how often this node removes expired bus payload rows (default 30 s; 0: never, a singleton job does: src/server/cluster-jobs.ts) */
+  payloadCleanupEveryMs?: number;
   clock?: Clock;
   stamp?: Stamp;
   info?: Record<string, unknown>;
@@ -52,7 +54,7 @@ export class ClusterNode {
     this.clock = opts.clock ?? systemClock;
     this.stamp = opts.stamp ?? databaseStamp;
     this.ttlMs = opts.ttlMs ?? 15_000;
-    this.bus = new NotifyBus(db, { clock: this.clock, stamp: this.stamp, onError: opts.onError });
+    this.bus = new NotifyBus(db, { clock: this.clock, stamp: this.stamp, cleanupEveryMs: opts.payloadCleanupEveryMs, onError: opts.onError });
     this.commands = new ClusterCommands(db, this.bus, { nodeId: opts.identity.nodeId, handle: opts.handle, onError: opts.onError });
     this.heartbeat = new NodeHeartbeat(db, {
       node: opts.identity,

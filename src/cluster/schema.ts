@@ -10,6 +10,9 @@
  * - cluster_payloads: bus messages too large for NOTIFY (the notification carries the row id);
  *   removed by age.
  * - cron_ticks: the last tick fired per cron; a node fires a tick only by moving it forward.
+ * - webhook_outbox.node_id (migration 4): the node whose webhook worker makes the delivery: the
+ *   one that finished the run (the session's troupe.node_id, set by every pool of a cluster node),
+ *   until a live node takes the deliveries of a dead one over (webhook-drain.ts).
  * Times are the database's (timestamptz), so nodes' clocks never have to agree.
  */
 import type { Migration } from "../storage/postgres/schema.ts";
@@ -60,5 +63,14 @@ CREATE TABLE cron_ticks (
   node_id text COLLATE "C" NOT NULL,
   claimed_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+`,
+};
+
+/** Which node delivers each webhook (the record tables' migration 2 made webhook_outbox). */
+export const CLUSTER_WEBHOOKS_MIGRATION: Omit<Migration, "version"> = {
+  name: "cluster-webhooks",
+  sql: `
+ALTER TABLE webhook_outbox ADD COLUMN node_id text COLLATE "C" DEFAULT current_setting('troupe.node_id', true);
+CREATE INDEX webhook_outbox_node ON webhook_outbox (node_id);
 `,
 };

@@ -41,6 +41,8 @@ export interface ShardPoolOptions {
   databaseUri?: string;
   /** `--sync-commits` */
   syncCommits?: boolean;
+  /** the server's cluster node id (Postgres) */
+  nodeId?: string;
   graphs: GraphSpecLite[];
   env: Record<string, string>;
   storeTtl?: StoreTtlOptions;
@@ -133,6 +135,7 @@ export class ShardPool {
       dataDir: this.opts.dataDir,
       databaseUri: this.opts.databaseUri,
       syncCommits: this.opts.syncCommits,
+      nodeId: this.opts.nodeId,
       graphs: this.opts.graphs,
       env: this.opts.env,
       storeTtl: this.opts.storeTtl,

@@ -50,6 +50,12 @@ import { customAppGuard, loadCustomApp } from "../http/custom-app.ts";
 import { StaticSchemas } from "../schemas/static-schemas.ts";
 import type { ResolvedStoreIndex } from "../config/types.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
+import { ClusterNode } from "../cluster/node.ts";
+import { newNodeIdentity } from "../cluster/nodes.ts";
+import { claimCronTick, forgetCronTicks } from "../cluster/cron-claims.ts";
+import type { PostgresStorage } from "../storage/postgres/adapter.ts";
+import { startClusterJobs, type ClusterJobs } from "./cluster-jobs.ts";
+import { sweepStoreOnce } from "../ttl/store-sweeper.ts";
 
 export interface ServerOptions {
   configPath: string;
@@ -89,6 +95,9 @@ export interface RunningServer {
 }
 
 const require = createRequire(import.meta.url);
+
+/** How often a cluster node re-reads every cron (crons created, changed or deleted through other nodes). */
+const CRON_RESYNC_MS = 5_000;
 
 export function packageVersion(): string {
   return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
@@ -135,7 +144,16 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const auth = config.auth.path ? await loadAuth(config.auth.path, { configPath: config.configPath, studioHeader }) : undefined;
 
   const apiKeys = opts.apiKeyAuth ? openApiKeyGuard(opts.apiKeyAuth) : null; // api keys: fail fast on a bad dir/org
-  const port = await openStorage({ dataDir: opts.dataDir, syncCommits: opts.syncCommits, primary: true, databaseUri: opts.databaseUri });
+  // cluster mode (docs/CLUSTER.md): on Postgres this server is one node of the deployment
+  const identity = opts.databaseUri === undefined ? undefined : newNodeIdentity(opts.nodeId ?? (process.env.TROUPE_NODE_NAME || undefined));
+  const port = await openStorage({
+    dataDir: opts.dataDir,
+    syncCommits: opts.syncCommits,
+    primary: true,
+    databaseUri: opts.databaseUri,
+    nodeId: identity?.nodeId,
+  });
+  const clusterDb = port.backend === "postgres" ? (port as PostgresStorage).db : undefined;
   const graphIds = new Set(config.graphs.map((g) => g.graphId));
   const assistants = new AssistantStore(port.assistants);
   await assistants.ensureDefaults(graphIds, parseGraphConfigs(process.env.LANGGRAPH_CONFIG));
@@ -151,6 +169,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     dataDir: opts.dataDir,
     databaseUri: opts.databaseUri,
     syncCommits: opts.syncCommits,
+    nodeId: identity?.nodeId,
     log: threadLog,
     headers: { ...config.webhooks.headers },
     signingSecret: config.webhooks.signingSecret,
@@ -178,6 +197,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     dataDir: opts.dataDir,
     databaseUri: opts.databaseUri,
     syncCommits: opts.syncCommits,
+    nodeId: identity?.nodeId,
     graphs: config.graphs.map((g) => ({ graphId: g.graphId, filePath: g.filePath, exportName: g.exportName })),
     env: { ...config.env },
     storeTtl,
@@ -191,7 +211,21 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   // Metrics and the request log (src/metrics/, src/log/)
   const telemetry = new RequestTelemetry(logOptions.requestsPerSecond);
   const rateLimitDecisions = opts.rateLimit ? new RateLimitDecisions() : undefined;
-  const nodeId = opts.nodeId ?? (process.env.TROUPE_NODE_NAME || hostname());
+  const nodeId = identity?.nodeId ?? opts.nodeId ?? (process.env.TROUPE_NODE_NAME || hostname());
+  // Minimal node start for the cluster chores (crons, singleton jobs, /info): forwarded commands,
+  // takeover and lease loss are wired with routing by lease (issue 22 items 1-5)
+  const cluster =
+    clusterDb && identity
+      ? await ClusterNode.start(clusterDb, {
+          identity,
+          info: { version: packageVersion() },
+          payloadCleanupEveryMs: 0, // the cluster-chores singleton does it
+          handle: () => Promise.reject(new Error("forwarded commands are not wired on this node")),
+          onTakeover: () => Promise.resolve(),
+          onLeasesLost: () => undefined,
+          onError: (err) => log.warn(`cluster: ${(err as Error)?.message ?? String(err)}`),
+        })
+      : undefined;
   const metrics = new ServerMetrics({
     http: telemetry.http,
     streams: telemetry.streams,
@@ -221,7 +255,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       cacheDir: join(opts.dataDir, "modules", "schemas"),
     }),
     metrics,
-    node: { id: nodeId, aliveNodes: () => 1 },
+    node: { id: nodeId, aliveNodes: () => cluster?.aliveNodes ?? 1 },
     resolveAssistant: async (idOrGraph) => {
       if (idOrGraph.length > MAX_KEY_CHARS) throw assistantNotFound(); // no key that long exists (or fits LMDB)
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : (canonicalUuidOf(idOrGraph) ?? idOrGraph);
@@ -232,7 +266,16 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   };
 
   // Crons: scheduler on the HTTP thread (src/crons/), only when run routes are enabled
-  const crons = config.http.disableRuns ? null : new CronScheduler(port.crons, cronRunner(app));
+  // in a cluster every node schedules every cron and fires the ticks it claims (src/cluster/cron-claims.ts)
+  const cronClaims =
+    clusterDb && identity
+      ? {
+          claim: (cronId: string, tickAt: Date) => claimCronTick(clusterDb, cronId, tickAt, identity.nodeId),
+          forget: (cronId: string) => forgetCronTicks(clusterDb, cronId),
+          resyncMs: CRON_RESYNC_MS,
+        }
+      : undefined;
+  const crons = config.http.disableRuns ? null : new CronScheduler(port.crons, cronRunner(app), undefined, cronClaims);
 
   dispatcher = new Dispatcher({ maxBodyBytes: config.http.maxBodyBytes, commonHeaders: corsHeaders(config.http.cors), observer: telemetry });
   dispatcher.addGuard(corsGuard(config.http.cors));
@@ -275,9 +318,24 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     sweepIntervalMinutes: ttl.sweepIntervalMinutes,
     sweepLimit: ttl.sweepLimit,
   });
-  threadTtl.start();
   const storeSweepInterval = config.store.ttl.sweepIntervalMinutes;
-  const stopStoreSweep = storeSweepInterval === null ? () => undefined : startStoreTtlSweep(port.store, storeSweepInterval);
+  let stopStoreSweep: () => void = () => undefined;
+  let clusterJobs: ClusterJobs | undefined;
+  if (cluster && clusterDb) {
+    // one node at a time runs each sweep and chore (docs/CLUSTER.md "Singleton jobs")
+    clusterJobs = startClusterJobs({
+      db: clusterDb,
+      nodeId,
+      threadTtl: { run: () => threadTtl.sweep(), everyMs: ttl.sweepIntervalMinutes * 60_000 },
+      storeTtl: storeSweepInterval === null ? undefined : { run: () => sweepStoreOnce(port.store), everyMs: storeSweepInterval * 60_000 },
+      webhooks: config.http.disableWebhooks ? undefined : webhooks,
+      cleanupPayloads: () => cluster.bus.cleanupPayloads(),
+      onError: (job, err) => log.warn(`cluster job ${job}: ${(err as Error)?.message ?? String(err)}`),
+    });
+  } else {
+    threadTtl.start();
+    if (storeSweepInterval !== null) stopStoreSweep = startStoreTtlSweep(port.store, storeSweepInterval);
+  }
 
   const host = opts.host ?? RUNTIME_DEFAULTS.loopbackHost;
   if (!config.http.disableWebhooks && (await port.webhooks.anyPending())) webhooks.start();
@@ -299,9 +357,15 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       stopStoreSweep();
       server.close();
       telemetry.log.flush();
+      await clusterJobs?.stop();
       await crons?.stop(); // crons: before the pool, so in-flight ticks finish creating their runs
-      await pool.close(graceMs);
-      await webhooks.terminate();
+      // a cluster node leaves only after its webhook worker stopped: a live node's deliveries are never taken over
+      const stopRuntime = async () => {
+        await pool.close(graceMs);
+        await webhooks.terminate();
+      };
+      if (cluster) await cluster.drain(stopRuntime);
+      else await stopRuntime();
       await port.close();
       await apiKeys?.close();
     },

@@ -13,6 +13,8 @@ export interface StorageConfig {
   primary?: boolean;
   /** postgres://… (`--database-uri` / DATABASE_URI): the data lives in PostgreSQL, not in the data dir's LMDB */
   databaseUri?: string;
+  /** this server's cluster node id (PostgreSQL: the sessions say which node wrote a webhook delivery) */
+  nodeId?: string;
 }
 
 /** Opens one adapter's port; an adapter may load its modules (a driver) on first use. */
@@ -32,7 +34,7 @@ export const postgresAdapter: StorageAdapter = async (config) => {
   if (uri === undefined) throw new Error("postgresAdapter: no databaseUri");
   const { openPostgresStorage } = await import("./postgres/adapter.ts");
   try {
-    const storage = await openPostgresStorage({ uri, migrate: config.primary === true, syncCommits: config.syncCommits });
+    const storage = await openPostgresStorage({ uri, migrate: config.primary === true, syncCommits: config.syncCommits, nodeId: config.nodeId });
     // the migration reached the server; the other threads check it too, so a bad URI fails every opener alike
     if (config.primary !== true) await storage.db.pool.query("SELECT 1");
     return storage;

@@ -45,9 +45,9 @@ export class OutboxDeliverer {
     return pending.length;
   }
 
-  /** A delivery just committed to the outbox (a shard's message after the run's final commit). */
-  due(key: DeliveryKey): void {
-    this.schedule(key, Date.now());
+  /** A delivery just committed to the outbox (a shard's message after the run's final commit), or taken over at its due time. */
+  due(key: DeliveryKey, at = Date.now()): void {
+    this.schedule(key, Number.isNaN(at) ? Date.now() : at);
   }
 
   /** Resolves once this worker has no delivery left to make (tests). */

@@ -58,6 +58,16 @@ export class WebhookWorkerHost {
     return worker;
   }
 
+  /** Deliveries this node took over (from a dead node's outbox rows): the worker makes them at their due times. */
+  take(deliveries: readonly { threadId: string; runId: string; nextAttemptAt: string }[]): void {
+    if (deliveries.length === 0 || this.terminated) return;
+    const worker = this.start();
+    for (const d of deliveries) {
+      const msg: ToWebhookWorker = { type: "webhook.due", threadId: d.threadId, runId: d.runId, at: d.nextAttemptAt };
+      worker.postMessage(msg);
+    }
+  }
+
   /** A new channel to the worker; give the returned port to one actor shard (transfer it). */
   connectPort(): MessagePort {
     const { port1, port2 } = new MessageChannel();

@@ -13,6 +13,8 @@ export interface WebhookDueMessage {
   type: "webhook.due";
   threadId: string;
   runId: string;
+  /** when its next attempt is due (ISO; absent: now): a delivery taken over from a dead node */
+  at?: string;
 }
 
 /** A direct channel from an actor shard; the worker listens on it for `webhook.due`. */
@@ -52,6 +54,8 @@ export interface WebhookWorkerData {
   databaseUri?: string;
   /** `--sync-commits` */
   syncCommits?: boolean;
+  /** the server's cluster node id (Postgres): the worker takes on this node's deliveries only */
+  nodeId?: string;
   headers: Record<string, string>;
   /** Standard Webhooks secret (`webhooks.signing_secret`); null/absent = unsigned */
   signingSecret?: string | null;
@@ -73,10 +77,10 @@ export interface WebhookWorkerData {
 
 export function isToWebhookWorker(msg: unknown): msg is ToWebhookWorker {
   if (!msg || typeof msg !== "object") return false;
-  const m = msg as { type?: unknown; threadId?: unknown; runId?: unknown; port?: unknown; id?: unknown };
+  const m = msg as { type?: unknown; threadId?: unknown; runId?: unknown; at?: unknown; port?: unknown; id?: unknown };
   switch (m.type) {
     case "webhook.due":
-      return typeof m.threadId === "string" && typeof m.runId === "string";
+      return typeof m.threadId === "string" && typeof m.runId === "string" && (m.at === undefined || typeof m.at === "string");
     case "webhook.port":
       return !!m.port && typeof (m.port as { on?: unknown }).on === "function";
     case "webhook.dispatch.result":

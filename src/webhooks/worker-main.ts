@@ -50,7 +50,7 @@ export async function runWebhookWorker(parent: MessagePort, data: WebhookWorkerD
       parent.postMessage(req);
     });
 
-  const storage = await openStorage({ dataDir: data.dataDir, databaseUri: data.databaseUri, syncCommits: data.syncCommits }); // (messages wait in the port until the listener below)
+  const storage = await openStorage({ dataDir: data.dataDir, databaseUri: data.databaseUri, syncCommits: data.syncCommits, nodeId: data.nodeId }); // (messages wait in the port until the listener below)
   const sender = new WebhookSender({
     headers: data.headers,
     connectTimeoutMs: data.connectTimeoutMs,
@@ -95,7 +95,7 @@ export async function runWebhookWorker(parent: MessagePort, data: WebhookWorkerD
         return;
       }
       case "webhook.due":
-        deliverer.due([msg.threadId, msg.runId]);
+        deliverer.due([msg.threadId, msg.runId], msg.at === undefined ? undefined : Date.parse(msg.at));
         return;
     }
   };

@@ -43,6 +43,8 @@ export interface StartOptions {
   workers?: number;
   env?: Record<string, string>;
   extraArgs?: string[];
+  /** how long to wait for the listening line (default 30 s) */
+  startTimeoutMs?: number;
 }
 
 /** the test backend's database of each data dir (TROUPE_TEST_BACKEND=postgres) */
@@ -81,7 +83,8 @@ export async function startTestServer(opts: StartOptions = {}): Promise<TestServ
   proc.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   proc.stderr!.on("data", (d: Buffer) => (out += d.toString()));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start in 60 s:\n${out}`)), 60_000);
+    const startTimeoutMs = opts.startTimeoutMs ?? 60_000;
+    const timer = setTimeout(() => reject(new Error(`server did not start in ${startTimeoutMs / 1000} s:\n${out}`)), startTimeoutMs);
     const onData = () => {
       const m = /troupe listening on (http:\/\/\S+)/.exec(out);
       if (m) {

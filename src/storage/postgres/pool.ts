@@ -16,6 +16,8 @@ export interface PostgresOptions {
    * without fsync by default (docs/STORAGE.md, "Durability")
    */
   syncCommits?: boolean;
+  /** this process's cluster node (setting troupe.node_id of every session: webhook_outbox.node_id's default) */
+  nodeId?: string;
 }
 
 export interface PostgresDb {
@@ -27,6 +29,12 @@ export interface PostgresDb {
 /** A plain lower-case SQL identifier: safe to put in SQL text and in a search_path unquoted. */
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
 
+/** A node id as a startup option value (node ids are letters, digits, "." "_" "-": src/cluster/nodes.ts). */
+function nodeIdOption(nodeId: string): string {
+  if (!/^[A-Za-z0-9._-]+$/.test(nodeId)) throw new TroupeError("BAD_REQUEST", `node id must be letters, digits, ".", "_" or "-": ${JSON.stringify(nodeId)}`);
+  return nodeId;
+}
+
 export function openPostgres(opts: PostgresOptions): PostgresDb {
   const schema = opts.schema ?? "public";
   if (!IDENTIFIER.test(schema)) throw new TroupeError("BAD_REQUEST", `schema name must match ${IDENTIFIER.source}: ${JSON.stringify(schema)}`);
@@ -34,8 +42,9 @@ export function openPostgres(opts: PostgresOptions): PostgresDb {
     connectionString: opts.uri,
     max: opts.maxConnections ?? 16,
     // the server's startup options: every statement on these connections resolves tables in the
-    // schema; and without syncCommits a commit returns once its WAL record is written, not flushed
-    options: `-c search_path=${schema}${opts.syncCommits === true ? "" : " -c synchronous_commit=off"}`,
+    // schema; without syncCommits a commit returns once its WAL record is written, not flushed; a
+    // cluster node's sessions carry its id (troupe.node_id: webhook_outbox.node_id's default)
+    options: `-c search_path=${schema}${opts.syncCommits === true ? "" : " -c synchronous_commit=off"}${opts.nodeId === undefined ? "" : ` -c troupe.node_id=${nodeIdOption(opts.nodeId)}`}`,
     application_name: "troupe",
     // an unreachable server fails the opener (startup) instead of waiting out the OS's TCP timeout
     connectionTimeoutMillis: 10_000,

@@ -32,19 +32,25 @@ interface DeliveryRow {
 const toDelivery = (row: DeliveryRow): WebhookDeliveryRecord =>
   row.values_json === null ? row.record : { ...row.record, values: new Uint8Array(row.values_json) };
 
+/**
+ * This session's own deliveries: those written by this node (webhook_outbox.node_id defaults to the
+ * session's troupe.node_id, src/cluster/schema.ts), or taken over by it. Outside a cluster both are null.
+ */
+const OWN_DELIVERIES = "node_id IS NOT DISTINCT FROM current_setting('troupe.node_id', true)";
+
 export class PostgresWebhooks implements WebhooksPort {
   constructor(private readonly pool: pg.Pool) {}
 
-  /** whether any delivery waits */
+  /** whether any of this node's deliveries waits (a dead node's are taken over by webhook-drain) */
   async anyPending(): Promise<boolean> {
-    const r = await this.pool.query<{ any: boolean }>("SELECT EXISTS (SELECT 1 FROM webhook_outbox) AS any");
+    const r = await this.pool.query<{ any: boolean }>(`SELECT EXISTS (SELECT 1 FROM webhook_outbox WHERE ${OWN_DELIVERIES}) AS any`);
     return r.rows[0].any;
   }
 
-  /** every waiting delivery and when its next attempt is due, in (thread_id, run_id) order */
+  /** every waiting delivery of this node and when its next attempt is due, in (thread_id, run_id) order */
   async pending(): Promise<{ key: RunKey; nextAttemptAt: string }[]> {
     const r = await this.pool.query<{ thread_id: string; run_id: string; next_attempt_at: string }>(
-      "SELECT thread_id, run_id, next_attempt_at FROM webhook_outbox ORDER BY thread_id, run_id",
+      `SELECT thread_id, run_id, next_attempt_at FROM webhook_outbox WHERE ${OWN_DELIVERIES} ORDER BY thread_id, run_id`,
     );
     return r.rows.map((row) => ({ key: { threadId: row.thread_id, runId: row.run_id }, nextAttemptAt: row.next_attempt_at }));
   }
