@@ -10,7 +10,7 @@
  * - cluster_payloads: bus messages too large for NOTIFY (the notification carries the row id);
  *   removed by age.
  * - cron_ticks: the last tick fired per cron; a node fires a tick only by moving it forward.
- * - webhook_outbox.node_id (migration 4): the node whose webhook worker makes the delivery: the
+ * - webhook_outbox.node_id (migration 5): the node whose webhook worker makes the delivery: the
  *   one that finished the run (the session's troupe.node_id, set by every pool of a cluster node),
  *   until a live node takes the deliveries of a dead one over (webhook-drain.ts).
  * Times are the database's (timestamptz), so nodes' clocks never have to agree.
