@@ -146,9 +146,10 @@ describe("troupe migrate", () => {
     expect(tuples.some((t) => t.pendingWrites.length > 0)).toBe(true);
 
     const db = await database();
-    const there = await migrateCli(["--from", source, "--to", db.uri, "--progress-every", "5"]);
+    // batches of 5: threads and store items go in several batches, each one target write
+    const there = await migrateCli(["--from", source, "--to", db.uri, "--batch", "5", "--progress-every", "5"]);
     expect(there.code, there.stderr).toBe(0);
-    // not a terminal: a line per 5 records and at each family's end
+    // not a terminal: a line per 5 records (each batch) and at each family's end
     expect(there.stderr).toMatch(/threads\s+5\/10 \[/);
     expect(there.stderr).toMatch(/threads\s+10\/10 \[#+\] 100%/);
     expect(there.stderr).toContain(`done: ${original.assistants.length} assistants, 2 crons, 14 store, 10 threads`);
@@ -200,6 +201,18 @@ describe("troupe migrate", () => {
       expect(await snapshot(to)).toEqual(await snapshot(from));
       const again = await copyDeployment(from, to);
       expect(again.copied).toEqual({ assistants: 0, crons: 0, store: 0, threads: 0 });
+      // with its progress record gone, a copy into the full target replaces every thread's
+      // checkpoints (the target has them, so each is cleared first) instead of adding to them
+      await (to as unknown as { pool: { query(sql: string): Promise<unknown> } }).pool.query("DELETE FROM troupe_migrate_progress");
+      const [first] = (await collect(to.threads())).map((c) => c.item.record.thread_id);
+      const latest = await to.saver.getTuple({ configurable: { thread_id: first } });
+      expect(latest).toBeDefined();
+      const stray = { ...latest!.checkpoint, id: "1fffffff-ffff-6fff-bfff-ffffffffffff" };
+      await to.saver.put({ configurable: { thread_id: first, checkpoint_ns: "" } }, stray, latest!.metadata!, {});
+      expect(await snapshot(to)).not.toEqual(await snapshot(from));
+      const over = await copyDeployment(from, to, { batch: 4 });
+      expect(over.copied.threads).toBe(10);
+      expect(await snapshot(to)).toEqual(await snapshot(from));
     } finally {
       await to.close();
       await from.close();

@@ -4,7 +4,7 @@
 // copy got, and a re-run continues from there. Re-copying a record replaces it, so a batch cut
 // short by a crash is simply copied again.
 import { WRITES_IDX_MAP, type CheckpointTuple, type PendingWrite } from "@langchain/langgraph-checkpoint";
-import type { CheckpointSaver, Cursor, Family, MigrationEndpoint, MigrationProgress, StoreItemCopy } from "./endpoint.ts";
+import type { CheckpointSaver, Copied, Cursor, Family, MigrationEndpoint, MigrationProgress, ThreadCopy } from "./endpoint.ts";
 import { FAMILIES } from "./endpoint.ts";
 
 export interface CopyReport {
@@ -39,32 +39,32 @@ export async function copyDeployment(from: MigrationEndpoint, to: MigrationEndpo
       pending = 0;
     };
     opts.onProgress?.(family, done, total);
-    let last: MigrationProgress["current"];
-    if (family === "store") {
-      let items: StoreItemCopy[] = [];
-      for await (const { item, cursor } of from.storeItems(after)) {
+    // store items and threads go in batches (one target write and commit per batch), the others one by one
+    const copyBatched = async <T>(source: AsyncIterable<Copied<T>>, put: (items: T[]) => Promise<void>) => {
+      let items: T[] = [];
+      const flush = async () => {
+        await put(items);
+        done += items.length;
+        report.copied[family] += items.length;
+        items = [];
+      };
+      for await (const { item, cursor } of source) {
         items.push(item);
-        last = { family, after: cursor };
         if (items.length >= batch) {
-          await to.putStoreItems(items);
-          done += items.length;
-          report.copied.store += items.length;
-          items = [];
-          await commit(last);
+          await flush();
+          await commit({ family, after: cursor });
         }
       }
-      if (items.length > 0) {
-        await to.putStoreItems(items);
-        done += items.length;
-        report.copied.store += items.length;
-      }
-    } else {
+      if (items.length > 0) await flush();
+    };
+    if (family === "store") await copyBatched(from.storeItems(after), (items) => to.putStoreItems(items));
+    else if (family === "threads") await copyBatched(from.threads(after), (items) => copyThreads(from, to, items));
+    else {
       for await (const { cursor, copy } of records(from, to, family, after)) {
         await copy();
         done++;
         report.copied[family]++;
-        last = { family, after: cursor };
-        if (++pending >= batch) await commit(last);
+        if (++pending >= batch) await commit({ family, after: cursor });
         else opts.onProgress?.(family, done, total);
       }
     }
@@ -74,8 +74,31 @@ export async function copyDeployment(from: MigrationEndpoint, to: MigrationEndpo
   return report;
 }
 
+/** How many threads of a batch copy their checkpoints at once (each is a chain of the target's writes). */
+const CHECKPOINT_COPIES = 4;
+
+/**
+ * A batch of threads: their checkpoint histories (cleared first where the target may have some),
+ * a few threads at a time, then their records in one write. A thread's record lands after its
+ * checkpoints, so a crash in between leaves the batch to be copied again, never a thread without
+ * its history.
+ */
+async function copyThreads(from: MigrationEndpoint, to: MigrationEndpoint, threads: ThreadCopy[]): Promise<void> {
+  const ids = threads.map((t) => t.record.thread_id);
+  const present = await to.threadsWithCheckpoints(ids);
+  let next = 0;
+  const copier = async () => {
+    while (next < ids.length) {
+      const id = ids[next++];
+      await copyCheckpoints(from.saver, to.saver, id, { clear: present.has(id) });
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(CHECKPOINT_COPIES, ids.length) }, copier));
+  await to.putThreads(threads);
+}
+
 /** The family's records from the source, each with the write that copies it into the target. */
-async function* records(from: MigrationEndpoint, to: MigrationEndpoint, family: Exclude<Family, "store">, after: Cursor | undefined) {
+async function* records(from: MigrationEndpoint, to: MigrationEndpoint, family: "assistants" | "crons", after: Cursor | undefined) {
   switch (family) {
     case "assistants":
       for await (const { item, cursor } of from.assistants(after)) yield { cursor, copy: () => to.putAssistant(item) };
@@ -83,16 +106,6 @@ async function* records(from: MigrationEndpoint, to: MigrationEndpoint, family: 
     case "crons":
       for await (const { item, cursor } of from.crons(after)) yield { cursor, copy: () => to.putCron(item) };
       return;
-    case "threads":
-      for await (const { item, cursor } of from.threads(after)) {
-        yield {
-          cursor,
-          copy: async () => {
-            await copyCheckpoints(from.saver, to.saver, item.record.thread_id);
-            await to.putThread(item);
-          },
-        };
-      }
   }
 }
 
@@ -109,8 +122,13 @@ interface CheckpointKey {
  * the channels whose version differs from the parent's (what the live put did), with its pending
  * writes. Values are read one checkpoint at a time, so a long thread is never in memory whole.
  */
-export async function copyCheckpoints(from: CheckpointSaver, to: CheckpointSaver, threadId: string): Promise<number> {
-  await to.deleteThread(threadId);
+export async function copyCheckpoints(
+  from: CheckpointSaver,
+  to: CheckpointSaver,
+  threadId: string,
+  opts: { clear: boolean } = { clear: true },
+): Promise<number> {
+  if (opts.clear) await to.deleteThread(threadId);
   const keys: CheckpointKey[] = [];
   for await (const t of from.list({ configurable: { thread_id: threadId } })) {
     keys.push({

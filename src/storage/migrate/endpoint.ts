@@ -84,8 +84,10 @@ export interface MigrationEndpoint {
   putAssistant(a: AssistantCopy): Promise<void>;
   putCron(c: CronRecord): Promise<void>;
   putStoreItems(items: readonly StoreItemCopy[]): Promise<void>;
-  /** replaces the thread's records (its runs, values, TTL, webhook rows); checkpoints: the saver */
-  putThread(t: ThreadCopy): Promise<void>;
+  /** replaces the threads' records (their runs, values, TTLs, webhook rows) in one write; checkpoints: the saver */
+  putThreads(threads: readonly ThreadCopy[]): Promise<void>;
+  /** which of these threads may have checkpoints here (the copy clears only those before putting the source's) */
+  threadsWithCheckpoints(threadIds: readonly string[]): Promise<Set<string>>;
 
   readProgress(source: string): Promise<MigrationProgress | undefined>;
   writeProgress(p: MigrationProgress): Promise<void>;

@@ -124,31 +124,38 @@ class LmdbEndpoint implements MigrationEndpoint {
     });
   }
 
-  async putThread(t: ThreadCopy): Promise<void> {
+  async putThreads(threads: readonly ThreadCopy[]): Promise<void> {
     const s = this.s;
-    const id = t.record.thread_id;
-    const range = { start: [id], end: [id, LAST] };
     await s.root.transaction(() => {
-      putThread(s, t.record, s.threads.get(id));
-      if (t.valuesJson !== undefined) s.threadValues.put(id, t.valuesJson);
-      else s.threadValues.remove(id);
-      if (t.ttl !== undefined) s.threadTtl.put(id, t.ttl);
-      else s.threadTtl.remove(id);
-      for (const { key } of s.runs.getRange(range)) {
-        s.runs.remove(key);
-        s.runThread.remove(key[1]);
-        s.activeRuns.remove(key);
+      for (const t of threads) {
+        const id = t.record.thread_id;
+        const range = { start: [id], end: [id, LAST] };
+        putThread(s, t.record, s.threads.get(id));
+        if (t.valuesJson !== undefined) s.threadValues.put(id, t.valuesJson);
+        else s.threadValues.remove(id);
+        if (t.ttl !== undefined) s.threadTtl.put(id, t.ttl);
+        else s.threadTtl.remove(id);
+        for (const { key } of s.runs.getRange(range)) {
+          s.runs.remove(key);
+          s.runThread.remove(key[1]);
+          s.activeRuns.remove(key);
+        }
+        for (const r of t.runs) {
+          s.runs.put([id, r.run_id], r);
+          s.runThread.put(r.run_id, id);
+          if (isActive(r)) s.activeRuns.put([id, r.run_id], 1);
+        }
+        for (const { key } of s.webhookOutbox.getRange(range)) s.webhookOutbox.remove(key);
+        for (const { key } of s.webhookOutcomes.getRange(range)) s.webhookOutcomes.remove(key);
+        for (const [runId, d] of t.deliveries) s.webhookOutbox.put([id, runId], d);
+        for (const [runId, o] of t.outcomes) s.webhookOutcomes.put([id, runId], o);
       }
-      for (const r of t.runs) {
-        s.runs.put([id, r.run_id], r);
-        s.runThread.put(r.run_id, id);
-        if (isActive(r)) s.activeRuns.put([id, r.run_id], 1);
-      }
-      for (const { key } of s.webhookOutbox.getRange(range)) s.webhookOutbox.remove(key);
-      for (const { key } of s.webhookOutcomes.getRange(range)) s.webhookOutcomes.remove(key);
-      for (const [runId, d] of t.deliveries) s.webhookOutbox.put([id, runId], d);
-      for (const [runId, o] of t.outcomes) s.webhookOutcomes.put([id, runId], o);
     });
+  }
+
+  /** all of them: removing a thread's checkpoints on LMDB is a local range delete either way */
+  async threadsWithCheckpoints(threadIds: readonly string[]): Promise<Set<string>> {
+    return new Set(threadIds);
   }
 
   async readProgress(source: string): Promise<MigrationProgress | undefined> {

@@ -6,7 +6,7 @@
 import type pg from "pg";
 import { openPostgresStorage, type PostgresStorage } from "../postgres/adapter.ts";
 import { jsonbText, jsonText } from "../postgres/json-columns.ts";
-import { bytesParam, threadRowValues, upsertThreadSql } from "../postgres/threads.ts";
+import { bytesParam } from "../postgres/threads.ts";
 import { transaction } from "../postgres/transaction.ts";
 import type {
   AssistantRecord,
@@ -213,46 +213,87 @@ class PostgresEndpoint implements MigrationEndpoint {
     );
   }
 
-  async putThread(t: ThreadCopy): Promise<void> {
-    const id = t.record.thread_id;
+  async putThreads(threads: readonly ThreadCopy[]): Promise<void> {
+    if (threads.length === 0) return;
+    const ids = threads.map((t) => t.record.thread_id);
+    const runs = threads.flatMap((t) => t.runs.map((r) => ({ threadId: t.record.thread_id, r })));
+    const deliveries = threads.flatMap((t) => t.deliveries.map(([runId, d]) => ({ threadId: t.record.thread_id, runId, d })));
+    const outcomes = threads.flatMap((t) => t.outcomes.map(([runId, o]) => ({ threadId: t.record.thread_id, runId, o })));
+    const ttls = threads.filter((t) => t.ttl !== undefined);
+    // one transaction per batch, each table's rows in one statement: a batch costs the same few
+    // round trips and one commit however many threads it holds
     await transaction(this.pool, async (c) => {
-      await c.query(upsertThreadSql(1, true), [...threadRowValues(t.record), t.valuesJson === undefined ? null : bytesParam(t.valuesJson)]);
-      if (t.ttl === undefined) await c.query("DELETE FROM thread_ttls WHERE thread_id = $1", [id]);
-      else
-        await c.query("INSERT INTO thread_ttls (thread_id, minutes) VALUES ($1, $2) ON CONFLICT (thread_id) DO UPDATE SET minutes = EXCLUDED.minutes", [
-          id,
-          t.ttl,
-        ]);
-      await c.query("DELETE FROM runs WHERE thread_id = $1", [id]);
       await c.query(
-        `INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs)
-         SELECT u.run_id, $1, u.assistant_id, u.status, u.record::json, u.kwargs::json
-         FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) u(run_id, assistant_id, status, record, kwargs)`,
+        `INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record, values_json)
+         SELECT u.id, u.status, u.created, u.updated, u.metadata::jsonb, u.record::json, u.vals
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[]) u(id, status, created, updated, metadata, record, vals)
+         ON CONFLICT (thread_id) DO UPDATE SET status = EXCLUDED.status, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
+           metadata = EXCLUDED.metadata, record = EXCLUDED.record, values_json = EXCLUDED.values_json`,
         [
-          id,
-          t.runs.map((r) => r.run_id),
-          t.runs.map((r) => r.assistant_id),
-          t.runs.map((r) => r.status),
-          t.runs.map((r) => jsonText({ ...r, kwargs: null })),
-          t.runs.map((r) => jsonText(r.kwargs)),
+          ids,
+          threads.map((t) => t.record.status),
+          threads.map((t) => t.record.created_at),
+          threads.map((t) => t.record.updated_at),
+          threads.map((t) => jsonbText(t.record.metadata)),
+          threads.map((t) => jsonText(t.record)),
+          threads.map((t) => (t.valuesJson === undefined ? null : bytesParam(t.valuesJson))),
         ],
       );
-      await c.query("DELETE FROM webhook_outbox WHERE thread_id = $1", [id]);
-      await c.query("DELETE FROM webhook_outcomes WHERE thread_id = $1", [id]);
-      for (const [runId, d] of t.deliveries) {
-        const { values, ...record } = d;
-        await c.query("INSERT INTO webhook_outbox (thread_id, run_id, next_attempt_at, record, values_json) VALUES ($1, $2, $3, $4::json, $5)", [
-          id,
-          runId,
-          d.next_attempt_at,
-          jsonText(record),
-          values === undefined ? null : bytesParam(values),
+      await c.query("DELETE FROM thread_ttls WHERE thread_id = ANY($1::text[])", [ids]);
+      if (ttls.length > 0)
+        await c.query("INSERT INTO thread_ttls (thread_id, minutes) SELECT * FROM unnest($1::text[], $2::float8[])", [
+          ttls.map((t) => t.record.thread_id),
+          ttls.map((t) => t.ttl),
         ]);
-      }
-      for (const [runId, o] of t.outcomes) {
-        await c.query("INSERT INTO webhook_outcomes (thread_id, run_id, record) VALUES ($1, $2, $3::json)", [id, runId, jsonText(o)]);
-      }
+      await c.query("DELETE FROM runs WHERE thread_id = ANY($1::text[])", [ids]);
+      if (runs.length > 0)
+        await c.query(
+          `INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs)
+           SELECT u.run_id, u.thread_id, u.assistant_id, u.status, u.record::json, u.kwargs::json
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) u(run_id, thread_id, assistant_id, status, record, kwargs)`,
+          [
+            runs.map(({ r }) => r.run_id),
+            runs.map(({ threadId }) => threadId),
+            runs.map(({ r }) => r.assistant_id),
+            runs.map(({ r }) => r.status),
+            runs.map(({ r }) => jsonText({ ...r, kwargs: null })),
+            runs.map(({ r }) => jsonText(r.kwargs)),
+          ],
+        );
+      await c.query("DELETE FROM webhook_outbox WHERE thread_id = ANY($1::text[])", [ids]);
+      await c.query("DELETE FROM webhook_outcomes WHERE thread_id = ANY($1::text[])", [ids]);
+      if (deliveries.length > 0)
+        await c.query(
+          `INSERT INTO webhook_outbox (thread_id, run_id, next_attempt_at, record, values_json)
+           SELECT u.thread_id, u.run_id, u.next_attempt_at, u.record::json, u.vals
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[]) u(thread_id, run_id, next_attempt_at, record, vals)`,
+          [
+            deliveries.map(({ threadId }) => threadId),
+            deliveries.map(({ runId }) => runId),
+            deliveries.map(({ d }) => d.next_attempt_at),
+            deliveries.map(({ d }) => {
+              const { values: _values, ...record } = d;
+              return jsonText(record);
+            }),
+            deliveries.map(({ d }) => (d.values === undefined ? null : bytesParam(d.values))),
+          ],
+        );
+      if (outcomes.length > 0)
+        await c.query(
+          "INSERT INTO webhook_outcomes (thread_id, run_id, record) SELECT u.thread_id, u.run_id, u.record::json FROM unnest($1::text[], $2::text[], $3::text[]) u(thread_id, run_id, record)",
+          [outcomes.map(({ threadId }) => threadId), outcomes.map(({ runId }) => runId), outcomes.map(({ o }) => jsonText(o))],
+        );
     });
+  }
+
+  async threadsWithCheckpoints(threadIds: readonly string[]): Promise<Set<string>> {
+    const r = await this.pool.query<{ thread_id: string }>(
+      `SELECT t.id AS thread_id FROM unnest($1::text[]) t(id)
+       WHERE EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = t.id) OR EXISTS (SELECT 1 FROM checkpoint_writes WHERE thread_id = t.id)
+         OR EXISTS (SELECT 1 FROM checkpoint_blobs WHERE thread_id = t.id) OR EXISTS (SELECT 1 FROM checkpoint_chunks WHERE thread_id = t.id)`,
+      [threadIds],
+    );
+    return new Set(r.rows.map((row) => row.thread_id));
   }
 
   async readProgress(source: string): Promise<MigrationProgress | undefined> {
