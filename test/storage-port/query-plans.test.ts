@@ -12,6 +12,7 @@ import { ACTIVE, walkStatement } from "../../src/storage/postgres/runs.ts";
 import { searchStatement, type SearchSql } from "../../src/storage/postgres/search-sql.ts";
 import { searchItemsStatement } from "../../src/storage/postgres/store.ts";
 import { SWEEP_EXPIRED } from "../../src/storage/postgres/store-sweep.ts";
+import { termCountStatement, termSearchStatement } from "../../src/storage/postgres/thread-terms.ts";
 import { filterSql as threadFilter, THREAD_SEARCH } from "../../src/storage/postgres/threads.ts";
 import type { PageSpec } from "../../src/storage/port.ts";
 import { usePostgresDatabase } from "../helpers/postgres.ts";
@@ -50,6 +51,8 @@ beforeAll(async () => {
       ${iso("i")}, ${iso("i")}, CASE WHEN i % 100 = 0 THEN 1 END, CASE WHEN i % 100 = 0 THEN 1e12 + i END
     FROM generate_series(1, ${ROWS}) i`);
   await q("ANALYZE");
+  // as autovacuum leaves an insert-only table: its visibility map set (index-only scans read no heap)
+  await q("VACUUM thread_terms");
 }, 240_000);
 
 afterAll(async () => {
@@ -129,6 +132,23 @@ describe("query plans on 100,000 rows", () => {
       /threads_(metadata|status)/,
     );
     await expectIndexed(search(THREAD_SEARCH, threadFilter, { ids: ["t0000005", "t0000777"] }, { sortBy: "created_at" }), "threads_pkey");
+  });
+
+  it("threads by one metadata value (thread-terms.ts): the page walks the term's range in order, the total counts it index-only", async () => {
+    for (const term of [
+      { key: "user", value: "u7" },
+      { key: "n", value: 7 },
+    ]) {
+      for (const order of ["asc", "desc"] as const) {
+        const statement = termSearchStatement(term, { sortBy: "created_at", order, offset: 0, limit: 10 });
+        await expectPageIndexed(statement, "thread_terms_pkey");
+        const all = nodes(await planOf(statement));
+        // not the GIN bitmap of every match (each match's heap page read) that the `@>` filter invites
+        expect(all.filter((n) => n["Node Type"] === "Bitmap Heap Scan" && n["Relation Name"] === "threads")).toEqual([]);
+        expect(all.some((n) => n["Node Type"] === "Index Only Scan" && n["Index Name"] === "thread_terms_pkey")).toBe(true);
+      }
+      await expectIndexed(termCountStatement(term), "thread_terms_pkey");
+    }
   });
 
   it("assistants: graph_id and metadata filters, created/updated sorts", async () => {

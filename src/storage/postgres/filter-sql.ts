@@ -42,7 +42,7 @@ function member(expr: string, key: string, p: Params): string {
 }
 
 /** A key as the jsonb spelling writes it (json-columns.ts). */
-const jsonbKey = (key: string): string => JSON.parse(jsonbText(key)) as string;
+export const jsonbKey = (key: string): string => JSON.parse(jsonbText(key)) as string;
 
 /**
  * matchesFilter(filter, value) for a filter object and a jsonb expression `expr` that is never a

@@ -19,6 +19,7 @@ import { RECORD_TABLES } from "./schema-records.ts";
  *   bytewise (COLLATE "C"): checkpoint ids order as LangGraph orders them, whatever the
  *   database's locale.
  */
+import { THREAD_TERMS } from "./schema-terms.ts";
 import { CLUSTER_MIGRATION, CLUSTER_WEBHOOKS_MIGRATION } from "../../cluster/schema.ts";
 
 export interface Migration {
@@ -92,4 +93,5 @@ CREATE INDEX checkpoint_writes_run ON checkpoint_writes (thread_id, run_id) WHER
   { version: 3, ...CLUSTER_MIGRATION },
   { version: 4, ...ROW_COUNTS },
   { version: 5, ...CLUSTER_WEBHOOKS_MIGRATION },
+  { version: 6, ...THREAD_TERMS },
 ];

@@ -6,6 +6,7 @@ import type { Page, PageSpec, ThreadFilter, ThreadSort, ThreadsPort } from "../p
 import type { ThreadRecord, WebhookDeliveryRecord } from "../records.ts";
 import { authFilterSql, metadataFilterSql, Params, valueFilterSql } from "./filter-sql.ts";
 import { jsonbText, jsonText } from "./json-columns.ts";
+import { countByTerm, searchByTerm, soleTerm } from "./thread-terms.ts";
 import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
 import { deliveryValues, enqueueSql } from "./webhooks.ts";
 import type { ThreadWriteChains } from "./write-chains.ts";
@@ -88,11 +89,15 @@ export class PostgresThreads implements ThreadsPort {
   }
 
   search(q: ThreadFilter & PageSpec<ThreadSort>): Promise<Page<ThreadRecord>> {
+    const term = q.sortBy === "created_at" ? soleTerm(q) : undefined;
+    if (term !== undefined) return searchByTerm(this.pool, term, q);
     const p = new Params();
     return searchPage(this.pool, THREAD_SEARCH, filterSql(q, p), p, q, (row) => row.record as ThreadRecord);
   }
 
   count(f: ThreadFilter): Promise<number> {
+    const term = soleTerm(f);
+    if (term !== undefined) return countByTerm(this.pool, term);
     const p = new Params();
     return countRows(this.pool, "threads", filterSql(f, p), p.values);
   }
