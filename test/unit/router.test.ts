@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import { Router, type MatchResult } from "../../src/http/router.ts";
 import { json, type RouteDef } from "../../src/http/types.ts";
 
-const def = (method: string, path: string): RouteDef => ({ method, path, operationId: `${method} ${path}`, summary: "", tag: "t", handler: () => json(null) }) as RouteDef;
+const def = (method: string, path: string): RouteDef =>
+  ({ method, path, operationId: `${method} ${path}`, summary: "", tag: "t", handler: () => json(null) }) as RouteDef;
 
 function router(): Router {
   const r = new Router();
@@ -22,7 +23,8 @@ function router(): Router {
   return r;
 }
 
-const described = (m: MatchResult) => ("route" in m ? `${m.route.method} ${m.route.path} ${JSON.stringify(m.params)}` : "notFound" in m ? "404" : `405 ${m.methodNotAllowed.join(",")}`);
+const described = (m: MatchResult) =>
+  "route" in m ? `${m.route.method} ${m.route.path} ${JSON.stringify(m.params)}` : "notFound" in m ? "404" : `405 ${m.methodNotAllowed.join(",")}`;
 
 describe("router", () => {
   it("matches static paths whole, params through the trie, and refuses the rest as 404 or 405", () => {
