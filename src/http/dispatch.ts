@@ -1,10 +1,10 @@
 // Request pipeline independent of the socket library: guards (rate limit, auth) → route match →
 // param/query/body validation → handler → error mapping. Validators are compiled at registration.
-import { randomUUID } from "node:crypto";
 import { TroupeError, validationError } from "../errors.ts";
 import { componentLog } from "../log/logger.ts";
 import { canonicalUuid, isUuid } from "../util/ids.ts";
 import { errorReply } from "./errors.ts";
+import { requestIdOf } from "./request-id.ts";
 import { Router } from "./router.ts";
 import type { Headers, Reply, RequestContext, RouteDef } from "./types.ts";
 import { compileBody, compileQuery, type Validator } from "./validation.ts";
@@ -78,24 +78,6 @@ const log = componentLog("http");
 function failureReply(req: RawRequest, gctx: GuardCall, err: unknown): Reply {
   if (!(err instanceof TroupeError)) log.error("request failed", { req_id: gctx.requestId, method: req.method, path: req.path, err });
   return errorReply(err);
-}
-
-/** A client's X-Request-Id is kept when it is a plain token (it is echoed in a header and logged). */
-const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:/+=@-]{1,128}$/;
-
-function requestIdOf(header: string | undefined): string {
-  return header !== undefined && CLIENT_REQUEST_ID.test(header) ? header : nextRequestId();
-}
-
-/**
- * Made-up request ids are UUID-shaped: a random prefix drawn once per process and a counter in the
- * last 12 hex digits (unique without a random draw per request: randomUUID() cost ~170 ns).
- */
-const REQUEST_ID_PREFIX = randomUUID().slice(0, 24);
-let requestCounter = 0;
-function nextRequestId(): string {
-  requestCounter = (requestCounter + 1) % 0x1000000000000;
-  return REQUEST_ID_PREFIX + requestCounter.toString(16).padStart(12, "0");
 }
 
 /** Sees every request once its reply is decided (metrics, the request log). */

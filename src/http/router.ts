@@ -1,5 +1,7 @@
 // Path matching compiled once at startup: a segment trie where static segments win over
-// :params, so /threads/search and /threads/:thread_id never compete.
+// :params, so /threads/search and /threads/:thread_id never compete. Paths of routes without
+// params are also looked up whole first (GET /ok, POST /threads/search …): one map lookup instead
+// of splitting the path and walking the trie.
 import type { RouteDef } from "./types.ts";
 
 interface Node {
@@ -19,6 +21,8 @@ export type MatchResult = RouteMatch | { notFound: true } | { methodNotAllowed: 
 
 export class Router {
   private readonly root = newNode();
+  /** path → method → route, for the routes without params */
+  private readonly exact = new Map<string, Map<string, RouteDef>>();
   readonly routes: RouteDef[] = [];
 
   add(route: RouteDef): void {
@@ -40,9 +44,18 @@ export class Router {
     if (node.routes.has(route.method)) throw new Error(`duplicate route ${route.method} ${route.path}`);
     node.routes.set(route.method, route);
     this.routes.push(route);
+    if (!route.path.includes(":")) {
+      let byMethod = this.exact.get(route.path);
+      if (byMethod === undefined) this.exact.set(route.path, (byMethod = new Map()));
+      byMethod.set(route.method, route);
+    }
   }
 
   match(method: string, path: string): MatchResult {
+    // the trie's answer too: a whole static path wins over params; otherwise (another method, a
+    // trailing slash) the trie decides
+    const exact = this.exact.get(path)?.get(method);
+    if (exact !== undefined) return { route: exact, params: {} };
     const segs = split(path);
     const params: Record<string, string> = {};
     const node = walk(this.root, segs, 0, params);

@@ -288,10 +288,16 @@ function writeHeadReply(res: HttpResponse, state: ResState, reply: Reply): void 
   });
 }
 
+/**
+ * The status line and every header in one call into uWS: a call costs the HTTP thread ~0.7 µs
+ * (measured under /ok load, 5 calls were 15-20% of its CPU per request), far more than joining
+ * the lines. uWS writes the status text and a `\r\n` verbatim, so the header lines ride after it.
+ */
 function writeHead(res: HttpResponse, status: number, contentType: string | null, headers: Headers | undefined): void {
-  res.writeStatus(statusLine(status));
-  if (contentType) res.writeHeader("content-type", contentType);
-  if (headers) for (const k in headers) res.writeHeader(k, headers[k]);
+  let head = statusLine(status);
+  if (contentType) head += "\r\ncontent-type: " + contentType;
+  if (headers) for (const k in headers) head += "\r\n" + k + ": " + headers[k];
+  res.writeStatus(head);
 }
 
 function writeReply(res: HttpResponse, state: ResState, reply: Reply, closeConnection: boolean): void {
