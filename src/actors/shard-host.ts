@@ -111,7 +111,9 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     maybeRelease: (actor) => {
       // drop idle actors on the next turn so a burst of commands reuses the same instance
       setImmediate(() => {
-        if (actor.idle && actors.get(actor.threadId) === actor) actors.delete(actor.threadId);
+        if (!actor.idle || actors.get(actor.threadId) !== actor) return;
+        actors.delete(actor.threadId);
+        if (task.cluster === true) post({ type: "thread.idle", threadId: actor.threadId }); // its lease may go
       });
     },
     telemetry: new RunTelemetry(board),
@@ -136,6 +138,15 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     if (cmd.type === "graph.describe") return describeGraph(registry, cmd);
     if (cmd.type === "run.observe") return Promise.resolve({ gated: gates.observe(cmd.runId, cmd.replay) });
     if (cmd.type === "run.output") return Promise.resolve({ output: outputs.bytesOf(cmd.runId) ?? null });
+    if (cmd.type === "thread.recover") {
+      return recoverActiveRuns(storage.runs, () => true, actorFor, cmd.threadId).then((runs) => ({ runs }));
+    }
+    if (cmd.type === "thread.abandon") {
+      const abandoned = actors.get(cmd.threadId);
+      abandoned?.abandon();
+      actors.delete(cmd.threadId);
+      return Promise.resolve({ abandoned: abandoned !== undefined });
+    }
     if (cmd.type === "run.create") {
       gates.open(cmd.runId, cmd.observed);
       if (cmd.outputAwaited) outputs.await(cmd.runId);
@@ -153,7 +164,8 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     return p;
   };
 
-  await recoverActiveRuns(storage.runs, (threadId) => shardOf(threadId, task.shardCount) === task.shardIndex, actorFor);
+  // a cluster node recovers a thread when it takes its lease (thread.recover): the others' threads are theirs
+  if (task.cluster !== true) await recoverActiveRuns(storage.runs, (threadId) => shardOf(threadId, task.shardCount) === task.shardIndex, actorFor);
 
   return new Promise<string>((resolve) => {
     port.on("message", (msg: ToShard) => {
