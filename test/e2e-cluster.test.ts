@@ -43,6 +43,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  if (process.env.TROUPE_TEST_DUMP) for (const n of nodes) console.log(n.output().slice(-6000));
   for (const n of nodes) await n.stop();
   for (const n of nodes) n.cleanup();
 });

@@ -119,6 +119,18 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     telemetry: new RunTelemetry(board),
     log: (m) => shardLog.error(m),
   };
+  /** cluster: the thread's lease moved; its actor stops without writing (the new owner recovers its runs) */
+  const abandonActor = (threadId: string): boolean => {
+    const actor = actors.get(threadId);
+    actor?.abandon();
+    actors.delete(threadId);
+    return actor !== undefined;
+  };
+  // a write refused by the fence: the lease moved before this node heard of it
+  storage.fences?.onRefused((threadId) => {
+    shardLog.warn("write refused by the thread's lease fence: its actor stops", { threadId });
+    abandonActor(threadId);
+  });
   const actorFor = (threadId: string): ThreadActor => {
     let a = actors.get(threadId);
     if (!a) actors.set(threadId, (a = new ThreadActor(threadId, ctx)));
@@ -139,13 +151,12 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     if (cmd.type === "run.observe") return Promise.resolve({ gated: gates.observe(cmd.runId, cmd.replay) });
     if (cmd.type === "run.output") return Promise.resolve({ output: outputs.bytesOf(cmd.runId) ?? null });
     if (cmd.type === "thread.recover") {
+      storage.fences?.fence(cmd.threadId, cmd.epoch); // before any write of the thread's runs
       return recoverActiveRuns(storage.runs, () => true, actorFor, cmd.threadId).then((runs) => ({ runs }));
     }
     if (cmd.type === "thread.abandon") {
-      const abandoned = actors.get(cmd.threadId);
-      abandoned?.abandon();
-      actors.delete(cmd.threadId);
-      return Promise.resolve({ abandoned: abandoned !== undefined });
+      storage.fences?.unfence(cmd.threadId);
+      return Promise.resolve({ abandoned: abandonActor(cmd.threadId) });
     }
     if (cmd.type === "run.create") {
       gates.open(cmd.runId, cmd.observed);

@@ -548,7 +548,12 @@ export class ThreadActor {
     const running: RunRecord = { ...inflight.record, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
     inflight.record = running;
     // (written as it is when the write goes out: a stop recorded meanwhile is in it)
-    this.send(() => void s.runs.save(inflight.record).committed);
+    this.send(
+      () =>
+        void s.runs.save(inflight.record).committed.catch((err: unknown) => {
+          if (!this.abandoned) throw err; // refused by the lease fence (cluster): the actor was abandoned, nothing more to do
+        }),
+    );
     this.ctx.telemetry.started(running);
     const protocol = run.kwargs.protocol === true;
     const start = {
@@ -595,6 +600,8 @@ export class ThreadActor {
         inflight.outcomeFixed = true;
         return this.finish(inflight.record, outcomeAfterStop(outcome, stopActionOf(inflight.record)), stateless, outcomeQueued);
       }, false);
+    } catch (err) {
+      if (!this.abandoned) throw err; // its final write was refused by the lease fence: the new owner ends it
     } finally {
       this.finishing--;
     }

@@ -91,7 +91,7 @@ export type ShardCommand =
   /** the output of a finished run whose run.done came without it (ShardPool.runOutput) */
   | { type: "run.output"; threadId: string; runId: string }
   /** cluster: this node took the thread's lease; its actor re-admits the thread's pending and running runs (as after a restart) */
-  | { type: "thread.recover"; threadId: string }
+  | { type: "thread.recover"; threadId: string; epoch: number }
   /** cluster: this node lost the thread's lease; its actor stops at once and writes nothing more (the new owner recovers the runs) */
   | { type: "thread.abandon"; threadId: string }
   | {

@@ -135,7 +135,7 @@ export class ClusterShardPool extends ShardPool {
 
   /** The takeover scan took an expired lease: recover the thread's runs here before anything else runs on it. */
   async takeOver(lease: Lease): Promise<void> {
-    const done = this.recoverThread(lease.threadId);
+    const done = this.recoverThread(lease.threadId, lease.epoch);
     this.acquiring.set(lease.threadId, done);
     try {
       if (!(await done)) throw new Error(`thread ${lease.threadId}: not recovered`);
@@ -155,7 +155,9 @@ export class ClusterShardPool extends ShardPool {
   protected override threadIdle(threadId: string): void {
     const node = this.node;
     if (node === undefined || (this.inflight.get(threadId) ?? 0) > 0 || this.acquiring.has(threadId) || this.chains.has(threadId)) return;
-    // a later command for the thread takes the lease again (with the same recovery as a takeover)
+    // a later command for the thread takes the lease again (with the same recovery as a takeover);
+    // the shard's fence for it goes first (the port keeps the order: a recover after this comes later)
+    super.request({ type: "thread.abandon", threadId }).catch(() => undefined);
     node.release(threadId).catch((err: unknown) => log.warn("lease release failed", { threadId, err }));
   }
 
@@ -256,7 +258,7 @@ export class ClusterShardPool extends ShardPool {
     const taking = (async () => {
       const lease = await node.acquire(threadId);
       if (lease === undefined) return false;
-      if (await this.recoverThread(threadId)) return true;
+      if (await this.recoverThread(threadId, lease.epoch)) return true;
       await node.release(threadId).catch(() => undefined);
       return false;
     })();
@@ -270,9 +272,9 @@ export class ClusterShardPool extends ShardPool {
   }
 
   /** The thread's pending and running runs go to its actor on this node (recovery.ts, one thread). */
-  private async recoverThread(threadId: string): Promise<boolean> {
+  private async recoverThread(threadId: string, epoch: number): Promise<boolean> {
     try {
-      const { runs } = await super.request({ type: "thread.recover", threadId });
+      const { runs } = await super.request({ type: "thread.recover", threadId, epoch });
       if (runs > 0) log.info("thread taken over: runs recovered", { threadId, runs });
       return true;
     } catch (err) {

@@ -47,7 +47,7 @@ import {
 } from "./checkpoint-sql.ts";
 import type { PostgresDb } from "./pool.ts";
 import { transaction } from "./transaction.ts";
-import { ThreadWriteChains } from "./write-chains.ts";
+import { ThreadWriteChains, type WriteDb } from "./write-chains.ts";
 
 type StoredCheckpointBody = Omit<Checkpoint, "channel_values">;
 

@@ -11,6 +11,7 @@
 // batch that fails in any way was rolled back whole: its writes then run again one at a time, as
 // they would have without batching, and each settles with its own outcome.
 import type pg from "pg";
+import type { ThreadFences } from "../port.ts";
 
 const settle = (): void => undefined;
 
@@ -49,11 +50,26 @@ interface Chain {
 /** Most statements sent in one batch. */
 const MAX_BATCH = 64;
 
-export class ThreadWriteChains {
+export class ThreadWriteChains implements ThreadFences {
   private readonly chains = new Map<string, Chain>();
+  /** cluster mode: thread id → epoch of the lease its writes are fenced by */
+  private readonly epochs = new Map<string, number>();
+  private refusedListener: ((threadId: string) => void) | undefined;
 
   /** `pool`: where batches go (a pool of pipelining clients); none: every write runs on its own */
   constructor(private readonly pool?: pg.Pool) {}
+
+  fence(threadId: string, epoch: number): void {
+    this.epochs.set(threadId, epoch);
+  }
+
+  unfence(threadId: string): void {
+    this.epochs.delete(threadId);
+  }
+
+  onRefused(listener: (threadId: string) => void): void {
+    this.refusedListener = listener;
+  }
 
   /** runs `write` once every write issued before it for `threadId` has settled (either way) */
   issue<T>(threadId: string, write: () => Promise<T>): Promise<T> {
