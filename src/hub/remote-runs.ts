@@ -187,8 +187,9 @@ export class RemoteRuns {
       if (run === undefined || isFinal(run.status)) {
         // its end normally arrives right after its commit (from the shard or the channel): only an
         // end still missing at the next look (a run not yet committed: five) is made up from the record
+        // (no node was asked to publish it — it ended before anyone held it for us to ask — its end comes from the record now)
         w.endedSeen++;
-        if (w.endedSeen < (run === undefined ? 5 : 2)) return;
+        if (w.endedSeen < (run === undefined ? 5 : w.observedAt === undefined ? 1 : 2)) return;
         if (this.deps.hub.doneOf(w.runId) === undefined) {
           const thread = run && (await this.deps.threads.get(w.threadId));
           // a run whose record went (its thread deleted) ends as an error, as its readers would see it upstream
