@@ -548,12 +548,12 @@ export class ThreadActor {
     const running: RunRecord = { ...inflight.record, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
     inflight.record = running;
     // (written as it is when the write goes out: a stop recorded meanwhile is in it)
-    this.send(
-      () =>
-        void s.runs.save(inflight.record).committed.catch((err: unknown) => {
-          if (!this.abandoned) throw err; // refused by the lease fence (cluster): the actor was abandoned, nothing more to do
-        }),
-    );
+    this.send(() => {
+      const saved = s.runs.save(inflight.record).committed;
+      // cluster: refused by the lease fence, the actor was abandoned, nothing more to do (no fences: as before)
+      if (s.fences !== undefined) void saved.catch((err: unknown) => void (this.abandoned || Promise.reject(err)));
+      else void saved;
+    });
     this.ctx.telemetry.started(running);
     const protocol = run.kwargs.protocol === true;
     const start = {
