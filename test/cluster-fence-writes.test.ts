@@ -98,4 +98,36 @@ describe("fenced writes (cluster mode, Postgres)", () => {
     expect(await newNode.runs.get(threadId, r.run_id)).toMatchObject({ status: "success", attempt: 2 });
     expect((await newNode.threads.get(threadId))?.status).toBe("idle");
   });
+
+  it("a refused write in a pipelined batch rejects alone: the batch's writes of the new holding commit with it", async () => {
+    const threadId = "00000000-0000-4000-8000-00000000fe02";
+    const first = (await acquireLease(oldNode.db, threadId, "node-a", timing))!;
+    oldNode.fences!.fence(threadId, first.epoch);
+    await oldNode.threads.create(thread(threadId, "idle"));
+    const r = run(threadId, "00000000-0000-7000-8000-0000000000b1");
+    await oldNode.runs.create({ run: r, thread: thread(threadId, "busy"), prev: undefined }).committed;
+    const saver = (await oldNode.checkpoints.open()).saver();
+
+    // the thread's writes queue behind a hold, so they leave together as one batch (write-chains.ts)
+    let release!: () => void;
+    saver.holdWritesUntil(threadId, new Promise<void>((resolve) => (release = resolve)));
+    const refusedSave = oldNode.runs.save({ ...r, status: "running", attempt: 1 }).committed;
+    const refusedPut = saver.put(cfg(threadId), checkpoint({ v: 1 }, { v: 1 }), meta(0, { run_id: r.run_id }), { v: 1 });
+    // meanwhile the lease moved (expired, then taken again: by this same node, under a new epoch)
+    await handOverLease(oldNode.db, first);
+    const second = (await acquireLease(oldNode.db, threadId, "node-a", timing))!;
+    oldNode.fences!.fence(threadId, second.epoch);
+    const heldSave = oldNode.runs.save({ ...r, status: "running", attempt: 2 }).committed;
+    const heldPut = saver.put(cfg(threadId), checkpoint({ v: 2 }, { v: 2 }), meta(1, { run_id: r.run_id }), { v: 2 });
+    release();
+
+    await expect(refusedSave).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    await expect(refusedPut).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    await heldSave;
+    await heldPut;
+    expect(await newNode.runs.get(threadId, r.run_id)).toMatchObject({ status: "running", attempt: 2 });
+    const checkpoints = [];
+    for await (const c of saver.list(cfg(threadId))) checkpoints.push(c.checkpoint.channel_values);
+    expect(checkpoints).toEqual([{ v: 2 }]);
+  });
 });
