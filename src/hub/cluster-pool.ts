@@ -222,7 +222,10 @@ export class ClusterShardPool extends ShardPool {
         const reply = super.request(cmd);
         return () => reply;
       }
-      const free = owner === undefined || owner.expired;
+      // a row under this node's own id that it does not hold (released or lost, not yet gone): expired at once, then taken
+      const ghost = owner !== undefined && !owner.expired && owner.nodeId === node.nodeId;
+      if (ghost) await node.reclaim(owner);
+      const free = owner === undefined || owner.expired || ghost;
       if (free && !node.isDraining && (await this.take(node, t))) continue;
       // lost the race, our own release in flight, or draining: look again shortly
       if (Date.now() > deadline) throw new TroupeError("UNAVAILABLE", "The node owning this thread cannot be reached; retry the request");
