@@ -100,7 +100,7 @@ describe("crash recovery", () => {
     for await (const e of c2.runs.joinStream(runs[0].threadId, runs[0].runId)) events.push(e);
     expect(Array.isArray(events)).toBe(true);
     expect(await c2.threads.count({ status: "busy" })).toBe(0);
-  });
+  }, 120_000); // on PostgreSQL the server is a cluster node: the killed one's leases expire (15 s) before their runs resume
 
   it("deletes the temporary thread of a stateless run that recovery gives up on (max attempts)", async () => {
     const first = await startTestServer();
