@@ -8,6 +8,7 @@ const NOT_ON_POSTGRES = [
   "test/unit/**", // in-process, no storage backend
   "test/storage-port/**", // the port's own suites: they run each adapter (or PostgreSQL) themselves
   "test/cluster-*.test.ts", // cluster mode: PostgreSQL already
+  "test/e2e-cluster*.test.ts", // three servers on PostgreSQL already
   "test/checkpointer-postgres*.test.ts", // the Postgres saver in-process: PostgreSQL already
   "test/postgres-migrations.test.ts", // PostgreSQL already
   "test/e2e-postgres.test.ts", // servers on PostgreSQL already (--database-uri, startup errors)

@@ -100,7 +100,7 @@ describe("crash recovery", () => {
     for await (const e of c2.runs.joinStream(runs[0].threadId, runs[0].runId)) events.push(e);
     expect(Array.isArray(events)).toBe(true);
     expect(await c2.threads.count({ status: "busy" })).toBe(0);
-  });
+  }, 120_000); // on PostgreSQL the server is a cluster node: the killed one's leases expire (15 s) before their runs resume
 
   it("deletes the temporary thread of a stateless run that recovery gives up on (max attempts)", async () => {
     const first = await startTestServer();
@@ -110,24 +110,20 @@ describe("crash recovery", () => {
       input: { messages: [{ role: "human", content: "doomed" }] },
       config: { configurable: { sleep_ms: 60_000 } },
     });
-    for (let polls = 0; polls < 100 && (await c1.runs.get(run.thread_id, run.run_id)).status !== "running"; polls++)
-      await new Promise((r) => setTimeout(r, 50));
+    await until("the run to start", async () => (await c1.runs.get(run.thread_id, run.run_id)).status === "running");
     await first.kill();
     // as if this run had already crashed the server twice more: its next recovery is past the limit
     await replaceRunRecord(first, run.thread_id, run.run_id, (record) => ({ ...record, attempt: 3 }));
 
     const second = await startTestServer({ dataDir: first.dataDir });
     servers.push(second);
-    let status = 0;
-    for (let polls = 0; polls < 100 && status !== 404; polls++) {
-      status = (await fetch(`${second.url}/threads/${run.thread_id}`)).status;
-      if (status !== 404) await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(status).toBe(404);
+    // on PostgreSQL the server is a cluster node: the killed one's lease on the thread expires (15 s)
+    // before the new one's takeover scan recovers it
+    await until("the temporary thread deleted", async () => (await fetch(`${second.url}/threads/${run.thread_id}`)).status === 404, 45_000);
     expect((await fetch(`${second.url}/threads/${run.thread_id}/runs/${run.run_id}`)).status).toBe(404);
     await second.stop();
     second.cleanup();
-  });
+  }, 120_000);
 
   it("re-executes a thread-centric protocol run after kill -9: its stream answers again on the new server", async () => {
     const first = await startTestServer();

@@ -119,6 +119,56 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
     }
   });
 
+  it("runs on many threads at once over both workers, twice (each thread's lease taken, released when idle, taken again)", async () => {
+    // a server on PostgreSQL is a cluster node of one: every thread's commands go through its lease
+    const threads = await Promise.all(Array.from({ length: 24 }, () => client.threads.create({ metadata: { suite: "pg-many" } })));
+    for (let round = 0; round < 2; round++) {
+      const waited = await Promise.all(
+        threads.map((t, i) =>
+          i % 3 === 0
+            ? client.runs.wait(t.thread_id, "slow", { input: human(`${round}-${i}`), config: { configurable: { sleep_ms: 200 } } })
+            : client.runs.wait(t.thread_id, "echo", { input: human(`${round}-${i}`) }),
+        ),
+      );
+      waited.forEach((v, i) => expect((v as Messages).messages.at(-1)?.content).toBe(`${round}-${i}`));
+      // and enqueued behind each other on a few of them
+      const queued = await Promise.all(
+        threads
+          .slice(0, 6)
+          .flatMap((t, i) => [0, 1].map((k) => client.runs.create(t.thread_id, "echo", { input: human(`${round}-${i}-q${k}`), multitaskStrategy: "enqueue" }))),
+      );
+      for (const r of queued) await client.runs.join(r.thread_id, r.run_id);
+      for (const r of queued) expect((await client.runs.get(r.thread_id, r.run_id)).status).toBe("success");
+    }
+    for (const [i, t] of threads.entries()) {
+      const humans = (await client.threads.getState<Messages>(t.thread_id)).values.messages.filter((m) => m.type === "human").map((m) => m.content);
+      expect(humans).toEqual(i < 6 ? ["0-" + i, `0-${i}-q0`, `0-${i}-q1`, "1-" + i, `1-${i}-q0`, `1-${i}-q1`] : ["0-" + i, "1-" + i]);
+    }
+    await waitUntil(async () => (await client.threads.count({ metadata: { suite: "pg-many" }, status: "busy" })) === 0, { what: "no thread busy" });
+  }, 120_000);
+
+  it("a lease row under the server's own node id that it does not hold (a holding released or given up as lost, still standing) does not block the thread", async () => {
+    const t = await client.threads.create();
+    const { node_id } = (await (await fetch(`${server.url}/info`)).json()) as { node_id: string };
+    const c = new pg.Client({ connectionString: db.uri });
+    await c.connect();
+    try {
+      // as a late heartbeat leaves it: the row extended after the node had dropped the holding
+      await c.query(
+        `INSERT INTO thread_leases (thread_id, node_id, epoch, expires_at) VALUES ($1, $2, nextval('thread_lease_epochs'), now() + interval '1 hour')
+         ON CONFLICT (thread_id) DO UPDATE SET node_id = EXCLUDED.node_id, epoch = EXCLUDED.epoch, expires_at = EXCLUDED.expires_at`,
+        [t.thread_id, node_id],
+      );
+      const ghost = (await c.query<{ epoch: string }>("SELECT epoch FROM thread_leases WHERE thread_id = $1", [t.thread_id])).rows[0].epoch;
+      const waited = (await client.runs.wait(t.thread_id, "echo", { input: human("not blocked") })) as Messages;
+      expect(waited.messages.at(-1)?.content).toBe("not blocked");
+      const row = (await c.query<{ epoch: string }>("SELECT epoch FROM thread_leases WHERE thread_id = $1", [t.thread_id])).rows[0];
+      expect(row?.epoch).not.toBe(ghost); // taken again (new epoch) or released since
+    } finally {
+      await c.end();
+    }
+  });
+
   it("store: put, get, search", async () => {
     await client.store.putItem(["pg", "notes"], "a", { text: "first" });
     await client.store.putItem(["pg", "notes"], "b", { text: "second" });

@@ -111,12 +111,26 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     maybeRelease: (actor) => {
       // drop idle actors on the next turn so a burst of commands reuses the same instance
       setImmediate(() => {
-        if (actor.idle && actors.get(actor.threadId) === actor) actors.delete(actor.threadId);
+        if (!actor.idle || actors.get(actor.threadId) !== actor) return;
+        actors.delete(actor.threadId);
+        if (task.cluster === true) post({ type: "thread.idle", threadId: actor.threadId }); // its lease may go
       });
     },
     telemetry: new RunTelemetry(board),
     log: (m) => shardLog.error(m),
   };
+  /** cluster: the thread's lease moved; its actor stops without writing (the new owner recovers its runs) */
+  const abandonActor = (threadId: string): boolean => {
+    const actor = actors.get(threadId);
+    actor?.abandon();
+    actors.delete(threadId);
+    return actor !== undefined;
+  };
+  // a write refused by the fence: the lease moved before this node heard of it
+  storage.fences?.onRefused((threadId) => {
+    shardLog.warn("write refused by the thread's lease fence: its actor stops", { threadId });
+    abandonActor(threadId);
+  });
   const actorFor = (threadId: string): ThreadActor => {
     let a = actors.get(threadId);
     if (!a) actors.set(threadId, (a = new ThreadActor(threadId, ctx)));
@@ -136,6 +150,14 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     if (cmd.type === "graph.describe") return describeGraph(registry, cmd);
     if (cmd.type === "run.observe") return Promise.resolve({ gated: gates.observe(cmd.runId, cmd.replay) });
     if (cmd.type === "run.output") return Promise.resolve({ output: outputs.bytesOf(cmd.runId) ?? null });
+    if (cmd.type === "thread.recover") {
+      storage.fences?.fence(cmd.threadId, cmd.epoch); // before any write of the thread's runs
+      return recoverActiveRuns(storage.runs, () => true, actorFor, cmd.threadId).then((runs) => ({ runs }));
+    }
+    if (cmd.type === "thread.abandon") {
+      storage.fences?.unfence(cmd.threadId);
+      return Promise.resolve({ abandoned: abandonActor(cmd.threadId) });
+    }
     if (cmd.type === "run.create") {
       gates.open(cmd.runId, cmd.observed);
       if (cmd.outputAwaited) outputs.await(cmd.runId);
@@ -153,7 +175,8 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     return p;
   };
 
-  await recoverActiveRuns(storage.runs, (threadId) => shardOf(threadId, task.shardCount) === task.shardIndex, actorFor);
+  // a cluster node recovers a thread when it takes its lease (thread.recover): the others' threads are theirs
+  if (task.cluster !== true) await recoverActiveRuns(storage.runs, (threadId) => shardOf(threadId, task.shardCount) === task.shardIndex, actorFor);
 
   return new Promise<string>((resolve) => {
     port.on("message", (msg: ToShard) => {

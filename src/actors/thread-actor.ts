@@ -79,6 +79,8 @@ export class ThreadActor {
   private heldSends: (() => void)[] | undefined;
   /** runs whose final transaction is queued but not yet committed */
   private finishing = 0;
+  /** cluster: the thread's lease moved to another node (abandon) */
+  private abandoned = false;
 
   constructor(
     readonly threadId: string,
@@ -433,6 +435,8 @@ export class ThreadActor {
   /** Re-admit runs found pending/running in storage after a restart (lifecycle.ts recoveryPlan). */
   recover(runs: RunRecord[]): void {
     for (const run of runs) {
+      // a cluster node taking a thread back that it still had in memory: those runs are here already
+      if (this.current?.record.run_id === run.run_id || this.queue.some((q) => q.run_id === run.run_id)) continue;
       switch (recoveryPlan(run)) {
         case "give-up": {
           const error = { error: "RunRecoveryError", message: `Run ${run.run_id} exceeded max attempts (${MAX_ATTEMPTS}) after server restarts` };
@@ -452,6 +456,19 @@ export class ThreadActor {
       this.insertQueued(run);
     }
     this.pump();
+  }
+
+  /**
+   * Cluster: this node lost the thread's lease (docs/CLUSTER.md). The run in flight is aborted and
+   * ends without writing its outcome, queued runs are forgotten here, nothing starts any more: the
+   * node now holding the lease recovers them from storage.
+   */
+  abandon(): void {
+    this.abandoned = true;
+    this.queue.length = 0;
+    this.timer?.();
+    this.timer = undefined;
+    this.current?.abort.abort("interrupt");
   }
 
   /** pending runs, oldest first (the shard's queue snapshot for /metrics) */
@@ -481,7 +498,7 @@ export class ThreadActor {
       this.timer();
       this.timer = undefined;
     }
-    if (this.current || this.queue.length === 0 || this.timer || this.ctx.draining) return;
+    if (this.current || this.queue.length === 0 || this.timer || this.ctx.draining || this.abandoned) return;
     const next = this.queue[0];
     if (this.uncommittedRuns.has(next)) return; // pumped again when its create commits
     const dueAt = Date.parse(next.created_at);
@@ -531,7 +548,12 @@ export class ThreadActor {
     const running: RunRecord = { ...inflight.record, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
     inflight.record = running;
     // (written as it is when the write goes out: a stop recorded meanwhile is in it)
-    this.send(() => void s.runs.save(inflight.record).committed);
+    this.send(() => {
+      const saved = s.runs.save(inflight.record).committed;
+      // cluster: refused by the lease fence, the actor was abandoned, nothing more to do (no fences: as before)
+      if (s.fences !== undefined) void saved.catch((err: unknown) => void (this.abandoned || Promise.reject(err)));
+      else void saved;
+    });
     this.ctx.telemetry.started(running);
     const protocol = run.kwargs.protocol === true;
     const start = {
@@ -571,12 +593,15 @@ export class ThreadActor {
 
   /** Ends the run in flight: its outcome is fixed when its turn in the mailbox comes, a stop recorded until then wins. */
   private async finishInFlight(inflight: InFlight, outcome: RunOutcome, stateless: boolean, outcomeQueued: () => void): Promise<void> {
+    if (this.abandoned) return; // its lease moved: the new owner resumes it from its last checkpoint
     this.finishing++;
     try {
       await this.serial(() => {
         inflight.outcomeFixed = true;
         return this.finish(inflight.record, outcomeAfterStop(outcome, stopActionOf(inflight.record)), stateless, outcomeQueued);
       }, false);
+    } catch (err) {
+      if (!this.abandoned) throw err; // its final write was refused by the lease fence: the new owner ends it
     } finally {
       this.finishing--;
     }

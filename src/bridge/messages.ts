@@ -90,6 +90,10 @@ export type ShardCommand =
   | { type: "run.observe"; threadId: string; runId: string; replay: boolean }
   /** the output of a finished run whose run.done came without it (ShardPool.runOutput) */
   | { type: "run.output"; threadId: string; runId: string }
+  /** cluster: this node took the thread's lease; its actor re-admits the thread's pending and running runs (as after a restart) */
+  | { type: "thread.recover"; threadId: string; epoch: number }
+  /** cluster: this node lost the thread's lease; its actor stops at once and writes nothing more (the new owner recovers the runs) */
+  | { type: "thread.abandon"; threadId: string }
   | {
       type: "graph.describe";
       assistant: AssistantRecord;
@@ -147,7 +151,9 @@ export type FromShard =
   | { type: "reply"; reqId: number; ok: false; error: SerializedError }
   | { type: "run.start"; runId: string; threadId: string; resumable: boolean; attempt: number; protocol: boolean }
   | { type: "run.events"; runId: string; events: RunEvent[] }
-  | { type: "run.done"; done: RunDone };
+  | { type: "run.done"; done: RunDone }
+  /** cluster: the thread's actor was dropped from memory with nothing in flight (its lease may go) */
+  | { type: "thread.idle"; threadId: string };
 
 /** Replies of the commands, keyed by command type. */
 export interface ShardReplies {
@@ -156,6 +162,8 @@ export interface ShardReplies {
   "run.observe": { gated: boolean };
   /** null: the worker no longer has it (expired, or the server restarted since) */
   "run.output": { output: Uint8Array | null };
+  "thread.recover": { runs: number };
+  "thread.abandon": { abandoned: boolean };
   "run.delete": { deleted: boolean };
   "thread.create": ThreadRecord;
   "thread.patch": ThreadRecord;
@@ -181,6 +189,11 @@ export interface ShardTask {
   syncCommits?: boolean;
   /** the server's cluster node id (Postgres) */
   nodeId?: string;
+  /**
+   * a cluster node (docs/CLUSTER.md): the shard recovers only threads whose lease this node takes
+   * (thread.recover), not every active run at start, and reports actors dropped when idle (thread.idle)
+   */
+  cluster?: boolean;
   graphs: GraphSpecLite[];
   /** env vars from the config, applied in the worker before graphs load */
   env: Record<string, string>;

@@ -46,6 +46,8 @@ export class ClusterNode {
   private scanning: Promise<void> = Promise.resolve();
   private draining = false;
   private stopped = false;
+  /** threads whose lease this node is acquiring (a row of this node's id may stand before its holding is known) */
+  private readonly acquiring = new Map<string, number>();
 
   private constructor(
     private readonly db: PostgresDb,
@@ -116,9 +118,28 @@ export class ClusterNode {
   /** Takes the thread's lease if it is free or expired (never while draining); renewed from now on. */
   async acquire(threadId: string): Promise<Lease | undefined> {
     if (this.draining || this.stopped) return undefined;
-    const lease = await acquireLease(this.db, threadId, this.nodeId, { ttlMs: this.ttlMs, stamp: this.stamp });
-    if (lease !== undefined) this.heartbeat.hold(lease);
-    return lease;
+    this.acquiring.set(threadId, (this.acquiring.get(threadId) ?? 0) + 1);
+    try {
+      const lease = await acquireLease(this.db, threadId, this.nodeId, { ttlMs: this.ttlMs, stamp: this.stamp });
+      if (lease !== undefined) this.heartbeat.hold(lease);
+      return lease;
+    } finally {
+      const n = (this.acquiring.get(threadId) ?? 1) - 1;
+      if (n > 0) this.acquiring.set(threadId, n);
+      else this.acquiring.delete(threadId);
+    }
+  }
+
+  /**
+   * A lease row under this node's id that this node does not hold: a holding it released (the
+   * delete in flight) or gave up as lost (the heartbeat could not renew it in time, while a late
+   * beat still extended the row). No executor of this node works under it (its actor was abandoned
+   * when the holding went), so it is expired now and can be taken at once, instead of every request
+   * for the thread waiting out the TTL. A holding being acquired or held is left alone.
+   */
+  async reclaim(lease: Pick<Lease, "threadId" | "epoch">): Promise<void> {
+    if (this.acquiring.has(lease.threadId) || this.heartbeat.epochOf(lease.threadId) !== undefined) return;
+    await handOverLease(this.db, lease);
   }
 
   /** Who holds the thread now (another node's id, this one's, or nobody / expired). */

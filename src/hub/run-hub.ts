@@ -123,6 +123,11 @@ export class RunHub {
     return this.logs.get(runId)?.gated === true;
   }
 
+  /** Whether the run's log keeps every event (a resumable run): a remote reader's node is told. */
+  isResumable(runId: string): boolean {
+    return this.logs.get(runId)?.resumable === true;
+  }
+
   markObserved(runId: string): void {
     const l = this.logs.get(runId);
     if (l) this.setGated(l, false);

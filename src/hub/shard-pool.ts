@@ -43,6 +43,8 @@ export interface ShardPoolOptions {
   syncCommits?: boolean;
   /** the server's cluster node id (Postgres) */
   nodeId?: string;
+  /** a cluster node's pool (ClusterShardPool, cluster-pool.ts): shards recover threads as their leases are taken */
+  cluster?: boolean;
   graphs: GraphSpecLite[];
   env: Record<string, string>;
   storeTtl?: StoreTtlOptions;
@@ -75,9 +77,11 @@ interface Shard {
 }
 
 export class ShardPool {
-  private readonly hub = new RunHub();
+  protected readonly hub = new RunHub();
   /** run streams: waiting for runs, reading their events (/wait, /join, streams, A2A, MCP) */
-  readonly runs: RunStreams = this.hub;
+  get runs(): RunStreams {
+    return this.hub;
+  }
   /** GET /threads/{t}/stream listeners */
   readonly threadStreams: ThreadStreams = this.hub.threads;
   /** thread-centric protocol sessions (docs/THREAD_PROTOCOL.md) */
@@ -91,7 +95,7 @@ export class ShardPool {
   private readonly pool: Piscina;
   private readonly shards: Shard[] = [];
   private nextReqId = 1;
-  private closing = false;
+  protected closing = false;
 
   constructor(private readonly opts: ShardPoolOptions) {
     this.size = Math.max(1, opts.workers ?? availableParallelism());
@@ -136,6 +140,7 @@ export class ShardPool {
       databaseUri: this.opts.databaseUri,
       syncCommits: this.opts.syncCommits,
       nodeId: this.opts.nodeId,
+      cluster: this.opts.cluster,
       graphs: this.opts.graphs,
       env: this.opts.env,
       storeTtl: this.opts.storeTtl,
@@ -204,6 +209,9 @@ export class ShardPool {
         case "run.done":
           this.hub.finished(m.done);
           break;
+        case "thread.idle": // cluster shards only
+          this.threadIdle(m.threadId);
+          break;
       }
     }
   }
@@ -229,6 +237,12 @@ export class ShardPool {
    */
   async createRun(cmd: CreateRunCommand): Promise<RunRecord> {
     const run = await this.request(cmd);
+    this.created(cmd, run);
+    return run;
+  }
+
+  /** A run was created on this node's shard, or (cluster) on its thread's owner: the hub expects it. */
+  protected created(cmd: CreateRunCommand, run: RunRecord): void {
     this.hub.expect(run.run_id, run.thread_id, run.kwargs.resumable, cmd.observed);
     if (!cmd.observed && this.hub.threads.has(run.thread_id)) {
       // a thread stream connected while the create was in flight: fetch the run's events, and keep
@@ -238,8 +252,10 @@ export class ShardPool {
         .catch(() => undefined)
         .finally(() => held && this.hub.releaseThreadEnd(run.run_id));
     }
-    return run;
   }
+
+  /** Cluster: a shard dropped the thread's idle actor (ClusterShardPool releases the lease). */
+  protected threadIdle(_threadId: string): void {}
 
   /**
    * A finished run's output: from its run.done, or fetched from its worker, which keeps a large

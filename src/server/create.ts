@@ -12,6 +12,7 @@ import { compileWorkerModules } from "../loader/runtime-modules.ts";
 import { useCompiledModules } from "../loader/user-modules.ts";
 import { loadConfig, type ResolvedConfig } from "../config/index.ts";
 import { ShardPool } from "../hub/shard-pool.ts";
+import { ClusterShardPool } from "../hub/cluster-pool.ts";
 import { assistantRoutes } from "../api/assistants.ts";
 import { runRoutes } from "../api/runs.ts";
 import { systemRoutes } from "../api/system.ts";
@@ -51,7 +52,7 @@ import { StaticSchemas } from "../schemas/static-schemas.ts";
 import type { ResolvedStoreIndex } from "../config/types.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 import { ClusterNode } from "../cluster/node.ts";
-import { newNodeIdentity } from "../cluster/nodes.ts";
+import { newNodeIdentity, type NodeIdentity } from "../cluster/nodes.ts";
 import { claimCronTick, forgetCronTicks } from "../cluster/cron-claims.ts";
 import type { PostgresStorage } from "../storage/postgres/adapter.ts";
 import { startClusterJobs, type ClusterJobs } from "./cluster-jobs.ts";
@@ -191,7 +192,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     },
   }).unref();
 
-  const pool = new ShardPool({
+  const poolOptions = {
     workerEntry: workerModules.actorShard,
     modules: workerModules.user,
     dataDir: opts.dataDir,
@@ -206,26 +207,18 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     webhookPortFor: config.http.disableWebhooks ? undefined : () => webhooks.connectPort(),
     onShardMessages: () => port.refreshReads(),
     log: threadLog,
-  });
+  };
+  // With a database, this server is a node of a cluster (docs/CLUSTER.md): its pool routes each
+  // thread's commands to the node holding the thread's lease. Without one, the plain pool.
+  const postgres = port.backend === "postgres" ? (port as PostgresStorage) : undefined;
+  const clusterPool = postgres && new ClusterShardPool({ ...poolOptions, schema: postgres.db.schema, runs: port.runs, threads: port.threads });
+  const pool = clusterPool ?? new ShardPool(poolOptions);
+  const cluster = postgres && clusterPool && identity && (await startClusterNode(postgres, clusterPool, identity, opts, packageVersion()));
 
   // Metrics and the request log (src/metrics/, src/log/)
   const telemetry = new RequestTelemetry(logOptions.requestsPerSecond);
   const rateLimitDecisions = opts.rateLimit ? new RateLimitDecisions() : undefined;
   const nodeId = identity?.nodeId ?? opts.nodeId ?? (process.env.TROUPE_NODE_NAME || hostname());
-  // Minimal node start for the cluster chores (crons, singleton jobs, /info): forwarded commands,
-  // takeover and lease loss are wired with routing by lease (issue 22 items 1-5)
-  const cluster =
-    clusterDb && identity
-      ? await ClusterNode.start(clusterDb, {
-          identity,
-          info: { version: packageVersion() },
-          payloadCleanupEveryMs: 0, // the cluster-chores singleton does it
-          handle: () => Promise.reject(new Error("forwarded commands are not wired on this node")),
-          onTakeover: () => Promise.resolve(),
-          onLeasesLost: () => undefined,
-          onError: (err) => log.warn(`cluster: ${(err as Error)?.message ?? String(err)}`),
-        })
-      : undefined;
   const metrics = new ServerMetrics({
     http: telemetry.http,
     streams: telemetry.streams,
@@ -255,7 +248,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       cacheDir: join(opts.dataDir, "modules", "schemas"),
     }),
     metrics,
-    node: { id: nodeId, aliveNodes: () => cluster?.aliveNodes ?? 1 },
+    node: { id: nodeId, aliveNodes: cluster ? () => cluster.aliveNodes : () => 1 },
     resolveAssistant: async (idOrGraph) => {
       if (idOrGraph.length > MAX_KEY_CHARS) throw assistantNotFound(); // no key that long exists (or fits LMDB)
       const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : (canonicalUuidOf(idOrGraph) ?? idOrGraph);
@@ -359,7 +352,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       telemetry.log.flush();
       await clusterJobs?.stop();
       await crons?.stop(); // crons: before the pool, so in-flight ticks finish creating their runs
-      // a cluster node leaves only after its webhook worker stopped: a live node's deliveries are never taken over
+      // a cluster node: marked draining (takes no lease), its runs finish within the grace period,
+      // then every lease it still holds is handed over (the others resume those runs at once); it
+      // leaves only after its webhook worker stopped: a live node's deliveries are never taken over
       const stopRuntime = async () => {
         await pool.close(graceMs);
         await webhooks.terminate();
@@ -370,6 +365,41 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       await apiKeys?.close();
     },
   };
+}
+
+/** Lease TTL of a cluster node: 15 s, or TROUPE_CLUSTER_LEASE_TTL_MS (tests shorten it); beats and takeover scans every third of it. */
+function clusterTtlMs(): number {
+  const raw = process.env.TROUPE_CLUSTER_LEASE_TTL_MS;
+  const ms = raw === undefined || raw === "" ? 15_000 : Number(raw);
+  if (!Number.isInteger(ms) || ms < 1_500) throw new Error(`TROUPE_CLUSTER_LEASE_TTL_MS must be an integer of at least 1500, got "${raw}"`);
+  return ms;
+}
+
+/** Joins the cluster on the server's database: registration, heartbeat, bus, forwarded commands, takeover scan. */
+async function startClusterNode(
+  storage: PostgresStorage,
+  pool: ClusterShardPool,
+  identity: NodeIdentity,
+  opts: ServerOptions,
+  version: string,
+): Promise<ClusterNode> {
+  const log = componentLog("cluster");
+  const ttlMs = clusterTtlMs();
+  const node = await ClusterNode.start(storage.db, {
+    identity,
+    ttlMs,
+    heartbeatMs: Math.round(ttlMs / 3),
+    takeoverScanMs: Math.round(ttlMs / 3),
+    info: { port: opts.port ?? null, version },
+    payloadCleanupEveryMs: 0, // the cluster-chores singleton does it
+    handle: (body) => pool.handleForwarded(body),
+    onTakeover: (lease) => pool.takeOver(lease),
+    onLeasesLost: (threadIds) => pool.leasesLost(threadIds),
+    onError: (err) => log.warn("cluster", { err }),
+  });
+  pool.attach(node);
+  log.info("joined the cluster", { node: node.nodeId, alive: node.aliveNodes });
+  return node;
 }
 
 /** `store.index` as the stores apply it: module embed functions only (provider:model needs network providers). */

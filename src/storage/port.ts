@@ -368,5 +368,19 @@ export interface StoragePort {
    * LMDB adapter renews its read snapshot (resetReadTxn); Postgres has nothing to do.
    */
   refreshReads(): void;
+  /** cluster mode (Postgres only): writes of a thread's runs and checkpoints fenced by its lease */
+  readonly fences?: ThreadFences;
   close(): Promise<void>;
+}
+
+/**
+ * Fenced writes (docs/CLUSTER.md): while a thread's holding is set, its run writes (create, start,
+ * finish, discard) and checkpoint writes (checkpoints, pending writes) commit only while the lease
+ * row still carries that epoch; a refused write rejects with an UNAVAILABLE error, after the
+ * `refused` listener was told (the shard abandons the thread's actor: it must not write again).
+ */
+export interface ThreadFences {
+  fence(threadId: string, epoch: number): void;
+  unfence(threadId: string): void;
+  onRefused(listener: (threadId: string) => void): void;
 }

@@ -56,6 +56,7 @@ export function postgresStorage(db: PostgresDb): PostgresStorage {
     usage: () => databaseUsage(db),
     releaseMemory: () => undefined,
     refreshReads: () => undefined,
+    fences: chains,
     close: () => db.close(),
   };
 }

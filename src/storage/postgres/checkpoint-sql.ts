@@ -1,5 +1,6 @@
 // The checkpointer's SQL (tables: schema.ts). Each saver call is one statement, one round trip,
 // atomic by itself; the statements are prepared once per connection (named).
+import { fenceSql } from "../../cluster/fence.ts";
 
 /**
  * A put: the checkpoint row (its blob refs: the parent's for channels whose version did not
@@ -55,6 +56,26 @@ export const PUT_CHECKPOINT_OR_FAIL = {
   text: PUT_CHECKPOINT.text.replace("SELECT n AS missing,", "SELECT CASE WHEN n = 0 THEN 0 ELSE ('message chunks missing: ' || n)::int END AS missing,"),
 };
 
+// Cluster mode: the puts' fenced twins (docs/CLUSTER.md "Fencing"): the lease fence's CTE first,
+// its condition on every write, `held` answered; its two values follow the statement's own.
+const F_PUT = fenceSql(24);
+const PUT_WRITES_GATE = "WHERE (SELECT n FROM missing) = 0";
+
+function fencedPut(text: string): string {
+  const parts = text.split(PUT_WRITES_GATE);
+  const fenced = parts
+    .join(`${PUT_WRITES_GATE} AND ${F_PUT.holds}`)
+    .replace("WITH missing AS (", `WITH ${F_PUT.cte}, missing AS (`)
+    .replace(/\nSELECT (n AS missing|CASE WHEN n = 0)/, `\nSELECT ${F_PUT.holds} AS held, $1`);
+  // a guard for edits of PUT_CHECKPOINT: every write gated, the fence and `held` in place
+  if (parts.length !== 4 || !fenced.includes(F_PUT.cte) || !fenced.includes("AS held"))
+    throw new Error("PUT_CHECKPOINT changed: its fenced twin must gate each of its writes");
+  return fenced;
+}
+
+export const PUT_CHECKPOINT_FENCED = { name: "troupe_put_checkpoint_fenced", text: fencedPut(PUT_CHECKPOINT.text) };
+export const PUT_CHECKPOINT_OR_FAIL_FENCED = { name: "troupe_put_checkpoint_or_fail_fenced", text: fencedPut(PUT_CHECKPOINT_OR_FAIL.text) };
+
 /**
  * Pending writes: regular ones (idx >= 0) are first-wins (a retried task must not replace them),
  * special ones (errors, interrupts: idx < 0) overwrite.
@@ -68,6 +89,22 @@ FROM unnest($7::int[], $8::text[], $9::text[], $10::bytea[]) w(idx, channel, typ
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
   channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob, task_path = EXCLUDED.task_path, run_id = EXCLUDED.run_id
 WHERE checkpoint_writes.idx < 0`,
+};
+
+const F_WRITES = fenceSql(11);
+export const PUT_WRITES_FENCED = {
+  name: "troupe_put_writes_fenced",
+  text: `
+WITH ${F_WRITES.cte}, put AS (
+INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id)
+SELECT $1, $2, $3, $4, w.idx, w.channel, w.type, w.blob, $5, $6
+FROM unnest($7::int[], $8::text[], $9::text[], $10::bytea[]) w(idx, channel, type, blob)
+WHERE ${F_WRITES.holds}
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+  channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob, task_path = EXCLUDED.task_path, run_id = EXCLUDED.run_id
+WHERE checkpoint_writes.idx < 0
+)
+SELECT ${F_WRITES.holds} AS held`,
 };
 
 /**

@@ -28,6 +28,7 @@ import {
 } from "@langchain/langgraph-checkpoint";
 import type pg from "pg";
 import { TroupeError } from "../../errors.ts";
+import { fenceValues, type Fence } from "../../cluster/fence.ts";
 import { matchesFilter, namespaceOf, requireThreadId, runIdOf, threadIdOf } from "../checkpoints/checkpoint-config.ts";
 import type { MessageChunk } from "../checkpoints/message-chunks.ts";
 import { MessageCachingSerde } from "../checkpoints/message-serde.ts";
@@ -42,8 +43,11 @@ import {
   GET_TUPLES,
   GET_WRITES,
   PUT_CHECKPOINT,
+  PUT_CHECKPOINT_FENCED,
   PUT_CHECKPOINT_OR_FAIL,
+  PUT_CHECKPOINT_OR_FAIL_FENCED,
   PUT_WRITES,
+  PUT_WRITES_FENCED,
 } from "./checkpoint-sql.ts";
 import type { PostgresDb } from "./pool.ts";
 import { transaction } from "./transaction.ts";
@@ -99,6 +103,8 @@ interface EncodedBlob {
 
 /** What a put answers: `missing` chunks, and the stamp (xmin) of each blob row it wrote. */
 interface PutRow {
+  /** fenced twins only (cluster mode): whether the lease holding stood */
+  held?: boolean;
   missing: number;
   blob_channels: string[] | null;
   blob_stamps: string[] | null;
@@ -230,21 +236,34 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       blobs.map((b) => b.bytes),
       blobs.map((b) => (b.chunks === undefined ? null : b.chunks.map((c) => c.id).join(","))),
     ];
+    const fence = this.chains.fenceOf(threadId); // cluster mode: written only while this holding stands
+    const fenced = fence === undefined ? [] : fenceValues(fence);
     await this.chains.issueStatement(threadId, {
       // in a batch: the statement that fails when a chunk it skipped is missing (the batch then
       // runs each write alone, this one through writeCheckpoint, which resends the chunks)
-      query: () => ({ ...PUT_CHECKPOINT_OR_FAIL, values: this.putValues(threadId, ns, fixed, blobs, true) }),
-      result: (r) => committed(r.rows[0] as PutRow),
-      alone: async () => committed(await this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs)),
+      query: () => ({
+        ...(fence ? PUT_CHECKPOINT_OR_FAIL_FENCED : PUT_CHECKPOINT_OR_FAIL),
+        values: [...this.putValues(threadId, ns, fixed, blobs, true), ...fenced],
+      }),
+      result: (r) => {
+        if (fence !== undefined) this.chains.checkHeld(fence, (r.rows[0] as PutRow).held);
+        committed(r.rows[0] as PutRow);
+      },
+      alone: async () => committed(await this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs, fence)),
     });
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
   /** the put on its own: resends every chunk when one it skipped is missing; answers the committed row */
-  private async writeCheckpoint(threadId: string, ns: string, checkpointId: string, fixed: unknown[], blobs: EncodedBlob[]): Promise<PutRow> {
+  private async writeCheckpoint(threadId: string, ns: string, checkpointId: string, fixed: unknown[], blobs: EncodedBlob[], fence?: Fence): Promise<PutRow> {
     for (let attempt = 0; ; attempt++) {
       // chunks known stored are not sent, only checked (all are sent on the retry)
-      const result = await this.pool.query<PutRow>({ ...PUT_CHECKPOINT, values: this.putValues(threadId, ns, fixed, blobs, attempt === 0) });
+      const values = this.putValues(threadId, ns, fixed, blobs, attempt === 0);
+      const result =
+        fence === undefined
+          ? await this.pool.query<PutRow>({ ...PUT_CHECKPOINT, values })
+          : await this.pool.query<PutRow>({ ...PUT_CHECKPOINT_FENCED, values: [...values, ...fenceValues(fence)] });
+      if (fence !== undefined) this.chains.checkHeld(fence, result.rows[0].held);
       if (result.rows[0].missing === 0) return result.rows[0];
       this.storedChunks.forget(threadId);
       if (attempt > 0) throw new TroupeError("INTERNAL", `checkpoint ${checkpointId} of thread ${threadId}: its message chunks vanished while it was written`);
@@ -323,7 +342,12 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       rows.map((r) => r.type),
       rows.map((r) => r.blob),
     ];
-    await this.chains.issueStatement(threadId, { query: () => ({ ...PUT_WRITES, values }), result: () => undefined });
+    const fence = this.chains.fenceOf(threadId); // cluster mode: written only while this holding stands
+    if (fence === undefined) await this.chains.issueStatement(threadId, { query: () => ({ ...PUT_WRITES, values }), result: () => undefined });
+    else {
+      const query = { ...PUT_WRITES_FENCED, values: [...values, ...fenceValues(fence)] };
+      await this.chains.issueStatement(threadId, { query: () => query, result: (r) => this.chains.checkHeld(fence, r.rows[0]?.held) });
+    }
   }
 
   async deleteThread(threadId: string): Promise<void> {

@@ -23,12 +23,13 @@ export const threadRowValues = (t: ThreadRecord): unknown[] => [t.thread_id, t.s
 
 /**
  * An upsert of a thread row from threadRowValues at $first.., and of its values from $first+6
- * when `values` (left as they are otherwise).
+ * when `values` (left as they are otherwise). `when`: written only if it holds (a lease fence).
  */
-export function upsertThreadSql(first: number, values = false): string {
+export function upsertThreadSql(first: number, values = false, when?: string): string {
   const $ = (i: number) => `$${first + i}`;
+  const row = `${$(0)}, ${$(1)}, ${$(2)}, ${$(3)}, ${$(4)}::jsonb, ${$(5)}::json${values ? `, ${$(6)}` : ""}`;
   return `INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record${values ? ", values_json" : ""})
-  VALUES (${$(0)}, ${$(1)}, ${$(2)}, ${$(3)}, ${$(4)}::jsonb, ${$(5)}::json${values ? `, ${$(6)}` : ""})
+  ${when === undefined ? `VALUES (${row})` : `SELECT ${row} WHERE ${when}`}
   ON CONFLICT (thread_id) DO UPDATE SET status = EXCLUDED.status, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
     metadata = EXCLUDED.metadata, record = EXCLUDED.record${values ? ", values_json = EXCLUDED.values_json" : ""}`;
 }

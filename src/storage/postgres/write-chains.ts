@@ -10,7 +10,15 @@
 // pipelined on one connection (one round trip, one commit to flush instead of one per write). A
 // batch that fails in any way was rolled back whole: its writes then run again one at a time, as
 // they would have without batching, and each settles with its own outcome.
+//
+// Cluster mode: a thread's run and checkpoint writes carry the holding of its lease (fence) in
+// their own statement (fenceSql: a lease-row lookup with FOR SHARE and a condition on each write,
+// docs/CLUSTER.md "Fencing"). A refused write writes nothing and answers held = false: a value, not
+// an error, so it does not abort the batch it was sent in; only its own promise rejects.
 import type pg from "pg";
+import type { Fence } from "../../cluster/fence.ts";
+import { TroupeError } from "../../errors.ts";
+import type { ThreadFences } from "../port.ts";
 
 const settle = (): void => undefined;
 
@@ -49,11 +57,39 @@ interface Chain {
 /** Most statements sent in one batch. */
 const MAX_BATCH = 64;
 
-export class ThreadWriteChains {
+export class ThreadWriteChains implements ThreadFences {
   private readonly chains = new Map<string, Chain>();
+  /** cluster mode: thread id → epoch of the lease its writes are fenced by */
+  private readonly epochs = new Map<string, number>();
+  private refusedListener: ((threadId: string) => void) | undefined;
 
   /** `pool`: where batches go (a pool of pipelining clients); none: every write runs on its own */
   constructor(private readonly pool?: pg.Pool) {}
+
+  fence(threadId: string, epoch: number): void {
+    this.epochs.set(threadId, epoch);
+  }
+
+  unfence(threadId: string): void {
+    this.epochs.delete(threadId);
+  }
+
+  onRefused(listener: (threadId: string) => void): void {
+    this.refusedListener = listener;
+  }
+
+  /** The holding a write of the thread issued now must carry (cluster mode); undefined: unfenced. */
+  fenceOf(threadId: string): Fence | undefined {
+    const epoch = this.epochs.get(threadId);
+    return epoch === undefined ? undefined : { threadId, epoch };
+  }
+
+  /** A fenced statement's answer (its `held` column): a refusal tells the listener and rejects that write (UNAVAILABLE). */
+  checkHeld(fence: Fence, held: unknown): void {
+    if (held === true) return;
+    this.refusedListener?.(fence.threadId);
+    throw new TroupeError("UNAVAILABLE", `thread ${fence.threadId}: this node no longer holds its lease (epoch ${fence.epoch}); the write was refused`);
+  }
 
   /** runs `write` once every write issued before it for `threadId` has settled (either way) */
   issue<T>(threadId: string, write: () => Promise<T>): Promise<T> {

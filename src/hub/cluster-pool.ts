@@ -1,0 +1,309 @@
+// The shard pool of a cluster node (docs/CLUSTER.md): a thread's commands go to the node holding
+// its lease. Held here → this node's shard, as on one node; held by another live node → forwarded
+// to it as a command (cluster_commands, commands.ts), whose pool runs it on its shard and replies;
+// free or expired → this node takes the lease, recovers the thread's runs, and runs it here.
+// The LMDB (single-node) server uses ShardPool itself: none of this is on its path.
+import type { CreateRunCommand, ShardReplies, ShardRequest } from "../bridge/messages.ts";
+import type { ClusterNode } from "../cluster/node.ts";
+import type { SentCommand } from "../cluster/commands.ts";
+import type { Lease } from "../cluster/leases.ts";
+import { deserializeError, TroupeError } from "../errors.ts";
+import { componentLog } from "../log/logger.ts";
+import type { RunsPort, ThreadsPort } from "../storage/port.ts";
+import type { RunRecord } from "../storage/records.ts";
+import { RemoteRuns } from "./remote-runs.ts";
+import type { RunStreams } from "./run-hub.ts";
+import { ShardPool, type ShardPoolOptions } from "./shard-pool.ts";
+
+const log = componentLog("cluster-pool");
+
+/** A forwarded command's reply: its value, or "moved" (the receiver does not hold the thread: look again). */
+type ForwardedReply = { v: unknown } | { moved: true };
+const MOVED = JSON.stringify({ moved: true } satisfies ForwardedReply);
+
+/** How long a command is retried while its thread's owner cannot be reached (a dead owner's lease expires within the TTL). */
+const ROUTE_DEADLINE_MS = 60_000;
+/** Reply timeout of a forwarded command; cancels that wait for the run's end get longer. */
+const FORWARD_TIMEOUT_MS = 10_000;
+const FORWARD_WAIT_TIMEOUT_MS = 120_000;
+
+export interface ClusterPoolOptions extends ShardPoolOptions {
+  /** the database schema (bus channel names) */
+  schema: string;
+  runs: RunsPort;
+  threads: ThreadsPort;
+}
+
+type Routed<C extends ShardRequest> = Promise<ShardReplies[C["type"]]>;
+/** The commands that name a thread (all but graph.describe): they follow the thread's lease. */
+type ThreadRequest = Exclude<ShardRequest, { type: "graph.describe" }>;
+
+export class ClusterShardPool extends ShardPool {
+  private node: ClusterNode | undefined;
+  private remote: RemoteRuns | undefined;
+  private streams: RunStreams | undefined;
+  /** per thread: the routing of commands in issue order (a command is posted or committed before the next is routed) */
+  private readonly chains = new Map<string, Promise<void>>();
+  /** per thread: a lease being taken and the thread recovered; its commands wait */
+  private readonly acquiring = new Map<string, Promise<boolean>>();
+  /** per thread: commands posted to this node's shard and not yet answered (an idle actor's lease stays while any is) */
+  private readonly inflight = new Map<string, number>();
+
+  constructor(private readonly clusterOpts: ClusterPoolOptions) {
+    super({ ...clusterOpts, cluster: true });
+  }
+
+  /** Run streams as handlers see them: the hub's, with runs executing elsewhere followed there. */
+  override get runs(): RunStreams {
+    return this.streams ?? this.hub;
+  }
+
+  /** Connects the pool to its node (once ClusterNode.start resolved). */
+  attach(node: ClusterNode): void {
+    this.node = node;
+    this.remote = new RemoteRuns({
+      hub: this.hub,
+      node,
+      schema: this.clusterOpts.schema,
+      runs: this.clusterOpts.runs,
+      threads: this.clusterOpts.threads,
+      observeAt: (owner, threadId, runId) => this.observeAt(owner, threadId, runId),
+      outputOf: (done) => this.runOutput(done),
+    });
+    this.streams = this.remote.view();
+  }
+
+  override request<C extends ShardRequest>(cmd: C): Routed<C> {
+    const node = this.node;
+    const req: ShardRequest = cmd;
+    if (req.type === "graph.describe" || node === undefined || this.closing) return super.request(cmd);
+    const t = req.threadId;
+    if (node.epochOf(t) !== undefined && !this.chains.has(t) && !this.acquiring.has(t)) return this.local(req) as Routed<C>;
+    return this.routed(node, req) as Routed<C>;
+  }
+
+  override async createRun(cmd: CreateRunCommand): Promise<RunRecord> {
+    const run = await this.request(cmd);
+    this.created(cmd, run);
+    this.remote?.watch(run.run_id, run.thread_id);
+    return run;
+  }
+
+  override async close(graceMs?: number): Promise<void> {
+    this.remote?.close();
+    await super.close(graceMs);
+  }
+
+  // --- the owner's side ------------------------------------------------------------------------
+
+  /** Runs a command another node forwarded here (ClusterNode `handle`); the reply is JSON. */
+  async handleForwarded(body: string): Promise<string> {
+    const node = this.node;
+    const cmd = JSON.parse(body) as ShardRequest;
+    if (cmd.type === "graph.describe") return JSON.stringify({ v: await super.request(cmd) });
+    if (cmd.type === "run.observe") {
+      // answered where the run's events are: this node's hub (and its shard's gate)
+      this.remote?.publish(cmd.runId);
+      if (this.hub.isGated(cmd.runId)) {
+        this.hub.markObserved(cmd.runId);
+        await this.local(cmd);
+      }
+      return JSON.stringify({ v: { gated: true } });
+    }
+    if (cmd.type === "run.output") {
+      const { output } = await this.local(cmd);
+      return JSON.stringify({ v: { output: output && Buffer.from(output).toString("utf8") } });
+    }
+    if (node === undefined || this.closing || node.isDraining) return MOVED;
+    const t = cmd.threadId;
+    const taking = this.acquiring.get(t);
+    if (taking !== undefined) await taking;
+    if (node.epochOf(t) === undefined) return MOVED;
+    if (cmd.type === "run.create") {
+      const run = await this.local(cmd);
+      this.created(cmd, run);
+      this.remote?.publish(run.run_id); // its sender listens already (expectFrom)
+      return JSON.stringify({ v: run });
+    }
+    const value = await this.local(cmd);
+    if (cmd.type === "thread.delete") {
+      this.hub.threads.close(t);
+      this.hub.protocol.close(t);
+    }
+    return JSON.stringify({ v: value });
+  }
+
+  /** The takeover scan took an expired lease: recover the thread's runs here before anything else runs on it. */
+  async takeOver(lease: Lease): Promise<void> {
+    const done = this.recoverThread(lease.threadId, lease.epoch);
+    this.acquiring.set(lease.threadId, done);
+    try {
+      if (!(await done)) throw new Error(`thread ${lease.threadId}: not recovered`);
+    } finally {
+      if (this.acquiring.get(lease.threadId) === done) this.acquiring.delete(lease.threadId);
+    }
+  }
+
+  /** Leases the heartbeat could not renew: their actors stop now, writing nothing more. */
+  leasesLost(threadIds: string[]): void {
+    for (const threadId of threadIds) {
+      log.warn("thread lease lost: its actor stops", { threadId });
+      super.request({ type: "thread.abandon", threadId }).catch(() => undefined);
+    }
+  }
+
+  protected override threadIdle(threadId: string): void {
+    const node = this.node;
+    if (node === undefined || (this.inflight.get(threadId) ?? 0) > 0 || this.acquiring.has(threadId) || this.chains.has(threadId)) return;
+    // a later command for the thread takes the lease again (with the same recovery as a takeover);
+    // the shard's fence for it goes first (the port keeps the order: a recover after this comes later)
+    super.request({ type: "thread.abandon", threadId }).catch(() => undefined);
+    node.release(threadId).catch((err: unknown) => log.warn("lease release failed", { threadId, err }));
+  }
+
+  // --- routing ---------------------------------------------------------------------------------
+
+  /** Posts to this node's shard, counting the command until it is answered. */
+  private local<C extends ThreadRequest>(cmd: C): Routed<C> {
+    const t = cmd.threadId;
+    this.inflight.set(t, (this.inflight.get(t) ?? 0) + 1);
+    const reply = super.request(cmd);
+    const settled = () => {
+      const n = (this.inflight.get(t) ?? 1) - 1;
+      if (n > 0) this.inflight.set(t, n);
+      else this.inflight.delete(t);
+    };
+    reply.then(settled, settled);
+    return reply;
+  }
+
+  /** In the thread's issue order: the command is posted (here) or committed (to the owner) before the next one is routed. */
+  private async routed(node: ClusterNode, cmd: ThreadRequest): Promise<unknown> {
+    const t = cmd.threadId;
+    const before = this.chains.get(t);
+    let routedHere!: () => void;
+    const turn = new Promise<void>((resolve) => (routedHere = resolve));
+    const chain = (before ?? Promise.resolve()).then(() => turn);
+    this.chains.set(t, chain);
+    let reply: () => Promise<unknown>;
+    try {
+      await before;
+      reply = await this.dispatch(node, cmd, Date.now() + ROUTE_DEADLINE_MS);
+    } finally {
+      routedHere();
+      if (this.chains.get(t) === chain) this.chains.delete(t);
+    }
+    return reply();
+  }
+
+  /** Finds where the command runs and sends it there; resolves (with a way to await the reply) once it is posted or committed. */
+  private async dispatch(node: ClusterNode, cmd: ThreadRequest, deadline: number): Promise<() => Promise<unknown>> {
+    const t = cmd.threadId;
+    for (let attempt = 0; ; attempt++) {
+      const taking = this.acquiring.get(t);
+      if (taking !== undefined) await taking;
+      if (this.closing) throw new TroupeError("UNAVAILABLE", "Server is shutting down");
+      if (node.epochOf(t) !== undefined) {
+        const reply = this.local(cmd);
+        return () => reply;
+      }
+      const owner = await node.ownerOf(t);
+      if (owner !== undefined && !owner.expired && owner.nodeId !== node.nodeId) {
+        if (cmd.type === "run.observe") {
+          await this.observeAt(owner.nodeId, t, cmd.runId);
+          return () => Promise.resolve({ gated: true });
+        }
+        if (cmd.type === "run.create") await this.remote?.expectFrom(owner.nodeId, t, cmd.runId);
+        const sent = await node.commands.send(owner.nodeId, JSON.stringify(cmd));
+        return () => this.forwardedReply(node, cmd, sent, deadline);
+      }
+      // nobody holds it (or its holder's lease ran out): shard commands need no lease
+      if (cmd.type === "run.observe" || cmd.type === "run.output" || cmd.type === "thread.recover" || cmd.type === "thread.abandon") {
+        const reply = super.request(cmd);
+        return () => reply;
+      }
+      // a row under this node's own id that it does not hold (released or lost, not yet gone): expired at once, then taken
+      const ghost = owner !== undefined && !owner.expired && owner.nodeId === node.nodeId;
+      if (ghost) await node.reclaim(owner);
+      const free = owner === undefined || owner.expired || ghost;
+      if (free && !node.isDraining && (await this.take(node, t))) continue;
+      // lost the race, our own release in flight, or draining: look again shortly
+      if (Date.now() > deadline) throw new TroupeError("UNAVAILABLE", "The node owning this thread cannot be reached; retry the request");
+      await sleep(Math.min(50 * 2 ** attempt, 1_000));
+    }
+  }
+
+  private async forwardedReply(node: ClusterNode, cmd: ThreadRequest, sent: SentCommand, deadline: number): Promise<unknown> {
+    const waits = cmd.type === "run.cancel" && cmd.wait;
+    const result = await sent.reply(waits ? FORWARD_WAIT_TIMEOUT_MS : FORWARD_TIMEOUT_MS);
+    switch (result.status) {
+      case "replied": {
+        const reply = JSON.parse(result.body) as ForwardedReply;
+        if ("v" in reply) return decodeReply(cmd, reply.v);
+        break; // moved: route again
+      }
+      case "failed":
+        throw deserializeError(result.error);
+      case "no-reply":
+        throw new TroupeError("UNAVAILABLE", "The node owning this thread did not answer in time; retry the request");
+      case "not-taken":
+        break; // never ran: route again
+    }
+    if (Date.now() > deadline) throw new TroupeError("UNAVAILABLE", "The node owning this thread cannot be reached; retry the request");
+    await sleep(100);
+    return (await this.dispatch(node, cmd, deadline))();
+  }
+
+  /** Takes the thread's lease and recovers its runs here (one at a time per thread); false when another node was first. */
+  private take(node: ClusterNode, threadId: string): Promise<boolean> {
+    const existing = this.acquiring.get(threadId);
+    if (existing !== undefined) return existing;
+    const taking = (async () => {
+      const lease = await node.acquire(threadId);
+      if (lease === undefined) return false;
+      if (await this.recoverThread(threadId, lease.epoch)) return true;
+      await node.release(threadId).catch(() => undefined);
+      return false;
+    })();
+    this.acquiring.set(threadId, taking);
+    void taking
+      .catch(() => false)
+      .finally(() => {
+        if (this.acquiring.get(threadId) === taking) this.acquiring.delete(threadId);
+      });
+    return taking;
+  }
+
+  /** The thread's pending and running runs go to its actor on this node (recovery.ts, one thread). */
+  private async recoverThread(threadId: string, epoch: number): Promise<boolean> {
+    try {
+      const { runs } = await super.request({ type: "thread.recover", threadId, epoch });
+      if (runs > 0) log.info("thread taken over: runs recovered", { threadId, runs });
+      return true;
+    } catch (err) {
+      log.error("thread recovery failed", { threadId, err });
+      return false;
+    }
+  }
+
+  /** Asks the node running a run to publish it on its channel (after listening there). */
+  private async observeAt(owner: string, threadId: string, runId: string): Promise<void> {
+    const node = this.node;
+    if (node === undefined) return;
+    await this.remote?.expectFrom(owner, threadId, runId);
+    const sent = await node.commands.send(owner, JSON.stringify({ type: "run.observe", threadId, runId, replay: true } satisfies ShardRequest));
+    // the reply only says it was asked; a lost one is covered by the run's watch
+    void sent.reply(FORWARD_TIMEOUT_MS).catch(() => undefined);
+  }
+}
+
+/** A forwarded reply's value as the local shard would have answered it. */
+function decodeReply(cmd: ThreadRequest, value: unknown): unknown {
+  if (cmd.type === "run.output") {
+    const text = (value as { output: string | null }).output;
+    return { output: text === null ? null : Buffer.from(text, "utf8") } satisfies ShardReplies["run.output"];
+  }
+  return value;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());

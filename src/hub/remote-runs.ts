@@ -1,0 +1,297 @@
+// Cluster: runs executing on another node, read from this one (docs/CLUSTER.md "Remote streams").
+// The owner's run hub is subscribed on the owner and its events and end are published on the run's
+// bus channel (`run.<run_id>`); a reader's node subscribes to that channel first, then asks the
+// owner to publish (run.observe, or the create it forwarded), and feeds what arrives into its own
+// run hub, where /wait, /join and the streams find it as if the run were local.
+/*
+ * Every run a request on this node waits for or streams is also watched: once a second its record
+ * is read; a final status ends it here even when its end never arrived (the owner died, the channel
+ * lost it), and a new owner (takeover) is asked to publish in turn. Event ids are the run's own
+ * sequence: replays from the start are dropped up to the last id delivered, a new attempt (its
+ * `metadata` event names it) starts over.
+ */
+import type { RunDone, RunEvent } from "../bridge/messages.ts";
+import { channelName } from "../cluster/bus-envelope.ts";
+import type { BusGap, BusMessage } from "../cluster/bus.ts";
+import type { ClusterNode } from "../cluster/node.ts";
+import { isFinal } from "../domain/lifecycle.ts";
+import { componentLog } from "../log/logger.ts";
+import type { RunsPort, ThreadsPort } from "../storage/port.ts";
+import type { RunHub, RunStreams, RunSubscriber } from "./run-hub.ts";
+
+const log = componentLog("remote-runs");
+
+/** How often a watched run's record is read. */
+const WATCH_MS = 1_000;
+
+/** What goes over a run's channel. */
+type RunChannelMessage =
+  { s: { resumable: boolean } } | { e: RunEvent[] } | { d: { status: RunDone["status"]; threadStatus: RunDone["threadStatus"]; output?: string } };
+
+interface Watch {
+  runId: string;
+  threadId: string;
+  /** the holding (node id and epoch) last asked to publish this run; "self" when this node runs it */
+  observedAt: string | undefined;
+  unsubscribe: (() => Promise<void>) | undefined;
+  subscribing: Promise<void> | undefined;
+  lastId: number;
+  attempt: number;
+  timer: NodeJS.Timeout | undefined;
+  ended: boolean;
+  /** consecutive looks that found the run final (or its record missing) while its end had not arrived */
+  endedSeen: number;
+}
+
+export interface RemoteRunsDeps {
+  hub: RunHub;
+  node: ClusterNode;
+  schema: string;
+  runs: RunsPort;
+  threads: ThreadsPort;
+  /** asks `nodeId` (the run's thread's owner) to publish the run on its channel */
+  observeAt(nodeId: string, threadId: string, runId: string): Promise<void>;
+  /** the output of a run that ended on this node without it (the pool's runOutput) */
+  outputOf(done: RunDone): Promise<Uint8Array | undefined>;
+}
+
+export class RemoteRuns {
+  private readonly watches = new Map<string, Watch>();
+  /** runs this node publishes for readers elsewhere: how many publications are open */
+  private readonly publishing = new Map<string, number>();
+  private closed = false;
+
+  constructor(private readonly deps: RemoteRunsDeps) {}
+
+  /** The run streams request handlers use: the hub's, with every waited or streamed run watched. */
+  view(): RunStreams {
+    const hub = this.deps.hub;
+    return {
+      doneOf: (runId) => hub.doneOf(runId),
+      drop: (runId) => hub.drop(runId),
+      gatedRunsOf: (threadId) => hub.gatedRunsOf(threadId),
+      waitFor: (runId) => {
+        this.watch(runId);
+        return hub.waitFor(runId);
+      },
+      subscribe: (runId, from, sub) => {
+        this.watch(runId);
+        if (typeof from !== "number") return hub.subscribe(runId, from, sub);
+        // the owner replays from the start: a reader resuming after `from` gets only what follows
+        const after: RunSubscriber = { onEvent: (e) => e.id > from && sub.onEvent(e), onDone: (d) => sub.onDone(d) };
+        return hub.subscribe(runId, from, after);
+      },
+    };
+  }
+
+  /**
+   * Before a create is forwarded to the thread's owner: listen on the run's channel (the owner
+   * publishes the run from its start once created) and watch the run.
+   */
+  async expectFrom(ownerNodeId: string, threadId: string, runId: string): Promise<void> {
+    const w = this.watchOf(runId, threadId);
+    w.observedAt = ownerNodeId;
+    await this.listen(w);
+  }
+
+  /** Watches a run a request here reads (its thread looked up when not given). */
+  watch(runId: string, threadId?: string): void {
+    if (this.closed || this.watches.has(runId) || this.deps.hub.doneOf(runId) !== undefined) return;
+    const start = async () => {
+      const t = threadId ?? (await this.deps.runs.threadOf(runId));
+      if (t === undefined || this.watches.has(runId)) return;
+      const w = this.watchOf(runId, t);
+      await this.follow(w);
+    };
+    start().catch((err: unknown) => log.warn("watching a run failed", { runId, err }));
+  }
+
+  /** Publishes a run of this node on its channel, from its start, until it ends (a reader elsewhere asked). */
+  publish(runId: string): void {
+    const { hub, node } = this.deps;
+    const channel = channelName(this.deps.schema, "run", runId);
+    this.publishing.set(runId, (this.publishing.get(runId) ?? 0) + 1);
+    let batch: RunEvent[] = [];
+    let flushQueued = false;
+    const send = (message: RunChannelMessage) =>
+      node.bus.publish(channel, JSON.stringify(message)).catch((err: unknown) => log.warn("run channel publish failed", { runId, err }));
+    const flush = () => {
+      flushQueued = false;
+      if (batch.length === 0) return;
+      void send({ e: batch });
+      batch = [];
+    };
+    void send({ s: { resumable: hub.isResumable(runId) } });
+    hub.subscribe(runId, "start", {
+      onEvent: (e) => {
+        batch.push(e);
+        if (!flushQueued) {
+          flushQueued = true;
+          setImmediate(flush); // one NOTIFY per event-loop turn
+        }
+      },
+      onDone: (done) => {
+        flush();
+        void this.deps
+          .outputOf(done)
+          .catch(() => undefined)
+          .then((output) => send({ d: { status: done.status, threadStatus: done.threadStatus, output: output && Buffer.from(output).toString("utf8") } }))
+          .finally(() => {
+            const n = (this.publishing.get(runId) ?? 1) - 1;
+            if (n > 0) return void this.publishing.set(runId, n);
+            this.publishing.delete(runId);
+            node.bus.endStream(channel);
+          });
+      },
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const w of this.watches.values()) this.end(w);
+  }
+
+  private watchOf(runId: string, threadId: string): Watch {
+    let w = this.watches.get(runId);
+    if (w === undefined) {
+      w = {
+        runId,
+        threadId,
+        observedAt: undefined,
+        unsubscribe: undefined,
+        subscribing: undefined,
+        lastId: -1,
+        attempt: 0,
+        timer: undefined,
+        ended: false,
+        endedSeen: 0,
+      };
+      this.watches.set(runId, w);
+      this.schedule(w);
+    }
+    return w;
+  }
+
+  private schedule(w: Watch): void {
+    if (w.ended || this.closed) return;
+    w.timer = setTimeout(() => void this.check(w).finally(() => this.schedule(w)), WATCH_MS);
+    w.timer.unref();
+  }
+
+  /** One look at the run's record: ended → end it here; still active → follow its thread's owner. */
+  private async check(w: Watch): Promise<void> {
+    if (w.ended) return;
+    if (this.deps.hub.doneOf(w.runId) !== undefined) return this.end(w);
+    try {
+      const run = await this.deps.runs.get(w.threadId, w.runId);
+      if (run === undefined || isFinal(run.status)) {
+        // its end normally arrives right after its commit (from the shard or the channel): only an
+        // end still missing at the next look (a run not yet committed: five) is made up from the record
+        // (no node was asked to publish it — it ended before anyone held it for us to ask — its end comes from the record now)
+        w.endedSeen++;
+        if (w.endedSeen < (run === undefined ? 5 : w.observedAt === undefined ? 1 : 2)) return;
+        if (this.deps.hub.doneOf(w.runId) === undefined) {
+          const thread = run && (await this.deps.threads.get(w.threadId));
+          // a run whose record went (its thread deleted) ends as an error, as its readers would see it upstream
+          this.deps.hub.finished({ runId: w.runId, threadId: w.threadId, status: run?.status ?? "error", threadStatus: thread?.status ?? "deleted" });
+        }
+        return this.end(w);
+      }
+      w.endedSeen = 0;
+      await this.follow(w);
+    } catch (err) {
+      log.warn("run watch failed", { runId: w.runId, err });
+    }
+  }
+
+  /** Asks the thread's current owner to publish the run, unless it was asked already (or runs here). */
+  private async follow(w: Watch): Promise<void> {
+    const { node } = this.deps;
+    if (node.epochOf(w.threadId) !== undefined) {
+      // this node runs it: its events reach the hub from the shard (a remote holding before is over)
+      w.observedAt = "self";
+      return;
+    }
+    const owner = await node.ownerOf(w.threadId);
+    if (owner === undefined || owner.expired || owner.nodeId === node.nodeId) return; // taken over soon: looked at again
+    const holding = `${owner.nodeId}@${owner.epoch}`;
+    if (w.observedAt === holding || w.observedAt === owner.nodeId) {
+      w.observedAt = holding;
+      return;
+    }
+    await this.listen(w);
+    w.observedAt = holding;
+    await this.deps.observeAt(owner.nodeId, w.threadId, w.runId);
+  }
+
+  private listen(w: Watch): Promise<void> {
+    if (w.unsubscribe !== undefined) return Promise.resolve();
+    w.subscribing ??= this.deps.node.bus
+      .subscribe(channelName(this.deps.schema, "run", w.runId), {
+        message: (m) => this.arrived(w, m),
+        gap: (gap) => this.gap(w, gap),
+      })
+      .then((unsubscribe) => {
+        if (w.ended) void unsubscribe();
+        else w.unsubscribe = unsubscribe;
+      });
+    return w.subscribing;
+  }
+
+  private arrived(w: Watch, m: BusMessage): void {
+    if (w.ended) return;
+    const hub = this.deps.hub;
+    const message = JSON.parse(m.body) as RunChannelMessage;
+    if ("s" in message) {
+      if (message.s.resumable) hub.expect(w.runId, w.threadId, true);
+      return;
+    }
+    if ("e" in message) {
+      const fresh: RunEvent[] = [];
+      for (const e of message.e) {
+        if (e.event === "metadata" && e.id === 0) {
+          const attempt = (JSON.parse(e.data) as { attempt?: number }).attempt ?? 1;
+          if (attempt > w.attempt) {
+            // a new attempt (resumed on another node): its stream starts over
+            if (w.attempt > 0) hub.started(w.runId, w.threadId, hub.isResumable(w.runId), attempt);
+            w.attempt = attempt;
+            w.lastId = -1;
+          }
+        }
+        if (e.id > w.lastId) {
+          fresh.push(e);
+          w.lastId = e.id;
+        }
+      }
+      if (fresh.length > 0) hub.events(w.runId, fresh);
+      return;
+    }
+    if (hub.doneOf(w.runId) === undefined) {
+      const d = message.d;
+      hub.finished({
+        runId: w.runId,
+        threadId: w.threadId,
+        status: d.status,
+        threadStatus: d.threadStatus,
+        output: d.output === undefined ? undefined : Buffer.from(d.output, "utf8"),
+      });
+    }
+    this.end(w);
+  }
+
+  /** Messages may be lost: ask the owner again (it replays from the start; what was delivered is skipped). */
+  private gap(w: Watch, gap: BusGap): void {
+    if (w.ended) return;
+    log.warn("run channel gap: observing again", { runId: w.runId, reason: gap.reason });
+    w.observedAt = undefined;
+    void this.follow(w).catch(() => undefined);
+  }
+
+  private end(w: Watch): void {
+    if (w.ended) return;
+    w.ended = true;
+    clearTimeout(w.timer);
+    this.watches.delete(w.runId);
+    if (w.unsubscribe) void w.unsubscribe().catch(() => undefined);
+  }
+}

@@ -1,0 +1,133 @@
+// The lease fence reaching the writes (docs/CLUSTER.md "Wiring" 3), on a real PostgreSQL through the
+// storage port a cluster node's shard uses: while a thread's holding is set (`fences.fence`), its
+// run writes and checkpoint writes commit; once another node took the lease over (a new epoch),
+// every write of the old holding is refused — nothing of it lands, the refusal listener is told
+// (the shard abandons the thread's actor on it) — and the new holder's writes commit.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { acquireLease, handOverLease } from "../src/cluster/leases.ts";
+import { databaseStamp } from "../src/cluster/time.ts";
+import { openPostgresStorage, type PostgresStorage } from "../src/storage/postgres/adapter.ts";
+import type { RunRecord, ThreadRecord } from "../src/storage/records.ts";
+import { cfg, checkpoint, meta } from "./helpers/checkpoints.ts";
+import { usePostgresDatabase } from "./helpers/postgres.ts";
+
+const database = usePostgresDatabase();
+let oldNode: PostgresStorage;
+let newNode: PostgresStorage;
+const T0 = "2026-01-01T00:00:00.000Z";
+const timing = { ttlMs: 15_000, stamp: databaseStamp };
+
+beforeAll(async () => {
+  oldNode = await openPostgresStorage({ uri: database.uri, maxConnections: 4 });
+  newNode = await openPostgresStorage({ uri: database.uri, maxConnections: 4, migrate: false });
+});
+
+afterAll(async () => {
+  await oldNode?.close();
+  await newNode?.close();
+});
+
+const thread = (id: string, status: ThreadRecord["status"]): ThreadRecord => ({
+  thread_id: id,
+  created_at: T0,
+  updated_at: T0,
+  metadata: {},
+  status,
+  config: {},
+});
+
+const run = (threadId: string, runId: string): RunRecord => ({
+  run_id: runId,
+  thread_id: threadId,
+  assistant_id: "asst-1",
+  metadata: {},
+  status: "pending",
+  kwargs: { input: { n: 1 }, config: {}, stream_mode: ["values"], temporary: false, subgraphs: false, resumable: false },
+  multitask_strategy: "enqueue",
+  created_at: T0,
+  updated_at: T0,
+  graph_id: "g",
+  attempt: 0,
+});
+
+describe("fenced writes (cluster mode, Postgres)", () => {
+  it("a holding's writes commit until the lease moves; then they are refused and the listener told", async () => {
+    const threadId = "00000000-0000-4000-8000-00000000fe01";
+    const refused: string[] = [];
+    oldNode.fences!.onRefused((t) => refused.push(t));
+    const first = (await acquireLease(oldNode.db, threadId, "node-old", timing))!;
+    oldNode.fences!.fence(threadId, first.epoch);
+    await oldNode.threads.create(thread(threadId, "idle"));
+    const r = run(threadId, "00000000-0000-7000-8000-0000000000a1");
+    await oldNode.runs.create({ run: r, thread: thread(threadId, "busy"), prev: undefined }).committed;
+    await oldNode.runs.save({ ...r, status: "running", attempt: 1 }).committed;
+    const oldSaver = (await oldNode.checkpoints.open()).saver();
+    await oldSaver.put(cfg(threadId), checkpoint({ v: 1 }, { v: 1 }), meta(0, { run_id: r.run_id }), { v: 1 });
+    expect(refused).toEqual([]);
+
+    // the old holder is paused past its lease: another node takes the thread over (new epoch)
+    await handOverLease(oldNode.db, first);
+    const second = (await acquireLease(newNode.db, threadId, "node-new", timing))!;
+    expect(second.epoch).toBeGreaterThan(first.epoch);
+    newNode.fences!.fence(threadId, second.epoch);
+
+    // every write of the old holding is refused, nothing of it lands
+    await expect(oldNode.runs.save({ ...r, status: "running", attempt: 2 }).committed).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    const end = {
+      run: { ...r, status: "success" as const, attempt: 1 },
+      thread: thread(threadId, "idle"),
+      prev: thread(threadId, "busy"),
+      valuesJson: Buffer.from("[1]"),
+    };
+    await expect(oldNode.runs.finish(end).committed).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    await expect(oldSaver.put(cfg(threadId), checkpoint({ v: 2 }, { v: 2 }), meta(1, { run_id: r.run_id }), { v: 2 })).rejects.toMatchObject({
+      code: "UNAVAILABLE",
+    });
+    const r2 = run(threadId, "00000000-0000-7000-8000-0000000000a2");
+    await expect(oldNode.runs.create({ run: r2, thread: thread(threadId, "busy"), prev: undefined }).committed).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    expect(refused.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(refused)).toEqual(new Set([threadId]));
+    expect(await newNode.runs.get(threadId, r.run_id)).toMatchObject({ status: "running", attempt: 1 });
+    expect(await newNode.runs.get(threadId, r2.run_id)).toBeUndefined();
+    expect((await newNode.threads.get(threadId))?.status).toBe("busy");
+    expect(await newNode.threads.valuesJson(threadId)).toBeUndefined();
+
+    // the new holder's writes commit
+    await newNode.runs.save({ ...r, status: "running", attempt: 2 }).committed;
+    await newNode.runs.finish({ ...end, run: { ...r, status: "success", attempt: 2 } }).committed;
+    expect(await newNode.runs.get(threadId, r.run_id)).toMatchObject({ status: "success", attempt: 2 });
+    expect((await newNode.threads.get(threadId))?.status).toBe("idle");
+  });
+
+  it("a refused write in a pipelined batch rejects alone: the batch's writes of the new holding commit with it", async () => {
+    const threadId = "00000000-0000-4000-8000-00000000fe02";
+    const first = (await acquireLease(oldNode.db, threadId, "node-a", timing))!;
+    oldNode.fences!.fence(threadId, first.epoch);
+    await oldNode.threads.create(thread(threadId, "idle"));
+    const r = run(threadId, "00000000-0000-7000-8000-0000000000b1");
+    await oldNode.runs.create({ run: r, thread: thread(threadId, "busy"), prev: undefined }).committed;
+    const saver = (await oldNode.checkpoints.open()).saver();
+
+    // the thread's writes queue behind a hold, so they leave together as one batch (write-chains.ts)
+    let release!: () => void;
+    saver.holdWritesUntil(threadId, new Promise<void>((resolve) => (release = resolve)));
+    const refusedSave = oldNode.runs.save({ ...r, status: "running", attempt: 1 }).committed;
+    const refusedPut = saver.put(cfg(threadId), checkpoint({ v: 1 }, { v: 1 }), meta(0, { run_id: r.run_id }), { v: 1 });
+    // meanwhile the lease moved (expired, then taken again: by this same node, under a new epoch)
+    await handOverLease(oldNode.db, first);
+    const second = (await acquireLease(oldNode.db, threadId, "node-a", timing))!;
+    oldNode.fences!.fence(threadId, second.epoch);
+    const heldSave = oldNode.runs.save({ ...r, status: "running", attempt: 2 }).committed;
+    const heldPut = saver.put(cfg(threadId), checkpoint({ v: 2 }, { v: 2 }), meta(1, { run_id: r.run_id }), { v: 2 });
+    release();
+
+    await expect(refusedSave).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    await expect(refusedPut).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    await heldSave;
+    await heldPut;
+    expect(await newNode.runs.get(threadId, r.run_id)).toMatchObject({ status: "running", attempt: 2 });
+    const checkpoints = [];
+    for await (const c of saver.list(cfg(threadId))) checkpoints.push(c.checkpoint.channel_values);
+    expect(checkpoints).toEqual([{ v: 2 }]);
+  });
+});
