@@ -12,6 +12,7 @@ export const SCENARIO_NAMES = [
   "wait-c64",
   "stateless-wait",
   "stream-ttfe",
+  "stream-join",
   "enqueue-1000",
   "slow-200",
   "ratelimit",
@@ -20,7 +21,7 @@ export const SCENARIO_NAMES = [
 ] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
 /** Scenarios a run without --only leaves out (long-running: ask for them by name). */
-const OPT_IN: readonly ScenarioName[] = ["scale"];
+const OPT_IN: readonly ScenarioName[] = ["scale", "stream-join"];
 
 export interface ResolvedOptions {
   /** the first of `urls` (reports name it) */
@@ -34,6 +35,8 @@ export interface ResolvedOptions {
   readonly slowGraph: string;
   readonly slowSleepMs: number;
   readonly streamRuns: number;
+  /** stream-join: sleep_ms of the joined slow run (long enough to still be running at the join) */
+  readonly joinSleepMs: number;
   readonly enqueueRuns: number;
   readonly slowRuns: number;
   readonly pageSize: number;
@@ -71,6 +74,10 @@ Scenarios (all but scale by default, in this order; pick with --only a,b,c):
   stream-ttfe     sequential POST /threads/{id}/runs/stream on fresh threads: time to the
                   first complete SSE event (must be "metadata"), p50/p99; each stream is
                   read to its end (--stream-runs runs)
+  stream-join     (only with --only) sequential: a thread, a background run of the slow graph
+                  (--join-sleep-ms), then GET /threads/{id}/runs/{run_id}/stream: time to the
+                  first SSE event (--stream-runs joins). With three --url servers each join
+                  reaches a server that is not running the run (a cluster's cross-node stream)
   enqueue-1000    --enqueue-runs background runs on ONE thread (POST /threads/{id}/runs,
                   multitask_strategy "enqueue", concurrency 16), join the last one, then
                   page GET /threads/{id}/runs until all are "success": total seconds
@@ -97,7 +104,8 @@ Options:
   --echo-graph ID           graph/assistant id of the echo graph (default "echo")
   --slow-graph ID           graph/assistant id of the slow graph (default "slow")
   --slow-sleep-ms MS        sent as config.configurable.sleep_ms to the slow graph (default 200)
-  --stream-runs N           runs in stream-ttfe (default 200)
+  --stream-runs N           runs in stream-ttfe and stream-join (default 200)
+  --join-sleep-ms MS        sleep_ms of the slow run stream-join joins (default 300)
   --enqueue-runs N          runs in enqueue-1000 (default 1000)
   --slow-runs N             runs in slow-200 (default 200)
   --page-size N             limit used when paging GET /threads/{id}/runs (default 100)
@@ -182,6 +190,7 @@ export function parseOptions(argv: string[], now = new Date()): ResolvedOptions 
         "slow-graph": { type: "string" },
         "slow-sleep-ms": { type: "string" },
         "stream-runs": { type: "string" },
+        "join-sleep-ms": { type: "string" },
         "enqueue-runs": { type: "string" },
         "slow-runs": { type: "string" },
         "page-size": { type: "string" },
@@ -248,6 +257,7 @@ export function parseOptions(argv: string[], now = new Date()): ResolvedOptions 
     slowGraph: graph(values["slow-graph"], "slow-graph", "slow"),
     slowSleepMs: num(values["slow-sleep-ms"], "slow-sleep-ms", 200, { integer: true }),
     streamRuns: num(values["stream-runs"], "stream-runs", 200, { min: 1, integer: true }),
+    joinSleepMs: num(values["join-sleep-ms"], "join-sleep-ms", 300, { integer: true }),
     enqueueRuns: num(values["enqueue-runs"], "enqueue-runs", 1000, { min: 1, integer: true }),
     slowRuns: num(values["slow-runs"], "slow-runs", 200, { min: 1, integer: true }),
     pageSize: num(values["page-size"], "page-size", 100, { min: 1, integer: true }),

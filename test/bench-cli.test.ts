@@ -82,6 +82,22 @@ describe("bench CLI", () => {
     }
   }, 150_000);
 
+  it("joins running runs' streams (stream-join) and times their first event", async () => {
+    const out = join(mkdtempSync(join(tmpdir(), "troupe-bench-")), "r.json");
+    await run(process.execPath, [join(REPO, "bin/troupe-bench.js"), "--url", fx.server.url, "--only", "stream-join", "--stream-runs", "4", "--out", out], {
+      cwd: REPO,
+      timeout: 120_000,
+    });
+    const report = JSON.parse(readFileSync(out, "utf8")) as {
+      scenarios: { name: string; metrics: { metric: string; value: unknown }[]; errors: { count: number } }[];
+    };
+    const [scenario] = report.scenarios;
+    expect(scenario.name).toBe("stream-join");
+    expect(scenario.errors.count).toBe(0);
+    expect(scenario.metrics.find((m) => m.metric === "completed")?.value).toBe(4);
+    expect(Number(scenario.metrics.find((m) => m.metric === "ttfe_p50")?.value)).toBeGreaterThan(0);
+  }, 150_000);
+
   it("spreads the load round-robin over several --url servers (comma-separated or repeated)", async () => {
     // three plain HTTP servers that answer /ok and count what they got
     const counts = [0, 0, 0];

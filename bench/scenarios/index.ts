@@ -6,6 +6,7 @@ import { ratelimitScenario } from "./ratelimit.ts";
 import { rssScenario } from "./rss.ts";
 import { scaleScenario } from "./scale.ts";
 import { slowBurstScenario } from "./slow-burst.ts";
+import { streamJoinScenario } from "./stream-join.ts";
 import { streamTtfeScenario } from "./stream-ttfe.ts";
 import type { Scenario } from "./types.ts";
 
@@ -17,6 +18,7 @@ export const SCENARIOS: Readonly<Record<ScenarioName, Scenario>> = {
   "wait-c64": waitC64Scenario,
   "stateless-wait": statelessWaitScenario,
   "stream-ttfe": streamTtfeScenario,
+  "stream-join": streamJoinScenario,
   "enqueue-1000": enqueueScenario,
   "slow-200": slowBurstScenario,
   ratelimit: ratelimitScenario,
