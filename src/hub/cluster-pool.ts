@@ -207,6 +207,10 @@ export class ClusterShardPool extends ShardPool {
         const reply = this.local(cmd);
         return () => reply;
       }
+      const needsLease = !(cmd.type === "run.observe" || cmd.type === "run.output" || cmd.type === "thread.recover" || cmd.type === "thread.abandon");
+      // a thread nobody holds (the common case: new threads, and threads idle since their last run)
+      // is taken at once: one upsert instead of a lookup first; only a lost race looks the owner up
+      if (attempt === 0 && needsLease && !node.isDraining && (await this.take(node, t))) continue;
       const owner = await node.ownerOf(t);
       if (owner !== undefined && !owner.expired && owner.nodeId !== node.nodeId) {
         if (cmd.type === "run.observe") {
@@ -218,7 +222,7 @@ export class ClusterShardPool extends ShardPool {
         return () => this.forwardedReply(node, cmd, sent, deadline);
       }
       // nobody holds it (or its holder's lease ran out): shard commands need no lease
-      if (cmd.type === "run.observe" || cmd.type === "run.output" || cmd.type === "thread.recover" || cmd.type === "thread.abandon") {
+      if (!needsLease) {
         const reply = super.request(cmd);
         return () => reply;
       }
