@@ -114,6 +114,39 @@ describe("batched thread writes (Postgres)", () => {
   });
 });
 
+describe("group commit across threads (Postgres)", () => {
+  /** how many transactions wrote these threads' rows */
+  async function threadTransactions(ids: string[]): Promise<number> {
+    const r = await pg.db.pool.query<{ n: number }>("SELECT count(DISTINCT xmin::text)::int AS n FROM threads WHERE thread_id = ANY($1)", [ids]);
+    return r.rows[0].n;
+  }
+
+  it("writes of several threads ready in the same turn commit in one transaction, each with its own outcome", async () => {
+    const ids = Array.from({ length: 8 }, () => nextId("t"));
+    for (const id of ids) await pg.threads.create(thread(id));
+    await Promise.all(ids.map((id, i) => pg.threads.save(thread(id, { metadata: { n: i } }))));
+    // one transaction per thread on its own
+    expect(await threadTransactions(ids)).toBe(1);
+    for (const [i, id] of ids.entries()) expect(await pg.threads.get(id)).toMatchObject({ metadata: { n: i } });
+  });
+
+  it("a write that fails in a group fails alone: the other threads' writes commit", async () => {
+    const [a, b, c] = [nextId("t"), nextId("t"), nextId("t")];
+    for (const id of [a, b, c]) await pg.threads.create(thread(id));
+    const taken = run(b);
+    await pg.runs.create({ run: taken, thread: thread(b) }).committed;
+    const outcomes = await Promise.allSettled([
+      pg.threads.save(thread(a, { metadata: { n: 1 } })),
+      pg.runs.create({ run: taken, thread: thread(b, { metadata: { n: 2 } }) }).committed, // the run id is taken
+      pg.threads.save(thread(c, { metadata: { n: 3 } })),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect(await pg.threads.get(a)).toMatchObject({ metadata: { n: 1 } });
+    expect(await pg.threads.get(b)).toMatchObject({ metadata: {} });
+    expect(await pg.threads.get(c)).toMatchObject({ metadata: { n: 3 } });
+  });
+});
+
 describe("checkpoint writes resolve once issued (Postgres, issued-writes.ts)", () => {
   it("puts awaited one after another, as LangGraph chains them, leave together, and reads see them", async () => {
     const id = nextId("t");

@@ -369,6 +369,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
         }
       }),
     );
+    this.issued.forget(threadId);
   }
 
   /**

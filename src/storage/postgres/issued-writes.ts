@@ -56,6 +56,11 @@ export class IssuedCheckpointWrites {
     this.throwFailed(threadId);
   }
 
+  /** the thread is gone: a failure of its writes has no one left to report to */
+  forget(threadId: string): void {
+    this.failed.delete(threadId);
+  }
+
   /** every thread's issued writes settled; rejects (once) with a failure of any of them */
   async settledAll(): Promise<void> {
     await Promise.all(this.last.values());
