@@ -16,9 +16,11 @@
 // docs/CLUSTER.md "Fencing"). A refused write writes nothing and answers held = false: a value, not
 // an error, so it does not abort the batch it was sent in; only its own promise rejects.
 //
-// Group commit: the batches (and single statements) of different threads that are ready in the
-// same event-loop turn leave as one transaction too (many threads busy at once: one connection and
-// one commit instead of one per thread). Each thread has at most one batch in flight, so a group
+// Group commit: while GROUPS_IN_FLIGHT transactions of this storage are in flight, the batches
+// (and single statements) of other threads that become ready wait and then leave together, as
+// one transaction (many threads busy at once: one connection and one commit instead of one per
+// thread); when fewer are in flight a batch leaves at once (no added latency at low load). Each
+// thread has at most one batch in flight, so a group
 // never holds two writes of one thread out of order; if the group fails, each thread's batch runs
 // again on its own (and from there, each write alone), so a failure is never another thread's.
 import type pg from "pg";
@@ -64,6 +66,8 @@ interface Chain {
 const MAX_BATCH = 64;
 /** Most statements in one group of several threads' batches. */
 const MAX_GROUP = 256;
+/** Transactions in flight before ready batches wait to leave together. */
+const GROUPS_IN_FLIGHT = 4;
 
 /** A thread's batch waiting for its group: settles once every write of it settled. */
 interface Submission {
@@ -76,8 +80,9 @@ export class ThreadWriteChains implements ThreadFences {
   /** cluster mode: thread id → epoch of the lease its writes are fenced by */
   private readonly epochs = new Map<string, number>();
   private refusedListener: ((threadId: string) => void) | undefined;
-  /** batches ready in this event-loop turn, sent together on the next (group commit) */
+  /** batches waiting for a transaction in flight to end, then sent together (group commit) */
   private ready: Submission[] = [];
+  private groupsInFlight = 0;
 
   /** `pool`: where batches go (a pool of pipelining clients); none: every write runs on its own */
   constructor(private readonly pool?: pg.Pool) {}
@@ -184,11 +189,11 @@ export class ThreadWriteChains implements ThreadFences {
     if (this.chains.get(threadId) === chain) this.chains.delete(threadId);
   }
 
-  /** a thread's batch into the group leaving on the next event-loop turn; settles once its writes settled */
+  /** a thread's batch: sent now, or with the next group when enough are in flight; settles once its writes settled */
   private submit(writes: Write[]): Promise<void> {
     return new Promise<void>((done) => {
-      if (this.ready.length === 0) setImmediate(() => this.sendReady());
       this.ready.push({ writes, done });
+      if (this.groupsInFlight < GROUPS_IN_FLIGHT) this.sendReady();
     });
   }
 
@@ -198,16 +203,23 @@ export class ThreadWriteChains implements ThreadFences {
     this.ready = [];
     let group: Submission[] = [];
     let size = 0;
+    const send = (subs: Submission[]) => {
+      this.groupsInFlight++;
+      void this.group(subs).finally(() => {
+        this.groupsInFlight--;
+        if (this.ready.length > 0 && this.groupsInFlight < GROUPS_IN_FLIGHT) this.sendReady();
+      });
+    };
     for (const sub of ready) {
       if (size > 0 && size + sub.writes.length > MAX_GROUP) {
-        void this.group(group);
+        send(group);
         group = [];
         size = 0;
       }
       group.push(sub);
       size += sub.writes.length;
     }
-    if (group.length > 0) void this.group(group);
+    if (group.length > 0) send(group);
   }
 
   /** several threads' batches in one transaction; if it fails, each thread's batch again on its own */
