@@ -260,10 +260,9 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       },
       alone: async () => committed(await this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs, fence)),
     });
-    // cluster mode: a write the lease refused must stop the run at once (its put rejects), so a
-    // fenced put resolves on commit as before; otherwise once issued (issued-writes.ts)
-    if (fence === undefined) this.issued.add(threadId, written);
-    else await written;
+    // (fenced, on a cluster node: a write the lease refused tells the shard at once, through the
+    // chains' refused listener, and is reported by the thread's next checkpoint read or write)
+    this.issued.add(threadId, written);
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -359,9 +358,8 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     const fence = this.chains.fenceOf(threadId); // cluster mode: written only while this holding stands
     if (fence === undefined) this.issued.add(threadId, this.chains.issueStatement(threadId, { query: () => ({ ...PUT_WRITES, values }), result: () => undefined }));
     else {
-      // (fenced: resolves on commit, as put)
       const query = { ...PUT_WRITES_FENCED, values: [...values, ...fenceValues(fence)] };
-      await this.chains.issueStatement(threadId, { query: () => query, result: (r) => this.chains.checkHeld(fence, r.rows[0]?.held) });
+      this.issued.add(threadId, this.chains.issueStatement(threadId, { query: () => query, result: (r) => this.chains.checkHeld(fence, r.rows[0]?.held) }));
     }
   }
 

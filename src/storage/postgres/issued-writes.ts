@@ -46,6 +46,8 @@ export class IssuedCheckpointWrites {
     const failed = this.failed.get(threadId);
     if (failed === undefined) return;
     this.failed.delete(threadId);
+    // our own errors keep their code (a write the lease refused stays UNAVAILABLE: retried elsewhere)
+    if (failed instanceof TroupeError) throw failed;
     throw new TroupeError("INTERNAL", `an earlier checkpoint write of thread ${threadId} failed: ${failed.message}`);
   }
 
