@@ -45,12 +45,19 @@ beforeEach(async () => {
 
 const putChild = (...args: ChildArgs) => putChildOn(saver, ...args);
 
+/** rows as committed: puts resolve once issued (issued-writes.ts), so this waits for the saver's writes first */
 async function count(table: string, thread: string): Promise<number> {
+  await saver.flush(thread);
+  return countNow(table, thread);
+}
+
+async function countNow(table: string, thread: string): Promise<number> {
   const result = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE thread_id = $1`, [thread]);
   return result.rows[0].n;
 }
 
 async function blobKeys(thread: string): Promise<string[]> {
+  await saver.flush(thread);
   const result = await db.pool.query<{ channel: string; version: string }>(
     "SELECT channel, version FROM checkpoint_blobs WHERE thread_id = $1 ORDER BY channel, version",
     [thread],
@@ -106,6 +113,7 @@ describe("long message lists", () => {
     const list = conversation(130);
     const c1 = await putChild("t", undefined, { messages: list.slice(0, 129) }, { messages: 1 }, { messages: 1 }, meta(0));
     // another process (another saver on the same database) removes the thread meanwhile
+    await saver.flush("t"); // (the other saver's writes are not ordered after this one's)
     await new PostgresCheckpointSaver(db).deleteThread("t");
     const c2 = await putChild("t", c1, { messages: list }, { messages: 2 }, { messages: 2 }, meta(1));
     expect(await count("checkpoint_chunks", "t")).toBe(2);
@@ -115,6 +123,7 @@ describe("long message lists", () => {
 
   it("are reported damaged, not shortened, when a chunk is missing", async () => {
     await putChild("t", undefined, { messages: conversation(140) }, { messages: 1 }, { messages: 1 }, meta(0));
+    await saver.flush("t");
     await db.pool.query("DELETE FROM checkpoint_chunks WHERE chunk_id = (SELECT min(chunk_id) FROM checkpoint_chunks)");
     await expect(saver.getTuple(cfg("t"))).rejects.toThrow(/damaged/);
   });
@@ -184,7 +193,7 @@ describe("thread operations (the same scenarios as on LMDB)", () => {
     saver.holdWritesUntil("t", new Promise<void>((resolve) => (release = resolve)));
     const held = putChild("t", c1, { foo: "b" }, { foo: 2 }, { foo: 2 }, meta(1));
     await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(await count("checkpoints", "t")).toBe(1);
+    expect(await countNow("checkpoints", "t")).toBe(1);
     await putChild("other", undefined, {}, {}, {}, meta(0)); // other threads are not held
     release();
     await held;

@@ -80,9 +80,9 @@ describe("fenced writes (cluster mode, Postgres)", () => {
       valuesJson: Buffer.from("[1]"),
     };
     await expect(oldNode.runs.finish(end).committed).rejects.toMatchObject({ code: "UNAVAILABLE" });
-    await expect(oldSaver.put(cfg(threadId), checkpoint({ v: 2 }, { v: 2 }), meta(1, { run_id: r.run_id }), { v: 2 })).rejects.toMatchObject({
-      code: "UNAVAILABLE",
-    });
+    // a put resolves once issued (issued-writes.ts): its refusal is reported by the thread's next checkpoint read
+    await oldSaver.put(cfg(threadId), checkpoint({ v: 2 }, { v: 2 }), meta(1, { run_id: r.run_id }), { v: 2 });
+    await expect(oldSaver.getTuple(cfg(threadId))).rejects.toMatchObject({ code: "UNAVAILABLE" });
     const r2 = run(threadId, "00000000-0000-7000-8000-0000000000a2");
     await expect(oldNode.runs.create({ run: r2, thread: thread(threadId, "busy"), prev: undefined }).committed).rejects.toMatchObject({ code: "UNAVAILABLE" });
     expect(refused.length).toBeGreaterThanOrEqual(1);
@@ -122,9 +122,11 @@ describe("fenced writes (cluster mode, Postgres)", () => {
     release();
 
     await expect(refusedSave).rejects.toMatchObject({ code: "UNAVAILABLE" });
-    await expect(refusedPut).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    // puts resolve once issued (issued-writes.ts): the refused one is reported by the thread's next checkpoint read, once
+    await refusedPut;
     await heldSave;
     await heldPut;
+    await expect(saver.getTuple(cfg(threadId))).rejects.toMatchObject({ code: "UNAVAILABLE" });
     expect(await newNode.runs.get(threadId, r.run_id)).toMatchObject({ status: "running", attempt: 2 });
     const checkpoints = [];
     for await (const c of saver.list(cfg(threadId))) checkpoints.push(c.checkpoint.channel_values);

@@ -47,6 +47,7 @@ describe("blob cache (Postgres saver)", () => {
     expect((await messagesOf(saver, "t2"))[0].content).toBe("question 0");
     // the same checkpoint put again elsewhere: the same blob key, another value
     await other.put(cfg("t2"), { ...c1, channel_values: { messages: conversation(200, " (rewritten)") } }, meta(0), { messages: 1 });
+    await other.flush("t2"); // (another storage's saver: its writes are not ordered before this one's reads)
     expect((await messagesOf(saver, "t2"))[0].content).toBe("question 0 (rewritten)");
   });
 });

@@ -5,6 +5,7 @@ import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import pgDriver from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openPostgresStorage, type PostgresStorage } from "../../src/storage/postgres/adapter.ts";
+import type { PostgresCheckpointSaver } from "../../src/storage/postgres/checkpointer.ts";
 import type { RunRecord, ThreadRecord } from "../../src/storage/records.ts";
 import { cfg, checkpoint, meta } from "../helpers/checkpoints.ts";
 import { usePostgresDatabase } from "../helpers/postgres.ts";
@@ -94,6 +95,7 @@ describe("batched thread writes (Postgres)", () => {
     const messages = (n: number) => all.slice(0, n);
     const c1 = checkpoint({ messages: messages(200) }, { messages: 1 });
     await saver.put(cfg(id), c1, meta(0), { messages: 1 });
+    await (saver as PostgresCheckpointSaver).flush(id); // (put resolves once issued)
     // another process removes the chunks: this saver still believes them stored
     await pg.db.pool.query("DELETE FROM checkpoint_chunks WHERE thread_id = $1", [id]);
     const blocker = pg.threads.save(thread(id)); // in flight: the two puts queue behind it and go as one batch
@@ -109,6 +111,78 @@ describe("batched thread writes (Postgres)", () => {
     expect(second.map((m) => m.id)).toEqual(all.slice(0, 201).map((m) => m.id));
     // the batch failed on the missing chunks and each put ran again alone, sending them
     expect((await pg.db.pool.query("SELECT count(*)::int AS n FROM checkpoint_chunks WHERE thread_id = $1", [id])).rows[0].n).toBe(3);
+  });
+});
+
+describe("group commit across threads (Postgres)", () => {
+  /** how many transactions wrote these threads' rows */
+  async function threadTransactions(ids: string[]): Promise<number> {
+    const r = await pg.db.pool.query<{ n: number }>("SELECT count(DISTINCT xmin::text)::int AS n FROM threads WHERE thread_id = ANY($1)", [ids]);
+    return r.rows[0].n;
+  }
+
+  it("writes of several threads that wait for transactions in flight commit together, each with its own outcome", async () => {
+    const ids = Array.from({ length: 20 }, () => nextId("t"));
+    for (const id of ids) await pg.threads.create(thread(id));
+    await Promise.all(ids.map((id, i) => pg.threads.save(thread(id, { metadata: { n: i } }))));
+    // a few leave at once (GROUPS_IN_FLIGHT), the rest wait for them and go as one group (one
+    // transaction per thread on its own: 20)
+    expect(await threadTransactions(ids)).toBeLessThanOrEqual(6);
+    for (const [i, id] of ids.entries()) expect(await pg.threads.get(id)).toMatchObject({ metadata: { n: i } });
+  });
+
+  it("a write that fails in a group fails alone: the other threads' writes commit", async () => {
+    const [a, b, c] = [nextId("t"), nextId("t"), nextId("t")];
+    const fillers = Array.from({ length: 6 }, () => nextId("t"));
+    for (const id of [a, b, c, ...fillers]) await pg.threads.create(thread(id));
+    const taken = run(b);
+    await pg.runs.create({ run: taken, thread: thread(b) }).committed;
+    // in flight first, so that a, b and c wait and leave as one group
+    const busy = fillers.map((id) => pg.threads.save(thread(id, { status: "busy" })));
+    const outcomes = await Promise.allSettled([
+      pg.threads.save(thread(a, { metadata: { n: 1 } })),
+      pg.runs.create({ run: taken, thread: thread(b, { metadata: { n: 2 } }) }).committed, // the run id is taken
+      pg.threads.save(thread(c, { metadata: { n: 3 } })),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    await Promise.all(busy);
+    expect(await pg.threads.get(a)).toMatchObject({ metadata: { n: 1 } });
+    expect(await pg.threads.get(b)).toMatchObject({ metadata: {} });
+    expect(await pg.threads.get(c)).toMatchObject({ metadata: { n: 3 } });
+  });
+});
+
+describe("checkpoint writes resolve once issued (Postgres, issued-writes.ts)", () => {
+  it("puts awaited one after another, as LangGraph chains them, leave together, and reads see them", async () => {
+    const id = nextId("t");
+    const saver = (await pg.checkpoints.open()).saver() as PostgresCheckpointSaver;
+    let parent: string | undefined;
+    const ids: string[] = [];
+    for (let step = 0; step < 4; step++) {
+      const c = checkpoint({ foo: `v${step}` }, { foo: step + 1 });
+      await saver.put(cfg(id, parent), c, meta(step), { foo: step + 1 });
+      await saver.putWrites(cfg(id, c.id), [["foo", `w${step}`]], `task-${step}`);
+      ids.push((parent = c.id));
+    }
+    // read-your-writes: the reads wait for the writes issued before them
+    expect((await saver.getTuple(cfg(id)))?.checkpoint.id).toBe(ids[3]);
+    expect((await saver.getTuple(cfg(id)))?.pendingWrites).toEqual([["task-3", "foo", "w3"]]);
+    expect(await saver.hasCheckpoint(id, "", ids[2])).toBe(true);
+    // on commit each put was a round trip of its own: 4 transactions (one per put; its writes with the next put)
+    const r = await pg.db.pool.query<{ n: number }>("SELECT count(DISTINCT xmin::text)::int AS n FROM checkpoints WHERE thread_id = $1", [id]);
+    expect(r.rows[0].n).toBeLessThanOrEqual(2);
+  });
+
+  it("a write that failed after it resolved is reported once, by the thread's next read", async () => {
+    const id = nextId("t");
+    const saver = (await pg.checkpoints.open()).saver() as PostgresCheckpointSaver;
+    const c1 = checkpoint({ foo: "a" }, { foo: 1 });
+    await saver.put(cfg(id), c1, meta(0), { foo: 1 });
+    // a namespace PostgreSQL cannot store (a NUL character): the statement fails after put resolved
+    const bad = checkpoint({ foo: "b" }, { foo: 2 });
+    await saver.put({ configurable: { thread_id: id, checkpoint_ns: "x\u0000y", checkpoint_id: c1.id } }, bad, meta(1), { foo: 2 });
+    await expect(saver.getTuple(cfg(id))).rejects.toThrow(/an earlier checkpoint write of thread/);
+    expect((await saver.getTuple(cfg(id)))?.checkpoint.id).toBe(c1.id);
   });
 });
 

@@ -5,9 +5,11 @@
  *   MessageCachingSerde, long message lists are stored as shared chunks (message-chunks.ts), and
  *   only chunks not known stored for the thread are sent (stored-chunks.ts; the put statement
  *   checks the ones it skips, so another process removing them cannot leave a blob damaged).
- * - One statement per put / putWrites / getTuple (one round trip, atomic). put and putWrites
- *   resolve when the statement committed: a run's checkpoints are durable before the actor
- *   writes the run's final status, as with LMDB's queue order.
+ * - One statement per put / putWrites / getTuple (atomic). put and putWrites resolve once the
+ *   statement is issued on the thread's write chain, as the LMDB saver's once queued
+ *   (issued-writes.ts): a run's puts then leave together instead of a round trip each, and its
+ *   checkpoints still commit before the actor's final run record, issued after them. Reads wait
+ *   for the thread's issued writes; a failed write is reported by the next read or write.
  * - Writes of a thread go through the storage's per-thread write chain (write-chains.ts), shared
  *   with the run and thread records: they commit in the order they were issued, and
  *   holdWritesUntil puts a barrier in that chain.
@@ -50,6 +52,7 @@ import {
   PUT_WRITES_FENCED,
 } from "./checkpoint-sql.ts";
 import type { PostgresDb } from "./pool.ts";
+import { IssuedCheckpointWrites } from "./issued-writes.ts";
 import { transaction } from "./transaction.ts";
 import { ThreadWriteChains } from "./write-chains.ts";
 
@@ -124,6 +127,8 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
    * was built from (a rewrite by any process changes it); the bytes are still read.
    */
   private readonly blobCache = new BlobCache();
+  /** checkpoint writes issued and not yet settled, and their failures (shared by the storage's savers) */
+  private readonly issued: IssuedCheckpointWrites;
 
   /** `chains`: the storage's per-thread write order (a saver of its own when not given) */
   constructor(
@@ -135,6 +140,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     super(messageSerde);
     this.messageSerde = messageSerde;
     this.pool = db.pool;
+    this.issued = IssuedCheckpointWrites.of(chains);
   }
 
   async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
@@ -142,6 +148,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     if (threadId === undefined) return undefined;
     const ns = namespaceOf(config);
     const id = getCheckpointId(config);
+    await this.issued.settled(threadId);
     const result = id
       ? await this.pool.query<TupleRow>({ ...GET_TUPLE_BY_ID, values: [threadId, ns, id] })
       : await this.pool.query<TupleRow>({ ...GET_LATEST_TUPLE, values: [threadId, ns] });
@@ -160,6 +167,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       return `$${values.length}`;
     };
     const threadId = threadIdOf(config);
+    await (threadId === undefined ? this.issued.settledAll() : this.issued.settled(threadId));
     if (threadId !== undefined) where.push(`thread_id = ${param(threadId)}`);
     const ns: unknown = config.configurable?.checkpoint_ns;
     if (typeof ns === "string") where.push(`checkpoint_ns = ${param(ns)}`);
@@ -195,6 +203,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 
   async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const threadId = requireThreadId(config, "put a checkpoint");
+    this.issued.throwFailed(threadId);
     const ns = namespaceOf(config);
     const parentId = getCheckpointId(config) || null;
     const { channel_values: values, ...body } = checkpoint;
@@ -238,7 +247,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     ];
     const fence = this.chains.fenceOf(threadId); // cluster mode: written only while this holding stands
     const fenced = fence === undefined ? [] : fenceValues(fence);
-    await this.chains.issueStatement(threadId, {
+    const written = this.chains.issueStatement(threadId, {
       // in a batch: the statement that fails when a chunk it skipped is missing (the batch then
       // runs each write alone, this one through writeCheckpoint, which resends the chunks)
       query: () => ({
@@ -251,6 +260,9 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       },
       alone: async () => committed(await this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs, fence)),
     });
+    // (fenced, on a cluster node: a write the lease refused tells the shard at once, through the
+    // chains' refused listener, and is reported by the thread's next checkpoint read or write)
+    this.issued.add(threadId, written);
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -319,6 +331,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
     const threadId = requireThreadId(config, "put writes");
+    this.issued.throwFailed(threadId);
     const checkpointId = getCheckpointId(config);
     if (!checkpointId) throw new TroupeError("BAD_REQUEST", "putWrites needs configurable.checkpoint_id");
     if (writes.length === 0) return;
@@ -343,10 +356,10 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       rows.map((r) => r.blob),
     ];
     const fence = this.chains.fenceOf(threadId); // cluster mode: written only while this holding stands
-    if (fence === undefined) await this.chains.issueStatement(threadId, { query: () => ({ ...PUT_WRITES, values }), result: () => undefined });
+    if (fence === undefined) this.issued.add(threadId, this.chains.issueStatement(threadId, { query: () => ({ ...PUT_WRITES, values }), result: () => undefined }));
     else {
       const query = { ...PUT_WRITES_FENCED, values: [...values, ...fenceValues(fence)] };
-      await this.chains.issueStatement(threadId, { query: () => query, result: (r) => this.chains.checkHeld(fence, r.rows[0]?.held) });
+      this.issued.add(threadId, this.chains.issueStatement(threadId, { query: () => query, result: (r) => this.chains.checkHeld(fence, r.rows[0]?.held) }));
     }
   }
 
@@ -358,6 +371,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
         }
       }),
     );
+    this.issued.forget(threadId);
   }
 
   /**
@@ -366,6 +380,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
    */
   async copyThread(fromThreadId: string, toThreadId: string): Promise<void> {
     if (fromThreadId === toThreadId) throw new TroupeError("BAD_REQUEST", "copyThread needs two different thread ids");
+    await this.issued.settled(fromThreadId); // the source's issued writes are in the copy (its own chain is not this one)
     await this.transaction(toThreadId, async (client) => {
       const rows = await client.query<{ checkpoint_ns: string; checkpoint_id: string; metadata_type: string; metadata: Buffer }>(
         "SELECT checkpoint_ns, checkpoint_id, metadata_type, metadata FROM checkpoints WHERE thread_id = $1",
@@ -432,6 +447,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 
   /** Whether the thread has that checkpoint, without reading its values. */
   async hasCheckpoint(threadId: string, ns: string, checkpointId: string): Promise<boolean> {
+    await this.issued.settled(threadId);
     const result = await this.pool.query<{ found: boolean }>(
       "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3) AS found",
       [threadId, ns, checkpointId],
@@ -441,6 +457,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 
   /** Whether any checkpoint of the thread was written by the run (crash recovery: resume vs replay). */
   async hasCheckpointOfRun(threadId: string, runId: string): Promise<boolean> {
+    await this.issued.settled(threadId);
     const result = await this.pool.query<{ found: boolean }>("SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND run_id = $2) AS found", [
       threadId,
       runId,
@@ -501,8 +518,13 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     this.chains.hold(threadId, until);
   }
 
-  /** Every write resolves on commit: nothing is ever queued (kept for parity with the LMDB saver). */
-  async flush(): Promise<void> {}
+  /**
+   * Resolves once the thread's (no thread: every thread's) issued checkpoint writes settled;
+   * rejects with the error of one that failed since the last report.
+   */
+  flush(threadId?: string): Promise<void> {
+    return threadId === undefined ? this.issued.settledAll() : this.issued.settled(threadId);
+  }
 
   /** Inside a transaction that removed checkpoints: their values and chunks nothing names any more. */
   private async collectUnnamed(client: pg.PoolClient, threadId: string): Promise<void> {

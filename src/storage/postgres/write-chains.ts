@@ -15,6 +15,14 @@
 // their own statement (fenceSql: a lease-row lookup with FOR SHARE and a condition on each write,
 // docs/CLUSTER.md "Fencing"). A refused write writes nothing and answers held = false: a value, not
 // an error, so it does not abort the batch it was sent in; only its own promise rejects.
+//
+// Group commit: while GROUPS_IN_FLIGHT transactions of this storage are in flight, the batches
+// (and single statements) of other threads that become ready wait and then leave together, as
+// one transaction (many threads busy at once: one connection and one commit instead of one per
+// thread); when fewer are in flight a batch leaves at once (no added latency at low load). Each
+// thread has at most one batch in flight, so a group
+// never holds two writes of one thread out of order; if the group fails, each thread's batch runs
+// again on its own (and from there, each write alone), so a failure is never another thread's.
 import type pg from "pg";
 import type { Fence } from "../../cluster/fence.ts";
 import { TroupeError } from "../../errors.ts";
@@ -56,12 +64,25 @@ interface Chain {
 
 /** Most statements sent in one batch. */
 const MAX_BATCH = 64;
+/** Most statements in one group of several threads' batches. */
+const MAX_GROUP = 256;
+/** Transactions in flight before ready batches wait to leave together. */
+const GROUPS_IN_FLIGHT = 4;
+
+/** A thread's batch waiting for its group: settles once every write of it settled. */
+interface Submission {
+  writes: Write[];
+  done(): void;
+}
 
 export class ThreadWriteChains implements ThreadFences {
   private readonly chains = new Map<string, Chain>();
   /** cluster mode: thread id → epoch of the lease its writes are fenced by */
   private readonly epochs = new Map<string, number>();
   private refusedListener: ((threadId: string) => void) | undefined;
+  /** batches waiting for a transaction in flight to end, then sent together (group commit) */
+  private ready: Submission[] = [];
+  private groupsInFlight = 0;
 
   /** `pool`: where batches go (a pool of pipelining clients); none: every write runs on its own */
   constructor(private readonly pool?: pg.Pool) {}
@@ -158,7 +179,7 @@ export class ThreadWriteChains implements ThreadFences {
         if (e.kind !== "write" || e.statement === undefined) break;
         n++;
       }
-      if (this.pool !== undefined && n >= 2) await this.batch(this.pool, chain.queue.splice(0, n) as Write[]);
+      if (this.pool !== undefined && n >= 1) await this.submit(chain.queue.splice(0, n) as Write[]);
       else {
         chain.queue.shift();
         await runAlone(head);
@@ -168,8 +189,64 @@ export class ThreadWriteChains implements ThreadFences {
     if (this.chains.get(threadId) === chain) this.chains.delete(threadId);
   }
 
-  /** the writes in one transaction (one round trip); on any failure each of them again on its own */
-  private async batch(pool: pg.Pool, writes: Write[]): Promise<void> {
+  /** a thread's batch: sent now, or with the next group when enough are in flight; settles once its writes settled */
+  private submit(writes: Write[]): Promise<void> {
+    return new Promise<void>((done) => {
+      this.ready.push({ writes, done });
+      if (this.groupsInFlight < GROUPS_IN_FLIGHT) this.sendReady();
+    });
+  }
+
+  /** the batches ready: in groups of at most MAX_GROUP statements, one transaction each */
+  private sendReady(): void {
+    const ready = this.ready;
+    this.ready = [];
+    let group: Submission[] = [];
+    let size = 0;
+    const send = (subs: Submission[]) => {
+      this.groupsInFlight++;
+      void this.group(subs).finally(() => {
+        this.groupsInFlight--;
+        if (this.ready.length > 0 && this.groupsInFlight < GROUPS_IN_FLIGHT) this.sendReady();
+      });
+    };
+    for (const sub of ready) {
+      if (size > 0 && size + sub.writes.length > MAX_GROUP) {
+        send(group);
+        group = [];
+        size = 0;
+      }
+      group.push(sub);
+      size += sub.writes.length;
+    }
+    if (group.length > 0) send(group);
+  }
+
+  /** several threads' batches in one transaction; if it fails, each thread's batch again on its own */
+  private async group(subs: Submission[]): Promise<void> {
+    if (subs.length === 1 || (await this.batch(this.pool!, subs.flatMap((s) => s.writes), false))) {
+      if (subs.length === 1) await this.batch(this.pool!, subs[0].writes, true);
+      for (const sub of subs) sub.done();
+      return;
+    }
+    await Promise.all(
+      subs.map(async (sub) => {
+        await this.batch(this.pool!, sub.writes, true);
+        sub.done();
+      }),
+    );
+  }
+
+  /**
+   * The writes in one transaction (one round trip): true once committed and each write settled.
+   * On any failure, false — or, when `aloneAfter`, each write again on its own (its outcome
+   * alone), then true. A single write alone runs as it would without batching.
+   */
+  private async batch(pool: pg.Pool, writes: Write[], aloneAfter: boolean): Promise<boolean> {
+    if (writes.length === 1 && aloneAfter) {
+      await runAlone(writes[0]);
+      return true;
+    }
     let results: pg.QueryResult[] | undefined;
     let client: pg.PoolClient | undefined;
     try {
@@ -188,8 +265,9 @@ export class ThreadWriteChains implements ThreadFences {
       client?.release(err instanceof Error ? err : new Error(String(err)));
     }
     if (results === undefined) {
+      if (!aloneAfter) return false;
       for (const w of writes) await runAlone(w);
-      return;
+      return true;
     }
     writes.forEach((w, i) => {
       try {
@@ -198,6 +276,7 @@ export class ThreadWriteChains implements ThreadFences {
         w.reject(err);
       }
     });
+    return true;
   }
 }
 
