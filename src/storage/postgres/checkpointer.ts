@@ -356,7 +356,8 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       rows.map((r) => r.blob),
     ];
     const fence = this.chains.fenceOf(threadId); // cluster mode: written only while this holding stands
-    if (fence === undefined) this.issued.add(threadId, this.chains.issueStatement(threadId, { query: () => ({ ...PUT_WRITES, values }), result: () => undefined }));
+    if (fence === undefined)
+      this.issued.add(threadId, this.chains.issueStatement(threadId, { query: () => ({ ...PUT_WRITES, values }), result: () => undefined }));
     else {
       const query = { ...PUT_WRITES_FENCED, values: [...values, ...fenceValues(fence)] };
       this.issued.add(threadId, this.chains.issueStatement(threadId, { query: () => query, result: (r) => this.chains.checkHeld(fence, r.rows[0]?.held) }));

@@ -224,7 +224,14 @@ export class ThreadWriteChains implements ThreadFences {
 
   /** several threads' batches in one transaction; if it fails, each thread's batch again on its own */
   private async group(subs: Submission[]): Promise<void> {
-    if (subs.length === 1 || (await this.batch(this.pool!, subs.flatMap((s) => s.writes), false))) {
+    if (
+      subs.length === 1 ||
+      (await this.batch(
+        this.pool!,
+        subs.flatMap((s) => s.writes),
+        false,
+      ))
+    ) {
       if (subs.length === 1) await this.batch(this.pool!, subs[0].writes, true);
       for (const sub of subs) sub.done();
       return;
