@@ -55,6 +55,7 @@ test("a new schema is created and brought to the latest version; a second run ap
     "runs",
     "store_items",
     "thread_leases",
+    "thread_terms",
     "thread_ttls",
     "threads",
     "troupe_migrate_progress",
