@@ -10,11 +10,11 @@ import { openPostgresStorage, type PostgresStorage } from "../src/storage/postgr
 import type { RunRecord, ThreadRecord } from "../src/storage/records.ts";
 import { cfg, checkpoint, meta } from "./helpers/checkpoints.ts";
 import { usePostgresDatabase } from "./helpers/postgres.ts";
+import { runRecord, threadRecord } from "./helpers/records.ts";
 
 const database = usePostgresDatabase();
 let oldNode: PostgresStorage;
 let newNode: PostgresStorage;
-const T0 = "2026-01-01T00:00:00.000Z";
 const timing = { ttlMs: 15_000, stamp: databaseStamp };
 
 beforeAll(async () => {
@@ -27,28 +27,8 @@ afterAll(async () => {
   await newNode?.close();
 });
 
-const thread = (id: string, status: ThreadRecord["status"]): ThreadRecord => ({
-  thread_id: id,
-  created_at: T0,
-  updated_at: T0,
-  metadata: {},
-  status,
-  config: {},
-});
-
-const run = (threadId: string, runId: string): RunRecord => ({
-  run_id: runId,
-  thread_id: threadId,
-  assistant_id: "asst-1",
-  metadata: {},
-  status: "pending",
-  kwargs: { input: { n: 1 }, config: {}, stream_mode: ["values"], temporary: false, subgraphs: false, resumable: false },
-  multitask_strategy: "enqueue",
-  created_at: T0,
-  updated_at: T0,
-  graph_id: "g",
-  attempt: 0,
-});
+const thread = (id: string, status: ThreadRecord["status"]): ThreadRecord => threadRecord(id, { status });
+const run = (threadId: string, runId: string): RunRecord => runRecord(threadId, runId);
 
 describe("fenced writes (cluster mode, Postgres)", () => {
   it("a holding's writes commit until the lease moves; then they are refused and the listener told", async () => {

@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import pg from "pg";
 import { afterAll, beforeAll, inject } from "vitest";
+import { openPostgresStorage, type PostgresStorage } from "../../src/storage/postgres/adapter.ts";
 
 export interface TestDatabase {
   /** connection URI of the database */
@@ -88,4 +89,33 @@ async function waitUntilReady(uri: string): Promise<string> {
   throw new Error(
     `the test PostgreSQL server at ${uri} did not accept connections within ${READY_TIMEOUT_MS / 1000} s: ${last instanceof Error ? last.message : String(last)}\n${tail}`,
   );
+}
+
+/**
+ * A database for the calling file and the storage port's Postgres adapter on it (in `schema`),
+ * opened before its tests and closed (the database dropped) after them.
+ */
+export function usePostgresStorage(opts: { schema?: string; maxConnections?: number } = {}): { readonly uri: string; readonly storage: PostgresStorage } {
+  let db: TestDatabase | undefined;
+  let storage: PostgresStorage | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    storage = await openPostgresStorage({ uri: db.uri, schema: opts.schema ?? "troupe", maxConnections: opts.maxConnections ?? 4 });
+  });
+  afterAll(async () => {
+    await storage?.close();
+    await db?.drop();
+    storage = undefined;
+    db = undefined;
+  });
+  return {
+    get uri() {
+      if (db === undefined) throw new Error("usePostgresStorage: only inside a test");
+      return db.uri;
+    },
+    get storage() {
+      if (storage === undefined) throw new Error("usePostgresStorage: only inside a test");
+      return storage;
+    },
+  };
 }

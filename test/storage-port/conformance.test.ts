@@ -10,33 +10,15 @@ import type { Issued, RunKey, StoragePort } from "../../src/storage/port.ts";
 import type { AssistantRecord, CronRecord, RunRecord, RunStatus, ThreadRecord } from "../../src/storage/records.ts";
 import { cfg, checkpoint, collect, meta } from "../helpers/checkpoints.ts";
 import { STORAGE_FACTORIES, type StorageUnderTest } from "../helpers/storage-factories.ts";
+import { runRecord, T0, threadRecord } from "../helpers/records.ts";
 
-const T0 = "2026-01-01T00:00:00.000Z";
 const at = (s: number): string => new Date(Date.parse(T0) + s * 1000).toISOString();
 let serial = 0;
 /** ids that sort in creation order, as UUID v7 run ids do */
 const nextId = (prefix: string): string => `${prefix}-${String(++serial).padStart(6, "0")}`;
 
-function thread(id: string, over: Partial<ThreadRecord> = {}): ThreadRecord {
-  return { thread_id: id, created_at: T0, updated_at: T0, metadata: {}, status: "idle", config: {}, ...over };
-}
-
-function run(threadId: string, over: Partial<RunRecord> = {}): RunRecord {
-  return {
-    run_id: nextId("run"),
-    thread_id: threadId,
-    assistant_id: "asst-1",
-    metadata: {},
-    status: "pending",
-    kwargs: { input: { n: 1 }, config: {}, stream_mode: ["values"], temporary: false, subgraphs: false, resumable: false },
-    multitask_strategy: "enqueue",
-    created_at: T0,
-    updated_at: T0,
-    graph_id: "g",
-    attempt: 0,
-    ...over,
-  };
-}
+const thread = threadRecord;
+const run = (threadId: string, over: Partial<RunRecord> = {}): RunRecord => runRecord(threadId, nextId("run"), over);
 
 function assistant(id: string, over: Partial<AssistantRecord> = {}): AssistantRecord {
   return {

@@ -2,21 +2,12 @@
 // put wrote is read back by the thread's next run as the same message objects (no reviving every
 // message again), and never once its blob row was rewritten by anyone.
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openPostgresStorage, type PostgresStorage } from "../../src/storage/postgres/adapter.ts";
+import { describe, expect, it } from "vitest";
 import { PostgresCheckpointSaver } from "../../src/storage/postgres/checkpointer.ts";
 import { cfg, checkpoint, meta } from "../helpers/checkpoints.ts";
-import { usePostgresDatabase } from "../helpers/postgres.ts";
+import { usePostgresStorage } from "../helpers/postgres.ts";
 
-const database = usePostgresDatabase();
-let pg: PostgresStorage;
-
-beforeAll(async () => {
-  pg = await openPostgresStorage({ uri: database.uri, schema: "troupe", maxConnections: 4 });
-});
-afterAll(async () => {
-  await pg?.close();
-});
+const fx = usePostgresStorage();
 
 const conversation = (n: number, tag = "") =>
   Array.from({ length: n }, (_, i) =>
@@ -27,7 +18,7 @@ const messagesOf = async (saver: PostgresCheckpointSaver, thread: string, id?: s
 
 describe("blob cache (Postgres saver)", () => {
   it("the next read of a long list the saver put returns the very messages put (nothing revived)", async () => {
-    const saver = (await pg.checkpoints.open()).saver() as PostgresCheckpointSaver;
+    const saver = (await fx.storage.checkpoints.open()).saver() as PostgresCheckpointSaver;
     const list = conversation(300);
     const c1 = checkpoint({ messages: list }, { messages: 1 });
     await saver.put(cfg("t1"), c1, meta(0), { messages: 1 });
@@ -40,8 +31,8 @@ describe("blob cache (Postgres saver)", () => {
   });
 
   it("a blob row rewritten by another saver is read again, not served from the cache", async () => {
-    const saver = (await pg.checkpoints.open()).saver() as PostgresCheckpointSaver;
-    const other = new PostgresCheckpointSaver(pg.db);
+    const saver = (await fx.storage.checkpoints.open()).saver() as PostgresCheckpointSaver;
+    const other = new PostgresCheckpointSaver(fx.storage.db);
     const c1 = checkpoint({ messages: conversation(200) }, { messages: 1 });
     await saver.put(cfg("t2"), c1, meta(0), { messages: 1 });
     expect((await messagesOf(saver, "t2"))[0].content).toBe("question 0");

@@ -2,17 +2,16 @@
 // every kind of write the port makes (creates, upserts, conditional inserts that insert nothing,
 // deletes, bulk and concurrent writes, TRUNCATE, a migration onto existing rows), and read without
 // touching the counted table, so an unfiltered count or search total costs the same at any size.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { filterSql as threadFilter, THREAD_SEARCH } from "../../src/storage/postgres/threads.ts";
 import { Params } from "../../src/storage/postgres/filter-sql.ts";
 import { migrate } from "../../src/storage/postgres/migrations.ts";
 import { openPostgres } from "../../src/storage/postgres/pool.ts";
-import { openPostgresStorage, type PostgresStorage } from "../../src/storage/postgres/adapter.ts";
 import { MIGRATIONS } from "../../src/storage/postgres/schema.ts";
 import { COUNTED_TABLES } from "../../src/storage/postgres/schema-counts.ts";
 import { countStatement, searchStatement } from "../../src/storage/postgres/search-sql.ts";
 import type { AssistantRecord, CronRecord, RunRecord, ThreadRecord } from "../../src/storage/records.ts";
-import { usePostgresDatabase } from "../helpers/postgres.ts";
+import { usePostgresStorage } from "../helpers/postgres.ts";
 
 const T0 = "2026-01-01T00:00:00.000Z";
 const thread = (id: string): ThreadRecord => ({ thread_id: id, created_at: T0, updated_at: T0, metadata: {}, status: "idle", config: {} });
@@ -45,20 +44,12 @@ const cron = (id: string): CronRecord => ({
   enabled: true,
 });
 
-const database = usePostgresDatabase();
-let storage: PostgresStorage;
-
-beforeAll(async () => {
-  storage = await openPostgresStorage({ uri: database.uri, schema: "counts", maxConnections: 8 });
-});
-afterAll(async () => {
-  await storage?.close();
-});
+const fx = usePostgresStorage({ schema: "counts", maxConnections: 8 });
 
 /** what the port answers without a filter, next to the table's real row count */
 async function totals(table: (typeof COUNTED_TABLES)[number]) {
-  const port = { threads: storage.threads, assistants: storage.assistants, crons: storage.crons }[table];
-  const real = await storage.db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
+  const port = { threads: fx.storage.threads, assistants: fx.storage.assistants, crons: fx.storage.crons }[table];
+  const real = await fx.storage.db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
   const page = await port.search({ offset: 0, limit: 1, sortBy: "created_at", order: "desc" } as never);
   return { count: await port.count({}), total: page.total, real: real.rows[0].n };
 }
@@ -69,12 +60,12 @@ describe("row counts stay exact", () => {
   it("threads: creates (also concurrent, and one that finds the id taken), upserts, deletes", async () => {
     await expectExact("threads", 0);
     // concurrent creates on the pool's connections (each connection adds to its own slot)
-    await Promise.all(Array.from({ length: 200 }, (_, i) => storage.threads.create(thread(`t-${i}`))));
+    await Promise.all(Array.from({ length: 200 }, (_, i) => fx.storage.threads.create(thread(`t-${i}`))));
     await expectExact("threads", 200);
-    expect(await storage.threads.create(thread("t-0"))).toBe("exists");
+    expect(await fx.storage.threads.create(thread("t-0"))).toBe("exists");
     // saves upsert: an existing thread is updated (not counted), a new one inserted
-    await storage.threads.save({ ...thread("t-1"), status: "busy" });
-    await storage.threads.save(thread("t-new"), "{}");
+    await fx.storage.threads.save({ ...thread("t-1"), status: "busy" });
+    await fx.storage.threads.save(thread("t-new"), "{}");
     await expectExact("threads", 201);
     // a run's create writes its thread's record too
     const run: RunRecord = {
@@ -90,45 +81,45 @@ describe("row counts stay exact", () => {
       graph_id: "g",
       attempt: 0,
     };
-    await storage.runs.create({ run, thread: thread("t-run"), prev: undefined }).committed;
+    await fx.storage.runs.create({ run, thread: thread("t-run"), prev: undefined }).committed;
     await expectExact("threads", 202);
-    await Promise.all(Array.from({ length: 50 }, (_, i) => storage.threads.delete(`t-${i}`)));
-    await storage.threads.delete("no-such-thread");
+    await Promise.all(Array.from({ length: 50 }, (_, i) => fx.storage.threads.delete(`t-${i}`)));
+    await fx.storage.threads.delete("no-such-thread");
     await expectExact("threads", 152);
   });
 
   it("assistants: create, create of a taken id, ensureDefaults, patch, delete", async () => {
-    for (let i = 0; i < 10; i++) expect(await storage.assistants.create(assistant(`a-${i}`))).not.toBe("exists");
-    expect(await storage.assistants.create(assistant("a-0"))).toBe("exists");
-    await storage.assistants.ensureDefaults([assistant("a-1"), assistant("a-default")]);
+    for (let i = 0; i < 10; i++) expect(await fx.storage.assistants.create(assistant(`a-${i}`))).not.toBe("exists");
+    expect(await fx.storage.assistants.create(assistant("a-0"))).toBe("exists");
+    await fx.storage.assistants.ensureDefaults([assistant("a-1"), assistant("a-default")]);
     await expectExact("assistants", 11);
-    await storage.assistants.delete("a-3");
+    await fx.storage.assistants.delete("a-3");
     await expectExact("assistants", 10);
   });
 
   it("crons: put (an upsert), update, remove", async () => {
-    for (let i = 0; i < 5; i++) await storage.crons.put(cron(`c-${i}`));
-    await storage.crons.put({ ...cron("c-0"), enabled: false });
-    await storage.crons.update("c-1", (c) => ({ ...c, enabled: false }));
+    for (let i = 0; i < 5; i++) await fx.storage.crons.put(cron(`c-${i}`));
+    await fx.storage.crons.put({ ...cron("c-0"), enabled: false });
+    await fx.storage.crons.update("c-1", (c) => ({ ...c, enabled: false }));
     await expectExact("crons", 5);
-    await storage.crons.remove("c-4");
+    await fx.storage.crons.remove("c-4");
     await expectExact("crons", 4);
   });
 
   it("bulk statements and TRUNCATE", async () => {
-    await storage.db.pool.query(`INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record)
+    await fx.storage.db.pool.query(`INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record)
       SELECT 'bulk-' || i, 'idle', '${T0}', '${T0}', '{}', '{}' FROM generate_series(1, 1000) i`);
     await expectExact("threads", 1152);
-    await storage.db.pool.query("DELETE FROM threads WHERE thread_id LIKE 'bulk-%' AND thread_id < 'bulk-5'");
+    await fx.storage.db.pool.query("DELETE FROM threads WHERE thread_id LIKE 'bulk-%' AND thread_id < 'bulk-5'");
     await expectExact("threads", 1152 - 445); // bulk-1..4, 10..49, 100..499 and 1000 sort before bulk-5: 4 + 40 + 400 + 1
-    await storage.db.pool.query("TRUNCATE threads");
+    await fx.storage.db.pool.query("TRUNCATE threads");
     await expectExact("threads", 0);
-    await storage.threads.create(thread("after-truncate"));
+    await fx.storage.threads.create(thread("after-truncate"));
     await expectExact("threads", 1);
   });
 
   it("a rolled-back write counts nothing", async () => {
-    const c = await storage.db.pool.connect();
+    const c = await fx.storage.db.pool.connect();
     try {
       await c.query("BEGIN");
       await c.query(
@@ -144,7 +135,7 @@ describe("row counts stay exact", () => {
 
 describe("migration onto existing rows", () => {
   it("counts the rows already there once", async () => {
-    const db = openPostgres({ uri: database.uri, schema: "before_counts", maxConnections: 2 });
+    const db = openPostgres({ uri: fx.uri, schema: "before_counts", maxConnections: 2 });
     try {
       const rowCounts = MIGRATIONS.find((m) => m.name === "row counts")!.version;
       const before = MIGRATIONS.filter((m) => m.version < rowCounts);
@@ -172,7 +163,7 @@ describe("an unfiltered total reads no row of the counted table", () => {
   }
   const relations = (n: PlanNode): string[] => [...(n["Relation Name"] ? [n["Relation Name"]] : []), ...(n.Plans ?? []).flatMap(relations)];
   const planOf = async (s: { text: string; values: unknown[] }) =>
-    (await storage.db.pool.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${s.text}`, s.values)).rows[0]["QUERY PLAN"][0].Plan;
+    (await fx.storage.db.pool.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${s.text}`, s.values)).rows[0]["QUERY PLAN"][0].Plan;
 
   it("count() and a search's total: only the counters (a filtered count still counts its matches)", async () => {
     for (const table of COUNTED_TABLES) expect(relations(await planOf(countStatement(table, "TRUE", [])))).toEqual(["troupe_row_counts"]);

@@ -3,15 +3,14 @@
 // metadata changes, status-only saves, deletes, TRUNCATE and a migration onto existing rows — with
 // the value spellings jsonb equality implies (1 and 1.0 one value, "1" another; long keys and
 // values hashed), in created_at order both ways, with offsets and totals.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { migrate } from "../../src/storage/postgres/migrations.ts";
 import { openPostgres } from "../../src/storage/postgres/pool.ts";
-import { openPostgresStorage, type PostgresStorage } from "../../src/storage/postgres/adapter.ts";
 import { MIGRATIONS } from "../../src/storage/postgres/schema.ts";
 import type { ThreadFilter } from "../../src/storage/port.ts";
 import type { JsonObject } from "../../src/util/json.ts";
 import type { ThreadRecord } from "../../src/storage/records.ts";
-import { usePostgresDatabase } from "../helpers/postgres.ts";
+import { usePostgresStorage } from "../helpers/postgres.ts";
 
 const LONG_KEY = "k".repeat(300);
 const LONG_VALUE = "v".repeat(300);
@@ -25,28 +24,19 @@ const thread = (id: string, i: number, metadata: JsonObject): ThreadRecord => ({
   config: {},
 });
 
-const database = usePostgresDatabase();
-let storage: PostgresStorage;
-
-beforeAll(async () => {
-  storage = await openPostgresStorage({ uri: database.uri, schema: "terms", maxConnections: 4 });
-});
-
-afterAll(async () => {
-  await storage?.close();
-});
+const fx = usePostgresStorage({ schema: "terms" });
 
 /** ids of every match, newest first, a page of 2 at a time (offsets), and the totals the pages gave */
 async function idsOf(metadata: JsonObject, order: "asc" | "desc" = "desc"): Promise<{ ids: string[]; totals: number[]; count: number }> {
   const ids: string[] = [];
   const totals: number[] = [];
   for (let offset = 0; ; offset += 2) {
-    const page = await storage.threads.search({ metadata, sortBy: "created_at", order, offset, limit: 2 });
+    const page = await fx.storage.threads.search({ metadata, sortBy: "created_at", order, offset, limit: 2 });
     totals.push(page.total);
     ids.push(...page.items.map((t) => t.thread_id));
     if (page.items.length < 2) break;
   }
-  return { ids, totals, count: await storage.threads.count({ metadata } satisfies ThreadFilter) };
+  return { ids, totals, count: await fx.storage.threads.count({ metadata } satisfies ThreadFilter) };
 }
 
 async function expectMatches(metadata: JsonObject, newestFirst: string[]): Promise<void> {
@@ -66,7 +56,7 @@ describe("thread metadata terms", () => {
       thread("d", 4, { user: "u1", n: 10, [LONG_KEY]: `${LONG_VALUE}x` }),
       thread("e", 5, { user: "u1" }),
     ];
-    for (const t of made) expect(await storage.threads.create(t)).not.toBe("exists");
+    for (const t of made) expect(await fx.storage.threads.create(t)).not.toBe("exists");
     // 1.0 is 1 (jsonb equality), "1" is not; long keys and values are told apart
     const one = JSON.parse('{"n": 1.0}') as JsonObject;
     await expectMatches(one, ["a"]);
@@ -85,27 +75,27 @@ describe("thread metadata terms", () => {
     // a metadata change moves the thread between terms; a status-only save keeps them
     const b = made[1];
     const changed: ThreadRecord = { ...b, metadata: { user: "u2", n: 1.5 }, updated_at: at(20) };
-    await storage.threads.save(changed);
+    await fx.storage.threads.save(changed);
     await expectMatches({ user: "u1" }, ["e", "d", "a"]);
     await expectMatches({ user: "u2" }, ["c", "b"]);
     await expectMatches({ [LONG_KEY]: LONG_VALUE }, []);
     const busy: ThreadRecord = { ...changed, status: "busy", updated_at: at(21) };
-    await storage.threads.save(busy);
+    await fx.storage.threads.save(busy);
     await expectMatches({ user: "u2" }, ["c", "b"]);
 
-    await storage.threads.delete("d");
+    await fx.storage.threads.delete("d");
     await expectMatches({ user: "u1" }, ["e", "a"]);
     await expectMatches({ n: 10 }, []);
-    const left = await storage.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM thread_terms WHERE term_thread_id = 'd'");
+    const left = await fx.storage.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM thread_terms WHERE term_thread_id = 'd'");
     expect(left.rows[0].n).toBe(0);
 
-    await storage.db.pool.query("TRUNCATE threads");
-    expect((await storage.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM thread_terms")).rows[0].n).toBe(0);
+    await fx.storage.db.pool.query("TRUNCATE threads");
+    expect((await fx.storage.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM thread_terms")).rows[0].n).toBe(0);
     await expectMatches({ user: "u1" }, []);
   });
 
   it("a migration onto existing threads makes their terms", async () => {
-    const db = openPostgres({ uri: database.uri, schema: "before_terms", maxConnections: 2 });
+    const db = openPostgres({ uri: fx.uri, schema: "before_terms", maxConnections: 2 });
     try {
       const terms = MIGRATIONS.find((m) => m.name === "thread metadata terms")!.version;
       await migrate(
