@@ -2,8 +2,8 @@
 // thread, release and re-acquire, the alive count /info reads, a node id in use, and the drain
 // (no new leases while draining, leases handed over, the node gone from the registry).
 import { ClusterNode, type ClusterNodeOptions } from "../src/cluster/node.ts";
-import { leaseOf } from "../src/cluster/leases.ts";
-import { listNodes, newNodeIdentity } from "../src/cluster/nodes.ts";
+import { acquireLease, leaseOf } from "../src/cluster/leases.ts";
+import { listNodes, newNodeIdentity, registerNode } from "../src/cluster/nodes.ts";
 import { databaseStamp } from "../src/cluster/time.ts";
 import { useClusterDatabase } from "./helpers/cluster.ts";
 import { waitUntil } from "./helpers/wait.ts";
@@ -74,4 +74,32 @@ test("drain: no new leases while it finishes its work, then its leases are hande
   expect(await leaseOf(db, kept, databaseStamp)).toMatchObject({ nodeId: a.nodeId, expired: true });
   expect((await listNodes(db, databaseStamp)).map((n) => n.nodeId)).not.toContain(a.nodeId);
   expect(await b.acquire(kept)).toMatchObject({ nodeId: b.nodeId }); // at once, no TTL to wait
+});
+
+test("a restart that succeeds its dead process (same node id): registered at once, the old holdings taken over by the first scan", async () => {
+  const id = uniqueId("crashed");
+  const db = cluster.open(1);
+  // the crashed process: registered and holding a thread for a minute, beating no more (as after kill -9)
+  const crashed = newNodeIdentity(id);
+  expect(await registerNode(db, crashed, { ttlMs: 60_000, stamp: databaseStamp })).toEqual({ registered: true });
+  const thread = uniqueId("t");
+  const old = await acquireLease(db, thread, id, { ttlMs: 60_000, stamp: databaseStamp });
+
+  const taken: number[] = [];
+  const successor = await startNode(
+    id,
+    {
+      identity: { ...newNodeIdentity(id), succeeds: crashed.instance },
+      takeoverScanMs: 60_000,
+      onTakeover: async (l) => void (l.threadId === thread && taken.push(l.epoch)),
+    },
+    0,
+  );
+  // no wait for the old registration (waitMs 0 would have thrown), and its lease taken over without waiting for the TTL or the scan period
+  await waitUntil(() => taken.length === 1, { timeoutMs: 10_000, what: "the inherited lease taken over" });
+  expect(taken[0]).toBeGreaterThan(old!.epoch);
+  expect(await leaseOf(db, thread, databaseStamp)).toMatchObject({ nodeId: id, epoch: taken[0], expired: false });
+  expect(successor.epochOf(thread)).toBe(taken[0]);
+  // an instance that does not name the live one as its predecessor is still refused
+  await expect(startNode(id, { identity: { ...newNodeIdentity(id), succeeds: "someone-else" } }, 0)).rejects.toThrow(/is in use by a live node/);
 });

@@ -100,3 +100,12 @@ WHERE expires_at <= ${nowSql("$1")} ORDER BY expires_at, thread_id LIMIT $2`,
   );
   return result.rows.map(toLease);
 }
+
+/**
+ * Hands over every lease row under `nodeId` (expired now, for any node's takeover scan): a node
+ * restarted after a crash does it for the holdings of its dead previous process before it holds any.
+ */
+export async function handOverNodeLeases(db: PostgresDb, nodeId: string): Promise<number> {
+  const result = await db.pool.query("UPDATE thread_leases SET expires_at = '-infinity' WHERE node_id = $1 AND expires_at > '-infinity'", [nodeId]);
+  return result.rowCount ?? 0;
+}

@@ -6,7 +6,7 @@ import { systemClock, type Clock } from "../util/clock.ts";
 import { NotifyBus } from "./bus.ts";
 import { ClusterCommands, type CommandHandler } from "./commands.ts";
 import { NodeHeartbeat } from "./heartbeat.ts";
-import { acquireLease, expiredLeases, handOverLease, leaseOf, releaseLease, type Lease, type LeaseState } from "./leases.ts";
+import { acquireLease, handOverNodeLeases, expiredLeases, handOverLease, leaseOf, releaseLease, type Lease, type LeaseState } from "./leases.ts";
 import { deregisterNode, markDraining, registerNode, type NodeIdentity } from "./nodes.ts";
 import { databaseStamp, type Stamp } from "./time.ts";
 
@@ -90,10 +90,13 @@ export class ClusterNode {
         throw new Error(`node id ${opts.identity.nodeId} is in use by a live node (its registration runs until ${result.heldUntil.toISOString()})`);
       await new Promise<void>((resolve) => clock.at(clock.now() + 1_000, resolve));
     }
+    // the previous process of this node id is dead: its holdings go to the takeover scan now,
+    // which runs at once (this node recovers them unless another node's scan is first)
+    const inherited = opts.identity.succeeds === undefined ? 0 : await handOverNodeLeases(db, opts.identity.nodeId);
     await node.bus.start();
     await node.commands.start();
     node.heartbeat.start();
-    node.scheduleScan();
+    node.scheduleScan(inherited > 0 ? 0 : undefined);
     return node;
   }
 
@@ -184,9 +187,9 @@ export class ClusterNode {
     await this.bus.close();
   }
 
-  private scheduleScan(): void {
+  private scheduleScan(inMs = this.opts.takeoverScanMs ?? 5_000): void {
     if (this.stopped) return;
-    this.cancelScan = this.clock.at(this.clock.now() + (this.opts.takeoverScanMs ?? 5_000), () => {
+    this.cancelScan = this.clock.at(this.clock.now() + inMs, () => {
       this.scanning = this.scan()
         .catch((err: unknown) => this.opts.onError?.(err))
         .finally(() => this.scheduleScan());

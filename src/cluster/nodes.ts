@@ -10,6 +10,11 @@ export interface NodeIdentity {
   nodeId: string;
   /** this process: a restart under the same node id is another instance */
   instance: string;
+  /**
+   * The instance of this node id's previous process when it is certainly dead (the data dir says
+   * so: node-identity-file.ts): registration replaces it at once instead of waiting for it to expire.
+   */
+  succeeds?: string;
 }
 
 export interface NodeRecord extends NodeIdentity {
@@ -41,7 +46,8 @@ export type RegisterResult = { registered: true } | { registered: false; heldUnt
 
 /**
  * Registers this instance under its node id. Refused (as a value) while another instance of the
- * same id is alive: two processes configured with one id must not both heartbeat it.
+ * same id is alive: two processes configured with one id must not both heartbeat it. The instance
+ * it `succeeds` (certainly dead) is replaced even while its registration runs.
  */
 export async function registerNode(
   db: PostgresDb,
@@ -55,13 +61,13 @@ WITH mine AS (
   VALUES ($1, $2, ${nowSql("$3")}, ${nowSql("$3")}, ${laterSql("$3", "$4")}, false, $5::jsonb)
   ON CONFLICT (node_id) DO UPDATE SET instance = EXCLUDED.instance, started_at = EXCLUDED.started_at,
     heartbeat_at = EXCLUDED.heartbeat_at, expires_at = EXCLUDED.expires_at, draining = false, info = EXCLUDED.info
-  WHERE n.expires_at <= EXCLUDED.started_at OR n.instance = EXCLUDED.instance
+  WHERE n.expires_at <= EXCLUDED.started_at OR n.instance = EXCLUDED.instance OR n.instance = $6
   RETURNING true AS registered, expires_at
 )
 SELECT registered, expires_at FROM mine
 UNION ALL
 SELECT false, expires_at FROM cluster_nodes WHERE node_id = $1 AND NOT EXISTS (SELECT 1 FROM mine)`,
-    [node.nodeId, node.instance, opts.stamp(), opts.ttlMs, JSON.stringify(opts.info ?? {})],
+    [node.nodeId, node.instance, opts.stamp(), opts.ttlMs, JSON.stringify(opts.info ?? {}), node.succeeds ?? null],
   );
   const row = result.rows[0];
   if (row?.registered) return { registered: true };

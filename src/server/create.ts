@@ -52,7 +52,8 @@ import { StaticSchemas } from "../schemas/static-schemas.ts";
 import type { ResolvedStoreIndex } from "../config/types.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 import { ClusterNode } from "../cluster/node.ts";
-import { newNodeIdentity, type NodeIdentity } from "../cluster/nodes.ts";
+import { restoreNodeIdentity } from "../cluster/node-identity-file.ts";
+import type { NodeIdentity } from "../cluster/nodes.ts";
 import { claimCronTick, forgetCronTicks } from "../cluster/cron-claims.ts";
 import type { PostgresStorage } from "../storage/postgres/adapter.ts";
 import { startClusterJobs, type ClusterJobs } from "./cluster-jobs.ts";
@@ -146,7 +147,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   const apiKeys = opts.apiKeyAuth ? openApiKeyGuard(opts.apiKeyAuth) : null; // api keys: fail fast on a bad dir/org
   // cluster mode (docs/CLUSTER.md): on Postgres this server is one node of the deployment
-  const identity = opts.databaseUri === undefined ? undefined : newNodeIdentity(opts.nodeId ?? (process.env.TROUPE_NODE_NAME || undefined));
+  // a restart on the same data dir after a crash is the same node (node-identity-file.ts)
+  const identity = opts.databaseUri === undefined ? undefined : restoreNodeIdentity(opts.dataDir, opts.nodeId ?? (process.env.TROUPE_NODE_NAME || undefined));
   const port = await openStorage({
     dataDir: opts.dataDir,
     syncCommits: opts.syncCommits,

@@ -5,7 +5,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pg from "pg";
 import { createTestDatabase, type TestDatabase } from "./postgres.ts";
 import { startTestServer, type TestServer } from "./server.ts";
 import { waitUntil } from "./wait.ts";
@@ -147,13 +146,8 @@ export async function startTestCluster(opts: ClusterOptions = {}): Promise<TestC
     async restart(index) {
       const slot = slots[index];
       if (slot.server !== undefined) throw new Error(`cluster node ${index} is running`);
-      // after a kill -9 the node id stays registered until its TTL runs out (<= 15 s): the new
-      // process would wait for that before listening, so wait here, outside its startup timeout
-      await waitUntil(() => registrationEnded(databaseUri, slot.nodeId), {
-        timeoutMs: 60_000,
-        intervalMs: 250,
-        what: `the registration of ${slot.nodeId} to end`,
-      });
+      // on its data dir the new process succeeds the killed one at once (src/cluster/node-identity-file.ts):
+      // no wait for the old registration's TTL
       await launch(slot);
     },
     async close() {
@@ -175,16 +169,4 @@ export async function startTestCluster(opts: ClusterOptions = {}): Promise<TestC
     throw err;
   }
   return cluster;
-}
-
-/** True once the node id has no live row in cluster_nodes (src/cluster/nodes.ts). */
-async function registrationEnded(databaseUri: string, nodeId: string): Promise<boolean> {
-  const client = new pg.Client({ connectionString: databaseUri });
-  await client.connect();
-  try {
-    const r = await client.query("SELECT 1 FROM cluster_nodes WHERE node_id = $1 AND expires_at > statement_timestamp()", [nodeId]);
-    return r.rowCount === 0;
-  } finally {
-    await client.end();
-  }
 }
