@@ -54,7 +54,7 @@ export function pendingWriteKey(taskId: string, idx: number): string {
 }
 
 /** Records writes on a pending checkpoint by the same rules as the writes DB (first wins for regular writes). */
-export function addPendingWrites(target: PendingCheckpoint, records: PendingWriteRecord[]): void {
+export function addPendingWrites(target: Pick<PendingCheckpoint, "writes">, records: PendingWriteRecord[]): void {
   for (const record of records) {
     const key = pendingWriteKey(record.taskId, record.idx);
     if (record.idx >= 0 && target.writes.has(key)) continue;

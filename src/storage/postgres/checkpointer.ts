@@ -32,7 +32,7 @@ import type pg from "pg";
 import { TroupeError } from "../../errors.ts";
 import { fenceValues, type Fence } from "../../cluster/fence.ts";
 import { matchesFilter, namespaceOf, requireThreadId, runIdOf, threadIdOf } from "../checkpoints/checkpoint-config.ts";
-import type { MessageChunk } from "../checkpoints/message-chunks.ts";
+import { joinChunks, type MessageChunk } from "../checkpoints/message-chunks.ts";
 import { MessageCachingSerde } from "../checkpoints/message-serde.ts";
 import { StoredChunks } from "../checkpoints/stored-chunks.ts";
 import { BlobCache } from "../checkpoints/blob-cache.ts";
@@ -52,6 +52,7 @@ import {
   PUT_WRITES_FENCED,
 } from "./checkpoint-sql.ts";
 import type { PostgresDb } from "./pool.ts";
+import { InflightCheckpoints, type KnownChannel } from "./inflight-checkpoints.ts";
 import { IssuedCheckpointWrites } from "./issued-writes.ts";
 import { transaction } from "./transaction.ts";
 import { ThreadWriteChains } from "./write-chains.ts";
@@ -129,6 +130,8 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
   private readonly blobCache = new BlobCache();
   /** checkpoint writes issued and not yet settled, and their failures (shared by the storage's savers) */
   private readonly issued: IssuedCheckpointWrites;
+  /** the thread's latest root checkpoint while its writes are in flight (inflight-checkpoints.ts) */
+  private readonly inflight: InflightCheckpoints;
 
   /** `chains`: the storage's per-thread write order (a saver of its own when not given) */
   constructor(
@@ -141,6 +144,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     this.messageSerde = messageSerde;
     this.pool = db.pool;
     this.issued = IssuedCheckpointWrites.of(chains);
+    this.inflight = InflightCheckpoints.of(chains);
   }
 
   async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
@@ -148,12 +152,55 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     if (threadId === undefined) return undefined;
     const ns = namespaceOf(config);
     const id = getCheckpointId(config);
+    const epoch = this.chains.fenceOf(threadId)?.epoch;
+    if (ns === "") {
+      // the next run on a busy thread: the previous run's last checkpoint, its writes still in flight
+      const view = this.inflight.servable(threadId, epoch, this.issued.inFlight(threadId));
+      if (view !== undefined && (!id || id === view.id)) {
+        this.issued.throwFailed(threadId);
+        return InflightCheckpoints.tuple(this.serde, threadId, view);
+      }
+    }
     await this.issued.settled(threadId);
     const result = id
       ? await this.pool.query<TupleRow>({ ...GET_TUPLE_BY_ID, values: [threadId, ns, id] })
       : await this.pool.query<TupleRow>({ ...GET_LATEST_TUPLE, values: [threadId, ns] });
     const row = result.rows[0];
-    return row === undefined ? undefined : this.toTuple(row);
+    if (row === undefined) {
+      if (ns === "" && !id && !this.issued.inFlight(threadId)) this.inflight.learntEmpty(threadId, epoch);
+      return undefined;
+    }
+    const tuple = await this.toTuple(row);
+    // the latest as read, with nothing issued meanwhile: a next put can build its view on it
+    if (ns === "" && !id && !this.issued.inFlight(threadId)) this.learn(row, tuple, epoch);
+    return tuple;
+  }
+
+  /** A read's latest root checkpoint as the known latest (its channels reloaded from the row on demand). */
+  private learn(row: TupleRow, tuple: CheckpointTuple, epoch: number | undefined): void {
+    const { thread_id: threadId, checkpoint_ns: ns } = row;
+    const versions = tuple.checkpoint.channel_versions;
+    const channels = new Map<string, KnownChannel>();
+    const blobs = splitBytes(row.blobs, row.blob_lengths);
+    (row.channels ?? []).forEach((channel, i) => {
+      const version = row.versions![i];
+      // a ref of another version than the checkpoint's: the put statement could inherit it, a view would not
+      if (!Object.hasOwn(versions, channel) || versionText(versions[channel]) !== version) return;
+      channels.set(channel, { version, load: () => this.channelValue(threadId, ns, channel, row, i, blobs[i]) });
+    });
+    if ((row.channels ?? []).length !== channels.size) return this.inflight.forget(threadId);
+    for (const [channel, version] of Object.entries(versions))
+      if (!channels.has(channel)) channels.set(channel, { version: versionText(version), load: undefined });
+    this.inflight.learnt(threadId, {
+      id: row.checkpoint_id,
+      parentId: row.parent_checkpoint_id,
+      epoch,
+      bodyType: row.type,
+      body: row.checkpoint,
+      metadataType: row.metadata_type,
+      metadata: row.metadata,
+      channels,
+    });
   }
 
   async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
@@ -225,6 +272,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       this.noteChunksStored(threadId, ns, blobs);
       this.cacheWritten(threadId, ns, checkpoint.id, blobs, lists, row);
     };
+    if (ns === "") this.knowPut(threadId, checkpoint, parentId, versions, newVersions, blobs, lists, [type, bytes], [metadataType, metadataBytes]);
     const fixed = [
       threadId,
       ns,
@@ -264,6 +312,36 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     // chains' refused listener, and is reported by the thread's next checkpoint read or write)
     this.issued.add(threadId, written);
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
+  }
+
+  /** A root put: the thread's new known latest, its values as the read will rebuild them. */
+  private knowPut(
+    threadId: string,
+    checkpoint: Checkpoint,
+    parentId: string | null,
+    versions: Record<string, string>,
+    newVersions: ChannelVersions,
+    blobs: EncodedBlob[],
+    lists: (unknown[] | undefined)[],
+    [bodyType, body]: [string, Uint8Array],
+    [metadataType, metadata]: [string, Uint8Array],
+  ): void {
+    if (checkpoint.v < 4) return this.inflight.forget(threadId); // older formats migrate pending sends on read
+    const changed = new Map<string, KnownChannel>();
+    blobs.forEach((b, i) => {
+      const list = lists[i];
+      const bytes =
+        b.chunks === undefined
+          ? b.bytes
+          : joinChunks(
+              b.chunks.map((c) => c.bytes),
+              b.bytes,
+            );
+      changed.set(b.channel, { version: b.version, load: list !== undefined ? async () => list.slice() : () => this.serde.loadsTyped(b.type, bytes) });
+    });
+    const noValue = new Set(Object.keys(newVersions).filter((channel) => !changed.has(channel)));
+    const epoch = this.chains.fenceOf(threadId)?.epoch;
+    this.inflight.put(threadId, epoch, { id: checkpoint.id, parentId, bodyType, body, metadataType, metadata }, versions, changed, noValue);
   }
 
   /** the put on its own: resends every chunk when one it skipped is missing; answers the committed row */
@@ -343,6 +421,12 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       if (idx < 0 || !byIdx.has(idx)) byIdx.set(idx, i);
     });
     const rows = [...byIdx].map(([idx, i]) => ({ idx, channel: writes[i][0], type: serialized[i][0], blob: serialized[i][1] }));
+    if (namespaceOf(config) === "")
+      this.inflight.putWrites(
+        threadId,
+        checkpointId,
+        rows.map((r) => ({ taskId, idx: r.idx, channel: r.channel, type: r.type, value: r.blob, taskPath: taskPath ?? "" })),
+      );
     const values = [
       threadId,
       namespaceOf(config),
@@ -547,6 +631,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 
   /** A transaction writing the thread's checkpoints, in its write chain's order. */
   private transaction<T>(threadId: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    this.inflight.forget(threadId); // what the view knows no longer holds once this commits
     return this.chains.issue(threadId, () => transaction(this.pool, work));
   }
 

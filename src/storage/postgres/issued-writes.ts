@@ -41,6 +41,11 @@ export class IssuedCheckpointWrites {
     });
   }
 
+  /** whether the thread has issued writes not yet settled */
+  inFlight(threadId: string): boolean {
+    return this.last.has(threadId);
+  }
+
   /** throws (once) the failure of an issued write of the thread */
   throwFailed(threadId: string): void {
     const failed = this.failed.get(threadId);
