@@ -135,6 +135,26 @@ describe("three troupe serve nodes on one database", () => {
     expect((await clients[A].threads.get(t.thread_id)).status).toBe("idle");
   });
 
+  it("lease lifecycle: a new thread's first run takes its lease where it arrives; a run through another node meanwhile is forwarded to it; the lease goes once idle", async () => {
+    const t = await clients[A].threads.create(); // an id the server generated: no lease taken for the create
+    expect(await leaseHolder(t.thread_id)).toBeUndefined();
+    await clients[B].runs.wait(t.thread_id, "echo", { input: human("on b") });
+    const taken = await sql<{ node_id: string; epoch: string }>("SELECT node_id, epoch FROM thread_leases WHERE thread_id = $1", [t.thread_id]);
+    expect(taken).toEqual([{ node_id: "node-b", epoch: expect.any(String) }]);
+    // B keeps the idle thread's lease for its linger: C forwards the next run to B, which runs it under the same holding
+    const waited = (await clients[C].runs.wait(t.thread_id, "echo", { input: human("through c") })) as Messages;
+    expect(waited.messages.map((m) => m.content)).toEqual(["on b", "on b", "through c", "through c"]);
+    expect(await sql("SELECT node_id, epoch FROM thread_leases WHERE thread_id = $1", [t.thread_id])).toEqual(taken);
+    // idle past the linger (2 s, swept every second): released, the row gone (not expired: nothing to recover)
+    await waitUntil(async () => (await sql("SELECT 1 FROM thread_leases WHERE thread_id = $1", [t.thread_id])).length === 0, {
+      timeoutMs: 15_000,
+      what: "the idle lease released",
+    });
+    await clients[C].runs.wait(t.thread_id, "echo", { input: human("on c") });
+    expect(await leaseHolder(t.thread_id)).toBe("node-c");
+    expect((await clients[A].threads.get(t.thread_id)).status).toBe("idle");
+  });
+
   it("kill -9 of one node under running and queued runs: every run ends, no thread stays busy, each input once", async () => {
     // each thread's first run is created through B, which takes the thread's lease (an idle
     // thread holds none) and keeps it while runs are in flight; the queued ones come through A and C
