@@ -281,8 +281,8 @@ export class ClusterNode {
 
   /**
    * SIGTERM: takes no new leases, waits for `finish` (running runs ending, at most the grace
-   * period: the caller bounds it), then hands every lease still held over to the other nodes and
-   * leaves the cluster.
+   * period: the caller bounds it), then releases its idle leases, hands every other lease still
+   * held over to the other nodes and leaves the cluster.
    */
   async drain(finish: () => Promise<void>): Promise<void> {
     this.draining = true;
