@@ -30,7 +30,8 @@ async function startNode(i: number): Promise<TestServer> {
     databaseUri: db.uri,
     workers: 1,
     extraArgs: ["--host", "127.0.0.1", "--node-id", NODE_IDS[i]],
-    env: { TROUPE_CLUSTER_LEASE_TTL_MS: "6000" },
+    // an idle lease lingers 5 s (not 2): the lease lifecycle test's forward within it on a busy machine
+    env: { TROUPE_CLUSTER_LEASE_TTL_MS: "6000", TROUPE_CLUSTER_LEASE_LINGER_MS: "5000" },
   });
 }
 
@@ -145,7 +146,7 @@ describe("three troupe serve nodes on one database", () => {
     const waited = (await clients[C].runs.wait(t.thread_id, "echo", { input: human("through c") })) as Messages;
     expect(waited.messages.map((m) => m.content)).toEqual(["on b", "on b", "through c", "through c"]);
     expect(await sql("SELECT node_id, epoch FROM thread_leases WHERE thread_id = $1", [t.thread_id])).toEqual(taken);
-    // idle past the linger (2 s, swept every second): released, the row gone (not expired: nothing to recover)
+    // idle past the linger (5 s here, swept every 2.5 s): released, the row gone (not expired: nothing to recover)
     await waitUntil(async () => (await sql("SELECT 1 FROM thread_leases WHERE thread_id = $1", [t.thread_id])).length === 0, {
       timeoutMs: 15_000,
       what: "the idle lease released",

@@ -24,7 +24,8 @@ const human = (content: string) => ({ messages: [{ role: "human", content }] });
 type Messages = { messages: { content: string; type: string }[] };
 
 beforeAll(async () => {
-  server = await startTestServer({ command: "dev", databaseUri: db.uri }); // dev: webhooks may reach loopback
+  // dev: webhooks may reach loopback; an idle lease lingers 5 s (not 2): the lease test's runs within it on a busy machine
+  server = await startTestServer({ command: "dev", databaseUri: db.uri, env: { TROUPE_CLUSTER_LEASE_LINGER_MS: "5000" } });
   servers.push(server);
   client = new Client({ apiUrl: server.url, apiKey: null });
 }, 60_000);
@@ -184,7 +185,7 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
     await client.runs.wait(t.thread_id, "echo", { input: human("one") });
     const epoch = await holding(t.thread_id);
     expect(epoch).toBeDefined();
-    // within the linger (2 s): the same holding, no new acquire (nor a recovery, nor a release)
+    // within the linger (5 s here): the same holding, no new acquire (nor a recovery, nor a release)
     for (const input of ["two", "three"]) {
       await client.runs.wait(t.thread_id, "echo", { input: human(input) });
       expect(await holding(t.thread_id)).toBe(epoch);
