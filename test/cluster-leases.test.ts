@@ -3,7 +3,17 @@
 // in the same statement, also while the steal is in flight.
 import type { PostgresDb } from "../src/storage/postgres/pool.ts";
 import { fenceSql, fenceValues, FENCE_CTE, type Fence } from "../src/cluster/fence.ts";
-import { acquireLease, expiredLeases, handOverLease, leaseOf, releaseLease, renewLease, type Lease } from "../src/cluster/leases.ts";
+import {
+  acquireLease,
+  expiredLeases,
+  handOverLease,
+  handOverLeases,
+  leaseOf,
+  releaseLease,
+  releaseLeases,
+  renewLease,
+  type AcquiredLease,
+} from "../src/cluster/leases.ts";
 import { clockStamp } from "../src/cluster/time.ts";
 import { ManualClock } from "../src/util/clock.ts";
 import { useClusterDatabase } from "./helpers/cluster.ts";
@@ -52,7 +62,7 @@ test("nodes racing for a free thread: exactly one acquires it, every time", asyn
   for (let round = 0; round < 15; round++) {
     const thread = newThread();
     const results = await Promise.all(racers.map((db, i) => acquireLease(db, thread, `node-${i}`, { ttlMs: TTL, stamp: clockStamp(clock) })));
-    const winners = results.filter((r): r is Lease => r !== undefined);
+    const winners = results.filter((r): r is AcquiredLease => r !== undefined);
     expect(winners).toHaveLength(1);
     const row = await leaseOf(racers[0], thread, clockStamp(clock));
     expect(row).toMatchObject({ nodeId: winners[0].nodeId, epoch: winners[0].epoch, expired: false });
@@ -72,7 +82,7 @@ test("a held lease is refused to others until it expires; then exactly one racer
   expect(await Promise.all(racers.map((db, i) => acquireLease(db, thread, `node-${i}`, timing)))).toEqual(racers.map(() => undefined));
   await clock.advance(1); // expires_at <= now: expired
   const results = await Promise.all(racers.map((db, i) => acquireLease(db, thread, `node-${i}`, timing)));
-  const winners = results.filter((r): r is Lease => r !== undefined);
+  const winners = results.filter((r): r is AcquiredLease => r !== undefined);
   expect(winners).toHaveLength(1);
   expect(winners[0].epoch).toBeGreaterThan(first!.epoch);
   // the old holder can neither renew nor release the holding it lost
@@ -107,6 +117,65 @@ test("renewal extends a standing holding only; release and hand-over end it, and
   expect(fourth).toMatchObject({ nodeId: "node-c" });
   expect(fourth.epoch).toBeGreaterThan(third.epoch);
   expect((await expiredLeases(db, { limit: 1000, stamp: timing.stamp })).map((l) => l.threadId)).not.toContain(thread);
+});
+
+/** A run row of the thread in `status` (the acquire looks at the runs table's status only). */
+async function putRun(db: PostgresDb, threadId: string, runId: string, status: string): Promise<void> {
+  await db.pool.query(
+    `INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs) VALUES ($1, $2, 'asst', $3, '{}', '{}')
+     ON CONFLICT (run_id) DO UPDATE SET status = EXCLUDED.status`,
+    [runId, threadId, status],
+  );
+}
+
+test("acquire says whether to recover: not for a row it inserted with no run active, always after a steal or with runs waiting", async () => {
+  const [db] = await nodes(1);
+  const clock = new ManualClock();
+  const timing = { ttlMs: TTL, stamp: clockStamp(clock) };
+  // a new thread: nothing to recover
+  const fresh = newThread();
+  const first = (await acquireLease(db, fresh, "node-a", timing))!;
+  expect(first.recover).toBe(false);
+  // released idle, taken again: a new row, still nothing
+  await releaseLease(db, first);
+  expect((await acquireLease(db, fresh, "node-b", timing))!.recover).toBe(false);
+  // handed over (or expired): a steal recovers, whatever the runs
+  await handOverLease(db, (await leaseOf(db, fresh, timing.stamp))!);
+  expect((await acquireLease(db, fresh, "node-c", timing))!.recover).toBe(true);
+
+  // runs waiting with no lease row (copied by troupe migrate, written before cluster mode): recovered
+  for (const status of ["pending", "running"]) {
+    const waiting = newThread();
+    await putRun(db, waiting, `${waiting}-run`, status);
+    const lease = (await acquireLease(db, waiting, "node-a", timing))!;
+    expect(lease.recover).toBe(true);
+    // once it ended and the lease was released: nothing again (another thread's runs do not count)
+    await putRun(db, waiting, `${waiting}-run`, "success");
+    await putRun(db, newThread(), `${waiting}-other`, "pending");
+    await releaseLease(db, lease);
+    expect((await acquireLease(db, waiting, "node-b", timing))!.recover).toBe(false);
+  }
+});
+
+test("idle leases are released, and a draining node's leases handed over, many in one statement; a moved holding is left alone", async () => {
+  const [db] = await nodes(1);
+  const clock = new ManualClock();
+  const timing = { ttlMs: TTL, stamp: clockStamp(clock) };
+  const held = [];
+  for (let i = 0; i < 4; i++) held.push((await acquireLease(db, newThread(), "node-a", timing))!);
+  // the last one moved meanwhile (expired and stolen): its old epoch matches nothing
+  await clock.advance(TTL);
+  for (const l of held.slice(0, 3)) await renewLease(db, l, timing);
+  const stolen = (await acquireLease(db, held[3].threadId, "node-b", timing))!;
+  expect(await releaseLeases(db, [held[0], held[1], held[3]])).toBe(2);
+  expect(await leaseOf(db, held[0].threadId, timing.stamp)).toBeUndefined();
+  expect(await leaseOf(db, held[1].threadId, timing.stamp)).toBeUndefined();
+  expect(await leaseOf(db, held[3].threadId, timing.stamp)).toMatchObject({ nodeId: "node-b", epoch: stolen.epoch, expired: false });
+  expect(await handOverLeases(db, [held[2], held[3]])).toBe(1);
+  expect(await leaseOf(db, held[2].threadId, timing.stamp)).toMatchObject({ nodeId: "node-a", expired: true });
+  expect(await leaseOf(db, held[3].threadId, timing.stamp)).toMatchObject({ nodeId: "node-b", expired: false });
+  expect(await releaseLeases(db, [])).toBe(0);
+  expect(await handOverLeases(db, [])).toBe(0);
 });
 
 test("a write carrying a holding's epoch lands while it stands and is refused once the lease moved", async () => {

@@ -30,7 +30,8 @@ async function startNode(i: number): Promise<TestServer> {
     databaseUri: db.uri,
     workers: 1,
     extraArgs: ["--host", "127.0.0.1", "--node-id", NODE_IDS[i]],
-    env: { TROUPE_CLUSTER_LEASE_TTL_MS: "6000" },
+    // an idle lease lingers 5 s (not 2): the lease lifecycle test's forward within it on a busy machine
+    env: { TROUPE_CLUSTER_LEASE_TTL_MS: "6000", TROUPE_CLUSTER_LEASE_LINGER_MS: "5000" },
   });
 }
 
@@ -132,6 +133,26 @@ describe("three troupe serve nodes on one database", () => {
     await waitUntil(async () => (await clients[B].runs.get(t.thread_id, long.run_id)).status === "running", { timeoutMs: 20_000, what: "long run running" });
     await clients[C].runs.cancel(t.thread_id, long.run_id, true);
     expect((await clients[B].runs.get(t.thread_id, long.run_id)).status).toBe("interrupted");
+    expect((await clients[A].threads.get(t.thread_id)).status).toBe("idle");
+  });
+
+  it("lease lifecycle: a new thread's first run takes its lease where it arrives; a run through another node meanwhile is forwarded to it; the lease goes once idle", async () => {
+    const t = await clients[A].threads.create(); // an id the server generated: no lease taken for the create
+    expect(await leaseHolder(t.thread_id)).toBeUndefined();
+    await clients[B].runs.wait(t.thread_id, "echo", { input: human("on b") });
+    const taken = await sql<{ node_id: string; epoch: string }>("SELECT node_id, epoch FROM thread_leases WHERE thread_id = $1", [t.thread_id]);
+    expect(taken).toEqual([{ node_id: "node-b", epoch: expect.any(String) }]);
+    // B keeps the idle thread's lease for its linger: C forwards the next run to B, which runs it under the same holding
+    const waited = (await clients[C].runs.wait(t.thread_id, "echo", { input: human("through c") })) as Messages;
+    expect(waited.messages.map((m) => m.content)).toEqual(["on b", "on b", "through c", "through c"]);
+    expect(await sql("SELECT node_id, epoch FROM thread_leases WHERE thread_id = $1", [t.thread_id])).toEqual(taken);
+    // idle past the linger (5 s here, swept every 2.5 s): released, the row gone (not expired: nothing to recover)
+    await waitUntil(async () => (await sql("SELECT 1 FROM thread_leases WHERE thread_id = $1", [t.thread_id])).length === 0, {
+      timeoutMs: 15_000,
+      what: "the idle lease released",
+    });
+    await clients[C].runs.wait(t.thread_id, "echo", { input: human("on c") });
+    expect(await leaseHolder(t.thread_id)).toBe("node-c");
     expect((await clients[A].threads.get(t.thread_id)).status).toBe("idle");
   });
 

@@ -24,7 +24,8 @@ const human = (content: string) => ({ messages: [{ role: "human", content }] });
 type Messages = { messages: { content: string; type: string }[] };
 
 beforeAll(async () => {
-  server = await startTestServer({ command: "dev", databaseUri: db.uri }); // dev: webhooks may reach loopback
+  // dev: webhooks may reach loopback; an idle lease lingers 5 s (not 2): the lease test's runs within it on a busy machine
+  server = await startTestServer({ command: "dev", databaseUri: db.uri, env: { TROUPE_CLUSTER_LEASE_LINGER_MS: "5000" } });
   servers.push(server);
   client = new Client({ apiUrl: server.url, apiKey: null });
 }, 60_000);
@@ -119,7 +120,7 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
     }
   });
 
-  it("runs on many threads at once over both workers, twice (each thread's lease taken, released when idle, taken again)", async () => {
+  it("runs on many threads at once over both workers, twice (each thread's lease taken, kept while it lingers idle, released)", async () => {
     // a server on PostgreSQL is a cluster node of one: every thread's commands go through its lease
     const threads = await Promise.all(Array.from({ length: 24 }, () => client.threads.create({ metadata: { suite: "pg-many" } })));
     for (let round = 0; round < 2; round++) {
@@ -167,6 +168,32 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
     } finally {
       await c.end();
     }
+  });
+
+  it("lease lifecycle on a node alone: the create takes none, the first run one, later runs reuse it, released once idle", async () => {
+    const holding = async (threadId: string) => {
+      const c = new pg.Client({ connectionString: db.uri });
+      await c.connect();
+      try {
+        return (await c.query<{ epoch: string }>("SELECT epoch FROM thread_leases WHERE thread_id = $1", [threadId])).rows[0]?.epoch;
+      } finally {
+        await c.end();
+      }
+    };
+    const t = await client.threads.create();
+    expect(await holding(t.thread_id)).toBeUndefined();
+    await client.runs.wait(t.thread_id, "echo", { input: human("one") });
+    const epoch = await holding(t.thread_id);
+    expect(epoch).toBeDefined();
+    // within the linger (5 s here): the same holding, no new acquire (nor a recovery, nor a release)
+    for (const input of ["two", "three"]) {
+      await client.runs.wait(t.thread_id, "echo", { input: human(input) });
+      expect(await holding(t.thread_id)).toBe(epoch);
+    }
+    await waitUntil(async () => (await holding(t.thread_id)) === undefined, { timeoutMs: 15_000, what: "the idle lease released" });
+    const waited = (await client.runs.wait(t.thread_id, "echo", { input: human("four") })) as Messages;
+    expect(waited.messages.filter((m) => m.type === "human").map((m) => m.content)).toEqual(["one", "two", "three", "four"]);
+    expect(Number(await holding(t.thread_id))).toBeGreaterThan(Number(epoch)); // taken again
   });
 
   it("store: put, get, search", async () => {

@@ -152,6 +152,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     if (cmd.type === "run.output") return Promise.resolve({ output: outputs.bytesOf(cmd.runId) ?? null });
     if (cmd.type === "thread.recover") {
       storage.fences?.fence(cmd.threadId, cmd.epoch); // before any write of the thread's runs
+      if (cmd.fenceOnly === true) return Promise.resolve({ runs: 0 });
       return recoverActiveRuns(storage.runs, () => true, actorFor, cmd.threadId).then((runs) => ({ runs }));
     }
     if (cmd.type === "thread.abandon") {

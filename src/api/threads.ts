@@ -189,6 +189,7 @@ export function threadRoutes(app: AppContext): RouteDef[] {
           metadata: asMetadata(created.metadata),
           ifExists: c.if_exists ?? "raise",
           supersteps: c.supersteps ?? undefined,
+          fresh,
         });
         // a new thread takes the request's ttl (none: the config default, if any; an id we generated
         // has no TTL row to remove); an existing one keeps its own

@@ -54,6 +54,8 @@ export type ActorCommand =
       ifExists: "raise" | "do_nothing";
       supersteps?: { updates: { values?: Json; command?: JsonObject | null; as_node: string }[] }[];
       graphAssistant?: AssistantRecord;
+      /** the id was generated for this request: nobody else knows the thread yet (a cluster node creates it without its lease) */
+      fresh?: boolean;
     }
   | { type: "thread.patch"; threadId: string; metadata: JsonObject }
   | { type: "thread.patch_state"; threadId: string; metadata: JsonObject; checkpointId?: string }
@@ -90,8 +92,12 @@ export type ShardCommand =
   | { type: "run.observe"; threadId: string; runId: string; replay: boolean }
   /** the output of a finished run whose run.done came without it (ShardPool.runOutput) */
   | { type: "run.output"; threadId: string; runId: string }
-  /** cluster: this node took the thread's lease; its actor re-admits the thread's pending and running runs (as after a restart) */
-  | { type: "thread.recover"; threadId: string; epoch: number }
+  /**
+   * cluster: this node took the thread's lease; its writes are fenced by `epoch` from now on and
+   * its actor re-admits the thread's pending and running runs (as after a restart); `fenceOnly`:
+   * the acquire saw none, the fence alone
+   */
+  | { type: "thread.recover"; threadId: string; epoch: number; fenceOnly?: boolean }
   /** cluster: this node lost the thread's lease; its actor stops at once and writes nothing more (the new owner recovers the runs) */
   | { type: "thread.abandon"; threadId: string }
   | {

@@ -32,22 +32,52 @@ export interface LeaseTiming {
   stamp: Stamp;
 }
 
+/** A holding just taken, and whether the thread may have runs for its new holder to recover. */
+export interface AcquiredLease extends Lease {
+  /**
+   * false only when the statement inserted the row (no holder before it: a new thread, or one
+   * whose last holder released it idle) and saw no pending or running run of the thread: then
+   * there is nothing to recover (docs/CLUSTER.md, "Skipping the recovery read"). A steal (an
+   * expired row: its holder died, was partitioned or handed the thread over) always recovers.
+   */
+  recover: boolean;
+}
+
+/**
+ * The thread's runs recovery would read (RunsPort.active; the runs_active partial index of
+ * schema-records.ts): looked at in the acquire's own statement, so an inserted lease costs no
+ * second round trip to learn there is nothing to recover.
+ */
+const ACTIVE_RUN_OF_THREAD = "SELECT 1 FROM runs WHERE thread_id = $1 AND status IN ('pending', 'running')";
+
 /**
  * Takes the thread's lease for `nodeId` if nobody holds it or its holding expired (a steal: new
  * epoch). A lease this node still holds is not re-taken (undefined): the node knows its leases.
+ *
+ * Why `recover: false` is safe. The statement inserts only when no committed row stands (ON
+ * CONFLICT arbitrates on the latest version, waiting for a delete in flight), i.e. the thread's
+ * last holder, if any, deleted its row: a release, which a holder issues only once its actor is
+ * idle (no run queued, running or being written: every run write it issued has committed, so
+ * before the delete, and before this statement's snapshot when the delete committed first). A
+ * run the snapshot could miss would have to be written after it by a holder whose row was gone
+ * by the time of the insert; every run write of a holder carries its fence (fence.ts: the row
+ * with its epoch, locked FOR SHARE in the write's statement), so such a write is refused. Runs
+ * that never had a lease row (data copied by `troupe migrate`, written before cluster mode, a
+ * release after a failed write) are in the snapshot and make `recover` true.
  */
-export async function acquireLease(db: PostgresDb, threadId: string, nodeId: string, timing: LeaseTiming): Promise<Lease | undefined> {
-  const result = await db.pool.query<LeaseRow>(
+export async function acquireLease(db: PostgresDb, threadId: string, nodeId: string, timing: LeaseTiming): Promise<AcquiredLease | undefined> {
+  const result = await db.pool.query<LeaseRow & { recover: boolean }>(
     `
 INSERT INTO thread_leases AS l (thread_id, node_id, epoch, expires_at)
 VALUES ($1, $2, nextval('thread_lease_epochs'), ${laterSql("$3", "$4")})
 ON CONFLICT (thread_id) DO UPDATE SET node_id = EXCLUDED.node_id, epoch = EXCLUDED.epoch, expires_at = EXCLUDED.expires_at
 WHERE l.expires_at <= ${nowSql("$3")}
-RETURNING thread_id, node_id, epoch, expires_at`,
+-- xmax is 0 on a row this statement inserted (an ON CONFLICT update locks the row it replaces)
+RETURNING thread_id, node_id, epoch, expires_at, (l.xmax <> 0 OR EXISTS (${ACTIVE_RUN_OF_THREAD})) AS recover`,
     [threadId, nodeId, timing.stamp(), timing.ttlMs],
   );
   const row = result.rows[0];
-  return row === undefined ? undefined : toLease(row);
+  return row === undefined ? undefined : { ...toLease(row), recover: row.recover };
 }
 
 /** Extends a holding (one thread); false once it expired or moved: the holder must stop. */
@@ -68,6 +98,16 @@ export async function releaseLease(db: PostgresDb, lease: Pick<Lease, "threadId"
   return result.rowCount === 1;
 }
 
+/** releaseLease for many holdings in one statement (idle leases whose linger ran out); answers how many went. */
+export async function releaseLeases(db: PostgresDb, leases: readonly Pick<Lease, "threadId" | "epoch">[]): Promise<number> {
+  if (leases.length === 0) return 0;
+  const result = await db.pool.query(
+    "DELETE FROM thread_leases l USING unnest($1::text[], $2::bigint[]) h(thread_id, epoch) WHERE l.thread_id = h.thread_id AND l.epoch = h.epoch",
+    [leases.map((l) => l.threadId), leases.map((l) => l.epoch)],
+  );
+  return result.rowCount ?? 0;
+}
+
 /**
  * Gives a thread up with work still in flight (a draining node): the row stays, expired, so any
  * node's takeover scan (expiredLeases) picks the thread up now rather than after the TTL.
@@ -75,6 +115,17 @@ export async function releaseLease(db: PostgresDb, lease: Pick<Lease, "threadId"
 export async function handOverLease(db: PostgresDb, lease: Pick<Lease, "threadId" | "epoch">): Promise<boolean> {
   const result = await db.pool.query("UPDATE thread_leases SET expires_at = '-infinity' WHERE thread_id = $1 AND epoch = $2", [lease.threadId, lease.epoch]);
   return result.rowCount === 1;
+}
+
+/** handOverLease for many holdings in one statement (a draining node's leases); answers how many moved. */
+export async function handOverLeases(db: PostgresDb, leases: readonly Pick<Lease, "threadId" | "epoch">[]): Promise<number> {
+  if (leases.length === 0) return 0;
+  const result = await db.pool.query(
+    `UPDATE thread_leases l SET expires_at = '-infinity' FROM unnest($1::text[], $2::bigint[]) h(thread_id, epoch)
+WHERE l.thread_id = h.thread_id AND l.epoch = h.epoch`,
+    [leases.map((l) => l.threadId), leases.map((l) => l.epoch)],
+  );
+  return result.rowCount ?? 0;
 }
 
 /** The thread's lease row as it stands (expired or not), if any. */

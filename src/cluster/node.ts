@@ -6,7 +6,19 @@ import { systemClock, type Clock } from "../util/clock.ts";
 import { NotifyBus } from "./bus.ts";
 import { ClusterCommands, type CommandHandler } from "./commands.ts";
 import { NodeHeartbeat } from "./heartbeat.ts";
-import { acquireLease, handOverNodeLeases, expiredLeases, handOverLease, leaseOf, releaseLease, type Lease, type LeaseState } from "./leases.ts";
+import {
+  acquireLease,
+  expiredLeases,
+  handOverLease,
+  handOverLeases,
+  handOverNodeLeases,
+  leaseOf,
+  releaseLease,
+  releaseLeases,
+  type AcquiredLease,
+  type Lease,
+  type LeaseState,
+} from "./leases.ts";
 import { deregisterNode, markDraining, registerNode, type NodeIdentity } from "./nodes.ts";
 import { databaseStamp, type Stamp } from "./time.ts";
 
@@ -29,11 +41,28 @@ export interface ClusterNodeOptions {
   onTakeover(lease: Lease): Promise<void>;
   /** threads this node no longer owns: stop their executors now (their writes would be refused) */
   onLeasesLost(threadIds: string[]): void;
+  /** how long an idle thread's lease is kept before it is released (default LEASE_LINGER_MS) */
+  lingerMs?: number;
+  /**
+   * idle threads whose leases this node gives up now (the linger ran out): called before the
+   * release is sent, so their shards drop the fence before the thread can be taken again here
+   */
+  onLeasesReleased?(threadIds: string[]): void;
   onError?(err: unknown): void;
 }
 
 /** Expired leases taken per scan. */
 const TAKEOVER_BATCH = 100;
+
+/**
+ * How long an idle thread's lease lingers (at least; released in batches every half of it): a
+ * thread's next command within it (its run after its create, a follow-up message, a poll) finds
+ * the lease held here, with no acquire and no release; 2 s covers a client's think time between
+ * requests and keeps a moved-on client's thread pinned here only briefly.
+ */
+export const LEASE_LINGER_MS = 2_000;
+/** Leases released per statement. */
+const RELEASE_BATCH = 1_000;
 
 export class ClusterNode {
   readonly bus: NotifyBus;
@@ -48,6 +77,12 @@ export class ClusterNode {
   private stopped = false;
   /** threads whose lease this node is acquiring (a row of this node's id may stand before its holding is known) */
   private readonly acquiring = new Map<string, number>();
+  /** held threads with nothing in flight, in the order they went idle → local time they did */
+  private readonly lingering = new Map<string, number>();
+  private readonly lingerMs: number;
+  private cancelLinger: (() => void) | undefined;
+  /** the last batch of lingering leases being released (stop waits for it) */
+  private releasing: Promise<void> = Promise.resolve();
 
   private constructor(
     private readonly db: PostgresDb,
@@ -56,6 +91,7 @@ export class ClusterNode {
     this.clock = opts.clock ?? systemClock;
     this.stamp = opts.stamp ?? databaseStamp;
     this.ttlMs = opts.ttlMs ?? 15_000;
+    this.lingerMs = opts.lingerMs ?? LEASE_LINGER_MS;
     this.bus = new NotifyBus(db, { clock: this.clock, stamp: this.stamp, cleanupEveryMs: opts.payloadCleanupEveryMs, onError: opts.onError });
     this.commands = new ClusterCommands(db, this.bus, { nodeId: opts.identity.nodeId, handle: opts.handle, onError: opts.onError });
     this.heartbeat = new NodeHeartbeat(db, {
@@ -64,7 +100,10 @@ export class ClusterNode {
       intervalMs: opts.heartbeatMs ?? 5_000,
       clock: this.clock,
       stamp: this.stamp,
-      onLeasesLost: (threads) => opts.onLeasesLost(threads),
+      onLeasesLost: (threads) => {
+        for (const t of threads) this.lingering.delete(t);
+        opts.onLeasesLost(threads);
+      },
       onNodeLost: () => {
         if (this.stopped) return; // our own deregistration
         // another process took this node id over (we were presumed dead): stop taking work
@@ -118,8 +157,11 @@ export class ClusterNode {
     return this.heartbeat.epochOf(threadId);
   }
 
-  /** Takes the thread's lease if it is free or expired (never while draining); renewed from now on. */
-  async acquire(threadId: string): Promise<Lease | undefined> {
+  /**
+   * Takes the thread's lease if it is free or expired (never while draining); renewed from now on.
+   * `recover` says whether the thread may have runs to recover (leases.ts).
+   */
+  async acquire(threadId: string): Promise<AcquiredLease | undefined> {
     if (this.draining || this.stopped) return undefined;
     this.acquiring.set(threadId, (this.acquiring.get(threadId) ?? 0) + 1);
     try {
@@ -150,18 +192,97 @@ export class ClusterNode {
     return leaseOf(this.db, threadId, this.stamp);
   }
 
-  /** Gives up a thread that has nothing in flight. */
+  /** Gives up a thread that has nothing in flight, now. */
   async release(threadId: string): Promise<void> {
     const epoch = this.heartbeat.epochOf(threadId);
     if (epoch === undefined) return;
     this.heartbeat.drop(threadId);
+    this.lingering.delete(threadId);
     await releaseLease(this.db, { threadId, epoch });
   }
 
   /**
+   * A held thread has nothing in flight (its actor went idle): its lease lingers (renewed like any
+   * other) for lingerMs, then goes with the other idle ones in one statement, unless `busy` says
+   * the thread has work again first. Not held here: nothing to do.
+   */
+  idle(threadId: string): void {
+    if (this.stopped || this.heartbeat.epochOf(threadId) === undefined) return;
+    this.lingering.delete(threadId); // re-inserted last: the map stays in idle order
+    this.lingering.set(threadId, this.clock.now());
+    if (this.cancelLinger === undefined) this.scheduleLingerSweep();
+  }
+
+  /** A command for a held thread is on its way to its actor: its lease no longer lingers. */
+  busy(threadId: string): void {
+    this.lingering.delete(threadId);
+  }
+
+  /** Whether the thread's lease is held here idle, waiting to be released. */
+  isLingering(threadId: string): boolean {
+    return this.lingering.has(threadId);
+  }
+
+  /**
+   * Gives threads up at once with whatever they had in flight (their actors are gone: a shard
+   * died): their rows stay, expired, so a takeover scan recovers their runs (one statement).
+   */
+  async handOver(threadIds: readonly string[]): Promise<void> {
+    const leases: Pick<Lease, "threadId" | "epoch">[] = [];
+    for (const threadId of threadIds) {
+      const epoch = this.heartbeat.epochOf(threadId);
+      if (epoch === undefined) continue;
+      this.heartbeat.drop(threadId);
+      this.lingering.delete(threadId);
+      leases.push({ threadId, epoch });
+    }
+    await handOverLeases(this.db, leases);
+  }
+
+  /** Threads held here whose holding is known ([thread id, epoch]). */
+  holdings(): [string, number][] {
+    return this.heartbeat.holdings();
+  }
+
+  private scheduleLingerSweep(): void {
+    this.cancelLinger = this.clock.at(this.clock.now() + Math.max(1, Math.round(this.lingerMs / 2)), () => {
+      this.cancelLinger = undefined;
+      this.releaseLingering(this.clock.now() - this.lingerMs);
+      if (this.lingering.size > 0 && !this.stopped) this.scheduleLingerSweep();
+    });
+  }
+
+  /**
+   * Releases the leases idle since `idleBefore` or earlier: dropped from the heartbeat and reported
+   * (onLeasesReleased) in this turn, so a command arriving from now on takes the thread again,
+   * then deleted in one statement per RELEASE_BATCH. A delete that fails leaves rows nobody renews:
+   * they expire within the TTL and a takeover scan finds nothing to run.
+   */
+  private releaseLingering(idleBefore: number): void {
+    const leases: Pick<Lease, "threadId" | "epoch">[] = [];
+    for (const [threadId, since] of this.lingering) {
+      if (since > idleBefore) break; // idle order: the rest went idle later
+      this.lingering.delete(threadId);
+      const epoch = this.heartbeat.epochOf(threadId);
+      if (epoch === undefined) continue;
+      this.heartbeat.drop(threadId);
+      leases.push({ threadId, epoch });
+    }
+    if (leases.length === 0) return;
+    this.opts.onLeasesReleased?.(leases.map((l) => l.threadId));
+    const batches: Promise<unknown>[] = [];
+    for (let i = 0; i < leases.length; i += RELEASE_BATCH) batches.push(releaseLeases(this.db, leases.slice(i, i + RELEASE_BATCH)));
+    const released = Promise.all(batches).then(
+      () => undefined,
+      (err: unknown) => this.opts.onError?.(err),
+    );
+    this.releasing = Promise.all([this.releasing, released]).then(() => undefined);
+  }
+
+  /**
    * SIGTERM: takes no new leases, waits for `finish` (running runs ending, at most the grace
-   * period: the caller bounds it), then hands every lease still held over to the other nodes and
-   * leaves the cluster.
+   * period: the caller bounds it), then releases its idle leases, hands every other lease still
+   * held over to the other nodes and leaves the cluster.
    */
   async drain(finish: () => Promise<void>): Promise<void> {
     this.draining = true;
@@ -170,18 +291,25 @@ export class ClusterNode {
     await this.stop();
   }
 
-  /** Leaves the cluster: leases still held are handed over (expired now), the node row removed. */
+  /**
+   * Leaves the cluster: idle leases are released (nothing to recover: the next acquirer starts
+   * fresh), the others handed over (expired now, for the takeover scans), the node row removed.
+   */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     this.draining = true;
     this.cancelScan?.();
+    this.cancelLinger?.();
+    this.cancelLinger = undefined;
     await this.scanning;
     await this.heartbeat.stop();
-    for (const [threadId, epoch] of this.heartbeat.holdings()) {
-      this.heartbeat.drop(threadId);
-      await handOverLease(this.db, { threadId, epoch }).catch((err: unknown) => this.opts.onError?.(err));
-    }
+    this.releaseLingering(Number.POSITIVE_INFINITY);
+    await this.releasing;
+    const busy = this.heartbeat.holdings().map(([threadId, epoch]) => ({ threadId, epoch }));
+    for (const { threadId } of busy) this.heartbeat.drop(threadId);
+    for (let i = 0; i < busy.length; i += RELEASE_BATCH)
+      await handOverLeases(this.db, busy.slice(i, i + RELEASE_BATCH)).catch((err: unknown) => this.opts.onError?.(err));
     await deregisterNode(this.db, this.opts.identity).catch((err: unknown) => this.opts.onError?.(err));
     await this.commands.close();
     await this.bus.close();

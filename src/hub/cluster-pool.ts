@@ -4,6 +4,7 @@
 // free or expired → this node takes the lease, recovers the thread's runs, and runs it here.
 // The LMDB (single-node) server uses ShardPool itself: none of this is on its path.
 import type { CreateRunCommand, ShardReplies, ShardRequest } from "../bridge/messages.ts";
+import { shardOf } from "../bridge/sharding.ts";
 import type { ClusterNode } from "../cluster/node.ts";
 import type { SentCommand } from "../cluster/commands.ts";
 import type { Lease } from "../cluster/leases.ts";
@@ -79,6 +80,10 @@ export class ClusterShardPool extends ShardPool {
     if (req.type === "graph.describe" || node === undefined || this.closing) return super.request(cmd);
     const t = req.threadId;
     if (node.epochOf(t) !== undefined && !this.chains.has(t) && !this.acquiring.has(t)) return this.local(req) as Routed<C>;
+    // a thread whose id this request generated: no node can hold it, have its actor or know of it
+    // until the reply, so its record is written here without a lease (as thread.copy writes its
+    // copy); its first run takes the lease wherever it arrives (docs/CLUSTER.md, "Lease lifecycle")
+    if (req.type === "thread.create" && req.fresh === true) return this.local(req) as Routed<C>;
     return this.routed(node, req) as Routed<C>;
   }
 
@@ -152,20 +157,51 @@ export class ClusterShardPool extends ShardPool {
     }
   }
 
+  /**
+   * Idle leases the node is releasing (their linger ran out; ClusterNode `onLeasesReleased`): the
+   * shards drop their fences (no actor is there: no command reached one since it went idle). The
+   * port keeps the order: a later take's thread.recover comes after this.
+   */
+  leasesReleased(threadIds: string[]): void {
+    for (const threadId of threadIds) super.request({ type: "thread.abandon", threadId }).catch(() => undefined);
+  }
+
   protected override threadIdle(threadId: string): void {
     const node = this.node;
     if (node === undefined || (this.inflight.get(threadId) ?? 0) > 0 || this.acquiring.has(threadId) || this.chains.has(threadId)) return;
-    // a later command for the thread takes the lease again (with the same recovery as a takeover);
-    // the shard's fence for it goes first (the port keeps the order: a recover after this comes later)
-    super.request({ type: "thread.abandon", threadId }).catch(() => undefined);
-    node.release(threadId).catch((err: unknown) => log.warn("lease release failed", { threadId, err }));
+    // the lease lingers, fence and all: the thread's next command within the linger finds it held
+    // here (no acquire, no recovery); the node releases idle leases in batches (node.ts)
+    node.idle(threadId);
+  }
+
+  /**
+   * A shard died: its actors (runs in flight, queues) and its fences are gone, so its threads'
+   * leases are handed over at once. A takeover scan (this node's or another's) recovers their
+   * runs from storage; a command meanwhile takes the lease again with a recovery.
+   */
+  protected override shardDied(index: number): void {
+    const node = this.node;
+    if (node === undefined) return;
+    const lost = node
+      .holdings()
+      .map(([threadId]) => threadId)
+      .filter((threadId) => shardOf(threadId, this.size) === index);
+    if (lost.length === 0) return;
+    log.warn("actor shard died: its threads' leases are handed over", { shard: index, threads: lost.length });
+    node.handOver(lost).catch((err: unknown) => log.warn("lease hand-over failed", { shard: index, err }));
   }
 
   // --- routing ---------------------------------------------------------------------------------
 
-  /** Posts to this node's shard, counting the command until it is answered. */
+  /**
+   * Posts to this node's shard. An actor command (not run.observe / run.output, which the shard
+   * answers itself) is counted until answered, and ends its thread's linger: the actor it reaches
+   * tells when it is idle again (thread.idle), so the lease lingers anew from then.
+   */
   private local<C extends ThreadRequest>(cmd: C): Routed<C> {
+    if (cmd.type === "run.observe" || cmd.type === "run.output") return super.request(cmd);
     const t = cmd.threadId;
+    this.node?.busy(t);
     this.inflight.set(t, (this.inflight.get(t) ?? 0) + 1);
     const reply = super.request(cmd);
     const settled = () => {
@@ -258,15 +294,29 @@ export class ClusterShardPool extends ShardPool {
     return (await this.dispatch(node, cmd, deadline))();
   }
 
-  /** Takes the thread's lease and recovers its runs here (one at a time per thread); false when another node was first. */
+  /**
+   * Takes the thread's lease and recovers its runs here (one at a time per thread); false when
+   * another node was first. A lease the acquire inserted with no run of the thread active needs
+   * no recovery read (leases.ts): the shard only fences the thread, posted ahead of the command
+   * (the port keeps the order), not awaited.
+   */
   private take(node: ClusterNode, threadId: string): Promise<boolean> {
     const existing = this.acquiring.get(threadId);
     if (existing !== undefined) return existing;
     const taking = (async () => {
       const lease = await node.acquire(threadId);
       if (lease === undefined) return false;
+      if (!lease.recover) {
+        super.request({ type: "thread.recover", threadId, epoch: lease.epoch, fenceOnly: true }).catch((err: unknown) => {
+          // its shard is restarting (the command fails too): no fence there, so no holding here
+          log.warn("thread fence failed", { threadId, err });
+          node.handOver([threadId]).catch(() => undefined);
+        });
+        return true;
+      }
       if (await this.recoverThread(threadId, lease.epoch)) return true;
-      await node.release(threadId).catch(() => undefined);
+      // not deleted: its runs may wait in storage; the row expired now lets a takeover scan retry
+      await node.handOver([threadId]).catch(() => undefined);
       return false;
     })();
     this.acquiring.set(threadId, taking);

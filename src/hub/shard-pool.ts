@@ -168,6 +168,7 @@ export class ShardPool {
         new ShardMetricsWriter(this.metricsBoard, index, this.metrics.graphIds).clearGauges(); // its queue is gone with it (counters stay)
         log.error("actor shard died; restarting", { shard: index, err });
         this.failPending(shard, new TroupeError("UNAVAILABLE", "The worker handling this thread restarted; retry the request"));
+        this.shardDied(index);
         port1.close();
         // back off when a shard keeps dying at startup (e.g. a graph that crashes the worker)
         const n = (this.restarts[index] = (this.restarts[index] ?? 0) + 1);
@@ -254,8 +255,11 @@ export class ShardPool {
     }
   }
 
-  /** Cluster: a shard dropped the thread's idle actor (ClusterShardPool releases the lease). */
+  /** Cluster: a shard dropped the thread's idle actor (ClusterShardPool lets its lease linger, then releases it). */
   protected threadIdle(_threadId: string): void {}
+
+  /** Cluster: shard `index` died with its actors (ClusterShardPool hands its threads' leases over). */
+  protected shardDied(_index: number): void {}
 
   /**
    * A finished run's output: from its run.done, or fetched from its worker, which keeps a large

@@ -51,7 +51,7 @@ import { customAppGuard, loadCustomApp } from "../http/custom-app.ts";
 import { StaticSchemas } from "../schemas/static-schemas.ts";
 import type { ResolvedStoreIndex } from "../config/types.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
-import { ClusterNode } from "../cluster/node.ts";
+import { ClusterNode, LEASE_LINGER_MS } from "../cluster/node.ts";
 import { restoreNodeIdentity } from "../cluster/node-identity-file.ts";
 import type { NodeIdentity } from "../cluster/nodes.ts";
 import { claimCronTick, forgetCronTicks } from "../cluster/cron-claims.ts";
@@ -377,6 +377,14 @@ function clusterTtlMs(): number {
   return ms;
 }
 
+/** How long an idle thread's lease lingers: LEASE_LINGER_MS, or TROUPE_CLUSTER_LEASE_LINGER_MS (0: released at once, as soon as a sweep runs). */
+function clusterLingerMs(): number {
+  const raw = process.env.TROUPE_CLUSTER_LEASE_LINGER_MS;
+  const ms = raw === undefined || raw === "" ? LEASE_LINGER_MS : Number(raw);
+  if (!Number.isInteger(ms) || ms < 0) throw new Error(`TROUPE_CLUSTER_LEASE_LINGER_MS must be a non-negative integer, got "${raw}"`);
+  return ms;
+}
+
 /** Joins the cluster on the server's database: registration, heartbeat, bus, forwarded commands, takeover scan. */
 async function startClusterNode(
   storage: PostgresStorage,
@@ -397,6 +405,8 @@ async function startClusterNode(
     handle: (body) => pool.handleForwarded(body),
     onTakeover: (lease) => pool.takeOver(lease),
     onLeasesLost: (threadIds) => pool.leasesLost(threadIds),
+    lingerMs: clusterLingerMs(),
+    onLeasesReleased: (threadIds) => pool.leasesReleased(threadIds),
     onError: (err) => log.warn("cluster", { err }),
   });
   pool.attach(node);
