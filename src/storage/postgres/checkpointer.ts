@@ -49,7 +49,6 @@ import {
   PUT_CHECKPOINT_OR_FAIL,
   PUT_CHECKPOINT_OR_FAIL_FENCED,
   PUT_WRITES,
-  PUT_WRITES_FENCED,
 } from "./checkpoint-sql.ts";
 import type { PostgresDb } from "./pool.ts";
 import { InflightCheckpoints, type KnownChannel } from "./inflight-checkpoints.ts";
@@ -439,13 +438,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       rows.map((r) => r.type),
       rows.map((r) => r.blob),
     ];
-    const fence = this.chains.fenceOf(threadId); // cluster mode: written only while this holding stands
-    if (fence === undefined)
-      this.issued.add(threadId, this.chains.issueStatement(threadId, { query: () => ({ ...PUT_WRITES, values }), result: () => undefined }));
-    else {
-      const query = { ...PUT_WRITES_FENCED, values: [...values, ...fenceValues(fence)] };
-      this.issued.add(threadId, this.chains.issueStatement(threadId, { query: () => query, result: (r) => this.chains.checkHeld(fence, r.rows[0]?.held) }));
-    }
+    this.issued.add(threadId, this.chains.issueWrite(threadId, PUT_WRITES, values)); // cluster mode: fenced by the thread's holding
   }
 
   async deleteThread(threadId: string): Promise<void> {

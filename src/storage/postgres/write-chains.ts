@@ -24,7 +24,7 @@
 // never holds two writes of one thread out of order; if the group fails, each thread's batch runs
 // again on its own (and from there, each write alone), so a failure is never another thread's.
 import type pg from "pg";
-import type { Fence } from "../../cluster/fence.ts";
+import { fenceValues, type Fence, type NamedStatement } from "../../cluster/fence.ts";
 import { TroupeError } from "../../errors.ts";
 import type { ThreadFences } from "../port.ts";
 
@@ -110,6 +110,28 @@ export class ThreadWriteChains implements ThreadFences {
     if (held === true) return;
     this.refusedListener?.(fence.threadId);
     throw new TroupeError("UNAVAILABLE", `thread ${fence.threadId}: this node no longer holds its lease (epoch ${fence.epoch}); the write was refused`);
+  }
+
+  /**
+   * A write statement in its plain or fenced form (fencedStatements): fenced while the thread is,
+   * with the holding of now; a refusal rejects it (checkHeld). `answer`: the write's outcome from
+   * the statement's answer row (none: undefined).
+   */
+  issueWrite<T = undefined>(
+    threadId: string,
+    statement: { plain: NamedStatement; fenced: NamedStatement },
+    values: unknown[],
+    answer?: (row: Record<string, unknown> | undefined) => T,
+  ): Promise<T> {
+    const fence = this.fenceOf(threadId);
+    const query = fence === undefined ? { ...statement.plain, values } : { ...statement.fenced, values: [...values, ...fenceValues(fence)] };
+    return this.issueStatement(threadId, {
+      query: () => query,
+      result: (r) => {
+        if (fence !== undefined) this.checkHeld(fence, r.rows[0]?.held);
+        return answer === undefined ? (undefined as T) : answer(r.rows[0]);
+      },
+    });
   }
 
   /** runs `write` once every write issued before it for `threadId` has settled (either way) */
