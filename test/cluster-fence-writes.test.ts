@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { acquireLease, handOverLease } from "../src/cluster/leases.ts";
 import { databaseStamp } from "../src/cluster/time.ts";
 import { openPostgresStorage, type PostgresStorage } from "../src/storage/postgres/adapter.ts";
-import type { RunRecord, ThreadRecord } from "../src/storage/records.ts";
+import type { RunRecord, ThreadRecord, WebhookDeliveryRecord } from "../src/storage/records.ts";
+import { newWebhookDelivery } from "../src/webhooks/outbox.ts";
 import { cfg, checkpoint, meta } from "./helpers/checkpoints.ts";
 import { usePostgresDatabase } from "./helpers/postgres.ts";
 import { runRecord, threadRecord } from "./helpers/records.ts";
@@ -27,8 +28,10 @@ afterAll(async () => {
   await newNode?.close();
 });
 
-const thread = (id: string, status: ThreadRecord["status"]): ThreadRecord => threadRecord(id, { status });
+const thread = (id: string, status: ThreadRecord["status"], over: Partial<ThreadRecord> = {}): ThreadRecord => threadRecord(id, { status, ...over });
 const run = (threadId: string, runId: string): RunRecord => runRecord(threadId, runId);
+const delivery = (r: RunRecord): WebhookDeliveryRecord =>
+  newWebhookDelivery({ ...r, kwargs: { ...r.kwargs, webhook: "http://127.0.0.1:9/hook" } }, undefined, true);
 
 describe("fenced writes (cluster mode, Postgres)", () => {
   it("a holding's writes commit until the lease moves; then they are refused and the listener told", async () => {
@@ -111,5 +114,97 @@ describe("fenced writes (cluster mode, Postgres)", () => {
     const checkpoints = [];
     for await (const c of saver.list(cfg(threadId))) checkpoints.push(c.checkpoint.channel_values);
     expect(checkpoints).toEqual([{ v: 2 }]);
+  });
+
+  it("the thread's writes outside a run are fenced too: an old holding's state update, cancel, deletes and checkpoint edits are refused, the new holding's commit", async () => {
+    const threadId = "00000000-0000-4000-8000-00000000fe03";
+    const refused: string[] = [];
+    oldNode.fences!.onRefused((t) => refused.push(t));
+    const first = (await acquireLease(oldNode.db, threadId, "node-old", timing))!;
+    oldNode.fences!.fence(threadId, first.epoch);
+    const oldSaver = (await oldNode.checkpoints.open()).saver();
+    // while the holding stands, each of these writes commits (the unfenced case is the storage-port conformance)
+    expect(await oldNode.threads.create(thread(threadId, "idle"))).not.toBe("exists");
+    const ended = run(threadId, "00000000-0000-7000-8000-0000000000c1");
+    const queued = run(threadId, "00000000-0000-7000-8000-0000000000c2");
+    await oldNode.runs.create({ run: ended, thread: thread(threadId, "busy") }).committed;
+    await oldNode.runs.finish({ run: { ...ended, status: "success" }, thread: thread(threadId, "idle"), valuesJson: undefined }).committed;
+    await oldNode.runs.create({ run: queued, thread: thread(threadId, "busy") }).committed;
+    await oldSaver.put(cfg(threadId), checkpoint({ v: 1 }, { v: 1 }), meta(0, { run_id: ended.run_id }), { v: 1 });
+    await oldSaver.put(cfg(threadId), checkpoint({ v: 2 }, { v: 2 }), meta(1, { run_id: ended.run_id }), { v: 2 });
+    await oldNode.threads.save(thread(threadId, "busy", { metadata: { by: "old" } }), "[1]");
+    expect(await oldSaver.patchMetadata(threadId, { by: "old" })).toBe(true);
+    expect(refused).toEqual([]);
+
+    // another node takes the thread over (new epoch)
+    await handOverLease(oldNode.db, first);
+    const second = (await acquireLease(newNode.db, threadId, "node-new", timing))!;
+    newNode.fences!.fence(threadId, second.epoch);
+
+    const unavailable = { code: "UNAVAILABLE" };
+    const now = "2026-01-01T00:01:00.000Z";
+    const stop = { final: { ...queued, status: "interrupted" as const, cancel_reason: "interrupt" as const, ended_at: now } };
+    // the thread record (update_state, supersteps, PATCH), with and without its values
+    await expect(oldNode.threads.save(thread(threadId, "idle", { metadata: { by: "stale" } }), "[2]")).rejects.toMatchObject(unavailable);
+    await expect(oldNode.threads.save(thread(threadId, "idle", { metadata: { by: "stale" } }))).rejects.toMatchObject(unavailable);
+    // a queued run's cancel (a transaction: the fence goes with its BEGIN)
+    await expect(oldNode.runs.stopQueued(threadId, stop, "idle", now)).rejects.toMatchObject(unavailable);
+    // a run's delete, the checkpoint edits outside a run, the thread's delete
+    await expect(oldNode.runs.delete(threadId, ended.run_id)).rejects.toMatchObject(unavailable);
+    await expect(oldSaver.patchMetadata(threadId, { by: "stale" })).rejects.toMatchObject(unavailable);
+    await expect(oldSaver.pruneToLatest(threadId)).rejects.toMatchObject(unavailable);
+    await expect(oldSaver.deleteCheckpointsOfRun(threadId, ended.run_id)).rejects.toMatchObject(unavailable);
+    const copyId = "00000000-0000-4000-8000-00000000fe04";
+    await expect(oldSaver.copyThread(threadId, copyId)).rejects.toMatchObject(unavailable);
+    await expect(oldSaver.deleteThread(threadId)).rejects.toMatchObject(unavailable);
+    await expect(oldNode.threads.delete(threadId)).rejects.toMatchObject(unavailable);
+    await expect(oldNode.threads.delete(threadId, { runId: queued.run_id, delivery: delivery(queued) })).rejects.toMatchObject(unavailable);
+    expect(new Set(refused)).toEqual(new Set([threadId]));
+    expect(refused.length).toBe(11);
+
+    // nothing of them landed
+    const newSaver = (await newNode.checkpoints.open()).saver();
+    expect(await newNode.threads.get(threadId)).toMatchObject({ status: "busy", metadata: { by: "old" } });
+    expect(await newNode.threads.valuesJson(threadId)).toBe("[1]");
+    expect(await newNode.runs.get(threadId, ended.run_id)).toMatchObject({ status: "success" });
+    expect(await newNode.runs.get(threadId, queued.run_id)).toMatchObject({ status: "pending" });
+    expect(await newNode.webhooks.get({ threadId, runId: queued.run_id })).toBeUndefined();
+    const history = [];
+    for await (const c of newSaver.list(cfg(threadId))) history.push({ values: c.checkpoint.channel_values, by: (c.metadata as { by?: string }).by });
+    expect(history).toEqual([
+      { values: { v: 2 }, by: "old" },
+      { values: { v: 1 }, by: undefined },
+    ]);
+    expect(await newSaver.getTuple(cfg(copyId))).toBeUndefined();
+
+    // the new holding's writes commit
+    await newNode.threads.save(thread(threadId, "busy", { metadata: { by: "new" } }), "[3]");
+    await newNode.runs.stopQueued(threadId, stop, "idle", now);
+    expect(await newNode.runs.get(threadId, queued.run_id)).toMatchObject({ status: "interrupted" });
+    expect(await newNode.threads.get(threadId)).toMatchObject({ status: "idle", metadata: { by: "new" } });
+    expect(await newSaver.patchMetadata(threadId, { by: "new" })).toBe(true);
+    expect(await newSaver.pruneToLatest(threadId)).toBe(1);
+    await newSaver.copyThread(threadId, copyId);
+    expect((await newSaver.getTuple(cfg(copyId)))?.checkpoint.channel_values).toEqual({ v: 2 });
+    expect(await newSaver.deleteCheckpointsOfRun(threadId, ended.run_id)).toBe(1);
+    await newNode.runs.delete(threadId, ended.run_id);
+    expect(await newNode.runs.get(threadId, ended.run_id)).toBeUndefined();
+    await newSaver.deleteThread(threadId);
+    await newNode.threads.delete(threadId);
+    expect(await newNode.threads.get(threadId)).toBeUndefined();
+    expect(await newNode.runs.get(threadId, queued.run_id)).toBeUndefined();
+  });
+
+  it("a thread create under an old holding is refused; under the current one it creates (or finds) the thread", async () => {
+    const threadId = "00000000-0000-4000-8000-00000000fe05";
+    const first = (await acquireLease(oldNode.db, threadId, "node-old", timing))!;
+    oldNode.fences!.fence(threadId, first.epoch);
+    await handOverLease(oldNode.db, first);
+    const second = (await acquireLease(newNode.db, threadId, "node-new", timing))!;
+    newNode.fences!.fence(threadId, second.epoch);
+    await expect(oldNode.threads.create(thread(threadId, "idle"))).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    expect(await newNode.threads.get(threadId)).toBeUndefined();
+    expect(await newNode.threads.create(thread(threadId, "idle"))).toMatchObject({ thread_id: threadId });
+    expect(await newNode.threads.create(thread(threadId, "idle"))).toBe("exists");
   });
 });

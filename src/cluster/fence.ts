@@ -41,6 +41,14 @@ export function fenceSql(threadParam: number): FenceSql {
 
 export const fenceValues = (fence: Fence): [string, number] => [fence.threadId, fence.epoch];
 
+const F_CHECK = fenceSql(1);
+/**
+ * The fence alone ($1 thread, $2 epoch; answers `held`), for a transaction of several statements:
+ * sent first in it, its row lock holds until the commit, so every statement after it writes
+ * under the holding.
+ */
+export const FENCE_CHECK: NamedStatement = { name: "troupe_fence_check", text: `WITH ${F_CHECK.cte} SELECT ${F_CHECK.holds} AS held` };
+
 /**
  * How a write statement's parts keep their rows only under the fence. In the plain statement
  * (no fence) every member is empty or unconditional, so one text serves both (fencedStatements).

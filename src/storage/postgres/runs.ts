@@ -8,7 +8,6 @@ import type { ActiveRun, Issued, QueuedStop, RunKey, RunsPort } from "../port.ts
 import type { RunRecord, RunStatus, ThreadRecord, ThreadStatus, WebhookDeliveryRecord } from "../records.ts";
 import { jsonText } from "./json-columns.ts";
 import { bytesParam, threadRowValues, upsertThreadSql } from "./threads.ts";
-import { transaction } from "./transaction.ts";
 import { deliveryValues, enqueueSql } from "./webhooks.ts";
 import type { ThreadWriteChains } from "./write-chains.ts";
 
@@ -132,6 +131,12 @@ const DISCARD = fencedStatements("troupe_run_discard", (g) => [
   ["w", enqueueSql("$1", "$2", ["$3", "$4", "$5"], `$4::json IS NOT NULL${g.and}`)],
 ]);
 
+/** A run deleted (DELETE /threads/{t}/runs/{r}) with its webhook outcome: $1 thread, $2 run. */
+const DELETE_RUN = fencedStatements("troupe_run_delete", (g) => [
+  ["o", `DELETE FROM webhook_outcomes WHERE thread_id = $1 AND run_id = $2${g.and}`],
+  ["r", `DELETE FROM runs WHERE thread_id = $1 AND run_id = $2${g.and}`],
+]);
+
 export class PostgresRuns implements RunsPort {
   constructor(
     private readonly pool: pg.Pool,
@@ -231,14 +236,13 @@ export class PostgresRuns implements RunsPort {
    * record with `threadStatus` (read in the same transaction; nothing when the thread is gone).
    */
   stopQueued(threadId: string, stop: QueuedStop, threadStatus: ThreadStatus, now: string): Promise<void> {
-    return this.chains.issue(threadId, () =>
-      transaction(this.pool, async (c) => {
-        const found = await c.query<{ record: ThreadRecord }>("SELECT record FROM threads WHERE thread_id = $1 FOR UPDATE", [threadId]);
-        await c.query({ ...STOP_QUEUED.plain, values: [threadId, ...queuedStopValues([stop])] });
-        const thread = found.rows[0]?.record;
-        if (thread !== undefined) await c.query(upsertThreadSql(1), threadRowValues({ ...thread, status: threadStatus, updated_at: now }));
-      }),
-    );
+    // fenced (cluster mode) as a whole: the fence goes with the BEGIN and holds to the commit
+    return this.chains.transaction(this.pool, threadId, async (c) => {
+      const found = await c.query<{ record: ThreadRecord }>("SELECT record FROM threads WHERE thread_id = $1 FOR UPDATE", [threadId]);
+      await c.query({ ...STOP_QUEUED.plain, values: [threadId, ...queuedStopValues([stop])] });
+      const thread = found.rows[0]?.record;
+      if (thread !== undefined) await c.query(upsertThreadSql(1), threadRowValues({ ...thread, status: threadStatus, updated_at: now }));
+    });
   }
 
   /** a run whose thread was deleted while it ran: its record goes; its webhook delivery is enqueued (one statement) */
@@ -270,11 +274,7 @@ export class PostgresRuns implements RunsPort {
   }
 
   delete(threadId: string, runId: string): Promise<void> {
-    const query = {
-      text: "WITH o AS (DELETE FROM webhook_outcomes WHERE thread_id = $1 AND run_id = $2) DELETE FROM runs WHERE thread_id = $1 AND run_id = $2",
-      values: [threadId, runId],
-    };
-    return this.chains.issueStatement(threadId, { query: () => query, result: () => undefined });
+    return this.chains.issueWrite(threadId, DELETE_RUN, [threadId, runId]);
   }
 
   /** Nothing to drop: a run is active by its own status (the partial index), never by a separate entry. */

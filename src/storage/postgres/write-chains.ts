@@ -24,9 +24,10 @@
 // never holds two writes of one thread out of order; if the group fails, each thread's batch runs
 // again on its own (and from there, each write alone), so a failure is never another thread's.
 import type pg from "pg";
-import { fenceValues, type Fence, type NamedStatement } from "../../cluster/fence.ts";
+import { FENCE_CHECK, fenceValues, type Fence, type NamedStatement } from "../../cluster/fence.ts";
 import { TroupeError } from "../../errors.ts";
 import type { ThreadFences } from "../port.ts";
+import { transaction } from "./transaction.ts";
 
 const settle = (): void => undefined;
 
@@ -132,6 +133,18 @@ export class ThreadWriteChains implements ThreadFences {
         return answer === undefined ? (undefined as T) : answer(r.rows[0]);
       },
     });
+  }
+
+  /**
+   * A transaction of several statements on the thread's chain (`pool`: where it runs). Fenced
+   * while `fencedBy` (default: the thread itself) is, with the holding of now: FENCE_CHECK goes
+   * with the BEGIN (pipelined: no round trip of its own) and its row lock holds to the commit; a
+   * refusal rolls it back before `work` runs and rejects it (checkHeld).
+   */
+  transaction<T>(pool: pg.Pool, threadId: string, work: (client: pg.PoolClient) => Promise<T>, fencedBy = threadId): Promise<T> {
+    const fence = this.fenceOf(fencedBy);
+    const opening = fence && { query: { ...FENCE_CHECK, values: fenceValues(fence) }, check: (r: pg.QueryResult) => this.checkHeld(fence, r.rows[0]?.held) };
+    return this.issue(threadId, () => transaction(pool, work, opening));
   }
 
   /** runs `write` once every write issued before it for `threadId` has settled (either way) */
