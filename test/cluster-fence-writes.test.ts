@@ -4,7 +4,7 @@
 // every write of the old holding is refused — nothing of it lands, the refusal listener is told
 // (the shard abandons the thread's actor on it) — and the new holder's writes commit.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { acquireLease, handOverLease } from "../src/cluster/leases.ts";
+import { acquireLease, handOverLease, type Lease } from "../src/cluster/leases.ts";
 import { databaseStamp } from "../src/cluster/time.ts";
 import { openPostgresStorage, type PostgresStorage } from "../src/storage/postgres/adapter.ts";
 import type { RunRecord, ThreadRecord, WebhookDeliveryRecord } from "../src/storage/records.ts";
@@ -33,13 +33,25 @@ const run = (threadId: string, runId: string): RunRecord => runRecord(threadId, 
 const delivery = (r: RunRecord): WebhookDeliveryRecord =>
   newWebhookDelivery({ ...r, kwargs: { ...r.kwargs, webhook: "http://127.0.0.1:9/hook" } }, undefined, true);
 
+/** `node` takes the thread's lease and fences its writes with the holding (as a shard's thread.recover). */
+async function hold(node: PostgresStorage, threadId: string, nodeId: string): Promise<Lease> {
+  const lease = (await acquireLease(node.db, threadId, nodeId, timing))!;
+  node.fences!.fence(threadId, lease.epoch);
+  return lease;
+}
+
+/** The holder of `held` is paused past its lease: `next` takes the thread over (a new epoch). */
+async function takeOver(held: Lease, next: PostgresStorage, nodeId: string): Promise<Lease> {
+  await handOverLease(next.db, held);
+  return hold(next, held.threadId, nodeId);
+}
+
 describe("fenced writes (cluster mode, Postgres)", () => {
   it("a holding's writes commit until the lease moves; then they are refused and the listener told", async () => {
     const threadId = "00000000-0000-4000-8000-00000000fe01";
     const refused: string[] = [];
     oldNode.fences!.onRefused((t) => refused.push(t));
-    const first = (await acquireLease(oldNode.db, threadId, "node-old", timing))!;
-    oldNode.fences!.fence(threadId, first.epoch);
+    const first = await hold(oldNode, threadId, "node-old");
     await oldNode.threads.create(thread(threadId, "idle"));
     const r = run(threadId, "00000000-0000-7000-8000-0000000000a1");
     await oldNode.runs.create({ run: r, thread: thread(threadId, "busy"), prev: undefined }).committed;
@@ -49,10 +61,8 @@ describe("fenced writes (cluster mode, Postgres)", () => {
     expect(refused).toEqual([]);
 
     // the old holder is paused past its lease: another node takes the thread over (new epoch)
-    await handOverLease(oldNode.db, first);
-    const second = (await acquireLease(newNode.db, threadId, "node-new", timing))!;
+    const second = await takeOver(first, newNode, "node-new");
     expect(second.epoch).toBeGreaterThan(first.epoch);
-    newNode.fences!.fence(threadId, second.epoch);
 
     // every write of the old holding is refused, nothing of it lands
     await expect(oldNode.runs.save({ ...r, status: "running", attempt: 2 }).committed).rejects.toMatchObject({ code: "UNAVAILABLE" });
@@ -84,8 +94,7 @@ describe("fenced writes (cluster mode, Postgres)", () => {
 
   it("a refused write in a pipelined batch rejects alone: the batch's writes of the new holding commit with it", async () => {
     const threadId = "00000000-0000-4000-8000-00000000fe02";
-    const first = (await acquireLease(oldNode.db, threadId, "node-a", timing))!;
-    oldNode.fences!.fence(threadId, first.epoch);
+    const first = await hold(oldNode, threadId, "node-a");
     await oldNode.threads.create(thread(threadId, "idle"));
     const r = run(threadId, "00000000-0000-7000-8000-0000000000b1");
     await oldNode.runs.create({ run: r, thread: thread(threadId, "busy"), prev: undefined }).committed;
@@ -97,9 +106,7 @@ describe("fenced writes (cluster mode, Postgres)", () => {
     const refusedSave = oldNode.runs.save({ ...r, status: "running", attempt: 1 }).committed;
     const refusedPut = saver.put(cfg(threadId), checkpoint({ v: 1 }, { v: 1 }), meta(0, { run_id: r.run_id }), { v: 1 });
     // meanwhile the lease moved (expired, then taken again: by this same node, under a new epoch)
-    await handOverLease(oldNode.db, first);
-    const second = (await acquireLease(oldNode.db, threadId, "node-a", timing))!;
-    oldNode.fences!.fence(threadId, second.epoch);
+    await takeOver(first, oldNode, "node-a");
     const heldSave = oldNode.runs.save({ ...r, status: "running", attempt: 2 }).committed;
     const heldPut = saver.put(cfg(threadId), checkpoint({ v: 2 }, { v: 2 }), meta(1, { run_id: r.run_id }), { v: 2 });
     release();
@@ -120,8 +127,7 @@ describe("fenced writes (cluster mode, Postgres)", () => {
     const threadId = "00000000-0000-4000-8000-00000000fe03";
     const refused: string[] = [];
     oldNode.fences!.onRefused((t) => refused.push(t));
-    const first = (await acquireLease(oldNode.db, threadId, "node-old", timing))!;
-    oldNode.fences!.fence(threadId, first.epoch);
+    const first = await hold(oldNode, threadId, "node-old");
     const oldSaver = (await oldNode.checkpoints.open()).saver();
     // while the holding stands, each of these writes commits (the unfenced case is the storage-port conformance)
     expect(await oldNode.threads.create(thread(threadId, "idle"))).not.toBe("exists");
@@ -137,9 +143,7 @@ describe("fenced writes (cluster mode, Postgres)", () => {
     expect(refused).toEqual([]);
 
     // another node takes the thread over (new epoch)
-    await handOverLease(oldNode.db, first);
-    const second = (await acquireLease(newNode.db, threadId, "node-new", timing))!;
-    newNode.fences!.fence(threadId, second.epoch);
+    await takeOver(first, newNode, "node-new");
 
     const unavailable = { code: "UNAVAILABLE" };
     const now = "2026-01-01T00:01:00.000Z";
@@ -197,11 +201,7 @@ describe("fenced writes (cluster mode, Postgres)", () => {
 
   it("a thread create under an old holding is refused; under the current one it creates (or finds) the thread", async () => {
     const threadId = "00000000-0000-4000-8000-00000000fe05";
-    const first = (await acquireLease(oldNode.db, threadId, "node-old", timing))!;
-    oldNode.fences!.fence(threadId, first.epoch);
-    await handOverLease(oldNode.db, first);
-    const second = (await acquireLease(newNode.db, threadId, "node-new", timing))!;
-    newNode.fences!.fence(threadId, second.epoch);
+    await takeOver(await hold(oldNode, threadId, "node-old"), newNode, "node-new");
     await expect(oldNode.threads.create(thread(threadId, "idle"))).rejects.toMatchObject({ code: "UNAVAILABLE" });
     expect(await newNode.threads.get(threadId)).toBeUndefined();
     expect(await newNode.threads.create(thread(threadId, "idle"))).toMatchObject({ thread_id: threadId });
