@@ -7,10 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { acquireLease, handOverLease, type Lease } from "../src/cluster/leases.ts";
 import { databaseStamp } from "../src/cluster/time.ts";
 import { openPostgresStorage, type PostgresStorage } from "../src/storage/postgres/adapter.ts";
+import { threadRowValues, upsertThreadSql } from "../src/storage/postgres/threads.ts";
+import type { ThreadWriteChains } from "../src/storage/postgres/write-chains.ts";
 import type { RunRecord, ThreadRecord, WebhookDeliveryRecord } from "../src/storage/records.ts";
 import { newWebhookDelivery } from "../src/webhooks/outbox.ts";
 import { cfg, checkpoint, meta } from "./helpers/checkpoints.ts";
 import { usePostgresDatabase } from "./helpers/postgres.ts";
+import { waitUntil } from "./helpers/wait.ts";
 import { runRecord, threadRecord } from "./helpers/records.ts";
 
 const database = usePostgresDatabase();
@@ -206,5 +209,43 @@ describe("fenced writes (cluster mode, Postgres)", () => {
     expect(await newNode.threads.get(threadId)).toBeUndefined();
     expect(await newNode.threads.create(thread(threadId, "idle"))).toMatchObject({ thread_id: threadId });
     expect(await newNode.threads.create(thread(threadId, "idle"))).toBe("exists");
+  });
+
+  it("a fenced transaction holds the lease row to its commit: a steal meanwhile waits, then sees all it wrote; after the steal it is refused before its work runs", async () => {
+    const threadId = "00000000-0000-4000-8000-00000000fe06";
+    const first = await hold(oldNode, threadId, "node-old");
+    await oldNode.threads.create(thread(threadId, "idle"));
+    const chains = oldNode.fences as ThreadWriteChains;
+    let began!: () => void;
+    const inside = new Promise<void>((resolve) => (began = resolve));
+    let proceed!: () => void;
+    const gate = new Promise<void>((resolve) => (proceed = resolve));
+    const tx = chains.transaction(oldNode.db.pool, threadId, async (c) => {
+      began(); // the fence check passed: its lock is held
+      await gate;
+      await c.query(upsertThreadSql(1), threadRowValues(thread(threadId, "idle", { metadata: { by: "in-flight" } })));
+    });
+    await inside;
+    const steal = takeOver(first, newNode, "node-new");
+    await waitUntil(
+      async () =>
+        (
+          await newNode.db.pool.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+          )
+        ).rows[0].n > 0,
+      { what: "the steal waiting on the lease row" },
+    );
+    proceed();
+    await tx;
+    await steal;
+    expect(await newNode.threads.get(threadId)).toMatchObject({ metadata: { by: "in-flight" } });
+
+    let ran = false;
+    const late = chains.transaction(oldNode.db.pool, threadId, async () => {
+      ran = true;
+    });
+    await expect(late).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    expect(ran).toBe(false);
   });
 });
