@@ -61,6 +61,8 @@ describe("fenced writes (cluster mode, Postgres)", () => {
     await oldNode.runs.save({ ...r, status: "running", attempt: 1 }).committed;
     const oldSaver = (await oldNode.checkpoints.open()).saver();
     await oldSaver.put(cfg(threadId), checkpoint({ v: 1 }, { v: 1 }), meta(0, { run_id: r.run_id }), { v: 1 });
+    // committed before the lease moves (a put resolves once issued: under load it could still be waiting for a connection)
+    expect((await oldSaver.getTuple(cfg(threadId)))?.checkpoint.channel_values).toEqual({ v: 1 });
     expect(refused).toEqual([]);
 
     // the old holder is paused past its lease: another node takes the thread over (new epoch)
