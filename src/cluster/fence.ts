@@ -42,12 +42,25 @@ export function fenceSql(threadParam: number): FenceSql {
 export const fenceValues = (fence: Fence): [string, number] => [fence.threadId, fence.epoch];
 
 const F_CHECK = fenceSql(1);
+/** What a refused FENCE_CHECK_OR_FAIL's error says (isFenceRefusal). */
+const REFUSED = "troupe lease fence refused";
 /**
- * The fence alone ($1 thread, $2 epoch; answers `held`), for a transaction of several statements:
- * sent first in it, its row lock holds until the commit, so every statement after it writes
- * under the holding.
+ * The fence alone ($1 thread, $2 epoch), for a transaction of several statements: sent with its
+ * COMMIT (pipelined, no round trip of its own). Held: answers true, and its row lock holds until
+ * the commit, so a steal waits for it and then sees every write of the transaction. Refused: it
+ * fails, which aborts the transaction (the COMMIT answers ROLLBACK). At the end, not the start:
+ * the lease row is locked only for the commit, never while the transaction waits on its client
+ * (a node paused mid-transaction must not hold up the steal, nor the heartbeat's renewals).
+ * (The failing branch reads the CTE, so the planner cannot evaluate it ahead of the condition.)
  */
-export const FENCE_CHECK: NamedStatement = { name: "troupe_fence_check", text: `WITH ${F_CHECK.cte} SELECT ${F_CHECK.holds} AS held` };
+export const FENCE_CHECK_OR_FAIL: NamedStatement = {
+  name: "troupe_fence_check_or_fail",
+  text: `WITH ${F_CHECK.cte}
+SELECT CASE WHEN ${F_CHECK.holds} THEN true ELSE ('${REFUSED} (' || (SELECT count(*) FROM ${FENCE_CTE}) || ')')::boolean END AS held`,
+};
+
+/** Whether a statement failed because FENCE_CHECK_OR_FAIL refused. */
+export const isFenceRefusal = (err: unknown): boolean => err instanceof Error && err.message.includes(REFUSED);
 
 /**
  * How a write statement's parts keep their rows only under the fence. In the plain statement

@@ -236,7 +236,7 @@ export class PostgresRuns implements RunsPort {
    * record with `threadStatus` (read in the same transaction; nothing when the thread is gone).
    */
   stopQueued(threadId: string, stop: QueuedStop, threadStatus: ThreadStatus, now: string): Promise<void> {
-    // fenced (cluster mode) as a whole: the fence goes with the BEGIN and holds to the commit
+    // fenced (cluster mode) as a whole: the fence check goes with the COMMIT
     return this.chains.transaction(this.pool, threadId, async (c) => {
       const found = await c.query<{ record: ThreadRecord }>("SELECT record FROM threads WHERE thread_id = $1 FOR UPDATE", [threadId]);
       await c.query({ ...STOP_QUEUED.plain, values: [threadId, ...queuedStopValues([stop])] });
