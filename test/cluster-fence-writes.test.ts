@@ -49,11 +49,17 @@ async function takeOver(held: Lease, next: PostgresStorage, nodeId: string): Pro
   return hold(next, held.threadId, nodeId);
 }
 
+/** The threads whose writes `node` has refused from now on (its refused listener, as the shard's). */
+function refusals(node: PostgresStorage): string[] {
+  const refused: string[] = [];
+  node.fences!.onRefused((t) => refused.push(t));
+  return refused;
+}
+
 describe("fenced writes (cluster mode, Postgres)", () => {
   it("a holding's writes commit until the lease moves; then they are refused and the listener told", async () => {
     const threadId = "00000000-0000-4000-8000-00000000fe01";
-    const refused: string[] = [];
-    oldNode.fences!.onRefused((t) => refused.push(t));
+    const refused = refusals(oldNode);
     const first = await hold(oldNode, threadId, "node-old");
     await oldNode.threads.create(thread(threadId, "idle"));
     const r = run(threadId, "00000000-0000-7000-8000-0000000000a1");
@@ -130,8 +136,7 @@ describe("fenced writes (cluster mode, Postgres)", () => {
 
   it("the thread's writes outside a run are fenced too: an old holding's state update, cancel, deletes and checkpoint edits are refused, the new holding's commit", async () => {
     const threadId = "00000000-0000-4000-8000-00000000fe03";
-    const refused: string[] = [];
-    oldNode.fences!.onRefused((t) => refused.push(t));
+    const refused = refusals(oldNode);
     const first = await hold(oldNode, threadId, "node-old");
     const oldSaver = (await oldNode.checkpoints.open()).saver();
     // while the holding stands, each of these writes commits (the unfenced case is the storage-port conformance)
@@ -215,8 +220,7 @@ describe("fenced writes (cluster mode, Postgres)", () => {
 
   it("a fenced transaction is checked at its commit: a steal while it runs does not wait for it, and it then rolls back whole", async () => {
     const threadId = "00000000-0000-4000-8000-00000000fe06";
-    const refused: string[] = [];
-    oldNode.fences!.onRefused((t) => refused.push(t));
+    const refused = refusals(oldNode);
     const first = await hold(oldNode, threadId, "node-old");
     await oldNode.threads.create(thread(threadId, "idle"));
     const save = (c: pg.PoolClient, by: string) => c.query(upsertThreadSql(1), threadRowValues(thread(threadId, "idle", { metadata: { by } })));
