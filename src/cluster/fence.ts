@@ -40,3 +40,85 @@ export function fenceSql(threadParam: number): FenceSql {
 }
 
 export const fenceValues = (fence: Fence): [string, number] => [fence.threadId, fence.epoch];
+
+const F_CHECK = fenceSql(1);
+/** What a refused FENCE_CHECK_OR_FAIL's error says (isFenceRefusal). */
+const REFUSED = "troupe lease fence refused";
+/**
+ * The fence alone ($1 thread, $2 epoch), for a transaction of several statements: sent with its
+ * COMMIT (pipelined, no round trip of its own). Held: answers true, and its row lock holds until
+ * the commit, so a steal waits for it and then sees every write of the transaction. Refused: it
+ * fails, which aborts the transaction (the COMMIT answers ROLLBACK). At the end, not the start:
+ * the lease row is locked only for the commit, never while the transaction waits on its client
+ * (a node paused mid-transaction must not hold up the steal, nor the heartbeat's renewals).
+ * (The failing branch reads the CTE, so the planner cannot evaluate it ahead of the condition.)
+ */
+export const FENCE_CHECK_OR_FAIL: NamedStatement = {
+  name: "troupe_fence_check_or_fail",
+  text: `WITH ${F_CHECK.cte}
+SELECT CASE WHEN ${F_CHECK.holds} THEN true ELSE ('${REFUSED} (' || (SELECT count(*) FROM ${FENCE_CTE}) || ')')::boolean END AS held`,
+};
+
+/** Whether a statement failed because FENCE_CHECK_OR_FAIL refused. */
+export const isFenceRefusal = (err: unknown): boolean => err instanceof Error && err.message.includes(REFUSED);
+
+/**
+ * How a write statement's parts keep their rows only under the fence. In the plain statement
+ * (no fence) every member is empty or unconditional, so one text serves both (fencedStatements).
+ */
+export interface Guard {
+  /** the condition, undefined in the plain statement */
+  when: string | undefined;
+  /** `AND <condition>` to append to a WHERE clause ("" when plain) */
+  and: string;
+  /** `WHERE <condition>` for a clause that has none ("" when plain) */
+  where: string;
+  /** one row of values to insert: `VALUES (...)` plain, `SELECT ... WHERE <condition>` fenced */
+  row(values: string): string;
+}
+
+const UNGUARDED: Guard = { when: undefined, and: "", where: "", row: (values) => `VALUES (${values})` };
+
+const guardOf = (when: string): Guard => ({ when, and: ` AND ${when}`, where: ` WHERE ${when}`, row: (values) => `SELECT ${values} WHERE ${when}` });
+
+/** A statement's text and prepared name. */
+export interface NamedStatement {
+  name: string;
+  text: string;
+}
+
+/**
+ * One write statement written once, as its plain and its fenced form. `parts(guard)` lists its
+ * parts in order, as `[name, sql]` CTEs; each data-modifying part keeps its rows only under
+ * `guard` (read-only parts may ignore it). `answer`: the columns the statement answers (they may
+ * read the parts' RETURNING rows).
+ * - plain: the parts in a WITH list, then `SELECT answer`; without an answer the last part is the
+ *   statement itself;
+ * - fenced: the fence's CTE first, every part a CTE under the fence's condition, then
+ *   `SELECT <held>, answer` (held: whether the holding stood, a refusal being a value). The
+ *   fence's two values (fenceValues) follow the statement's own parameters (its highest `$n`).
+ */
+export function fencedStatements(
+  name: string,
+  parts: (guard: Guard) => [name: string, sql: string][],
+  answer?: string,
+): { plain: NamedStatement; fenced: NamedStatement } {
+  const cte = ([n, sql]: [string, string]) => `${n} AS (\n  ${sql}\n)`;
+  const plainParts = parts(UNGUARDED);
+  const plain =
+    answer === undefined
+      ? plainParts.length === 1
+        ? plainParts[0][1]
+        : `WITH ${plainParts.slice(0, -1).map(cte).join(", ")}\n${plainParts[plainParts.length - 1][1]}`
+      : `WITH ${plainParts.map(cte).join(", ")}\nSELECT ${answer}`;
+  const f = fenceSql(highestParam(plain) + 1);
+  const fenced = `WITH ${f.cte}, ${parts(guardOf(f.holds)).map(cte).join(", ")}\nSELECT ${f.holds} AS held${answer === undefined ? "" : `, ${answer}`}`;
+  return { plain: { name, text: plain }, fenced: { name: `${name}_fenced`, text: fenced } };
+}
+
+/** The highest `$n` a statement's text names (its parameter count: every parameter is used). */
+function highestParam(text: string): number {
+  let n = 0;
+  for (const m of text.matchAll(/\$(\d+)/g)) n = Math.max(n, Number(m[1]));
+  return n;
+}

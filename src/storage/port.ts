@@ -368,14 +368,15 @@ export interface StoragePort {
    * LMDB adapter renews its read snapshot (resetReadTxn); Postgres has nothing to do.
    */
   refreshReads(): void;
-  /** cluster mode (Postgres only): writes of a thread's runs and checkpoints fenced by its lease */
+  /** cluster mode (Postgres only): a thread's writes (records, runs, checkpoints) fenced by its lease */
   readonly fences?: ThreadFences;
   close(): Promise<void>;
 }
 
 /**
- * Fenced writes (docs/CLUSTER.md): while a thread's holding is set, its run writes (create, start,
- * finish, discard) and checkpoint writes (checkpoints, pending writes) commit only while the lease
+ * Fenced writes (docs/CLUSTER.md): while a thread's holding is set, its writes — thread records
+ * (create, save, delete), runs (create, start, finish, discard, a queued run's stop, delete) and
+ * checkpoints (puts, pending writes, the saver's thread operations) — commit only while the lease
  * row still carries that epoch; a refused write rejects with an UNAVAILABLE error, after the
  * `refused` listener was told (the shard abandons the thread's actor: it must not write again).
  */

@@ -1,6 +1,6 @@
 // The checkpointer's SQL (tables: schema.ts). Each saver call is one statement, one round trip,
 // atomic by itself; the statements are prepared once per connection (named).
-import { fenceSql } from "../../cluster/fence.ts";
+import { fenceSql, fencedStatements } from "../../cluster/fence.ts";
 
 /**
  * A put: the checkpoint row (its blob refs: the parent's for channels whose version did not
@@ -80,32 +80,17 @@ export const PUT_CHECKPOINT_OR_FAIL_FENCED = { name: "troupe_put_checkpoint_or_f
  * Pending writes: regular ones (idx >= 0) are first-wins (a retried task must not replace them),
  * special ones (errors, interrupts: idx < 0) overwrite.
  */
-export const PUT_WRITES = {
-  name: "troupe_put_writes",
-  text: `
-INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id)
+export const PUT_WRITES = fencedStatements("troupe_put_writes", (g) => [
+  [
+    "put",
+    `INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id)
 SELECT $1, $2, $3, $4, w.idx, w.channel, w.type, w.blob, $5, $6
-FROM unnest($7::int[], $8::text[], $9::text[], $10::bytea[]) w(idx, channel, type, blob)
+FROM unnest($7::int[], $8::text[], $9::text[], $10::bytea[]) w(idx, channel, type, blob)${g.where}
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
   channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob, task_path = EXCLUDED.task_path, run_id = EXCLUDED.run_id
 WHERE checkpoint_writes.idx < 0`,
-};
-
-const F_WRITES = fenceSql(11);
-export const PUT_WRITES_FENCED = {
-  name: "troupe_put_writes_fenced",
-  text: `
-WITH ${F_WRITES.cte}, put AS (
-INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id)
-SELECT $1, $2, $3, $4, w.idx, w.channel, w.type, w.blob, $5, $6
-FROM unnest($7::int[], $8::text[], $9::text[], $10::bytea[]) w(idx, channel, type, blob)
-WHERE ${F_WRITES.holds}
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
-  channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob, task_path = EXCLUDED.task_path, run_id = EXCLUDED.run_id
-WHERE checkpoint_writes.idx < 0
-)
-SELECT ${F_WRITES.holds} AS held`,
-};
+  ],
+]);
 
 /**
  * Checkpoint rows with their channel values and pending writes, one row per checkpoint: a

@@ -49,12 +49,10 @@ import {
   PUT_CHECKPOINT_OR_FAIL,
   PUT_CHECKPOINT_OR_FAIL_FENCED,
   PUT_WRITES,
-  PUT_WRITES_FENCED,
 } from "./checkpoint-sql.ts";
 import type { PostgresDb } from "./pool.ts";
 import { InflightCheckpoints, type KnownChannel } from "./inflight-checkpoints.ts";
 import { IssuedCheckpointWrites } from "./issued-writes.ts";
-import { transaction } from "./transaction.ts";
 import { ThreadWriteChains } from "./write-chains.ts";
 
 type StoredCheckpointBody = Omit<Checkpoint, "channel_values">;
@@ -439,13 +437,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       rows.map((r) => r.type),
       rows.map((r) => r.blob),
     ];
-    const fence = this.chains.fenceOf(threadId); // cluster mode: written only while this holding stands
-    if (fence === undefined)
-      this.issued.add(threadId, this.chains.issueStatement(threadId, { query: () => ({ ...PUT_WRITES, values }), result: () => undefined }));
-    else {
-      const query = { ...PUT_WRITES_FENCED, values: [...values, ...fenceValues(fence)] };
-      this.issued.add(threadId, this.chains.issueStatement(threadId, { query: () => query, result: (r) => this.chains.checkHeld(fence, r.rows[0]?.held) }));
-    }
+    this.issued.add(threadId, this.chains.issueWrite(threadId, PUT_WRITES, values)); // cluster mode: fenced by the thread's holding
   }
 
   async deleteThread(threadId: string): Promise<void> {
@@ -466,7 +458,8 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
   async copyThread(fromThreadId: string, toThreadId: string): Promise<void> {
     if (fromThreadId === toThreadId) throw new TroupeError("BAD_REQUEST", "copyThread needs two different thread ids");
     await this.issued.settled(fromThreadId); // the source's issued writes are in the copy (its own chain is not this one)
-    await this.transaction(toThreadId, async (client) => {
+    // on a cluster node fenced by the source's lease: the copy is the source's actor's write
+    await this.transaction({ threadId: toThreadId, fencedBy: fromThreadId }, async (client) => {
       const rows = await client.query<{ checkpoint_ns: string; checkpoint_id: string; metadata_type: string; metadata: Buffer }>(
         "SELECT checkpoint_ns, checkpoint_id, metadata_type, metadata FROM checkpoints WHERE thread_id = $1",
         [fromThreadId],
@@ -629,10 +622,14 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     }
   }
 
-  /** A transaction writing the thread's checkpoints, in its write chain's order. */
-  private transaction<T>(threadId: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  /**
+   * A transaction writing the thread's checkpoints, in its write chain's order; on a cluster node
+   * fenced by the thread's lease (or by `fencedBy`'s: a copy is its source's write).
+   */
+  private transaction<T>(thread: string | { threadId: string; fencedBy: string }, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const { threadId, fencedBy } = typeof thread === "string" ? { threadId: thread, fencedBy: thread } : thread;
     this.inflight.forget(threadId); // what the view knows no longer holds once this commits
-    return this.chains.issue(threadId, () => transaction(this.pool, work));
+    return this.chains.transaction(this.pool, threadId, work, fencedBy);
   }
 
   private async encodeBlob(channel: string, version: string, value: unknown): Promise<EncodedBlob> {

@@ -3,12 +3,11 @@
 // thread's write chain. A run's create, start and finish are one statement each: the run row and
 // the thread row change together (data-modifying CTEs), in one round trip.
 import type pg from "pg";
-import { fenceSql, fenceValues, type Fence } from "../../cluster/fence.ts";
+import { fencedStatements, type Guard } from "../../cluster/fence.ts";
 import type { ActiveRun, Issued, QueuedStop, RunKey, RunsPort } from "../port.ts";
 import type { RunRecord, RunStatus, ThreadRecord, ThreadStatus, WebhookDeliveryRecord } from "../records.ts";
 import { jsonText } from "./json-columns.ts";
 import { bytesParam, threadRowValues, upsertThreadSql } from "./threads.ts";
-import { transaction } from "./transaction.ts";
 import { deliveryValues, enqueueSql } from "./webhooks.ts";
 import type { ThreadWriteChains } from "./write-chains.ts";
 
@@ -28,8 +27,6 @@ const toRun = (row: RunRow): RunRecord => {
 
 const SELECT = "SELECT record, kwargs FROM runs";
 
-/** A statement's text (and prepared name) without its values. */
-type Statement = Omit<pg.QueryConfig, "values">;
 /** Rows read per statement by the iterating reads (active, ofAssistant). */
 const BATCH = 500;
 
@@ -45,77 +42,56 @@ export function walkStatement(where: string, values: unknown[], after: [string, 
 
 export const ACTIVE = "status IN ('pending', 'running')";
 
-const CREATE = {
-  name: "troupe_run_create",
-  text: `WITH r AS (
-  INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs) VALUES ($7, $1, $8, $9, $10::json, $11::json)
-)
-${upsertThreadSql(1)}`,
-};
+// Each write statement is written once (fencedStatements): its plain form, and the fenced one a
+// cluster node sends while it holds the thread's lease (docs/CLUSTER.md "Fencing").
 
-// Cluster mode: each write statement's fenced twin (docs/CLUSTER.md "Fencing"): the fence's CTE
-// first, its condition on every write, `held` answered; its two values follow the statement's own.
-const F_CREATE = fenceSql(12);
-const CREATE_FENCED = {
-  name: "troupe_run_create_fenced",
-  text: `WITH ${F_CREATE.cte}, r AS (
-  INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs) SELECT $7, $1, $8, $9, $10::json, $11::json WHERE ${F_CREATE.holds}
-), t AS (
-  ${upsertThreadSql(1, false, F_CREATE.holds)}
-)
-SELECT ${F_CREATE.holds} AS held`,
-};
+const insertRun = (g: Guard) => `INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs) ${g.row("$7, $1, $8, $9, $10::json, $11::json")}`;
+
+/** A run create: the run ($7 run_id, $8 assistant_id, $9 status, $10 record, $11 kwargs) and the thread's row ($1..$6). */
+const CREATE = fencedStatements("troupe_run_create", (g) => [
+  ["r", insertRun(g)],
+  ["t", upsertThreadSql(1, false, g.when)],
+]);
+
+/**
+ * The ends of queued runs stopped (queuedStopValues at $first..$first+7): finals (run ids,
+ * statuses, records), their deliveries (run ids, next attempts, records, values), rolled back (run ids).
+ */
+function queuedStopParts(g: Guard, first: number): [string, string][] {
+  const $ = (i: number) => `$${first + i}`;
+  return [
+    [
+      "finals",
+      `UPDATE runs SET status = f.status, record = f.record::json FROM unnest(${$(0)}::text[], ${$(1)}::text[], ${$(2)}::text[]) f(run_id, status, record)
+  WHERE runs.run_id = f.run_id AND runs.thread_id = $1${g.and}`,
+    ],
+    [
+      "hooks",
+      `INSERT INTO webhook_outbox (thread_id, run_id, next_attempt_at, record, values_json)
+  SELECT $1, h.run_id, h.next, h.record::json, h.v FROM unnest(${$(3)}::text[], ${$(4)}::text[], ${$(5)}::text[], ${$(6)}::bytea[]) h(run_id, next, record, v)${g.where}
+  ON CONFLICT (thread_id, run_id) DO UPDATE SET next_attempt_at = EXCLUDED.next_attempt_at, record = EXCLUDED.record, values_json = EXCLUDED.values_json`,
+    ],
+    ["gone", `DELETE FROM runs WHERE thread_id = $1 AND run_id = ANY(${$(7)}::text[])${g.and}`],
+  ];
+}
 
 /**
  * A run create that supersedes others (multitask interrupt/rollback): CREATE, plus the running
  * run's record with its recorded stop ($12 run_id, NULL: none; $13 status, $14 record) and the
- * queued runs it stopped: finals ($15 run ids, $16 statuses, $17 records), their deliveries
- * ($18 run ids, $19 next attempts, $20 records, $21 values), rolled back ($22 run ids).
+ * queued runs it stopped ($15..$22, queuedStopParts).
  */
-const CREATE_SUPERSEDING = {
-  name: "troupe_run_create_superseding",
-  text: `WITH r AS (
-  INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs) VALUES ($7, $1, $8, $9, $10::json, $11::json)
-), running AS (
-  UPDATE runs SET status = $13, record = $14::json WHERE run_id = $12 AND thread_id = $1
-), finals AS (
-  UPDATE runs SET status = f.status, record = f.record::json FROM unnest($15::text[], $16::text[], $17::text[]) f(run_id, status, record)
-  WHERE runs.run_id = f.run_id AND runs.thread_id = $1
-), hooks AS (
-  INSERT INTO webhook_outbox (thread_id, run_id, next_attempt_at, record, values_json)
-  SELECT $1, h.run_id, h.next, h.record::json, h.v FROM unnest($18::text[], $19::text[], $20::text[], $21::bytea[]) h(run_id, next, record, v)
-  ON CONFLICT (thread_id, run_id) DO UPDATE SET next_attempt_at = EXCLUDED.next_attempt_at, record = EXCLUDED.record, values_json = EXCLUDED.values_json
-), gone AS (
-  DELETE FROM runs WHERE thread_id = $1 AND run_id = ANY($22::text[])
-)
-${upsertThreadSql(1)}`,
-};
+const CREATE_SUPERSEDING = fencedStatements("troupe_run_create_superseding", (g) => [
+  ["r", insertRun(g)],
+  ["running", `UPDATE runs SET status = $13, record = $14::json WHERE run_id = $12 AND thread_id = $1${g.and}`],
+  ...queuedStopParts(g, 15),
+  ["t", upsertThreadSql(1, false, g.when)],
+]);
 
-const F_SUPERSEDING = fenceSql(23);
-const CREATE_SUPERSEDING_FENCED = {
-  name: "troupe_run_create_superseding_fenced",
-  text: `WITH ${F_SUPERSEDING.cte}, r AS (
-  INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs) SELECT $7, $1, $8, $9, $10::json, $11::json WHERE ${F_SUPERSEDING.holds}
-), running AS (
-  UPDATE runs SET status = $13, record = $14::json WHERE run_id = $12 AND thread_id = $1 AND ${F_SUPERSEDING.holds}
-), finals AS (
-  UPDATE runs SET status = f.status, record = f.record::json FROM unnest($15::text[], $16::text[], $17::text[]) f(run_id, status, record)
-  WHERE runs.run_id = f.run_id AND runs.thread_id = $1 AND ${F_SUPERSEDING.holds}
-), hooks AS (
-  INSERT INTO webhook_outbox (thread_id, run_id, next_attempt_at, record, values_json)
-  SELECT $1, h.run_id, h.next, h.record::json, h.v FROM unnest($18::text[], $19::text[], $20::text[], $21::bytea[]) h(run_id, next, record, v)
-  WHERE ${F_SUPERSEDING.holds}
-  ON CONFLICT (thread_id, run_id) DO UPDATE SET next_attempt_at = EXCLUDED.next_attempt_at, record = EXCLUDED.record, values_json = EXCLUDED.values_json
-), gone AS (
-  DELETE FROM runs WHERE thread_id = $1 AND run_id = ANY($22::text[]) AND ${F_SUPERSEDING.holds}
-), t AS (
-  ${upsertThreadSql(1, false, F_SUPERSEDING.holds)}
-)
-SELECT ${F_SUPERSEDING.holds} AS held`,
-};
+/** A queued run stopped on its own (cancel): $1 thread, its end at $2..$9 (queuedStopParts). */
+const STOP_QUEUED = fencedStatements("troupe_run_stop_queued", (g) => queuedStopParts(g, 2));
 
-/** The parameters $15..$22 of CREATE_SUPERSEDING for these stops. */
-function stopValues(stops: readonly QueuedStop[]): unknown[] {
+/** The parameters of queuedStopParts for these stops. */
+function queuedStopValues(stops: readonly QueuedStop[]): unknown[] {
   const finals = stops.flatMap((s) => ("final" in s ? [s] : []));
   const hooks = finals.flatMap((s) => (s.webhook ? [{ runId: s.final.run_id, d: deliveryValues(s.webhook) }] : []));
   return [
@@ -130,59 +106,36 @@ function stopValues(stops: readonly QueuedStop[]): unknown[] {
   ];
 }
 
-const SAVE = {
-  name: "troupe_run_save",
-  text: "UPDATE runs SET status = $3, record = $4::json WHERE run_id = $2 AND thread_id = $1",
-};
-
-const F_SAVE = fenceSql(5);
-const SAVE_FENCED = {
-  name: "troupe_run_save_fenced",
-  text: `WITH ${F_SAVE.cte}, s AS (UPDATE runs SET status = $3, record = $4::json WHERE run_id = $2 AND thread_id = $1 AND ${F_SAVE.holds})
-SELECT ${F_SAVE.holds} AS held`,
-};
+/** An existing run's record: $1 thread, $2 run, $3 status, $4 record. */
+const SAVE = fencedStatements("troupe_run_save", (g) => [["s", `UPDATE runs SET status = $3, record = $4::json WHERE run_id = $2 AND thread_id = $1${g.and}`]]);
 
 /**
  * $7 run_id, $8 status, $9 record (NULL: rolled back, the row goes), $10 whether to write the
  * values, $11 the values; $12-$14 the webhook delivery (deliveryValues; $13 NULL: none)
  */
-const FINISH = {
-  name: "troupe_run_finish",
-  text: `WITH r AS (
-  UPDATE runs SET status = $8, record = $9::json WHERE run_id = $7 AND thread_id = $1 AND $9::json IS NOT NULL
-), d AS (
-  DELETE FROM runs WHERE run_id = $7 AND thread_id = $1 AND $9::json IS NULL
-), w AS (
-  ${enqueueSql("$1", "$7", ["$12", "$13", "$14"], "$13::json IS NOT NULL")}
-)
-UPDATE threads SET status = $2, created_at = $3, updated_at = $4, metadata = $5::jsonb, record = $6::json,
-  values_json = CASE WHEN $10::boolean THEN $11::bytea ELSE values_json END
-WHERE thread_id = $1`,
-};
-
-const F_FINISH = fenceSql(15);
-const FINISH_FENCED = {
-  name: "troupe_run_finish_fenced",
-  text: `WITH ${F_FINISH.cte}, r AS (
-  UPDATE runs SET status = $8, record = $9::json WHERE run_id = $7 AND thread_id = $1 AND $9::json IS NOT NULL AND ${F_FINISH.holds}
-), d AS (
-  DELETE FROM runs WHERE run_id = $7 AND thread_id = $1 AND $9::json IS NULL AND ${F_FINISH.holds}
-), w AS (
-  ${enqueueSql("$1", "$7", ["$12", "$13", "$14"], `$13::json IS NOT NULL AND ${F_FINISH.holds}`)}
-), t AS (
-  UPDATE threads SET status = $2, created_at = $3, updated_at = $4, metadata = $5::jsonb, record = $6::json,
+const FINISH = fencedStatements("troupe_run_finish", (g) => [
+  ["r", `UPDATE runs SET status = $8, record = $9::json WHERE run_id = $7 AND thread_id = $1 AND $9::json IS NOT NULL${g.and}`],
+  ["d", `DELETE FROM runs WHERE run_id = $7 AND thread_id = $1 AND $9::json IS NULL${g.and}`],
+  ["w", enqueueSql("$1", "$7", ["$12", "$13", "$14"], `$13::json IS NOT NULL${g.and}`)],
+  [
+    "t",
+    `UPDATE threads SET status = $2, created_at = $3, updated_at = $4, metadata = $5::jsonb, record = $6::json,
     values_json = CASE WHEN $10::boolean THEN $11::bytea ELSE values_json END
-  WHERE thread_id = $1 AND ${F_FINISH.holds}
-)
-SELECT ${F_FINISH.holds} AS held`,
-};
+  WHERE thread_id = $1${g.and}`,
+  ],
+]);
 
-const DISCARD_TEXT = `WITH d AS (DELETE FROM runs WHERE thread_id = $1 AND run_id = $2), w AS (${enqueueSql("$1", "$2", ["$3", "$4", "$5"], "$4::json IS NOT NULL")})
-         SELECT 1`;
-const F_DISCARD = fenceSql(6);
-const DISCARD_FENCED_TEXT = `WITH ${F_DISCARD.cte}, d AS (DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND ${F_DISCARD.holds}),
-  w AS (${enqueueSql("$1", "$2", ["$3", "$4", "$5"], `$4::json IS NOT NULL AND ${F_DISCARD.holds}`)})
-SELECT ${F_DISCARD.holds} AS held`;
+/** A run whose thread was deleted while it ran: $1 thread, $2 run, $3-$5 its delivery ($4 NULL: none). */
+const DISCARD = fencedStatements("troupe_run_discard", (g) => [
+  ["d", `DELETE FROM runs WHERE thread_id = $1 AND run_id = $2${g.and}`],
+  ["w", enqueueSql("$1", "$2", ["$3", "$4", "$5"], `$4::json IS NOT NULL${g.and}`)],
+]);
+
+/** A run deleted (DELETE /threads/{t}/runs/{r}) with its webhook outcome: $1 thread, $2 run. */
+const DELETE_RUN = fencedStatements("troupe_run_delete", (g) => [
+  ["o", `DELETE FROM webhook_outcomes WHERE thread_id = $1 AND run_id = $2${g.and}`],
+  ["r", `DELETE FROM runs WHERE thread_id = $1 AND run_id = $2${g.and}`],
+]);
 
 export class PostgresRuns implements RunsPort {
   constructor(
@@ -263,14 +216,19 @@ export class PostgresRuns implements RunsPort {
     const values: unknown[] = [...threadRowValues(c.thread), run.run_id, run.assistant_id, run.status, recordText(run), jsonText(run.kwargs)];
     const plain = c.running === undefined && (c.stopped === undefined || c.stopped.length === 0);
     if (!plain)
-      values.push(c.running?.run_id ?? null, c.running?.status ?? null, c.running === undefined ? null : recordText(c.running), ...stopValues(c.stopped ?? []));
-    return { committed: this.write(run.thread_id, plain ? CREATE : CREATE_SUPERSEDING, values, plain ? CREATE_FENCED : CREATE_SUPERSEDING_FENCED) };
+      values.push(
+        c.running?.run_id ?? null,
+        c.running?.status ?? null,
+        c.running === undefined ? null : recordText(c.running),
+        ...queuedStopValues(c.stopped ?? []),
+      );
+    return { committed: this.chains.issueWrite(run.thread_id, plain ? CREATE : CREATE_SUPERSEDING, values) };
   }
 
   /** replaces an existing run's record: its start (running, attempt + 1), a stop recorded while it runs (cancel_reason) */
   save(run: RunRecord): Issued {
     const values = [run.thread_id, run.run_id, run.status, recordText(run)];
-    return { committed: this.write(run.thread_id, SAVE, values, SAVE_FENCED) };
+    return { committed: this.chains.issueWrite(run.thread_id, SAVE, values) };
   }
 
   /**
@@ -278,32 +236,19 @@ export class PostgresRuns implements RunsPort {
    * record with `threadStatus` (read in the same transaction; nothing when the thread is gone).
    */
   stopQueued(threadId: string, stop: QueuedStop, threadStatus: ThreadStatus, now: string): Promise<void> {
-    return this.chains.issue(threadId, () =>
-      transaction(this.pool, async (c) => {
-        const found = await c.query<{ record: ThreadRecord }>("SELECT record FROM threads WHERE thread_id = $1 FOR UPDATE", [threadId]);
-        const values = [threadId, ...stopValues([stop])];
-        await c.query(
-          `WITH finals AS (
-          UPDATE runs SET status = f.status, record = f.record::json FROM unnest($2::text[], $3::text[], $4::text[]) f(run_id, status, record)
-          WHERE runs.run_id = f.run_id AND runs.thread_id = $1
-        ), hooks AS (
-          INSERT INTO webhook_outbox (thread_id, run_id, next_attempt_at, record, values_json)
-          SELECT $1, h.run_id, h.next, h.record::json, h.v FROM unnest($5::text[], $6::text[], $7::text[], $8::bytea[]) h(run_id, next, record, v)
-          ON CONFLICT (thread_id, run_id) DO UPDATE SET next_attempt_at = EXCLUDED.next_attempt_at, record = EXCLUDED.record, values_json = EXCLUDED.values_json
-        )
-        DELETE FROM runs WHERE thread_id = $1 AND run_id = ANY($9::text[])`,
-          values,
-        );
-        const thread = found.rows[0]?.record;
-        if (thread !== undefined) await c.query(upsertThreadSql(1), threadRowValues({ ...thread, status: threadStatus, updated_at: now }));
-      }),
-    );
+    // fenced (cluster mode) as a whole: the fence check goes with the COMMIT
+    return this.chains.transaction(this.pool, threadId, async (c) => {
+      const found = await c.query<{ record: ThreadRecord }>("SELECT record FROM threads WHERE thread_id = $1 FOR UPDATE", [threadId]);
+      await c.query({ ...STOP_QUEUED.plain, values: [threadId, ...queuedStopValues([stop])] });
+      const thread = found.rows[0]?.record;
+      if (thread !== undefined) await c.query(upsertThreadSql(1), threadRowValues({ ...thread, status: threadStatus, updated_at: now }));
+    });
   }
 
   /** a run whose thread was deleted while it ran: its record goes; its webhook delivery is enqueued (one statement) */
   discard(key: RunKey, webhook?: WebhookDeliveryRecord): Promise<void> {
     const hook = webhook === undefined ? [null, null, null] : deliveryValues(webhook);
-    return this.write(key.threadId, { text: DISCARD_TEXT }, [key.threadId, key.runId, ...hook], { text: DISCARD_FENCED_TEXT });
+    return this.chains.issueWrite(key.threadId, DISCARD, [key.threadId, key.runId, ...hook]);
   }
 
   /** the run's end (its final record or removal), the thread's record and values (undefined: none), its webhook delivery: one statement */
@@ -325,31 +270,13 @@ export class PostgresRuns implements RunsPort {
       end.valuesJson === undefined ? null : bytesParam(end.valuesJson),
       ...(end.webhook === undefined ? [null, null, null] : deliveryValues(end.webhook)),
     ];
-    return { committed: this.write(key.threadId, FINISH, values, FINISH_FENCED) };
+    return { committed: this.chains.issueWrite(key.threadId, FINISH, values) };
   }
 
   delete(threadId: string, runId: string): Promise<void> {
-    return this.write(
-      threadId,
-      {
-        text: "WITH o AS (DELETE FROM webhook_outcomes WHERE thread_id = $1 AND run_id = $2) DELETE FROM runs WHERE thread_id = $1 AND run_id = $2",
-      },
-      [threadId, runId],
-    );
+    return this.chains.issueWrite(threadId, DELETE_RUN, [threadId, runId]);
   }
 
   /** Nothing to drop: a run is active by its own status (the partial index), never by a separate entry. */
   async dropActive(_key: RunKey): Promise<void> {}
-
-  /**
-   * One statement on the thread's write chain; `fenced` (cluster mode, the thread fenced by its
-   * lease): its twin carrying the holding, refused (rejects, nothing written) once the lease moved.
-   */
-  private write(threadId: string, statement: Statement, values: unknown[], fenced?: Statement): Promise<void> {
-    const fence: Fence | undefined = fenced === undefined ? undefined : this.chains.fenceOf(threadId);
-    if (fenced === undefined || fence === undefined)
-      return this.chains.issueStatement(threadId, { query: () => ({ ...statement, values }), result: () => undefined });
-    const query = { ...fenced, values: [...values, ...fenceValues(fence)] };
-    return this.chains.issueStatement(threadId, { query: () => query, result: (r) => this.chains.checkHeld(fence, r.rows[0]?.held) });
-  }
 }

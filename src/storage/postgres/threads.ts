@@ -2,6 +2,7 @@
 // actor, through the storage's per-thread write chain (write-chains.ts), so a thread's writes
 // commit in the order its actor issued them.
 import type pg from "pg";
+import { fencedStatements, type Guard } from "../../cluster/fence.ts";
 import type { Page, PageSpec, ThreadFilter, ThreadSort, ThreadsPort } from "../port.ts";
 import type { ThreadRecord, WebhookDeliveryRecord } from "../records.ts";
 import { authFilterSql, metadataFilterSql, Params, valueFilterSql } from "./filter-sql.ts";
@@ -50,19 +51,35 @@ export function filterSql(f: ThreadFilter, p: Params): string {
   return parts.length === 0 ? "TRUE" : parts.join(" AND ");
 }
 
-const CREATE_THREAD = {
-  name: "troupe_thread_create",
-  text: `INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record, values_json)
-  VALUES ($1, $2, $3, $4, $5::jsonb, $6::json, $7) ON CONFLICT (thread_id) DO NOTHING`,
-};
+// The thread actor's writes, each written once in its plain and fenced form (fencedStatements:
+// on a cluster node they commit only while the node holds the thread's lease, docs/CLUSTER.md).
 
-const DELETE_THREAD = {
-  name: "troupe_thread_delete",
-  text: `WITH r AS (DELETE FROM runs WHERE thread_id = $1),
-  ttl AS (DELETE FROM thread_ttls WHERE thread_id = $1),
-  o AS (DELETE FROM webhook_outcomes WHERE thread_id = $1)
-  DELETE FROM threads WHERE thread_id = $1`,
-};
+/** A thread created unless it exists ($1..$6 its row, $7 its values); answers `created` (0: it existed). */
+const CREATE_THREAD = fencedStatements(
+  "troupe_thread_create",
+  (g) => [
+    [
+      "c",
+      `INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record, values_json)
+  ${g.row("$1, $2, $3, $4, $5::jsonb, $6::json, $7")} ON CONFLICT (thread_id) DO NOTHING RETURNING 1`,
+    ],
+  ],
+  "(SELECT count(*)::int FROM c) AS created",
+);
+
+const SAVE_THREAD = fencedStatements("troupe_thread_save", (g) => [["t", upsertThreadSql(1, false, g.when)]]);
+const SAVE_THREAD_VALUES = fencedStatements("troupe_thread_save_values", (g) => [["t", upsertThreadSql(1, true, g.when)]]);
+
+/** A thread deleted with its runs, TTL and webhook outcomes ($1); `webhook`: and a stateless run's delivery enqueued ($2 run, $3-$5). */
+const deleteThreadParts = (g: Guard, webhook: boolean): [string, string][] => [
+  ...(webhook ? [["w", enqueueSql("$1", "$2", ["$3", "$4", "$5"], g.when)] as [string, string]] : []),
+  ["r", `DELETE FROM runs WHERE thread_id = $1${g.and}`],
+  ["ttl", `DELETE FROM thread_ttls WHERE thread_id = $1${g.and}`],
+  ["o", `DELETE FROM webhook_outcomes WHERE thread_id = $1${g.and}`],
+  ["t", `DELETE FROM threads WHERE thread_id = $1${g.and}`],
+];
+const DELETE_THREAD = fencedStatements("troupe_thread_delete", (g) => deleteThreadParts(g, false));
+const DELETE_THREAD_WEBHOOK = fencedStatements("troupe_thread_delete_webhook", (g) => deleteThreadParts(g, true));
 
 export class PostgresThreads implements ThreadsPort {
   constructor(
@@ -128,29 +145,19 @@ export class PostgresThreads implements ThreadsPort {
 
   create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists"> {
     const values = [...threadRowValues(record), valuesJson === undefined ? null : bytesParam(valuesJson)];
-    return this.chains.issueStatement(record.thread_id, {
-      query: () => ({ ...CREATE_THREAD, values }),
-      result: (r): ThreadRecord | "exists" => (r.rowCount === 1 ? record : "exists"),
-    });
+    return this.chains.issueWrite(record.thread_id, CREATE_THREAD, values, (row): ThreadRecord | "exists" => (row?.created === 1 ? record : "exists"));
   }
 
   save(record: ThreadRecord, valuesJson?: string): Promise<void> {
-    const query: pg.QueryConfig =
-      valuesJson === undefined
-        ? { name: "troupe_thread_save", text: upsertThreadSql(1), values: threadRowValues(record) }
-        : { name: "troupe_thread_save_values", text: upsertThreadSql(1, true), values: [...threadRowValues(record), bytesParam(valuesJson)] };
-    return this.chains.issueStatement(record.thread_id, { query: () => query, result: () => undefined });
+    return valuesJson === undefined
+      ? this.chains.issueWrite(record.thread_id, SAVE_THREAD, threadRowValues(record))
+      : this.chains.issueWrite(record.thread_id, SAVE_THREAD_VALUES, [...threadRowValues(record), bytesParam(valuesJson)]);
   }
 
   /** `webhook`: a stateless run's delivery, enqueued in the same statement */
   delete(threadId: string, webhook?: { runId: string; delivery: WebhookDeliveryRecord }): Promise<void> {
-    const query: pg.QueryConfig =
-      webhook === undefined
-        ? { ...DELETE_THREAD, values: [threadId] }
-        : {
-            text: `WITH w AS (${enqueueSql("$1", "$2", ["$3", "$4", "$5"])}), ${DELETE_THREAD.text.slice("WITH ".length)}`,
-            values: [threadId, webhook.runId, ...deliveryValues(webhook.delivery)],
-          };
-    return this.chains.issueStatement(threadId, { query: () => query, result: () => undefined });
+    return webhook === undefined
+      ? this.chains.issueWrite(threadId, DELETE_THREAD, [threadId])
+      : this.chains.issueWrite(threadId, DELETE_THREAD_WEBHOOK, [threadId, webhook.runId, ...deliveryValues(webhook.delivery)]);
   }
 }

@@ -24,9 +24,10 @@
 // never holds two writes of one thread out of order; if the group fails, each thread's batch runs
 // again on its own (and from there, each write alone), so a failure is never another thread's.
 import type pg from "pg";
-import type { Fence } from "../../cluster/fence.ts";
+import { FENCE_CHECK_OR_FAIL, fenceValues, isFenceRefusal, type Fence, type NamedStatement } from "../../cluster/fence.ts";
 import { TroupeError } from "../../errors.ts";
 import type { ThreadFences } from "../port.ts";
+import { transaction } from "./transaction.ts";
 
 const settle = (): void => undefined;
 
@@ -107,9 +108,50 @@ export class ThreadWriteChains implements ThreadFences {
 
   /** A fenced statement's answer (its `held` column): a refusal tells the listener and rejects that write (UNAVAILABLE). */
   checkHeld(fence: Fence, held: unknown): void {
-    if (held === true) return;
+    if (held !== true) throw this.refusal(fence);
+  }
+
+  /** A write of `fence` was refused: the listener is told; the error the write rejects with. */
+  private refusal(fence: Fence): TroupeError {
     this.refusedListener?.(fence.threadId);
-    throw new TroupeError("UNAVAILABLE", `thread ${fence.threadId}: this node no longer holds its lease (epoch ${fence.epoch}); the write was refused`);
+    return new TroupeError("UNAVAILABLE", `thread ${fence.threadId}: this node no longer holds its lease (epoch ${fence.epoch}); the write was refused`);
+  }
+
+  /**
+   * A write statement in its plain or fenced form (fencedStatements): fenced while the thread is,
+   * with the holding of now; a refusal rejects it (checkHeld). `answer`: the write's outcome from
+   * the statement's answer row (none: undefined).
+   */
+  issueWrite<T = undefined>(
+    threadId: string,
+    statement: { plain: NamedStatement; fenced: NamedStatement },
+    values: unknown[],
+    answer?: (row: Record<string, unknown> | undefined) => T,
+  ): Promise<T> {
+    const fence = this.fenceOf(threadId);
+    const query = fence === undefined ? { ...statement.plain, values } : { ...statement.fenced, values: [...values, ...fenceValues(fence)] };
+    return this.issueStatement(threadId, {
+      query: () => query,
+      result: (r) => {
+        if (fence !== undefined) this.checkHeld(fence, r.rows[0]?.held);
+        return answer === undefined ? (undefined as T) : answer(r.rows[0]);
+      },
+    });
+  }
+
+  /**
+   * A transaction of several statements on the thread's chain (`pool`: where it runs). Fenced
+   * while `fencedBy` (default: the thread itself) is, with the holding of now: FENCE_CHECK_OR_FAIL
+   * goes with the COMMIT (pipelined: no round trip of its own); a refusal rolls the whole
+   * transaction back and rejects it as a refused statement does.
+   */
+  transaction<T>(pool: pg.Pool, threadId: string, work: (client: pg.PoolClient) => Promise<T>, fencedBy = threadId): Promise<T> {
+    const fence = this.fenceOf(fencedBy);
+    const closing = fence && {
+      query: { ...FENCE_CHECK_OR_FAIL, values: fenceValues(fence) },
+      refused: (err: unknown) => (isFenceRefusal(err) ? this.refusal(fence) : undefined),
+    };
+    return this.issue(threadId, () => transaction(pool, work, closing));
   }
 
   /** runs `write` once every write issued before it for `threadId` has settled (either way) */
