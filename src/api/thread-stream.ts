@@ -64,6 +64,7 @@ export function threadStreamRoutes(app: AppContext): RouteDef[] {
         const t = await storage.threads.get(threadId);
         if (!t || !matchesAuthFilter(filter, t.metadata)) throw threadNotFound(threadId);
         const modes = new Set(query.stream_mode);
+        await app.pool.watchThread(threadId); // cluster: the thread's runs on other nodes reach this one from now on
         return reply(threadId, modes, lastEventId(headers), rawQuery.toString());
       },
     }),

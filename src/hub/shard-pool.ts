@@ -255,6 +255,14 @@ export class ShardPool {
     }
   }
 
+  /**
+   * Before a client listens to a thread's stream or protocol session: a cluster node makes the
+   * thread's runs on other nodes reach it (remote-threads.ts). One node: nothing to do.
+   */
+  watchThread(_threadId: string): Promise<void> {
+    return Promise.resolve();
+  }
+
   /** Cluster: a shard dropped the thread's idle actor (ClusterShardPool lets its lease linger, then releases it). */
   protected threadIdle(_threadId: string): void {}
 

@@ -18,6 +18,8 @@ export interface ThreadStreamEvent {
 
 export interface ThreadStreamSubscriber {
   modes: ReadonlySet<ThreadStreamMode>;
+  /** cluster: forwards this node's events of the thread to other nodes (remote-threads.ts); not fed what they sent (inject) */
+  relay?: boolean;
   onEvent(e: ThreadStreamEvent): void;
   /** the thread was deleted: the stream is over */
   onClose(): void;
@@ -64,6 +66,25 @@ export class ThreadStreamHub {
     const e: ThreadStreamEvent = { id: ++this.seq, mode, event, data };
     ch.buffer.push(e);
     for (const s of ch.subscribers) if (s.modes.has(mode)) s.onEvent(e);
+  }
+
+  /**
+   * Cluster: an event of the thread that another node published (remote-threads.ts), numbered and
+   * delivered here like a local one, except to relays (its own node relays it to every watcher).
+   */
+  inject(threadId: string, mode: ThreadStreamMode, event: string, data: string): void {
+    const ch = this.channels.get(threadId);
+    if (!ch) return;
+    const e: ThreadStreamEvent = { id: ++this.seq, mode, event, data };
+    ch.buffer.push(e);
+    for (const s of ch.subscribers) if (!s.relay && s.modes.has(mode)) s.onEvent(e);
+  }
+
+  /** How many clients (not relays) listen to the thread: a cluster node watches other nodes' runs for them. */
+  listenerCount(threadId: string): number {
+    let n = 0;
+    for (const s of this.channels.get(threadId)?.subscribers ?? []) if (!s.relay) n++;
+    return n;
   }
 
   /**
