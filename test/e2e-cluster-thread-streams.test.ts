@@ -88,10 +88,19 @@ function openStream(i: number, threadId: string, opts: { streamMode?: ("run_mode
       onConnected();
     }
   })();
-  done.catch(() => undefined);
+  const state = { ended: false };
+  done.catch(() => undefined).finally(() => (state.ended = true));
   const until = (pred: (ps: Part[]) => boolean, what: string) =>
     waitUntil(() => (pred(parts) ? parts : undefined), { timeoutMs: 20_000, what: `${what}; got ${JSON.stringify(parts.map((p) => p.event))}` });
-  return { parts, connected, until, close: () => abort.abort() };
+  return {
+    parts,
+    connected,
+    until,
+    close: () => abort.abort(),
+    get ended() {
+      return state.ended;
+    },
+  };
 }
 
 const runEnds = (ps: Part[]) => ps.filter((p) => p.event === "run_end").length;
@@ -164,7 +173,9 @@ describe("thread streams across nodes", () => {
     expect(values.at(-1)?.data.messages.map((m: { content: string }) => m.content)).toEqual(["on A", "on A", "on C", "on C"]);
     expect(parts.at(-1)?.data).toMatchObject({ thread_id: t.thread_id });
     expect(increasing(ids(parts))).toBe(true);
-    onB.close();
+    // the thread deleted through A: the stream on B ends, as on one node
+    await clients[A].threads.delete(t.thread_id);
+    await waitUntil(() => onB.ended || undefined, { timeoutMs: 20_000, what: "the stream on B ending" });
   });
 });
 
@@ -193,6 +204,35 @@ describe("thread-protocol sessions across nodes", () => {
     await onA.close();
     await onB.close();
   });
+});
+
+describe("a node killed under a thread's run", () => {
+  it("a stream through B sees the run start on A, then resume on the node that took the thread over, and end", async () => {
+    const t = await clients[B].threads.create();
+    const onB = openStream(B, t.thread_id, { streamMode: ["run_modes", "lifecycle"] });
+    await onB.connected;
+    const run = await clients[A].runs.create(t.thread_id, "slow", { input: human("survive"), config: slow(3_000) });
+    expect(await leaseHolder(t.thread_id)).toBe("node-a");
+    await onB.until((ps) => ps.some((p) => p.event === "metadata"), "the run's first events on B");
+    await nodes[A].kill();
+
+    const parts = await waitUntil(() => (runEnds(onB.parts) === 1 ? onB.parts : undefined), {
+      timeoutMs: 45_000,
+      intervalMs: 250,
+      what: "the run's end on B after the takeover",
+    });
+    const lifecycle = parts.filter((p) => p.event === "run_start" || p.event === "run_end").map((p) => [p.event, p.data.run_id, p.data.attempt]);
+    expect(lifecycle).toEqual([
+      ["run_start", run.run_id, 1],
+      ["run_start", run.run_id, 2],
+      ["run_end", run.run_id, undefined],
+    ]);
+    expect(parts.at(-1)?.data).toMatchObject({ status: "success", thread_status: "idle" });
+    const attempts = parts.filter((p) => p.event === "metadata").map((p) => p.data.attempt);
+    expect(attempts).toEqual([1, 2]);
+    expect((await clients[C].runs.get(t.thread_id, run.run_id)).status).toBe("success");
+    onB.close();
+  }, 90_000);
 });
 
 interface Frame {

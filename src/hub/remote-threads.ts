@@ -274,7 +274,7 @@ export class RemoteThreads {
     const now = Date.now();
     const { threads, protocol } = this.deps.hub;
     for (const [t, w] of this.local) {
-      if (now - w.since < ANNOUNCE_MS || threads.listenerCount(t) + protocol.listenerCount(t) > 0) continue;
+      if (now - w.since < ANNOUNCE_MS || threads.heldForClients(t, now) || protocol.listenerCount(t) > 0) continue;
       this.local.delete(t);
       void w.ready.then(() => w.unsubscribe?.()).catch(() => undefined);
     }

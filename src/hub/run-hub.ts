@@ -208,7 +208,8 @@ export class RunHub {
     l.heldFromInterrupt = undefined;
     if (held) this.deliver(l, held); // before `done`: to the run's readers and thread streams as live events
     l.done = done;
-    if (!remote) {
+    if (remote) this.protocol.settled(done.threadId, done.runId);
+    else {
       this.protocol.ended(done.threadId, done.runId, done.status); // also a queued protocol run cancelled before it started
       if (done.threadStatus === "deleted") this.protocol.close(done.threadId);
     }

@@ -251,6 +251,18 @@ export class ThreadProtocolHub {
     }
   }
 
+  /**
+   * Cluster: a run of the session ended on another node. Frames of its end come from that node
+   * (inject); this only stops a session that never got any (nobody here watched the thread) from
+   * staying `running` for ever.
+   */
+  settled(threadId: string, runId: string): void {
+    const s = this.sessions.get(threadId);
+    if (!s || s.runId !== runId || s.origin !== undefined || !s.running) return;
+    s.running = false;
+    this.keepAlive(threadId, s);
+  }
+
   /** How many clients (not relays) listen to the thread's session. */
   listenerCount(threadId: string): number {
     let n = 0;

@@ -40,6 +40,9 @@ interface Channel {
   buffer: EventBuffer<ThreadStreamEvent>;
   subscribers: Set<ThreadStreamSubscriber>;
   expireTimer?: NodeJS.Timeout;
+  /** cluster: clients (not relays) subscribed, and when the last one left */
+  clients: number;
+  clientsLeftAt?: number;
 }
 
 /** What request handlers may do with thread streams (ShardPool.threadStreams); run events reach them through the run hub. */
@@ -80,11 +83,14 @@ export class ThreadStreamHub {
     for (const s of ch.subscribers) if (!s.relay && s.modes.has(mode)) s.onEvent(e);
   }
 
-  /** How many clients (not relays) listen to the thread: a cluster node watches other nodes' runs for them. */
-  listenerCount(threadId: string): number {
-    let n = 0;
-    for (const s of this.channels.get(threadId)?.subscribers ?? []) if (!s.relay) n++;
-    return n;
+  /**
+   * Whether clients (not relays) listen to the thread, or one left less than the retention ago and
+   * may resume: a cluster node watches other nodes' runs of the thread that long.
+   */
+  heldForClients(threadId: string, now: number): boolean {
+    const ch = this.channels.get(threadId);
+    if (ch === undefined) return false;
+    return ch.clients > 0 || (ch.clientsLeftAt !== undefined && now - ch.clientsLeftAt < this.opts.retentionMs);
   }
 
   /**
@@ -94,7 +100,7 @@ export class ThreadStreamHub {
   subscribe(threadId: string, after: number | undefined, sub: ThreadStreamSubscriber): () => void {
     let ch = this.channels.get(threadId);
     if (!ch) {
-      ch = { buffer: new EventBuffer(this.opts.maxBytes, this.opts.maxEvents), subscribers: new Set() };
+      ch = { buffer: new EventBuffer(this.opts.maxBytes, this.opts.maxEvents), subscribers: new Set(), clients: 0 };
       this.channels.set(threadId, ch);
     }
     if (ch.expireTimer) {
@@ -105,9 +111,12 @@ export class ThreadStreamHub {
       for (const e of ch.buffer.events) if (e.id > after && sub.modes.has(e.mode)) sub.onEvent(e);
     }
     ch.subscribers.add(sub);
+    if (!sub.relay) ch.clients++;
     const channel = ch;
     return () => {
-      if (!channel.subscribers.delete(sub) || channel.subscribers.size > 0) return;
+      if (!channel.subscribers.delete(sub)) return;
+      if (!sub.relay && --channel.clients === 0) channel.clientsLeftAt = Date.now();
+      if (channel.subscribers.size > 0) return;
       if (this.channels.get(threadId) !== channel) return; // closed meanwhile
       channel.expireTimer = setTimeout(() => {
         if (channel.subscribers.size === 0 && this.channels.get(threadId) === channel) this.channels.delete(threadId);
