@@ -140,7 +140,16 @@ describe("thread streams across nodes", () => {
     const resumed = openStream(B, t.thread_id, { streamMode: modes, lastEventId: parts[end1].id });
     const rest = await resumed.until((ps) => runEnds(ps) === 1, "the resumed stream's run end");
     expect(shape(rest)).toEqual(shape(parts.slice(end1 + 1)));
-    for (const s of [onA, onB, resumed]) s.close();
+
+    // the same Last-Event-ID through A (a load balancer sent the reconnect elsewhere): B's id means
+    // nothing on A, so nothing of A's own buffer is replayed for it; the stream goes on live
+    const elsewhere = openStream(A, t.thread_id, { streamMode: modes, lastEventId: parts[end1].id });
+    await elsewhere.connected;
+    const third = await clients[B].runs.create(t.thread_id, "echo", { input: human("third") });
+    const live = await elsewhere.until((ps) => runEnds(ps) === 1, "the third run's end through A");
+    expect(live[0]).toMatchObject({ event: "run_start", data: { run_id: third.run_id } });
+    expect(live.every((p) => p.data.run_id === undefined || p.data.run_id === third.run_id)).toBe(true);
+    for (const s of [onA, onB, resumed, elsewhere]) s.close();
   });
 
   it("a stream connected before the thread's first run sees runs on two nodes one after the other, in order, with state updates", async () => {

@@ -52,6 +52,9 @@ export class ThreadStreamHub {
   private readonly channels = new Map<string, Channel>();
   private readonly opts: ThreadStreamHubOptions;
   private seq = 0;
+  /** ids are seq += idStep from the node's tag (cluster: tagIds), so a node knows its own ids */
+  private idStep = 1;
+  private idTag = 0;
 
   constructor(opts: Partial<ThreadStreamHubOptions> = {}) {
     this.opts = { ...THREAD_STREAM_DEFAULTS, ...opts };
@@ -66,9 +69,20 @@ export class ThreadStreamHub {
   publish(threadId: string, mode: ThreadStreamMode, event: string, data: string): void {
     const ch = this.channels.get(threadId);
     if (!ch) return;
-    const e: ThreadStreamEvent = { id: ++this.seq, mode, event, data };
+    const e: ThreadStreamEvent = { id: (this.seq += this.idStep), mode, event, data };
     ch.buffer.push(e);
     for (const s of ch.subscribers) if (s.modes.has(mode)) s.onEvent(e);
+  }
+
+  /**
+   * Cluster: this node's ids are `tag` modulo `step` (tag in 1..step-1), so a Last-Event-ID another
+   * node gave out (a client reconnecting through a load balancer) is never read as one of its own.
+   * Called before any event is published.
+   */
+  tagIds(tag: number, step: number): void {
+    this.idStep = step;
+    this.idTag = tag;
+    this.seq = Math.max(this.seq - (this.seq % step), 0) + tag;
   }
 
   /**
@@ -78,7 +92,7 @@ export class ThreadStreamHub {
   inject(threadId: string, mode: ThreadStreamMode, event: string, data: string): void {
     const ch = this.channels.get(threadId);
     if (!ch) return;
-    const e: ThreadStreamEvent = { id: ++this.seq, mode, event, data };
+    const e: ThreadStreamEvent = { id: (this.seq += this.idStep), mode, event, data };
     ch.buffer.push(e);
     for (const s of ch.subscribers) if (!s.relay && s.modes.has(mode)) s.onEvent(e);
   }
@@ -107,7 +121,8 @@ export class ThreadStreamHub {
       clearTimeout(ch.expireTimer);
       ch.expireTimer = undefined;
     }
-    if (after !== undefined) {
+    // an id this node did not give out (another node's) resumes nothing here: live from now on
+    if (after !== undefined && (after === -1 || (after - this.idTag) % this.idStep === 0)) {
       for (const e of ch.buffer.events) if (e.id > after && sub.modes.has(e.mode)) sub.onEvent(e);
     }
     ch.subscribers.add(sub);
