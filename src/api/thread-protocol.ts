@@ -163,7 +163,12 @@ class ProtocolSocket {
       try {
         await this.app.pool.watchThread(this.threadId);
       } catch {
-        return this.send({ type: "error", id: command.id, error: "unknown_error", message: "The thread's events on other nodes cannot be followed now; retry" });
+        return this.send({
+          type: "error",
+          id: command.id,
+          error: "unknown_error",
+          message: "The thread's events on other nodes cannot be followed now; retry",
+        });
       }
       if (this.closed) return;
       return this.subscribe(command);

@@ -269,13 +269,16 @@ export class RemoteRuns {
     }
     if (hub.doneOf(w.runId) === undefined) {
       const d = message.d;
-      hub.finished({
-        runId: w.runId,
-        threadId: w.threadId,
-        status: d.status,
-        threadStatus: d.threadStatus,
-        output: d.output === undefined ? undefined : Buffer.from(d.output, "utf8"),
-      }, true);
+      hub.finished(
+        {
+          runId: w.runId,
+          threadId: w.threadId,
+          status: d.status,
+          threadStatus: d.threadStatus,
+          output: d.output === undefined ? undefined : Buffer.from(d.output, "utf8"),
+        },
+        true,
+      );
     }
     this.end(w);
   }

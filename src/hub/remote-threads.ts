@@ -185,7 +185,14 @@ export class RemoteThreads {
 
   private startRelay(threadId: string): void {
     const { hub } = this.deps;
-    const relay: Relay = { threadId, channel: channelName(this.deps.schema, "thread", threadId), batch: [], queued: false, closed: false, stop: () => undefined };
+    const relay: Relay = {
+      threadId,
+      channel: channelName(this.deps.schema, "thread", threadId),
+      batch: [],
+      queued: false,
+      closed: false,
+      stop: () => undefined,
+    };
     this.relays.set(threadId, relay);
     const closed = () => {
       if (relay.closed) return;

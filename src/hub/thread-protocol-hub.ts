@@ -104,7 +104,10 @@ export function matchesFilter(filter: ProtocolFilter, channel: string, namespace
 }
 
 /** What request handlers may do with thread-protocol sessions (ShardPool.sessions); runs feed them through the run hub. */
-export type ThreadProtocolSessions = Pick<ThreadProtocolHub, "adopt" | "listenerCount" | "announceWhenAdopted" | "subscribe" | "sessionRun" | "announce" | "lastSeq" | "tree">;
+export type ThreadProtocolSessions = Pick<
+  ThreadProtocolHub,
+  "adopt" | "listenerCount" | "announceWhenAdopted" | "subscribe" | "sessionRun" | "announce" | "lastSeq" | "tree"
+>;
 
 export class ThreadProtocolHub {
   private readonly sessions = new Map<string, Session>();
