@@ -111,7 +111,7 @@ const increasing = (xs: number[]) => xs.every((x, i) => Number.isInteger(x) && (
 
 describe("thread streams across nodes", () => {
   it("a stream through B sees the runs executing on A, one created through C, as a stream on A does; Last-Event-ID resumes on B", async () => {
-    const t = await clients[C].threads.create();
+    const t = await clients[A].threads.create(); // through A: with or without an idle lease lingering there, A runs the first run
     const modes: ("run_modes" | "lifecycle")[] = ["run_modes", "lifecycle"];
     const onB = openStream(B, t.thread_id, { streamMode: modes });
     const onA = openStream(A, t.thread_id, { streamMode: modes });
@@ -153,7 +153,7 @@ describe("thread streams across nodes", () => {
   });
 
   it("a stream connected before the thread's first run sees runs on two nodes one after the other, in order, with state updates", async () => {
-    const t = await clients[B].threads.create();
+    const t = await clients[A].threads.create();
     const onB = openStream(B, t.thread_id, { streamMode: ["run_modes", "lifecycle", "state_update"] });
     await onB.connected;
 
@@ -217,7 +217,7 @@ describe("thread-protocol sessions across nodes", () => {
 
 describe("a node killed under a thread's run", () => {
   it("a stream through B sees the run start on A, then resume on the node that took the thread over, and end", async () => {
-    const t = await clients[B].threads.create();
+    const t = await clients[A].threads.create();
     const onB = openStream(B, t.thread_id, { streamMode: ["run_modes", "lifecycle"] });
     await onB.connected;
     const run = await clients[A].runs.create(t.thread_id, "slow", { input: human("survive"), config: slow(3_000) });

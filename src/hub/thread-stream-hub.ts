@@ -43,6 +43,13 @@ interface Channel {
   /** cluster: clients (not relays) subscribed, and when the last one left */
   clients: number;
   clientsLeftAt?: number;
+  /**
+   * Cluster: the buffer serves clients (created by one, or one came within the retention). A
+   * channel kept only by relays holds just the newest event, so a node relaying many threads for
+   * other nodes does not keep a resume buffer per thread that none of its clients can use.
+   */
+  resumable: boolean;
+  clientsGoneTimer?: NodeJS.Timeout;
 }
 
 /** What request handlers may do with thread streams (ShardPool.threadStreams); run events reach them through the run hub. */
@@ -114,12 +121,21 @@ export class ThreadStreamHub {
   subscribe(threadId: string, after: number | undefined, sub: ThreadStreamSubscriber): () => void {
     let ch = this.channels.get(threadId);
     if (!ch) {
-      ch = { buffer: new EventBuffer(this.opts.maxBytes, this.opts.maxEvents), subscribers: new Set(), clients: 0 };
+      const resumable = sub.relay !== true;
+      ch = { buffer: new EventBuffer(resumable ? this.opts.maxBytes : 0, this.opts.maxEvents), subscribers: new Set(), clients: 0, resumable };
       this.channels.set(threadId, ch);
     }
     if (ch.expireTimer) {
       clearTimeout(ch.expireTimer);
       ch.expireTimer = undefined;
+    }
+    if (!sub.relay) {
+      clearTimeout(ch.clientsGoneTimer);
+      if (!ch.resumable) {
+        ch.resumable = true; // what the relays kept is nobody's to resume
+        ch.buffer.take();
+        ch.buffer.bound(this.opts.maxBytes);
+      }
     }
     // an id this node did not give out (another node's) resumes nothing here: live from now on
     if (after !== undefined && (after === -1 || (after - this.idTag) % this.idStep === 0)) {
@@ -130,7 +146,18 @@ export class ThreadStreamHub {
     const channel = ch;
     return () => {
       if (!channel.subscribers.delete(sub)) return;
-      if (!sub.relay && --channel.clients === 0) channel.clientsLeftAt = Date.now();
+      if (!sub.relay && --channel.clients === 0) {
+        channel.clientsLeftAt = Date.now();
+        if (channel.subscribers.size > 0) {
+          // relays keep the channel: the buffer serves a returning client for the retention only
+          channel.clientsGoneTimer = setTimeout(() => {
+            if (channel.clients > 0) return;
+            channel.resumable = false;
+            channel.buffer.bound(0);
+          }, this.opts.retentionMs);
+          channel.clientsGoneTimer.unref();
+        }
+      }
       if (channel.subscribers.size > 0) return;
       if (this.channels.get(threadId) !== channel) return; // closed meanwhile
       channel.expireTimer = setTimeout(() => {
@@ -146,6 +173,7 @@ export class ThreadStreamHub {
     if (!ch) return;
     this.channels.delete(threadId);
     if (ch.expireTimer) clearTimeout(ch.expireTimer);
+    clearTimeout(ch.clientsGoneTimer);
     const subs = [...ch.subscribers];
     ch.subscribers.clear();
     for (const s of subs) s.onClose();
