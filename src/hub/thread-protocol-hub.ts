@@ -180,6 +180,7 @@ export class ThreadProtocolHub {
       s.held = [];
       s.buffer.take();
       s.agents.clear();
+      this.seq = Math.max(this.seq, Date.now() * 1000); // the attempt before may have been another node's
       return;
     }
     this.adopt(threadId, runId);
