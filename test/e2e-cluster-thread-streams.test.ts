@@ -213,6 +213,35 @@ describe("thread-protocol sessions across nodes", () => {
     await onA.close();
     await onB.close();
   });
+
+  it("an interrupt answered through C: the session through B gets input.answered once, then the resumed run", async () => {
+    const t = await clients[A].threads.create();
+    const onA = clients[A].threads.stream(t.thread_id, { assistantId: "agent" });
+    await onA.run.start({ input: weather, config: { configurable: { require_approval: true } } });
+    await onA.values;
+    expect(onA.interrupted).toBe(true);
+    const [pending] = onA.interrupts;
+    await onA.close();
+
+    let opened!: () => void;
+    const open = new Promise<void>((r) => (opened = r));
+    const completed = (fs: Frame[]) =>
+      fs.some((f) => f.event === "lifecycle" && f.data.params.namespace.length === 0 && f.data.params.data.event === "completed");
+    const onB = readEvents(B, t.thread_id, { channels: ["lifecycle", "input", "values"] }, completed, 20_000, opened);
+    await open;
+    const onC = clients[C].threads.stream(t.thread_id, { assistantId: "agent" });
+    await onC.input.respond({ interrupt_id: pending.interruptId, response: "approve", namespace: [] });
+    const frames = await onB;
+    const answered = frames.filter((f) => f.event === "input.answered");
+    expect(answered).toHaveLength(1);
+    expect(answered[0].data.params.data).toEqual({ interrupt_ids: [pending.interruptId] });
+    // the resumed run's session opens with it, and ends with the run's final values
+    const after = frames.slice(frames.indexOf(answered[0]));
+    expect(after.some((f) => f.event === "lifecycle" && f.data.params.data.event === "completed")).toBe(true);
+    const values = after.filter((f) => f.event === "values").at(-1);
+    expect(JSON.stringify(values?.data.params.data.messages.at(-1))).toContain("According to get_weather: It is sunny and 21°C in Paris.");
+    await onC.close();
+  });
 });
 
 describe("a node killed under a thread's run", () => {
@@ -251,7 +280,14 @@ interface Frame {
 }
 
 /** POST /threads/{t}/stream/events through node `i`; frames until `until` holds. */
-async function readEvents(i: number, threadId: string, body: unknown, until: (fs: Frame[]) => boolean, timeoutMs = 20_000): Promise<Frame[]> {
+async function readEvents(
+  i: number,
+  threadId: string,
+  body: unknown,
+  until: (fs: Frame[]) => boolean,
+  timeoutMs = 20_000,
+  onOpen?: () => void,
+): Promise<Frame[]> {
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(), timeoutMs);
   const frames: Frame[] = [];
@@ -263,6 +299,7 @@ async function readEvents(i: number, threadId: string, body: unknown, until: (fs
       signal: ac.signal,
     });
     expect(res.status).toBe(200);
+    onOpen?.();
     const decoder = new TextDecoder();
     let buf = "";
     for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
