@@ -141,14 +141,19 @@ describe("thread streams across nodes", () => {
     const rest = await resumed.until((ps) => runEnds(ps) === 1, "the resumed stream's run end");
     expect(shape(rest)).toEqual(shape(parts.slice(end1 + 1)));
 
-    // the same Last-Event-ID through A (a load balancer sent the reconnect elsewhere): B's id means
-    // nothing on A, so nothing of A's own buffer is replayed for it; the stream goes on live
+    // the same Last-Event-ID through A (a load balancer sent the reconnect elsewhere): B, whose id it
+    // is, serves the stream from its buffer (B's ids), then live
     const elsewhere = openStream(A, t.thread_id, { streamMode: modes, lastEventId: parts[end1].id });
-    await elsewhere.connected;
-    const third = await clients[B].runs.create(t.thread_id, "echo", { input: human("third") });
-    const live = await elsewhere.until((ps) => runEnds(ps) === 1, "the third run's end through A");
-    expect(live[0]).toMatchObject({ event: "run_start", data: { run_id: third.run_id } });
-    expect(live.every((p) => p.data.run_id === undefined || p.data.run_id === third.run_id)).toBe(true);
+    const replayed = [...(await elsewhere.until((ps) => runEnds(ps) === 1, "the resumed stream's run end through A"))];
+    const seenOnB = parts.length;
+    expect(replayed.map((p) => [p.id, p.event, p.data])).toEqual(parts.slice(end1 + 1).map((p) => [p.id, p.event, p.data]));
+    const third = await clients[C].runs.create(t.thread_id, "echo", { input: human("third") });
+    const live = await elsewhere.until((ps) => runEnds(ps) === 2, "the third run's end through A");
+    expect(live.at(-1)).toMatchObject({ event: "run_end", data: { run_id: third.run_id } });
+    const thirdOnB = (await onB.until((ps) => runEnds(ps) === 3, "the third run on B")).slice(seenOnB);
+    expect(thirdOnB.length).toBeGreaterThan(2);
+    expect(shape(live.slice(replayed.length))).toEqual(shape(thirdOnB));
+    expect(increasing(ids(live))).toBe(true);
     for (const s of [onA, onB, resumed, elsewhere]) s.close();
   });
 

@@ -13,8 +13,8 @@ import { componentLog } from "../log/logger.ts";
 import type { RunsPort, ThreadsPort } from "../storage/port.ts";
 import type { RunRecord } from "../storage/records.ts";
 import { RemoteRuns } from "./remote-runs.ts";
-import { RemoteThreads } from "./remote-threads.ts";
-import { shardOf } from "../bridge/sharding.ts";
+import { RemoteThreads, THREAD_ID_STEP, threadIdTag, type RemoteThreadStream } from "./remote-threads.ts";
+import type { ThreadStreamMode } from "./thread-stream-hub.ts";
 import type { RunStreams } from "./run-hub.ts";
 import { ShardPool, type ShardPoolOptions } from "./shard-pool.ts";
 import type { ThreadProtocolHub } from "./thread-protocol-hub.ts";
@@ -25,8 +25,6 @@ const log = componentLog("cluster-pool");
 type ForwardedReply = { v: unknown } | { moved: true };
 const MOVED = JSON.stringify({ moved: true } satisfies ForwardedReply);
 
-/** Thread-stream ids of a node step by this from its tag (hash of its id): ids up to 2^53 / 8192 ≈ 10^12 events per process. */
-const THREAD_ID_STEP = 8192;
 /** How long a command is retried while its thread's owner cannot be reached (a dead owner's lease expires within the TTL). */
 const ROUTE_DEADLINE_MS = 60_000;
 /** Reply timeout of a forwarded command; cancels that wait for the run's end get longer. */
@@ -82,7 +80,7 @@ export class ClusterShardPool extends ShardPool {
       outputOf: (done) => this.runOutput(done),
     });
     this.streams = this.remote.view();
-    this.hub.threads.tagIds(1 + shardOf(node.nodeId, THREAD_ID_STEP - 1), THREAD_ID_STEP); // FNV-1a of the node id
+    this.hub.threads.tagIds(threadIdTag(node.nodeId), THREAD_ID_STEP);
     this.remoteThreads = new RemoteThreads({
       hub: this.hub,
       node,
@@ -94,6 +92,11 @@ export class ClusterShardPool extends ShardPool {
 
   override watchThread(threadId: string): Promise<void> {
     return this.remoteThreads?.watch(threadId) ?? Promise.resolve();
+  }
+
+  override async threadStreamFrom(threadId: string, after: number, modes: ReadonlySet<ThreadStreamMode>): Promise<RemoteThreadStream | undefined> {
+    if (this.hub.threads.ownsId(after)) return undefined;
+    return this.remoteThreads?.streamFrom(threadId, after, modes);
   }
 
   override request<C extends ShardRequest>(cmd: C): Routed<C> {

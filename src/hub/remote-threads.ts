@@ -17,11 +17,13 @@
  * 15 s after the last announcement: nothing is stored, a killed watcher's relays stop by themselves.
  * Nodes without remote watchers keep no relay: their per-event paths are the single-node ones.
  */
+import { randomUUID } from "node:crypto";
 import type { ClusterNode } from "../cluster/node.ts";
+import { shardOf } from "../bridge/sharding.ts";
 import { channelName } from "../cluster/bus-envelope.ts";
 import { componentLog } from "../log/logger.ts";
 import type { RunHub } from "./run-hub.ts";
-import { THREAD_STREAM_MODES, type ThreadStreamMode } from "./thread-stream-hub.ts";
+import { THREAD_STREAM_MODES, type ThreadStreamEvent, type ThreadStreamMode } from "./thread-stream-hub.ts";
 
 const log = componentLog("remote-threads");
 
@@ -29,8 +31,56 @@ const log = componentLog("remote-threads");
 const ANNOUNCE_MS = 5_000;
 const WATCH_TTL_MS = 15_000;
 
-/** On the watch channel: `w` the threads node `n` watches (all of them when `full`); `hello`: a node asks everyone to announce. */
-type WatchMessage = { n: string; w?: string[]; full?: boolean; hello?: true };
+/** Thread-stream ids of a node step by this from its tag: ids up to 2^53 / 8192 ≈ 10^12 events per process. */
+export const THREAD_ID_STEP = 8192;
+/** The tag of a node's thread-stream ids (ThreadStreamHub.tagIds): FNV-1a of its id, 1..8191. */
+export const threadIdTag = (nodeId: string): number => 1 + shardOf(nodeId, THREAD_ID_STEP - 1);
+
+/**
+ * On the watch channel: `w` the threads node `n` watches (all of them when `full`); `hello`: a node
+ * asks everyone to announce; `p`: node `to` is asked to serve a client's stream from its buffer
+ * (a reconnect with its id reached `n`), `pe`: that stream ended, `px`: streams `n` still reads.
+ */
+type WatchMessage = {
+  n: string;
+  w?: string[];
+  full?: boolean;
+  hello?: true;
+  p?: { id: string; t: string; to: string; after: number; modes: ThreadStreamMode[] };
+  pe?: string;
+  px?: string[];
+};
+
+/** On a served stream's channel: events (with the serving node's ids), its end, a keepalive. */
+type ServedMessage = { e: [number, ThreadStreamMode, string, string][] } | { end: true } | { k: 1 };
+
+/** A thread stream another node serves for a client of this one (RemoteThreads.streamFrom). */
+export interface RemoteThreadStream {
+  /** starts delivering (what arrived meanwhile first); returns the stop for a client that left */
+  open(deliver: (e: ThreadStreamEvent) => void, end: () => void): () => void;
+}
+
+/** A client's stream here, served by another node. */
+interface Proxied {
+  id: string;
+  lastHeard: number;
+  early: ThreadStreamEvent[];
+  deliver?: (e: ThreadStreamEvent) => void;
+  end?: () => void;
+  ended: boolean;
+  unsubscribe?: () => Promise<void>;
+}
+
+/** A stream this node serves for a client of another node. */
+interface Served {
+  id: string;
+  channel: string;
+  refreshed: number;
+  batch: ServedMessage[];
+  events: [number, ThreadStreamMode, string, string][];
+  queued: boolean;
+  stop: () => void;
+}
 
 /** What a relay sends on a thread's channel, in its hubs' order. */
 type ThreadItem =
@@ -78,6 +128,8 @@ export class RemoteThreads {
   private unsubscribeWatch: (() => Promise<void>) | undefined;
   private timer: NodeJS.Timeout | undefined;
   private announcedAny = false;
+  private readonly proxied = new Map<string, Proxied>();
+  private readonly served = new Map<string, Served>();
   private closed = false;
 
   constructor(private readonly deps: RemoteThreadsDeps) {
@@ -98,6 +150,8 @@ export class RemoteThreads {
     this.closed = true;
     clearTimeout(this.timer);
     for (const t of [...this.relays.keys()]) this.stopRelay(t);
+    for (const p of [...this.proxied.values()]) this.endProxied(p, false);
+    for (const id of [...this.served.keys()]) this.stopServing(id);
     for (const w of this.local.values()) void w.ready.then(() => w.unsubscribe?.()).catch(() => undefined);
     this.local.clear();
     void this.unsubscribeWatch?.().catch(() => undefined);
@@ -132,6 +186,111 @@ export class RemoteThreads {
     return w.ready;
   }
 
+  /**
+   * A client reconnected here with a Last-Event-ID another node gave out (a load balancer chose
+   * this node): that node, still watching the thread, serves the stream from its buffer after that
+   * id and then live, over a channel of the stream's own; its ids stay that node's, so the next
+   * reconnect anywhere resumes the same way. Undefined when no node watching the thread has the
+   * id's tag (it is gone, or its buffer expired): the stream is then live from here.
+   */
+  async streamFrom(threadId: string, after: number, modes: ReadonlySet<ThreadStreamMode>): Promise<RemoteThreadStream | undefined> {
+    const tag = after % THREAD_ID_STEP;
+    const owner = [...(this.remote.get(threadId)?.keys() ?? [])].find((n) => threadIdTag(n) === tag);
+    if (owner === undefined || this.closed) return undefined;
+    const id = randomUUID();
+    const p: Proxied = { id, lastHeard: Date.now(), early: [], ended: false };
+    this.proxied.set(id, p);
+    try {
+      p.unsubscribe = await this.deps.node.bus.subscribe(channelName(this.deps.schema, "tsp", id), {
+        message: (m) => this.fromServer(p, m.body),
+        gap: () => this.endProxied(p, true), // the client reconnects and resumes from its last id
+      });
+      const request: WatchMessage = { n: this.deps.node.nodeId, p: { id, t: threadId, to: owner, after, modes: [...modes] } };
+      await this.deps.node.bus.publish(this.watchChannel, JSON.stringify(request));
+    } catch (err) {
+      this.endProxied(p, false);
+      throw err;
+    }
+    return {
+      open: (deliver, end) => {
+        p.deliver = deliver;
+        p.end = end;
+        for (const e of p.early.splice(0)) deliver(e);
+        if (p.ended) end();
+        return () => this.endProxied(p, true);
+      },
+    };
+  }
+
+  private fromServer(p: Proxied, body: string): void {
+    if (p.ended) return;
+    p.lastHeard = Date.now();
+    const m = JSON.parse(body) as ServedMessage;
+    if ("e" in m) {
+      for (const [id, mode, event, data] of m.e) {
+        const e: ThreadStreamEvent = { id, mode, event, data };
+        if (p.deliver) p.deliver(e);
+        else p.early.push(e);
+      }
+    } else if ("end" in m) this.endProxied(p, false);
+  }
+
+  private endProxied(p: Proxied, tellServer: boolean): void {
+    if (p.ended && !this.proxied.has(p.id)) return;
+    p.ended = true;
+    this.proxied.delete(p.id);
+    p.end?.();
+    void p.unsubscribe?.().catch(() => undefined);
+    if (tellServer) this.send({ n: this.deps.node.nodeId, pe: p.id });
+  }
+
+  private serve(req: NonNullable<WatchMessage["p"]>): void {
+    const { hub } = this.deps;
+    const s: Served = {
+      id: req.id,
+      channel: channelName(this.deps.schema, "tsp", req.id),
+      refreshed: Date.now(),
+      batch: [],
+      events: [],
+      queued: false,
+      stop: () => undefined,
+    };
+    this.served.set(req.id, s);
+    // the thread's events from other nodes keep coming here while the stream is served
+    this.watch(req.t).catch(() => undefined);
+    s.stop = hub.threads.subscribe(req.t, req.after, {
+      modes: new Set(req.modes),
+      onEvent: (e) => {
+        s.events.push([e.id, e.mode, e.event, e.data]);
+        this.sendServed(s);
+      },
+      onClose: () => {
+        s.batch.push({ end: true });
+        this.sendServed(s);
+        this.stopServing(req.id);
+      },
+    });
+  }
+
+  private sendServed(s: Served): void {
+    if (s.queued) return;
+    s.queued = true;
+    setImmediate(() => {
+      s.queued = false;
+      if (s.events.length > 0) s.batch.unshift({ e: s.events.splice(0) });
+      const bus = this.deps.node.bus;
+      for (const m of s.batch.splice(0)) bus.publish(s.channel, JSON.stringify(m)).catch((err: unknown) => log.warn("served stream publish failed", { err }));
+    });
+  }
+
+  private stopServing(id: string): void {
+    const s = this.served.get(id);
+    if (s === undefined) return;
+    this.served.delete(id);
+    s.stop();
+    setTimeout(() => this.deps.node.bus.endStream(s.channel), 1_000).unref();
+  }
+
   // ---- the watching side ---------------------------------------------------------------------
 
   private arrived(threadId: string, body: string): void {
@@ -162,6 +321,9 @@ export class RemoteThreads {
     const m = JSON.parse(body) as WatchMessage;
     if (m.n === this.deps.node.nodeId) return;
     if (m.hello) this.announce();
+    if (m.p !== undefined && m.p.to === this.deps.node.nodeId) this.serve(m.p);
+    if (m.pe !== undefined) this.stopServing(m.pe);
+    if (m.px !== undefined) for (const id of m.px) if (this.served.has(id)) this.served.get(id)!.refreshed = Date.now();
     if (m.w === undefined) return;
     const expires = Date.now() + WATCH_TTL_MS;
     if (m.full) {
@@ -286,6 +448,15 @@ export class RemoteThreads {
       void w.ready.then(() => w.unsubscribe?.()).catch(() => undefined);
     }
     this.announce();
+    for (const p of [...this.proxied.values()]) if (now - p.lastHeard > WATCH_TTL_MS) this.endProxied(p, true); // its server is gone: the client reconnects
+    for (const s of [...this.served.values()]) {
+      if (now - s.refreshed > WATCH_TTL_MS)
+        this.stopServing(s.id); // its reader's node is gone
+      else {
+        s.batch.push({ k: 1 });
+        this.sendServed(s);
+      }
+    }
     for (const [t, nodes] of this.remote) {
       for (const [n, expires] of nodes) if (expires < now) nodes.delete(n);
       if (nodes.size === 0) this.unwatched(t);
@@ -294,9 +465,10 @@ export class RemoteThreads {
 
   /** Tells every node which threads this one watches (none, once, after the last watch ended). */
   private announce(): void {
-    if (this.local.size === 0 && !this.announcedAny) return;
+    if (this.local.size === 0 && this.proxied.size === 0 && !this.announcedAny) return;
     this.announcedAny = this.local.size > 0;
-    this.send({ n: this.deps.node.nodeId, w: [...this.local.keys()], full: true });
+    const px = this.proxied.size > 0 ? { px: [...this.proxied.keys()] } : {};
+    this.send({ n: this.deps.node.nodeId, w: [...this.local.keys()], full: true, ...px });
   }
 
   private send(m: WatchMessage): void {

@@ -92,6 +92,11 @@ export class ThreadStreamHub {
     this.seq = Math.max(this.seq - (this.seq % step), 0) + tag;
   }
 
+  /** Whether `id` is one this node gives out (cluster: its tag), so a Last-Event-ID of it resumes here. */
+  ownsId(id: number): boolean {
+    return id === -1 || (id - this.idTag) % this.idStep === 0;
+  }
+
   /**
    * Cluster: an event of the thread that another node published (remote-threads.ts), numbered and
    * delivered here like a local one, except to relays (its own node relays it to every watcher).
@@ -138,7 +143,7 @@ export class ThreadStreamHub {
       }
     }
     // an id this node did not give out (another node's) resumes nothing here: live from now on
-    if (after !== undefined && (after === -1 || (after - this.idTag) % this.idStep === 0)) {
+    if (after !== undefined && this.ownsId(after)) {
       for (const e of ch.buffer.events) if (e.id > after && sub.modes.has(e.mode)) sub.onEvent(e);
     }
     ch.subscribers.add(sub);
