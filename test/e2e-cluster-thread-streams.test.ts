@@ -245,6 +245,15 @@ describe("thread-protocol sessions across nodes", () => {
     expect(after.some((f) => f.event === "lifecycle" && f.data.params.data.event === "completed")).toBe(true);
     const values = after.filter((f) => f.event === "values").at(-1);
     expect(JSON.stringify(values?.data.params.data.messages.at(-1))).toContain("According to get_weather: It is sunny and 21°C in Paris.");
+    // every node's copy of the session is the same: the session on the node that ran it (replayed)
+    for (const i of [A, B, C]) {
+      const copy = await readEvents(i, t.thread_id, { channels: ["lifecycle", "input", "values"] }, completed);
+      const fromAnswer = copy.slice(copy.findIndex((f) => f.event === "input.answered"));
+      expect(
+        fromAnswer.map((f) => [f.id, f.event, f.data]),
+        `node ${i}`,
+      ).toEqual(after.map((f) => [f.id, f.event, f.data]));
+    }
     await onC.close();
   });
 });
