@@ -76,6 +76,7 @@ export function threadProtocolRoutes(app: AppContext): RouteDef[] {
       response: { status: 200, contentType: "text/event-stream" },
       handler: async ({ params, body, auth }) => {
         await mustReadThread(params.thread_id, auth);
+        await app.pool.watchThread(params.thread_id); // cluster: the session of the node running the thread's run reaches this one
         return sseReply(params.thread_id, toFilter(body), body.since);
       },
     }),
@@ -158,7 +159,19 @@ class ProtocolSocket {
       } catch (err) {
         return this.send({ type: "error", id: command.id, error: (err as ProtocolCommandError).code, message: (err as Error).message });
       }
-      return command.method === "subscription.subscribe" ? this.subscribe(command) : this.unsubscribe(command);
+      if (command.method === "subscription.unsubscribe") return this.unsubscribe(command);
+      try {
+        await this.app.pool.watchThread(this.threadId);
+      } catch {
+        return this.send({
+          type: "error",
+          id: command.id,
+          error: "unknown_error",
+          message: "The thread's events on other nodes cannot be followed now; retry",
+        });
+      }
+      if (this.closed) return;
+      return this.subscribe(command);
     }
     const response: ProtocolResponse = await this.commands.execute(command, { threadId: this.threadId, ...this.ctx });
     this.send(response);

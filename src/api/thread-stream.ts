@@ -4,6 +4,7 @@
 import { threadNotFound } from "../errors.ts";
 import { matchesAuthFilter } from "../auth/index.ts";
 import { THREAD_STREAM_MODES, type ThreadStreamMode } from "../hub/thread-stream-hub.ts";
+import type { RemoteThreadStream } from "../hub/remote-threads.ts";
 import { route, type RouteDef, type SseReply } from "../http/types.ts";
 import { arrayOf, body, enumOf, withDefault } from "../http/schemas/common.ts";
 import type { AppContext } from "../server/context.ts";
@@ -48,6 +49,17 @@ export function threadStreamRoutes(app: AppContext): RouteDef[] {
     },
   });
 
+  const servedReply = (threadId: string, stream: RemoteThreadStream, query: string): SseReply => ({
+    kind: "sse",
+    headers: { location: `/threads/${threadId}/stream${query ? `?${query}` : ""}` },
+    heartbeatMs: HEARTBEAT_MS,
+    start: (sink) =>
+      stream.open(
+        (e) => void sink.write(sseFrame(e, true)),
+        () => sink.end(),
+      ),
+  });
+
   return [
     route({
       method: "GET",
@@ -64,7 +76,12 @@ export function threadStreamRoutes(app: AppContext): RouteDef[] {
         const t = await storage.threads.get(threadId);
         if (!t || !matchesAuthFilter(filter, t.metadata)) throw threadNotFound(threadId);
         const modes = new Set(query.stream_mode);
-        return reply(threadId, modes, lastEventId(headers), rawQuery.toString());
+        const after = lastEventId(headers);
+        // cluster: an id another node gave out (the reconnect came here) is resumed by that node
+        const elsewhere = after !== undefined && after >= 0 ? await app.pool.threadStreamFrom(threadId, after, modes) : undefined;
+        if (elsewhere) return servedReply(threadId, elsewhere, rawQuery.toString());
+        await app.pool.watchThread(threadId); // cluster: the thread's runs on other nodes reach this one from now on
+        return reply(threadId, modes, after, rawQuery.toString());
       },
     }),
   ];

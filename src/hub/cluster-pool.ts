@@ -13,8 +13,11 @@ import { componentLog } from "../log/logger.ts";
 import type { RunsPort, ThreadsPort } from "../storage/port.ts";
 import type { RunRecord } from "../storage/records.ts";
 import { RemoteRuns } from "./remote-runs.ts";
+import { RemoteThreads, THREAD_ID_STEP, threadIdTag, type RemoteThreadStream } from "./remote-threads.ts";
+import type { ThreadStreamMode } from "./thread-stream-hub.ts";
 import type { RunStreams } from "./run-hub.ts";
 import { ShardPool, type ShardPoolOptions } from "./shard-pool.ts";
+import type { ThreadProtocolHub } from "./thread-protocol-hub.ts";
 
 const log = componentLog("cluster-pool");
 
@@ -35,6 +38,10 @@ export interface ClusterPoolOptions extends ShardPoolOptions {
   threads: ThreadsPort;
 }
 
+type ProtocolOpener = NonNullable<ReturnType<ThreadProtocolHub["takeOpener"]>>;
+/** A run create forwarded with the protocol announcement that opens its session. */
+type ForwardedCreate = CreateRunCommand & { opener?: ProtocolOpener };
+
 type Routed<C extends ShardRequest> = Promise<ShardReplies[C["type"]]>;
 /** The commands that name a thread (all but graph.describe): they follow the thread's lease. */
 type ThreadRequest = Exclude<ShardRequest, { type: "graph.describe" }>;
@@ -42,6 +49,7 @@ type ThreadRequest = Exclude<ShardRequest, { type: "graph.describe" }>;
 export class ClusterShardPool extends ShardPool {
   private node: ClusterNode | undefined;
   private remote: RemoteRuns | undefined;
+  private remoteThreads: RemoteThreads | undefined;
   private streams: RunStreams | undefined;
   /** per thread: the routing of commands in issue order (a command is posted or committed before the next is routed) */
   private readonly chains = new Map<string, Promise<void>>();
@@ -72,6 +80,23 @@ export class ClusterShardPool extends ShardPool {
       outputOf: (done) => this.runOutput(done),
     });
     this.streams = this.remote.view();
+    this.hub.threads.tagIds(threadIdTag(node.nodeId), THREAD_ID_STEP);
+    this.remoteThreads = new RemoteThreads({
+      hub: this.hub,
+      node,
+      schema: this.clusterOpts.schema,
+      observe: (threadId, runId) => void this.observeRun(threadId, runId, false).catch(() => undefined),
+    });
+    this.remoteThreads.start().catch((err: unknown) => log.error("thread watches could not start", { err }));
+  }
+
+  override watchThread(threadId: string): Promise<void> {
+    return this.remoteThreads?.watch(threadId) ?? Promise.resolve();
+  }
+
+  override async threadStreamFrom(threadId: string, after: number, modes: ReadonlySet<ThreadStreamMode>): Promise<RemoteThreadStream | undefined> {
+    if (this.hub.threads.ownsId(after)) return undefined;
+    return this.remoteThreads?.streamFrom(threadId, after, modes);
   }
 
   override request<C extends ShardRequest>(cmd: C): Routed<C> {
@@ -96,6 +121,7 @@ export class ClusterShardPool extends ShardPool {
 
   override async close(graceMs?: number): Promise<void> {
     this.remote?.close();
+    this.remoteThreads?.close();
     await super.close(graceMs);
   }
 
@@ -125,7 +151,14 @@ export class ClusterShardPool extends ShardPool {
     if (taking !== undefined) await taking;
     if (node.epochOf(t) === undefined) return MOVED;
     if (cmd.type === "run.create") {
-      const run = await this.local(cmd);
+      // a protocol run's opening announcement (input.answered) is made by the session of the node running it
+      const opener = (cmd as ForwardedCreate).opener;
+      delete (cmd as ForwardedCreate).opener;
+      const announced = opener && this.hub.protocol.announceWhenAdopted(cmd.runId, opener.method, opener.channel, opener.data);
+      const run = await this.local(cmd).catch((err: unknown) => {
+        announced?.cancel();
+        throw err;
+      });
       this.created(cmd, run);
       this.remote?.publish(run.run_id); // its sender listens already (expectFrom)
       return JSON.stringify({ v: run });
@@ -253,9 +286,14 @@ export class ClusterShardPool extends ShardPool {
           await this.observeAt(owner.nodeId, t, cmd.runId);
           return () => Promise.resolve({ gated: true });
         }
-        if (cmd.type === "run.create") await this.remote?.expectFrom(owner.nodeId, t, cmd.runId);
-        const sent = await node.commands.send(owner.nodeId, JSON.stringify(cmd));
-        return () => this.forwardedReply(node, cmd, sent, deadline);
+        let forwarded: ThreadRequest | ForwardedCreate = cmd;
+        if (cmd.type === "run.create") {
+          await this.remote?.expectFrom(owner.nodeId, t, cmd.runId);
+          const opener = this.hub.protocol.takeOpener(cmd.runId);
+          if (opener !== undefined) forwarded = { ...cmd, opener };
+        }
+        const sent = await node.commands.send(owner.nodeId, JSON.stringify(forwarded));
+        return () => this.forwardedReply(node, cmd, sent, deadline, "opener" in forwarded ? forwarded.opener : undefined);
       }
       // nobody holds it (or its holder's lease ran out): shard commands need no lease
       if (!needsLease) {
@@ -273,7 +311,7 @@ export class ClusterShardPool extends ShardPool {
     }
   }
 
-  private async forwardedReply(node: ClusterNode, cmd: ThreadRequest, sent: SentCommand, deadline: number): Promise<unknown> {
+  private async forwardedReply(node: ClusterNode, cmd: ThreadRequest, sent: SentCommand, deadline: number, opener?: ProtocolOpener): Promise<unknown> {
     const waits = cmd.type === "run.cancel" && cmd.wait;
     const result = await sent.reply(waits ? FORWARD_WAIT_TIMEOUT_MS : FORWARD_TIMEOUT_MS);
     switch (result.status) {
@@ -289,6 +327,8 @@ export class ClusterShardPool extends ShardPool {
       case "not-taken":
         break; // never ran: route again
     }
+    // routed again: the opener goes with it (or is announced here)
+    if (opener !== undefined && cmd.type === "run.create") this.hub.protocol.announceWhenAdopted(cmd.runId, opener.method, opener.channel, opener.data);
     if (Date.now() > deadline) throw new TroupeError("UNAVAILABLE", "The node owning this thread cannot be reached; retry the request");
     await sleep(100);
     return (await this.dispatch(node, cmd, deadline))();

@@ -193,7 +193,8 @@ export class RemoteRuns {
         if (this.deps.hub.doneOf(w.runId) === undefined) {
           const thread = run && (await this.deps.threads.get(w.threadId));
           // a run whose record went (its thread deleted) ends as an error, as its readers would see it upstream
-          this.deps.hub.finished({ runId: w.runId, threadId: w.threadId, status: run?.status ?? "error", threadStatus: thread?.status ?? "deleted" });
+          const done: RunDone = { runId: w.runId, threadId: w.threadId, status: run?.status ?? "error", threadStatus: thread?.status ?? "deleted" };
+          this.deps.hub.finished(done, true);
         }
         return this.end(w);
       }
@@ -253,7 +254,7 @@ export class RemoteRuns {
           const attempt = (JSON.parse(e.data) as { attempt?: number }).attempt ?? 1;
           if (attempt > w.attempt) {
             // a new attempt (resumed on another node): its stream starts over
-            if (w.attempt > 0) hub.started(w.runId, w.threadId, hub.isResumable(w.runId), attempt);
+            if (w.attempt > 0) hub.started(w.runId, w.threadId, hub.isResumable(w.runId), attempt, false, true);
             w.attempt = attempt;
             w.lastId = -1;
           }
@@ -263,18 +264,21 @@ export class RemoteRuns {
           w.lastId = e.id;
         }
       }
-      if (fresh.length > 0) hub.events(w.runId, fresh);
+      if (fresh.length > 0) hub.events(w.runId, fresh, true);
       return;
     }
     if (hub.doneOf(w.runId) === undefined) {
       const d = message.d;
-      hub.finished({
-        runId: w.runId,
-        threadId: w.threadId,
-        status: d.status,
-        threadStatus: d.threadStatus,
-        output: d.output === undefined ? undefined : Buffer.from(d.output, "utf8"),
-      });
+      hub.finished(
+        {
+          runId: w.runId,
+          threadId: w.threadId,
+          status: d.status,
+          threadStatus: d.threadStatus,
+          output: d.output === undefined ? undefined : Buffer.from(d.output, "utf8"),
+        },
+        true,
+      );
     }
     this.end(w);
   }

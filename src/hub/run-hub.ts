@@ -20,6 +20,11 @@ interface RunLog {
   protocol: boolean;
   /** the worker holds this run's events until a reader joins (see event-gate.ts) */
   gated: boolean;
+  /**
+   * Cluster: fed from another node's channel (remote-runs.ts), not from this node's shard: its
+   * thread's streams and protocol session get it from the node running it (remote-threads.ts).
+   */
+  remote: boolean;
   /** whole for a resumable run; bounded for a non-resumable one (oldest dropped first) */
   events: EventBuffer<RunEvent>;
   /** a non-resumable log is replayed to its first reader only (later readers get live events) */
@@ -96,6 +101,7 @@ export class RunHub {
         resumable: false,
         protocol: false,
         gated: false,
+        remote: false,
         events: new EventBuffer(this.maxBytes),
         replayed: false,
         subscribers: new Set(),
@@ -138,10 +144,11 @@ export class RunHub {
     return [...(this.gatedByThread.get(threadId) ?? [])];
   }
 
-  started(runId: string, threadId: string, resumable: boolean, attempt: number, protocol = false): void {
+  started(runId: string, threadId: string, resumable: boolean, attempt: number, protocol = false, remote = false): void {
     const l = this.log(runId, threadId);
     this.setResumable(l, resumable);
     l.protocol = protocol;
+    l.remote = remote;
     if (protocol) this.protocol.started(threadId, runId, attempt);
     if (attempt > 1) {
       l.events.take(); // a re-executed run restarts its stream (metadata.attempt > 1)
@@ -149,13 +156,15 @@ export class RunHub {
     }
     l.done = undefined;
     this.release(runId);
-    if (this.threads.has(threadId)) {
+    if (!remote && this.threads.has(threadId)) {
       this.threads.publish(threadId, "lifecycle", "run_start", JSON.stringify({ run_id: runId, thread_id: threadId, status: "running", attempt }));
     }
   }
 
-  events(runId: string, events: RunEvent[]): void {
+  /** `remote`: from another node's channel (remote-runs.ts) rather than this node's shard. */
+  events(runId: string, events: RunEvent[], remote = false): void {
     const l = this.log(runId);
+    l.remote = remote;
     if (l.protocol) this.protocol.publish(l.threadId, runId, events);
     // From the root chunk that says the run stopped at an interrupt on, events wait for the run's
     // end: a client acting on the interrupt at once (RemoteGraph raises GraphInterrupt on it) must
@@ -179,7 +188,7 @@ export class RunHub {
     // Events that arrive after the run's end are a replay of its worker buffer for a late reader
     // (run.observe raced the run's end): the run's own readers get them; thread streams only while
     // its run_end is held for them (holdThreadEnd), since otherwise they had the run_end already.
-    if (l.threadId && (l.done === undefined || l.endHeld) && this.threads.has(l.threadId)) {
+    if (l.threadId && !l.remote && (l.done === undefined || l.endHeld) && this.threads.has(l.threadId)) {
       for (const e of events) this.threads.publish(l.threadId, "run_modes", e.event, e.data);
     }
     for (const e of events) {
@@ -192,14 +201,18 @@ export class RunHub {
     }
   }
 
-  finished(done: RunDone): void {
+  finished(done: RunDone, remote = false): void {
     const l = this.log(done.runId, done.threadId);
+    l.remote = remote;
     const held = l.heldFromInterrupt;
     l.heldFromInterrupt = undefined;
     if (held) this.deliver(l, held); // before `done`: to the run's readers and thread streams as live events
     l.done = done;
-    this.protocol.ended(done.threadId, done.runId, done.status); // also a queued protocol run cancelled before it started
-    if (done.threadStatus === "deleted") this.protocol.close(done.threadId);
+    if (remote) this.protocol.settled(done.threadId, done.runId);
+    else {
+      this.protocol.ended(done.threadId, done.runId, done.status); // also a queued protocol run cancelled before it started
+      if (done.threadStatus === "deleted") this.protocol.close(done.threadId);
+    }
     this.unindexGated(l); // stays gated: a late join still fetches the worker's buffer (run.observe)
     for (const s of l.subscribers) s.onDone(done);
     l.subscribers.clear();
@@ -214,7 +227,7 @@ export class RunHub {
     l.expireTimer.unref();
     this.retain(done.runId, (done.output?.byteLength ?? 0) + l.events.bytes);
     const publishEnd = () => {
-      if (!this.threads.has(done.threadId)) return;
+      if (remote || !this.threads.has(done.threadId)) return;
       const end = { run_id: done.runId, thread_id: done.threadId, status: done.status, thread_status: done.threadStatus };
       this.threads.publish(done.threadId, "lifecycle", "run_end", JSON.stringify(end));
       if (done.threadStatus === "deleted") this.threads.close(done.threadId); // a stateless run's temporary thread

@@ -21,7 +21,8 @@ import type {
 } from "../bridge/messages.ts";
 import type { RunRecord } from "../storage/records.ts";
 import { RunHub, type RunStreams } from "./run-hub.ts";
-import type { ThreadStreams } from "./thread-stream-hub.ts";
+import type { ThreadStreamMode, ThreadStreams } from "./thread-stream-hub.ts";
+import type { RemoteThreadStream } from "./remote-threads.ts";
 import type { ThreadProtocolSessions } from "./thread-protocol-hub.ts";
 import { shardOf } from "../bridge/sharding.ts";
 import { createIdleBoard } from "../util/idle-gc.ts";
@@ -253,6 +254,22 @@ export class ShardPool {
         .catch(() => undefined)
         .finally(() => held && this.hub.releaseThreadEnd(run.run_id));
     }
+  }
+
+  /**
+   * Before a client listens to a thread's stream or protocol session: a cluster node makes the
+   * thread's runs on other nodes reach it (remote-threads.ts). One node: nothing to do.
+   */
+  watchThread(_threadId: string): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /**
+   * A thread stream resumed with a Last-Event-ID another cluster node gave out: served by that
+   * node (remote-threads.ts), undefined when it cannot be (one node: always).
+   */
+  threadStreamFrom(_threadId: string, _after: number, _modes: ReadonlySet<ThreadStreamMode>): Promise<RemoteThreadStream | undefined> {
+    return Promise.resolve(undefined);
   }
 
   /** Cluster: a shard dropped the thread's idle actor (ClusterShardPool lets its lease linger, then releases it). */

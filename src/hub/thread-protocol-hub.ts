@@ -23,10 +23,14 @@ export interface ProtocolFrame {
   namespace: string[];
   /** the whole event as JSON text, `type`/`event_id`/`seq` included */
   data: string;
+  /** cluster: the node whose session numbered it, when not this one (inject) */
+  origin?: string;
 }
 
 export interface ProtocolListener {
   filter: ProtocolFilter;
+  /** cluster: forwards every event of this node's session to other nodes (remote-threads.ts); its filter is not consulted, injected events are not fed to it */
+  relay?: boolean;
   onEvent(frame: ProtocolFrame): void;
   /** the thread was deleted */
   onClose(): void;
@@ -65,6 +69,9 @@ interface Session {
    */
   held: Pick<RunEvent, "event" | "data">[];
   expireTimer?: NodeJS.Timeout;
+  /** cluster: the node whose session this one mirrors (inject) and the last seq taken from it */
+  origin?: string;
+  originSeq?: number;
 }
 
 const TERMINAL = /"event":"(completed|failed|interrupted)"/;
@@ -97,7 +104,10 @@ export function matchesFilter(filter: ProtocolFilter, channel: string, namespace
 }
 
 /** What request handlers may do with thread-protocol sessions (ShardPool.sessions); runs feed them through the run hub. */
-export type ThreadProtocolSessions = Pick<ThreadProtocolHub, "adopt" | "announceWhenAdopted" | "subscribe" | "sessionRun" | "announce" | "lastSeq" | "tree">;
+export type ThreadProtocolSessions = Pick<
+  ThreadProtocolHub,
+  "adopt" | "listenerCount" | "announceWhenAdopted" | "subscribe" | "sessionRun" | "announce" | "lastSeq" | "tree"
+>;
 
 export class ThreadProtocolHub {
   private readonly sessions = new Map<string, Session>();
@@ -140,6 +150,10 @@ export class ThreadProtocolHub {
     s.lastSeq = undefined;
     s.buffer.take();
     s.agents.clear();
+    s.origin = undefined;
+    // a run's seqs start past the clock (µs): in a cluster the next run may be numbered by another
+    // node, whose seqs must not repeat this one's (clients dedup by event_id)
+    this.seq = Math.max(this.seq, Date.now() * 1000);
     this.keepAlive(threadId, s);
     const opener = this.openers.get(runId);
     if (opener) {
@@ -166,6 +180,7 @@ export class ThreadProtocolHub {
       s.held = [];
       s.buffer.take();
       s.agents.clear();
+      this.seq = Math.max(this.seq, Date.now() * 1000); // the attempt before may have been another node's
       return;
     }
     this.adopt(threadId, runId);
@@ -196,7 +211,67 @@ export class ThreadProtocolHub {
     s.lastSeq = seq;
     if (method === "lifecycle") this.track(s, namespace, frame.data);
     s.buffer.push(frame);
-    for (const l of s.listeners) if (matchesFilter(l.filter, channel, namespace)) l.onEvent(frame);
+    for (const l of s.listeners) if (l.relay || matchesFilter(l.filter, channel, namespace)) l.onEvent(frame);
+  }
+
+  /**
+   * Cluster: the opener registered for a run this node forwards to the node executing it, which
+   * announces it in its own session (so every node's copy has the same events and seqs).
+   */
+  takeOpener(runId: string): { method: string; channel: string; data: unknown } | undefined {
+    const opener = this.openers.get(runId);
+    this.openers.delete(runId);
+    return opener;
+  }
+
+  /**
+   * Cluster: a frame of the session of the node executing the thread's protocol run
+   * (remote-threads.ts), kept with its seq: this session mirrors that node's. A newer run starts a
+   * new session as adopt() does; frames of an older run, or already taken from `origin`, are dropped.
+   */
+  inject(threadId: string, runId: string, origin: string, frame: ProtocolFrame): void {
+    const s = this.session(threadId);
+    if (s.runId === undefined || s.runId < runId) {
+      this.openers.delete(runId);
+      s.runId = runId;
+      s.rootEnded = false;
+      s.held = [];
+      s.lastSeq = undefined;
+      s.buffer.take();
+      s.agents.clear();
+      s.origin = undefined;
+    } else if (s.runId > runId) return;
+    if (s.origin === origin && s.originSeq !== undefined && frame.seq <= s.originSeq) return;
+    s.origin = origin;
+    s.originSeq = frame.seq;
+    s.running = true;
+    s.lastSeq = frame.seq;
+    if (frame.method === "lifecycle") this.track(s, frame.namespace, frame.data);
+    s.buffer.push(frame);
+    for (const l of s.listeners) if (!l.relay && matchesFilter(l.filter, frame.channel, frame.namespace)) l.onEvent(frame);
+    if (s.rootEnded) {
+      s.running = false;
+      this.keepAlive(threadId, s);
+    }
+  }
+
+  /**
+   * Cluster: a run of the session ended on another node. Frames of its end come from that node
+   * (inject); this only stops a session that never got any (nobody here watched the thread) from
+   * staying `running` for ever.
+   */
+  settled(threadId: string, runId: string): void {
+    const s = this.sessions.get(threadId);
+    if (!s || s.runId !== runId || s.origin !== undefined || !s.running) return;
+    s.running = false;
+    this.keepAlive(threadId, s);
+  }
+
+  /** How many clients (not relays) listen to the thread's session. */
+  listenerCount(threadId: string): number {
+    let n = 0;
+    for (const l of this.sessions.get(threadId)?.listeners ?? []) if (!l.relay) n++;
+    return n;
   }
 
   /**
@@ -232,7 +307,7 @@ export class ThreadProtocolHub {
     let replayed = 0;
     for (const f of s.buffer.events) {
       if (since !== undefined && f.seq <= since) continue;
-      if (!matchesFilter(listener.filter, f.channel, f.namespace)) continue;
+      if (!listener.relay && !matchesFilter(listener.filter, f.channel, f.namespace)) continue;
       listener.onEvent(f);
       replayed++;
     }

@@ -18,6 +18,8 @@ export interface ThreadStreamEvent {
 
 export interface ThreadStreamSubscriber {
   modes: ReadonlySet<ThreadStreamMode>;
+  /** cluster: forwards this node's events of the thread to other nodes (remote-threads.ts); not fed what they sent (inject) */
+  relay?: boolean;
   onEvent(e: ThreadStreamEvent): void;
   /** the thread was deleted: the stream is over */
   onClose(): void;
@@ -38,6 +40,16 @@ interface Channel {
   buffer: EventBuffer<ThreadStreamEvent>;
   subscribers: Set<ThreadStreamSubscriber>;
   expireTimer?: NodeJS.Timeout;
+  /** cluster: clients (not relays) subscribed, and when the last one left */
+  clients: number;
+  clientsLeftAt?: number;
+  /**
+   * Cluster: the buffer serves clients (created by one, or one came within the retention). A
+   * channel kept only by relays holds just the newest event, so a node relaying many threads for
+   * other nodes does not keep a resume buffer per thread that none of its clients can use.
+   */
+  resumable: boolean;
+  clientsGoneTimer?: NodeJS.Timeout;
 }
 
 /** What request handlers may do with thread streams (ShardPool.threadStreams); run events reach them through the run hub. */
@@ -47,6 +59,9 @@ export class ThreadStreamHub {
   private readonly channels = new Map<string, Channel>();
   private readonly opts: ThreadStreamHubOptions;
   private seq = 0;
+  /** ids are seq += idStep from the node's tag (cluster: tagIds), so a node knows its own ids */
+  private idStep = 1;
+  private idTag = 0;
 
   constructor(opts: Partial<ThreadStreamHubOptions> = {}) {
     this.opts = { ...THREAD_STREAM_DEFAULTS, ...opts };
@@ -61,9 +76,47 @@ export class ThreadStreamHub {
   publish(threadId: string, mode: ThreadStreamMode, event: string, data: string): void {
     const ch = this.channels.get(threadId);
     if (!ch) return;
-    const e: ThreadStreamEvent = { id: ++this.seq, mode, event, data };
+    const e: ThreadStreamEvent = { id: (this.seq += this.idStep), mode, event, data };
     ch.buffer.push(e);
     for (const s of ch.subscribers) if (s.modes.has(mode)) s.onEvent(e);
+  }
+
+  /**
+   * Cluster: this node's ids are `tag` modulo `step` (tag in 1..step-1), so a Last-Event-ID another
+   * node gave out (a client reconnecting through a load balancer) is never read as one of its own.
+   * Called before any event is published.
+   */
+  tagIds(tag: number, step: number): void {
+    this.idStep = step;
+    this.idTag = tag;
+    this.seq = Math.max(this.seq - (this.seq % step), 0) + tag;
+  }
+
+  /** Whether `id` is one this node gives out (cluster: its tag), so a Last-Event-ID of it resumes here. */
+  ownsId(id: number): boolean {
+    return id === -1 || (id - this.idTag) % this.idStep === 0;
+  }
+
+  /**
+   * Cluster: an event of the thread that another node published (remote-threads.ts), numbered and
+   * delivered here like a local one, except to relays (its own node relays it to every watcher).
+   */
+  inject(threadId: string, mode: ThreadStreamMode, event: string, data: string): void {
+    const ch = this.channels.get(threadId);
+    if (!ch) return;
+    const e: ThreadStreamEvent = { id: (this.seq += this.idStep), mode, event, data };
+    ch.buffer.push(e);
+    for (const s of ch.subscribers) if (!s.relay && s.modes.has(mode)) s.onEvent(e);
+  }
+
+  /**
+   * Whether clients (not relays) listen to the thread, or one left less than the retention ago and
+   * may resume: a cluster node watches other nodes' runs of the thread that long.
+   */
+  heldForClients(threadId: string, now: number): boolean {
+    const ch = this.channels.get(threadId);
+    if (ch === undefined) return false;
+    return ch.clients > 0 || (ch.clientsLeftAt !== undefined && now - ch.clientsLeftAt < this.opts.retentionMs);
   }
 
   /**
@@ -73,20 +126,44 @@ export class ThreadStreamHub {
   subscribe(threadId: string, after: number | undefined, sub: ThreadStreamSubscriber): () => void {
     let ch = this.channels.get(threadId);
     if (!ch) {
-      ch = { buffer: new EventBuffer(this.opts.maxBytes, this.opts.maxEvents), subscribers: new Set() };
+      const resumable = sub.relay !== true;
+      ch = { buffer: new EventBuffer(resumable ? this.opts.maxBytes : 0, this.opts.maxEvents), subscribers: new Set(), clients: 0, resumable };
       this.channels.set(threadId, ch);
     }
     if (ch.expireTimer) {
       clearTimeout(ch.expireTimer);
       ch.expireTimer = undefined;
     }
-    if (after !== undefined) {
+    if (!sub.relay) {
+      clearTimeout(ch.clientsGoneTimer);
+      if (!ch.resumable) {
+        ch.resumable = true; // what the relays kept is nobody's to resume
+        ch.buffer.take();
+        ch.buffer.bound(this.opts.maxBytes);
+      }
+    }
+    // an id this node did not give out (another node's) resumes nothing here: live from now on
+    if (after !== undefined && this.ownsId(after)) {
       for (const e of ch.buffer.events) if (e.id > after && sub.modes.has(e.mode)) sub.onEvent(e);
     }
     ch.subscribers.add(sub);
+    if (!sub.relay) ch.clients++;
     const channel = ch;
     return () => {
-      if (!channel.subscribers.delete(sub) || channel.subscribers.size > 0) return;
+      if (!channel.subscribers.delete(sub)) return;
+      if (!sub.relay && --channel.clients === 0) {
+        channel.clientsLeftAt = Date.now();
+        if (channel.subscribers.size > 0) {
+          // relays keep the channel: the buffer serves a returning client for the retention only
+          channel.clientsGoneTimer = setTimeout(() => {
+            if (channel.clients > 0) return;
+            channel.resumable = false;
+            channel.buffer.bound(0);
+          }, this.opts.retentionMs);
+          channel.clientsGoneTimer.unref();
+        }
+      }
+      if (channel.subscribers.size > 0) return;
       if (this.channels.get(threadId) !== channel) return; // closed meanwhile
       channel.expireTimer = setTimeout(() => {
         if (channel.subscribers.size === 0 && this.channels.get(threadId) === channel) this.channels.delete(threadId);
@@ -101,6 +178,7 @@ export class ThreadStreamHub {
     if (!ch) return;
     this.channels.delete(threadId);
     if (ch.expireTimer) clearTimeout(ch.expireTimer);
+    clearTimeout(ch.clientsGoneTimer);
     const subs = [...ch.subscribers];
     ch.subscribers.clear();
     for (const s of subs) s.onClose();
