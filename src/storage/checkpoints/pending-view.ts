@@ -14,13 +14,13 @@
  * built from a put whose parent it knows, dropped by any other kind of write and once the thread's
  * queued writes have all committed (then LMDB is the truth again).
  */
-import type { ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple } from "@langchain/langgraph-checkpoint";
+import type { ChannelVersions, Checkpoint, CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import type { StoredChannelVersion } from "../env.ts";
 import { loadChannelValue, NO_VALUE, tagOf, type EncodedBlob } from "./blob-store.ts";
-import { MAX_KEY, type LmdbSaverContext, type StoredCheckpointBody } from "./lmdb-context.ts";
+import { MAX_KEY, type LmdbSaverContext } from "./lmdb-context.ts";
 import { joinChunks } from "./message-chunks.ts";
 import type { TagMap } from "./queued-writes.ts";
-import { revivePendingWrites, tupleConfigs, type StoredPendingWrite } from "./tuple.ts";
+import { tupleFromSerialized, type StoredPendingWrite } from "./tuple.ts";
 
 /** One channel of a pending checkpoint. */
 export type PendingChannel =
@@ -137,7 +137,6 @@ function isNewest({ storage }: LmdbSaverContext, threadId: string, id: string): 
 /** The tuple getTuple would return for a pending checkpoint once its writes commit. */
 export async function pendingTuple(ctx: LmdbSaverContext, threadId: string, pending: PendingCheckpoint): Promise<CheckpointTuple> {
   const { serde } = ctx;
-  const body = (await serde.loadsTyped(pending.bodyType, pending.body)) as StoredCheckpointBody;
   const values: Record<string, unknown> = {};
   for (const [channel, entry] of pending.channels) {
     if ("list" in entry) values[channel] = entry.list.slice();
@@ -147,15 +146,7 @@ export async function pendingTuple(ctx: LmdbSaverContext, threadId: string, pend
       if (value !== NO_VALUE) values[channel] = value;
     }
   }
-  const { config, parentConfig } = tupleConfigs(threadId, "", pending.id, pending.parentId);
-  const tuple: CheckpointTuple = {
-    config,
-    checkpoint: { ...body, channel_versions: body.channel_versions ?? {}, channel_values: values },
-    metadata: (await serde.loadsTyped(pending.metadataType, pending.metadata)) as CheckpointMetadata,
-    pendingWrites: await revivePendingWrites(serde, [...pending.writes.values()]),
-  };
-  if (parentConfig !== undefined) tuple.parentConfig = parentConfig;
-  return tuple;
+  return tupleFromSerialized(serde, threadId, pending, values, [...pending.writes.values()]);
 }
 
 /**

@@ -130,3 +130,26 @@ export function keysNewestFirst(storage: Storage, threadId: string | undefined, 
 function compareDesc(a: string, b: string): number {
   return a < b ? 1 : a > b ? -1 : 0;
 }
+
+/**
+ * The tuple of a root checkpoint known in memory (a write still in flight: both savers' views),
+ * from its serialized body and metadata, its channel values and its stored pending writes.
+ */
+export async function tupleFromSerialized(
+  serde: SerializerProtocol,
+  threadId: string,
+  checkpoint: { id: string; parentId: string | null; bodyType: string; body: Uint8Array; metadataType: string; metadata: Uint8Array },
+  values: Record<string, unknown>,
+  writes: StoredPendingWrite[],
+): Promise<CheckpointTuple> {
+  const body = (await serde.loadsTyped(checkpoint.bodyType, checkpoint.body)) as Omit<Checkpoint, "channel_values">;
+  const { config, parentConfig } = tupleConfigs(threadId, "", checkpoint.id, checkpoint.parentId);
+  const tuple: CheckpointTuple = {
+    config,
+    checkpoint: { ...body, channel_versions: body.channel_versions ?? {}, channel_values: values },
+    metadata: (await serde.loadsTyped(checkpoint.metadataType, checkpoint.metadata)) as CheckpointMetadata,
+    pendingWrites: await revivePendingWrites(serde, writes),
+  };
+  if (parentConfig !== undefined) tuple.parentConfig = parentConfig;
+  return tuple;
+}

@@ -18,8 +18,8 @@
  * the put's private copy of a message list as the blob cache would hand it out), so a served tuple
  * never shares objects with the graph that put it.
  */
-import type { Checkpoint, CheckpointMetadata, CheckpointTuple, SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import { revivePendingWrites, tupleConfigs, type StoredPendingWrite } from "../checkpoints/tuple.ts";
+import type { CheckpointTuple, SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import { tupleFromSerialized, type StoredPendingWrite } from "../checkpoints/tuple.ts";
 import { addPendingWrites } from "../checkpoints/pending-view.ts";
 
 /** How a known checkpoint's channel value is produced again (each call a fresh value). */
@@ -147,18 +147,9 @@ export class InflightCheckpoints {
 
   /** the tuple a read of `k` would return once its writes committed */
   static async tuple(serde: SerializerProtocol, threadId: string, k: KnownCheckpoint): Promise<CheckpointTuple> {
-    const body = (await serde.loadsTyped(k.bodyType, k.body)) as Omit<Checkpoint, "channel_values">;
     const values: Record<string, unknown> = {};
     for (const [channel, known] of k.channels) if (known.load !== undefined) values[channel] = await known.load();
-    const { config, parentConfig } = tupleConfigs(threadId, "", k.id, k.parentId);
-    const tuple: CheckpointTuple = {
-      config,
-      checkpoint: { ...body, channel_versions: body.channel_versions ?? {}, channel_values: values },
-      metadata: (await serde.loadsTyped(k.metadataType, k.metadata)) as CheckpointMetadata,
-      pendingWrites: await revivePendingWrites(serde, [...k.writes.values()]),
-    };
-    if (parentConfig !== undefined) tuple.parentConfig = parentConfig;
-    return tuple;
+    return tupleFromSerialized(serde, threadId, k, values, [...k.writes.values()]);
   }
 
   private set(threadId: string, k: KnownCheckpoint): void {
