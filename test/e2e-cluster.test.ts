@@ -156,6 +156,33 @@ describe("three troupe serve nodes on one database", () => {
     expect((await clients[A].threads.get(t.thread_id)).status).toBe("idle");
   });
 
+  it("a write refused by the lease fence sends the thread's next command to its new owner at once, not after the next heartbeat", async () => {
+    const t = await clients[A].threads.create();
+    await clients[A].runs.wait(t.thread_id, "echo", { input: human("before the takeover") });
+    expect(await leaseHolder(t.thread_id)).toBe("node-a"); // lingering on A
+    // A's lease runs out unnoticed (as when A is paused past it) and B takes the thread with its next run
+    await sql("UPDATE thread_leases SET expires_at = now() - interval '1 second' WHERE thread_id = $1", [t.thread_id]);
+    await clients[B].runs.wait(t.thread_id, "echo", { input: human("on B") });
+    expect(await leaseHolder(t.thread_id)).toBe("node-b");
+    const patch = (i: number) =>
+      fetch(`${nodes[A].url}/threads/${t.thread_id}`, {
+        method: "PATCH",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ metadata: { [`k${i}`]: i } }),
+      });
+    // A still routes to its own actor until it learns: its write is refused (503, which the SDK
+    // retries). Its heartbeat (every 2 s) may have learnt first: then this one is forwarded already
+    const first = await patch(0);
+    expect([503, 200]).toContain(first.status);
+    // the refusal dropped A's holding at once: the next command is forwarded to B
+    const second = await patch(1);
+    expect(second.status).toBe(200);
+    expect(await leaseHolder(t.thread_id)).toBe("node-b");
+    const seen = await clients[C].threads.get(t.thread_id);
+    expect(seen.metadata).toMatchObject({ k1: 1, ...(first.status === 200 ? { k0: 0 } : {}) });
+    if (first.status === 503) expect(seen.metadata).not.toHaveProperty("k0");
+  });
+
   it("kill -9 of one node under running and queued runs: every run ends, no thread stays busy, each input once", async () => {
     // each thread's first run is created through B, which takes the thread's lease (an idle
     // thread holds none) and keeps it while runs are in flight; the queued ones come through A and C

@@ -126,10 +126,17 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     actors.delete(threadId);
     return actor !== undefined;
   };
-  // a write refused by the fence: the lease moved before this node heard of it
-  storage.fences?.onRefused((threadId) => {
+  // a write refused by the fence: the lease moved before this node heard of it. The actor stops;
+  // the thread's commands are refused (UNAVAILABLE: retried, then routed to the new owner) until
+  // the pool, told now, drops the holding and abandons the thread here, or fences a new holding
+  const refusedThreads = new Set<string>();
+  storage.fences?.onRefused((threadId, epoch) => {
+    // a late write of an older holding: the thread's current holding (and actor) are not concerned
+    if (storage.fences?.epochOf(threadId) !== epoch) return;
     shardLog.warn("write refused by the thread's lease fence: its actor stops", { threadId });
     abandonActor(threadId);
+    refusedThreads.add(threadId);
+    post({ type: "thread.refused", threadId, epoch });
   });
   const actorFor = (threadId: string): ThreadActor => {
     let a = actors.get(threadId);
@@ -151,13 +158,19 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     if (cmd.type === "run.observe") return Promise.resolve({ gated: gates.observe(cmd.runId, cmd.replay) });
     if (cmd.type === "run.output") return Promise.resolve({ output: outputs.bytesOf(cmd.runId) ?? null });
     if (cmd.type === "thread.recover") {
+      refusedThreads.delete(cmd.threadId); // a new holding
       storage.fences?.fence(cmd.threadId, cmd.epoch); // before any write of the thread's runs
       if (cmd.fenceOnly === true) return Promise.resolve({ runs: 0 });
       return recoverActiveRuns(storage.runs, () => true, actorFor, cmd.threadId).then((runs) => ({ runs }));
     }
     if (cmd.type === "thread.abandon") {
+      refusedThreads.delete(cmd.threadId);
       storage.fences?.unfence(cmd.threadId);
       return Promise.resolve({ abandoned: abandonActor(cmd.threadId) });
+    }
+    if (refusedThreads.has(cmd.threadId)) {
+      // an actor made now would act on what this node no longer owns (e.g. answer a cancel "found")
+      return Promise.reject(new TroupeError("UNAVAILABLE", `thread ${cmd.threadId}: this node no longer holds its lease; retry the request`));
     }
     if (cmd.type === "run.create") {
       gates.open(cmd.runId, cmd.observed);

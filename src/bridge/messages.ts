@@ -159,7 +159,9 @@ export type FromShard =
   | { type: "run.events"; runId: string; events: RunEvent[] }
   | { type: "run.done"; done: RunDone }
   /** cluster: the thread's actor was dropped from memory with nothing in flight (its lease may go) */
-  | { type: "thread.idle"; threadId: string };
+  | { type: "thread.idle"; threadId: string }
+  /** cluster: a write of the thread under lease `epoch` was refused (the lease moved): the node gives that holding up */
+  | { type: "thread.refused"; threadId: string; epoch: number };
 
 /** Replies of the commands, keyed by command type. */
 export interface ShardReplies {

@@ -218,6 +218,18 @@ export class ClusterNode {
     this.lingering.delete(threadId);
   }
 
+  /**
+   * A write under the thread's holding `epoch` was refused: the lease moved (another node took it
+   * while this one was paused or cut off). The holding is dropped without touching the row (it is
+   * the new owner's); a later holding of this node is left alone. True when it was dropped.
+   */
+  lost(threadId: string, epoch: number): boolean {
+    if (this.heartbeat.epochOf(threadId) !== epoch) return false;
+    this.heartbeat.drop(threadId);
+    this.lingering.delete(threadId);
+    return true;
+  }
+
   /** Whether the thread's lease is held here idle, waiting to be released. */
   isLingering(threadId: string): boolean {
     return this.lingering.has(threadId);

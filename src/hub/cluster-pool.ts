@@ -208,6 +208,19 @@ export class ClusterShardPool extends ShardPool {
   }
 
   /**
+   * A shard's write under the thread's holding `epoch` was refused by the fence: the lease moved
+   * before the heartbeat noticed. The holding goes now (not at the next beat), so the thread's next
+   * command is routed to its new owner; the shard already stopped the actor and refuses the
+   * thread's commands until it hears from here (thread.abandon drops its fence and that refusal).
+   */
+  protected override threadRefused(threadId: string, epoch: number): void {
+    const node = this.node;
+    if (node === undefined || !node.lost(threadId, epoch)) return;
+    log.warn("thread lease moved (a write was refused): routing to its new owner", { threadId });
+    super.request({ type: "thread.abandon", threadId }).catch(() => undefined);
+  }
+
+  /**
    * A shard died: its actors (runs in flight, queues) and its fences are gone, so its threads'
    * leases are handed over at once. A takeover scan (this node's or another's) recovers their
    * runs from storage; a command meanwhile takes the lease again with a recovery.

@@ -214,6 +214,9 @@ export class ShardPool {
         case "thread.idle": // cluster shards only
           this.threadIdle(m.threadId);
           break;
+        case "thread.refused": // cluster shards only
+          this.threadRefused(m.threadId, m.epoch);
+          break;
       }
     }
   }
@@ -274,6 +277,9 @@ export class ShardPool {
 
   /** Cluster: a shard dropped the thread's idle actor (ClusterShardPool lets its lease linger, then releases it). */
   protected threadIdle(_threadId: string): void {}
+
+  /** Cluster: a fenced write of the thread was refused (ClusterShardPool gives that holding up). */
+  protected threadRefused(_threadId: string, _epoch: number): void {}
 
   /** Cluster: shard `index` died with its actors (ClusterShardPool hands its threads' leases over). */
   protected shardDied(_index: number): void {}

@@ -383,5 +383,8 @@ export interface StoragePort {
 export interface ThreadFences {
   fence(threadId: string, epoch: number): void;
   unfence(threadId: string): void;
-  onRefused(listener: (threadId: string) => void): void;
+  /** the epoch the thread's writes are fenced by now, if any */
+  epochOf(threadId: string): number | undefined;
+  /** a fenced write was refused: the holding of `epoch` is no longer the thread's lease */
+  onRefused(listener: (threadId: string, epoch: number) => void): void;
 }

@@ -80,7 +80,7 @@ export class ThreadWriteChains implements ThreadFences {
   private readonly chains = new Map<string, Chain>();
   /** cluster mode: thread id → epoch of the lease its writes are fenced by */
   private readonly epochs = new Map<string, number>();
-  private refusedListener: ((threadId: string) => void) | undefined;
+  private refusedListener: ((threadId: string, epoch: number) => void) | undefined;
   /** batches waiting for a transaction in flight to end, then sent together (group commit) */
   private ready: Submission[] = [];
   private groupsInFlight = 0;
@@ -96,8 +96,12 @@ export class ThreadWriteChains implements ThreadFences {
     this.epochs.delete(threadId);
   }
 
-  onRefused(listener: (threadId: string) => void): void {
+  onRefused(listener: (threadId: string, epoch: number) => void): void {
     this.refusedListener = listener;
+  }
+
+  epochOf(threadId: string): number | undefined {
+    return this.epochs.get(threadId);
   }
 
   /** The holding a write of the thread issued now must carry (cluster mode); undefined: unfenced. */
@@ -113,7 +117,7 @@ export class ThreadWriteChains implements ThreadFences {
 
   /** A write of `fence` was refused: the listener is told; the error the write rejects with. */
   private refusal(fence: Fence): TroupeError {
-    this.refusedListener?.(fence.threadId);
+    this.refusedListener?.(fence.threadId, fence.epoch);
     return new TroupeError("UNAVAILABLE", `thread ${fence.threadId}: this node no longer holds its lease (epoch ${fence.epoch}); the write was refused`);
   }
 
