@@ -87,6 +87,17 @@ const segmentBase = (segment: string): string => {
 };
 
 /** `prefix` is a prefix of `ns`; a prefix segment without ":" also matches `name:<task id>`. */
+/** The session now follows `runId` (started here, or by another node): the previous run's state goes. */
+function startRun(s: Session, runId: string): void {
+  s.runId = runId;
+  s.rootEnded = false;
+  s.held = [];
+  s.lastSeq = undefined;
+  s.buffer.take();
+  s.agents.clear();
+  s.origin = undefined;
+}
+
 function isPrefixMatch(ns: readonly string[], prefix: readonly string[]): boolean {
   if (prefix.length > ns.length) return false;
   for (let i = 0; i < prefix.length; i++) {
@@ -143,14 +154,8 @@ export class ThreadProtocolHub {
   adopt(threadId: string, runId: string): void {
     const s = this.session(threadId);
     if (s.runId !== undefined && s.runId >= runId) return;
-    s.runId = runId;
+    startRun(s, runId);
     s.running = true;
-    s.rootEnded = false;
-    s.held = [];
-    s.lastSeq = undefined;
-    s.buffer.take();
-    s.agents.clear();
-    s.origin = undefined;
     // a run's seqs start past the clock (µs): in a cluster the next run may be numbered by another
     // node, whose seqs must not repeat this one's (clients dedup by event_id)
     this.seq = Math.max(this.seq, Date.now() * 1000);
@@ -233,13 +238,7 @@ export class ThreadProtocolHub {
     const s = this.session(threadId);
     if (s.runId === undefined || s.runId < runId) {
       this.openers.delete(runId);
-      s.runId = runId;
-      s.rootEnded = false;
-      s.held = [];
-      s.lastSeq = undefined;
-      s.buffer.take();
-      s.agents.clear();
-      s.origin = undefined;
+      startRun(s, runId);
     } else if (s.runId > runId) return;
     if (s.origin === origin && s.originSeq !== undefined && frame.seq <= s.originSeq) return;
     s.origin = origin;
