@@ -204,6 +204,25 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
     expect(found.items.map((i) => i.key)).toEqual(["b"]);
   });
 
+  it("values Postgres text cannot hold are answered as on LMDB: a checkpoint id with a NUL is not found, a depth of 1e308 is no limit", async () => {
+    const t = await client.threads.create();
+    await client.runs.wait(t.thread_id, "echo", { input: human("one") });
+    const post = (path: string, body: unknown) =>
+      fetch(`${server.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const fromNul = await post(`/threads/${t.thread_id}/runs/wait`, {
+      assistant_id: "echo",
+      input: human("two"),
+      config: { configurable: { checkpoint_id: "a\u0000b" } },
+    });
+    expect(fromNul.status).toBe(404);
+    expect(((await fromNul.json()) as { detail: string }).detail).toMatch(/not found/);
+    expect([404, 422]).toContain((await fetch(`${server.url}/threads/${t.thread_id}/state/a%00b`)).status); // a clear error, not a 500
+    await client.store.putItem(["pg", "deep", "er"], "k", { v: 1 });
+    const listed = await post("/store/namespaces", { prefix: ["pg", "deep"], max_depth: 1e308, offset: 0 });
+    expect(listed.status).toBe(200);
+    expect(await listed.json()).toEqual({ namespaces: [["pg", "deep", "er"]] });
+  });
+
   it("crons: created, listed, and it fires", async () => {
     const t = await client.threads.create();
     const cron = await client.crons.createForThread(t.thread_id, "echo", { schedule: "* * * * * *", input: human("tick") });

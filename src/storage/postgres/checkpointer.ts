@@ -150,6 +150,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     if (threadId === undefined) return undefined;
     const ns = namespaceOf(config);
     const id = getCheckpointId(config);
+    if (hasNul(ns, id)) return undefined; // no text column holds one: no such checkpoint
     const epoch = this.chains.fenceOf(threadId)?.epoch;
     if (ns === "") {
       // the next run on a busy thread: the previous run's last checkpoint, its writes still in flight
@@ -212,6 +213,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       return `$${values.length}`;
     };
     const threadId = threadIdOf(config);
+    if (hasNul(threadId, config.configurable?.checkpoint_ns, getCheckpointId(config), before === undefined ? undefined : getCheckpointId(before))) return;
     await (threadId === undefined ? this.issued.settledAll() : this.issued.settled(threadId));
     if (threadId !== undefined) where.push(`thread_id = ${param(threadId)}`);
     const ns: unknown = config.configurable?.checkpoint_ns;
@@ -525,6 +527,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 
   /** Whether the thread has that checkpoint, without reading its values. */
   async hasCheckpoint(threadId: string, ns: string, checkpointId: string): Promise<boolean> {
+    if (hasNul(ns, checkpointId)) return false;
     await this.issued.settled(threadId);
     const result = await this.pool.query<{ found: boolean }>(
       "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3) AS found",
@@ -572,6 +575,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
    * `checkpointId`); false when the thread has no such checkpoint.
    */
   async patchMetadata(threadId: string, patch: Record<string, unknown>, checkpointId?: string): Promise<boolean> {
+    if (hasNul(checkpointId)) return false;
     return this.transaction(threadId, async (client) => {
       const found = await client.query<{ checkpoint_id: string; metadata_type: string; metadata: Buffer }>(
         checkpointId
@@ -706,6 +710,14 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     const rows = await this.pool.query<WriteRow>({ ...GET_WRITES, values: [threadId, ns, parentId] });
     migratePendingSends(checkpoint, await this.sortedWrites(rows.rows), () => this.getNextVersion(undefined));
   }
+}
+
+/**
+ * Whether a text a client chose (a checkpoint id or namespace from a config) holds a NUL: Postgres
+ * text cannot, so no stored row matches it (and sending it fails the statement).
+ */
+function hasNul(...values: unknown[]): boolean {
+  return values.some((v) => typeof v === "string" && v.includes("\u0000"));
 }
 
 /** A channel version as stored: its JSON text, so 1 and "1" stay different versions. */

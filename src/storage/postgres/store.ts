@@ -68,7 +68,7 @@ export function searchItemsStatement(op: SearchOperation, now: number): { text: 
   const p = new Params();
   const where = searchWhere(op, p, now);
   return {
-    text: `SELECT ${COLUMNS} FROM store_items WHERE ${where.join(" AND ")} ORDER BY namespace, key LIMIT ${p.add(op.limit ?? 10)} OFFSET ${p.add(op.offset ?? 0)}`,
+    text: `SELECT ${COLUMNS} FROM store_items WHERE ${where.join(" AND ")} ORDER BY namespace, key LIMIT ${p.add(sqlCount(op.limit ?? 10))} OFFSET ${p.add(sqlCount(op.offset ?? 0))}`,
     values: p.values,
   };
 }
@@ -84,6 +84,14 @@ FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) u(ns, ke
 ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, fields = EXCLUDED.fields, updated_at = EXCLUDED.updated_at,
   ttl_minutes = EXCLUDED.ttl_minutes, expires_at = EXCLUDED.expires_at,
   vectors = CASE WHEN $11::boolean THEN EXCLUDED.vectors ELSE store_items.vectors END`;
+
+/**
+ * A count (limit, offset, depth) as a Postgres int: whole, not negative, at most 2^31 − 1. The API
+ * takes any JSON number there (1e308 included), which "as many as there are" means past that.
+ */
+function sqlCount(n: number): number {
+  return Number.isFinite(n) ? Math.min(Math.max(Math.trunc(n), 0), 2_147_483_647) : n > 0 ? 2_147_483_647 : 0;
+}
 
 export class PostgresStore extends BaseStore implements ItemStore {
   private readonly ttl: StoreTtlOptions;
@@ -238,9 +246,9 @@ export class PostgresStore extends BaseStore implements ItemStore {
       .reduce<string[]>((a, b) => (b.length > a.length ? b : a), []);
     where.push(prefixSql(fixed, p));
     for (const c of conditions) where.push(conditionSql(c, p));
-    const shown = op.maxDepth === undefined ? "namespace" : `namespace[1:${p.add(Math.max(op.maxDepth, 0))}::int]`;
+    const shown = op.maxDepth === undefined ? "namespace" : `namespace[1:${p.add(sqlCount(op.maxDepth))}::int]`;
     const r = await this.pool.query<{ ns: string[] }>(
-      `SELECT DISTINCT ${shown} AS ns FROM store_items WHERE ${where.join(" AND ")} ORDER BY ns LIMIT ${p.add(limit)} OFFSET ${p.add(offset)}`,
+      `SELECT DISTINCT ${shown} AS ns FROM store_items WHERE ${where.join(" AND ")} ORDER BY ns LIMIT ${p.add(sqlCount(limit))} OFFSET ${p.add(sqlCount(offset))}`,
       p.values,
     );
     return r.rows.map((row) => row.ns);
