@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { usePostgresDatabase } from "./helpers/postgres.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { waitUntil } from "./helpers/wait.ts";
+import { readProtocolEvents, type SseFrame } from "./helpers/protocol-events.ts";
 
 const db = usePostgresDatabase();
 const NODE_IDS = ["node-a", "node-b", "node-c"];
@@ -287,57 +288,8 @@ describe("a node killed under a thread's run", () => {
   }, 90_000);
 });
 
-interface Frame {
-  id: string;
-  event: string;
-  data: any;
-}
+type Frame = SseFrame;
 
 /** POST /threads/{t}/stream/events through node `i`; frames until `until` holds. */
-async function readEvents(
-  i: number,
-  threadId: string,
-  body: unknown,
-  until: (fs: Frame[]) => boolean,
-  timeoutMs = 20_000,
-  onOpen?: () => void,
-): Promise<Frame[]> {
-  const ac = new AbortController();
-  const timer = setTimeout(() => ac.abort(), timeoutMs);
-  const frames: Frame[] = [];
-  try {
-    const res = await fetch(`${nodes[i].url}/threads/${threadId}/stream/events`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(body),
-      signal: ac.signal,
-    });
-    expect(res.status).toBe(200);
-    onOpen?.();
-    const decoder = new TextDecoder();
-    let buf = "";
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      buf += decoder.decode(chunk, { stream: true });
-      let k: number;
-      while ((k = buf.indexOf("\n\n")) >= 0) {
-        const block = buf.slice(0, k);
-        buf = buf.slice(k + 2);
-        const f: Partial<Frame> = {};
-        for (const line of block.split("\n")) {
-          if (line.startsWith("id: ")) f.id = line.slice(4);
-          else if (line.startsWith("event: ")) f.event = line.slice(7);
-          else if (line.startsWith("data: ")) f.data = JSON.parse(line.slice(6));
-        }
-        if (f.event) frames.push(f as Frame);
-      }
-      if (until(frames)) break;
-    }
-  } catch (err) {
-    if (!ac.signal.aborted) throw err;
-    throw new Error(`timed out; got ${JSON.stringify(frames.map((f) => f.event))}`);
-  } finally {
-    clearTimeout(timer);
-    ac.abort();
-  }
-  return frames;
-}
+const readEvents = (i: number, threadId: string, body: unknown, until: (fs: Frame[]) => boolean, timeoutMs = 20_000, onOpen?: () => void): Promise<Frame[]> =>
+  readProtocolEvents(nodes[i].url, threadId, body, until, { timeoutMs, onOpen });

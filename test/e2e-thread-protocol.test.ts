@@ -11,6 +11,7 @@ import { ThreadProtocolHub, matchesFilter, type ProtocolFilter, type ProtocolFra
 import { ProtocolEventShaper, protocolEventName, type ProtocolEventLike } from "../src/actors/thread-protocol-run.ts";
 import { rawRequest, useServer } from "./helpers/suite.ts";
 import { waitUntil } from "./helpers/wait.ts";
+import { readProtocolEvents, type SseFrame } from "./helpers/protocol-events.ts";
 
 const fx = useServer();
 
@@ -23,53 +24,11 @@ const open = (transport: Transport, threadId?: string) => {
   return threadId ? fx.client.threads.stream(threadId, options) : fx.client.threads.stream(options);
 };
 
-interface Frame {
-  id: string;
-  event: string;
-  data: any;
-}
+type Frame = SseFrame;
 
 /** POST /threads/{t}/stream/events and collect frames until `until` holds (then the request is aborted). */
-async function readEvents(threadId: string, body: unknown, until: (fs: Frame[]) => boolean, timeoutMs = 8_000): Promise<Frame[]> {
-  const ac = new AbortController();
-  const timer = setTimeout(() => ac.abort(), timeoutMs);
-  const frames: Frame[] = [];
-  try {
-    const res = await fetch(`${fx.server.url}/threads/${threadId}/stream/events`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(body),
-      signal: ac.signal,
-    });
-    expect(res.status).toBe(200);
-    expect(res.headers.get("content-type")).toContain("text/event-stream");
-    const decoder = new TextDecoder();
-    let buf = "";
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      buf += decoder.decode(chunk, { stream: true });
-      let i: number;
-      while ((i = buf.indexOf("\n\n")) >= 0) {
-        const block = buf.slice(0, i);
-        buf = buf.slice(i + 2);
-        const f: Partial<Frame> = {};
-        for (const line of block.split("\n")) {
-          if (line.startsWith("id: ")) f.id = line.slice(4);
-          else if (line.startsWith("event: ")) f.event = line.slice(7);
-          else if (line.startsWith("data: ")) f.data = JSON.parse(line.slice(6));
-        }
-        if (f.event) frames.push(f as Frame);
-      }
-      if (until(frames)) break;
-    }
-  } catch (err) {
-    if (!ac.signal.aborted) throw err;
-    throw new Error(`timed out; got ${JSON.stringify(frames.map((f) => f.event))}`);
-  } finally {
-    clearTimeout(timer);
-    ac.abort();
-  }
-  return frames;
-}
+const readEvents = (threadId: string, body: unknown, until: (fs: Frame[]) => boolean, timeoutMs = 8_000): Promise<Frame[]> =>
+  readProtocolEvents(fx.server.url, threadId, body, until, { timeoutMs });
 
 const command = (threadId: string, body: unknown) =>
   rawRequest(fx.server.url, `/threads/${threadId}/commands`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
