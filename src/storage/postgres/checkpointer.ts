@@ -330,14 +330,21 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     const changed = new Map<string, KnownChannel>();
     blobs.forEach((b, i) => {
       const list = lists[i];
-      const bytes =
-        b.chunks === undefined
-          ? b.bytes
-          : joinChunks(
-              b.chunks.map((c) => c.bytes),
-              b.bytes,
-            );
-      changed.set(b.channel, { version: b.version, load: list !== undefined ? async () => list.slice() : () => this.serde.loadsTyped(b.type, bytes) });
+      // the chunks are joined only if the view is read (most are not: the next run's read usually finds the writes settled)
+      const load =
+        list !== undefined
+          ? async () => list.slice()
+          : () =>
+              this.serde.loadsTyped(
+                b.type,
+                b.chunks === undefined
+                  ? b.bytes
+                  : joinChunks(
+                      b.chunks.map((c) => c.bytes),
+                      b.bytes,
+                    ),
+              );
+      changed.set(b.channel, { version: b.version, load });
     });
     const noValue = new Set(Object.keys(newVersions).filter((channel) => !changed.has(channel)));
     const epoch = this.chains.fenceOf(threadId)?.epoch;
