@@ -117,22 +117,28 @@ describe("store item TTL", () => {
     await client.store.putItem(ns, "short", { v: 1 }, { ttl: 0.005 });
     await client.store.putItem(ns, "default", { v: 2 }); // the config's default_ttl
     await client.store.putItem(ns, "forever", { v: 3 }, { ttl: null });
-    await client.store.putItem(ns, "kept", { v: 4 }, { ttl: 0.01 }); // 0.6 s, refreshed by reads
+    // 3 s, refreshed by reads (ten times its 0.3 s siblings': a loaded machine's slow reads must not expire it)
+    await client.store.putItem(ns, "kept", { v: 4 }, { ttl: 0.05 });
     expect((await client.store.getItem(ns, "short"))?.value).toEqual({ v: 1 });
-    for (let i = 0; i < 6; i++) {
-      await sleep(200);
+    // refreshed for longer than its own ttl: alive only because the reads refresh it
+    const until = Date.now() + 3_600;
+    while (Date.now() < until) {
+      await sleep(300);
       expect((await client.store.getItem(ns, "kept", { refreshTtl: true }))?.value).toEqual({ v: 4 });
     }
     expect(await client.store.getItem(ns, "short")).toBeNull();
     expect(await client.store.getItem(ns, "default")).toBeNull();
     const { items } = await client.store.searchItems(ns, { limit: 10 });
     expect(items.map((i) => i.key).sort()).toEqual(["forever", "kept"]);
-    await sleep(1_200); // no more refreshes: "kept" expires too, and the sweep removes what expired
-    expect(await client.store.getItem(ns, "kept")).toBeNull();
+    // no more refreshes: "kept" expires too, and the sweep removes what expired
+    await waitUntil(async () => (await client.store.getItem(ns, "kept")) === null, { what: "the unrefreshed item to expire" });
     expect((await client.store.getItem(ns, "forever"))?.value).toEqual({ v: 3 });
     expect((await client.store.listNamespaces({ prefix: ["ttl"] })).namespaces).toEqual([ns]); // only "forever" is left under it
     await client.store.deleteItem(ns, "forever");
-    expect((await client.store.listNamespaces({ prefix: ["ttl"] })).namespaces).toEqual([]);
+    // the namespace listing forgets "ttl.items" once the sweep has removed the expired items too
+    await waitUntil(async () => (await client.store.listNamespaces({ prefix: ["ttl"] })).namespaces.length === 0, {
+      what: "the sweep to remove the expired items",
+    });
 
     // a graph's writes (in an actor worker) get the default TTL too
     const t = await client.threads.create();

@@ -128,7 +128,7 @@ export class ThreadActor {
         case "thread.patch_state":
           return this.serial(() => this.patchState(cmd.metadata, cmd.checkpointId));
         case "thread.delete":
-          return this.serial(() => this.deleteThread());
+          return this.serial(() => this.deleteThread(cmd.ifExpired));
         case "thread.copy":
           return this.serial(() => this.copyThread(cmd.newThreadId));
         case "thread.prune_history":
@@ -200,8 +200,9 @@ export class ThreadActor {
     return { patched };
   }
 
-  private async deleteThread(): Promise<{ deleted: boolean }> {
-    await this.getThread();
+  private async deleteThread(ifExpired?: { updatedAt: string }): Promise<{ deleted: boolean }> {
+    const t = await this.getThread();
+    if (ifExpired && (this.current || this.queue.length > 0 || t.status === "busy" || t.updated_at !== ifExpired.updatedAt)) return { deleted: false };
     const endedAt = nowIso();
     for (const run of [...this.queue]) {
       run.status = "interrupted";

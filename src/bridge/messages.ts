@@ -59,7 +59,12 @@ export type ActorCommand =
     }
   | { type: "thread.patch"; threadId: string; metadata: JsonObject }
   | { type: "thread.patch_state"; threadId: string; metadata: JsonObject; checkpointId?: string }
-  | { type: "thread.delete"; threadId: string }
+  /**
+   * `ifExpired`: a TTL sweep's delete, done only if the thread is still as the sweep judged it: no
+   * run running or queued and updated_at unchanged (else `deleted: false`; a run that started
+   * after the sweep's read must not be killed by it)
+   */
+  | { type: "thread.delete"; threadId: string; ifExpired?: { updatedAt: string } }
   | { type: "thread.copy"; threadId: string; newThreadId: string }
   /** prune strategy keep_latest: drop all but the latest checkpoint (refused while a run is queued or running) */
   | { type: "thread.prune_history"; threadId: string }

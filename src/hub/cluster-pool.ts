@@ -164,7 +164,7 @@ export class ClusterShardPool extends ShardPool {
       return JSON.stringify({ v: run });
     }
     const value = await this.local(cmd);
-    if (cmd.type === "thread.delete") {
+    if (cmd.type === "thread.delete" && (value as { deleted: boolean }).deleted) {
       this.hub.threads.close(t);
       this.hub.protocol.close(t);
     }

@@ -294,11 +294,16 @@ export class ShardPool {
     return reply?.output ?? undefined;
   }
 
-  /** Deletes a thread with all its data, and ends the thread streams listening to it. */
-  async deleteThread(threadId: string): Promise<void> {
-    await this.request({ type: "thread.delete", threadId });
+  /**
+   * Deletes a thread with all its data, and ends the thread streams listening to it. `ifExpired`
+   * (TTL sweeps): only if no run is running or queued and it was not updated since (false: kept).
+   */
+  async deleteThread(threadId: string, ifExpired?: { updatedAt: string }): Promise<boolean> {
+    const { deleted } = await this.request({ type: "thread.delete", threadId, ...(ifExpired ? { ifExpired } : {}) });
+    if (!deleted) return false;
     this.hub.threads.close(threadId);
     this.hub.protocol.close(threadId);
+    return true;
   }
 
   /**

@@ -68,11 +68,15 @@ export class ThreadTtlSweeper {
       for (const threadId of ids) {
         if (done.deleted + done.pruned >= this.opts.sweepLimit) return done;
         visited.add(threadId);
-        const action = await this.due(threadId);
-        if (action === "delete") {
-          await this.pool.deleteThread(threadId).catch(() => undefined); // gone meanwhile, or busy again: next sweep
-          this.prunedAt.delete(threadId);
-          done.deleted++;
+        const due = await this.due(threadId);
+        const action = due?.action;
+        if (due?.action === "delete") {
+          // done only if the thread is still idle and unchanged: a run started since this read keeps it
+          const deleted = await this.pool.deleteThread(threadId, { updatedAt: due.updatedAt }).catch(() => false);
+          if (deleted) {
+            this.prunedAt.delete(threadId);
+            done.deleted++;
+          }
         } else if (action === "prune") {
           const t = await this.storage.threads.get(threadId);
           await this.pool.request({ type: "thread.prune_history", threadId }).catch(() => undefined);
@@ -86,7 +90,7 @@ export class ThreadTtlSweeper {
     }
   }
 
-  private async due(threadId: string): Promise<"delete" | "prune" | undefined> {
+  private async due(threadId: string): Promise<{ action: "delete" | "prune"; updatedAt: string } | undefined> {
     const thread = await this.storage.threads.get(threadId);
     const own = await this.storage.threads.ttl(threadId);
     if (thread === undefined) {
@@ -97,7 +101,7 @@ export class ThreadTtlSweeper {
     const minutes = own ?? this.opts.defaultTtlMinutes;
     if (minutes === null || thread.status === "busy") return undefined;
     if (Date.parse(thread.updated_at) + minutes * 60_000 > this.now()) return undefined;
-    if (own !== undefined || this.opts.strategy === "delete") return "delete";
-    return this.prunedAt.get(threadId) === thread.updated_at ? undefined : "prune";
+    if (own !== undefined || this.opts.strategy === "delete") return { action: "delete", updatedAt: thread.updated_at };
+    return this.prunedAt.get(threadId) === thread.updated_at ? undefined : { action: "prune", updatedAt: thread.updated_at };
   }
 }

@@ -143,6 +143,26 @@ describe("ThreadActor", () => {
     expect(h.messages(t)).toEqual([`human:${r2}`, `ai:echo ${r2}`]);
   });
 
+  it("a TTL sweep's delete (ifExpired) keeps a thread whose run started after the sweep read it, or that was updated since", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1, r2 } = ids();
+    await h.create(t, r1);
+    gateOf(r1).open();
+    await h.sentLine(`done ${r1} success idle`);
+    const judged = h.thread(t)!.updated_at; // what a sweep saw: idle and (say) expired
+    await h.create(t, r2); // then a run starts before the sweep's delete arrives
+    await waitUntil(() => gateOf(r2).arrivals === 1, { what: "the second run at its gate" });
+    const del = (updatedAt: string) => h.actor(t).handle({ type: "thread.delete", threadId: t, ifExpired: { updatedAt } });
+    expect(await del(judged)).toEqual({ deleted: false }); // running: kept, the run goes on
+    gateOf(r2).open();
+    await h.sentLine(`done ${r2} success idle`);
+    expect(h.run(t, r2)?.status).toBe("success");
+    expect(await del(judged)).toEqual({ deleted: false }); // idle again, but updated since the sweep's read
+    expect(h.thread(t)).toBeDefined();
+    expect(await del(h.thread(t)!.updated_at)).toEqual({ deleted: true }); // unchanged since: deleted
+    expect(h.thread(t)).toBeUndefined();
+  });
+
   it("starts a run with after_seconds when the clock reaches it, not before", async () => {
     const h = new ActorHarness(tmp.storage, tmp.dir);
     const { t, r1 } = ids();
