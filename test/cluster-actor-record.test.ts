@@ -64,7 +64,7 @@ describe("the thread actor's record on a cluster node (Postgres)", () => {
     const second = await moveTo(first, nodeB, "node-b");
     const seen = (await nodeB.threads.get(t))!;
     expect(seen.status).toBe("idle");
-    await nodeB.threads.save({ ...seen, metadata: { ...seen.metadata, owner: "patched on B" }, updated_at: nowIso() }, undefined, seen);
+    await nodeB.threads.save({ ...seen, metadata: { ...seen.metadata, owner: "patched on B" }, updated_at: nowIso() });
     const third = await moveTo(second, nodeA, "node-a");
     expect(third.epoch).toBeGreaterThan(first.epoch);
 
@@ -104,7 +104,9 @@ describe("the thread actor's record on a cluster node (Postgres)", () => {
     await h.actor(t).handle({ type: "thread.patch", threadId: t, metadata: { owner: "ann" } });
     await h.create(t, r2);
     await waitUntil(() => gateOf(r2).arrivals === 1, { what: "the second run at its gate" });
-    expect((await nodeA.threads.search({ metadata: { owner: "ann" }, status: "busy", sortBy: "created_at", order: "desc", offset: 0, limit: 10 })).items).toHaveLength(1);
+    expect(
+      (await nodeA.threads.search({ metadata: { owner: "ann" }, status: "busy", sortBy: "created_at", order: "desc", offset: 0, limit: 10 })).items,
+    ).toHaveLength(1);
     expect(await h.actor(t).handle({ type: "thread.delete", threadId: t })).toEqual({ deleted: true });
     gateOf(r2).open();
     await h.sentLine(`done ${r2} interrupted deleted`);

@@ -660,7 +660,13 @@ export class ThreadActor {
     try {
       await this.serial(() => {
         inflight.outcomeFixed = true;
-        return this.finish(inflight.record, outcomeAfterStop(outcome, stopActionOf(inflight.record)), stateless, outcomeQueued, inflight.threadDeleted === true);
+        return this.finish(
+          inflight.record,
+          outcomeAfterStop(outcome, stopActionOf(inflight.record)),
+          stateless,
+          outcomeQueued,
+          inflight.threadDeleted === true,
+        );
       }, false);
     } catch (err) {
       if (!this.abandoned) throw err; // its final write was refused by the lease fence: the new owner ends it
