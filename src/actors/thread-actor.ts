@@ -818,9 +818,11 @@ export class ThreadActor {
     const now = nowIso();
     const threadStatus: ThreadStatus = this.current || this.queue.length ? "busy" : "idle";
     const stopped = this.queuedStop(run, action, now);
-    // the record it writes is the stored one with the new status, read in its own commit: read it again next time
-    this.known = undefined;
-    await this.ctx.storage.runs.stopQueued(this.threadId, stopped.write, threadStatus, now);
+    // it writes the stored record (read in its own commit: the known one) with the new status and updated_at
+    const known = this.knownThread();
+    const write = this.ctx.storage.runs.stopQueued(this.threadId, stopped.write, threadStatus, now);
+    if (known === undefined) await write;
+    else await this.remember(known.record && { ...known.record, status: threadStatus, updated_at: now }, write);
     this.announceQueuedStopped(stopped, threadStatus);
     this.pump(); // it may have been the delayed head the timer waited for
   }

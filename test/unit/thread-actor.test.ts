@@ -9,6 +9,8 @@ import { useTempStorage } from "../helpers/storage.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import { lmdbStoragePort } from "../../src/storage/lmdb/adapter.ts";
 import type { ThreadFilter } from "../../src/storage/port.ts";
+import { threadEntries } from "../../src/storage/indexes/threads.ts";
+import type { Storage } from "../../src/storage/env.ts";
 
 let n = 0;
 /** fresh thread and run ids per test (gates are per run id, process-wide) */
@@ -16,6 +18,19 @@ const ids = () => {
   const k = ++n;
   return { t: `thread-${k}-${Date.now()}`, r1: `run-${k}-a`, r2: `run-${k}-b`, r3: `run-${k}-c` };
 };
+
+/** The thread index holds exactly the entries of the stored threads (each write diffed against the record it replaced). */
+function expectThreadIndexExact(storage: Storage): void {
+  storage.root.resetReadTxn();
+  const actual: string[] = [];
+  for (const key of storage.threadIndex.getKeys({})) {
+    for (const dup of storage.threadIndex.getValues(key)) actual.push(JSON.stringify([Array.isArray(key) ? key : [key], dup]));
+  }
+  const expected = Array.from(storage.threads.getRange({}), ({ value }) => threadEntries(value))
+    .flat()
+    .map((e) => JSON.stringify([e.key, e.dup]));
+  expect(actual.sort()).toEqual(expected.sort());
+}
 
 describe("ThreadActor", () => {
   const tmp = useTempStorage("troupe-actor-");
@@ -194,6 +209,7 @@ describe("ThreadActor", () => {
     expect(await found({ status: "busy" })).toBe(false);
     expect(await found({ metadata: { owner: "ann" } })).toBe(false);
     expect(await found({ metadata: { owner: "bob" } })).toBe(true);
+    expectThreadIndexExact(tmp.storage);
     const state = await h.actor(t).handle({ type: "thread.state", threadId: t, subgraphs: false });
     expect((state as { metadata?: unknown }).metadata).toBeDefined();
     expect(h.reads.threads).toBe(1); // the first create's; the patches, runs and state read none
@@ -220,7 +236,24 @@ describe("ThreadActor", () => {
     await h.sentLine(`done ${r2} interrupted deleted`);
     expect(h.run(t, r2)).toBeUndefined();
     expect(h.thread(t)).toEqual(again); // the new thread, untouched by the old run's end
+    expectThreadIndexExact(tmp.storage);
     expect(h.reads).toEqual({ threads: 1, runs: 0 });
+  });
+
+  it("a queued run cancelled on its own (its commit writes the thread's status): the running run's end replaces the record it wrote exactly", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1, r2 } = ids();
+    await h.create(t, r1);
+    await h.create(t, r2);
+    await waitUntil(() => gateOf(r1).arrivals === 1, { what: "the first run at its gate" });
+    expect(await h.cancel(t, r2)).toEqual({ found: true });
+    expect(h.run(t, r2)?.status).toBe("interrupted");
+    expect(h.reads.threads).toBe(1);
+    gateOf(r1).open();
+    await h.sentLine(`done ${r1} success idle`);
+    expect(h.reads).toEqual({ threads: 1, runs: 0 }); // the actor knows what stopQueued wrote: the stored record, its status and updated_at
+    expect(h.thread(t)?.status).toBe("idle");
+    expectThreadIndexExact(tmp.storage);
   });
 
   it("starts a run with after_seconds when the clock reaches it, not before", async () => {
