@@ -37,6 +37,17 @@ interface InFlight {
   outcomeFixed: boolean;
   /** the write of its recorded stop: a later stop request replies only once it committed */
   stopRecorded?: Promise<unknown>;
+  /** its thread was deleted while it ran (deleteThread): its record went with the thread */
+  threadDeleted?: boolean;
+}
+
+/**
+ * The thread record as this actor last wrote or read it (`record` undefined: no such thread), and
+ * the lease holding it knew it under (cluster: the fence's epoch; none on a single LMDB server).
+ */
+interface KnownThread {
+  record: ThreadRecord | undefined;
+  epoch: number | undefined;
 }
 
 /** A queued run ended by a stop: what its commit writes, and what is announced after it (queuedStop). */
@@ -61,12 +72,18 @@ export class ThreadActor {
    * Enqueued run creates release the mailbox once their transaction is queued, not committed, so
    * a burst of creates on one thread commits in one lmdb-js batch instead of one commit each (and a
    * run's finish no longer waits behind them). Until it commits, such a run is in the queue but
-   * not startable, and `pendingThread` is the thread record its transaction will leave.
+   * not startable, and `known` holds the thread record its transaction will leave.
    */
   private readonly uncommittedRuns = new Set<RunRecord>();
   /** resolves (never rejects) once every create queued so far has committed or failed */
   private createsSettled: Promise<void> = Promise.resolve();
-  private pendingThread: ThreadRecord | undefined;
+  /*
+   * The thread record as stored once every write this actor issued commits: it is the only writer
+   * of the record and of its runs (docs/STORAGE.md "The thread actor's record"), so a run's end
+   * and the next write's `prev` need no read. Good only under the lease holding it was learnt in
+   * (knownThread); a write that fails drops it (the next use reads storage).
+   */
+  private known: KnownThread | undefined;
   /*
    * A thread's next queued run starts once the previous run's final transaction is queued, not
    * when it commits (lmdb-js commits in queue order, so the next run's writes still land after
@@ -94,7 +111,7 @@ export class ThreadActor {
   /**
    * Commands run strictly one after another, each after the previous one's commits; with
    * `afterCreates` false a command may start while enqueued creates are still committing (it
-   * then reads the thread record as the latest create left it: pendingThread).
+   * then reads the thread record as the latest create left it: known).
    */
   private serial<T>(fn: () => Promise<T> | T, afterCreates = true): Promise<T> {
     this.pendingOps++;
@@ -147,16 +164,59 @@ export class ThreadActor {
   // ---- threads -------------------------------------------------------------------------
 
   private async getThread(): Promise<ThreadRecord> {
-    const t = await this.ctx.storage.threads.get(this.threadId);
+    const t = await this.threadRecord();
     if (!t) throw threadNotFound(this.threadId);
     return t;
+  }
+
+  /** the epoch of this node's lease holding of the thread (cluster), undefined without one */
+  private epoch(): number | undefined {
+    return this.ctx.storage.fences?.epochOf(this.threadId);
+  }
+
+  /**
+   * The known record while it is good: always on a single server (no fences); in a cluster only
+   * under the same lease holding (the same epoch) it was learnt in, never unfenced (a thread
+   * created here without a lease may be written by the node that takes it) nor in a later tenure.
+   */
+  private knownThread(): KnownThread | undefined {
+    const k = this.known;
+    if (k === undefined || this.ctx.storage.fences === undefined) return k;
+    if (k.epoch !== undefined && k.epoch === this.epoch()) return k;
+    this.known = undefined;
+    return undefined;
+  }
+
+  /** The thread record as stored (undefined: no thread): the known one, else read (and known from then). */
+  private async threadRecord(): Promise<ThreadRecord | undefined> {
+    const k = this.knownThread();
+    if (k !== undefined) return k.record;
+    const epoch = this.epoch();
+    const record = await this.ctx.storage.threads.get(this.threadId);
+    this.known ??= { record, epoch }; // (a write issued meanwhile knows better)
+    return record;
+  }
+
+  /** `write` leaves the thread record as `record` (undefined: deleted): known from now; its failure forgets it. */
+  private remember<T>(record: ThreadRecord | undefined, write: Promise<T>): Promise<T> {
+    this.known = { record, epoch: this.epoch() };
+    return this.forgetOnFailure(write);
+  }
+
+  /** A write of the thread that failed (refused by the lease fence, a failed commit): the record is read again next time. */
+  private forgetOnFailure<T>(write: Promise<T>): Promise<T> {
+    const k = this.known;
+    write.catch(() => {
+      if (this.known === k) this.known = undefined;
+    });
+    return write;
   }
 
   private async createThread(cmd: Extract<ActorCommand, { type: "thread.create" }>): Promise<ThreadRecord> {
     const now = nowIso();
     const thread: ThreadRecord = { thread_id: this.threadId, created_at: now, updated_at: now, metadata: cmd.metadata, status: "idle", config: {} };
     if (cmd.supersteps?.length) {
-      const existing = await this.ctx.storage.threads.get(this.threadId);
+      const existing = await this.threadRecord();
       if (existing) return existingThread(existing, cmd.ifExists);
       const graphId = cmd.metadata.graph_id as string | undefined;
       if (!graphId || !this.ctx.registry.has(graphId)) {
@@ -177,19 +237,24 @@ export class ThreadActor {
       if (!graph.bulkUpdateState) throw new TroupeError("BAD_REQUEST", "This graph's LangGraph version does not support supersteps");
       await asBadRequest(() => graph.bulkUpdateState!(stateConfig(thread), steps));
       const snap = await graph.getState(stateConfig(thread));
-      await this.ctx.storage.threads.save(thread, toJsonText(snap.values), undefined);
+      await this.remember(thread, this.ctx.storage.threads.save(thread, toJsonText(snap.values), undefined));
       return thread;
     }
     // the create checks the id in its own commit: no read first
-    const created = await this.ctx.storage.threads.create(thread);
-    if (created === "exists") return existingThread(await this.getThread(), cmd.ifExists);
+    const epoch = this.epoch();
+    const created = await this.forgetOnFailure(this.ctx.storage.threads.create(thread));
+    if (created === "exists") {
+      this.known = undefined;
+      return existingThread(await this.getThread(), cmd.ifExists);
+    }
+    this.known = { record: thread, epoch };
     return thread;
   }
 
   private async patchThread(metadata: JsonObject): Promise<ThreadRecord> {
     const t = await this.getThread();
     const next: ThreadRecord = { ...t, metadata: { ...t.metadata, ...metadata }, updated_at: nowIso() };
-    await this.ctx.storage.threads.save(next, undefined, t);
+    await this.remember(next, this.ctx.storage.threads.save(next, undefined, t));
     return next;
   }
 
@@ -211,9 +276,10 @@ export class ThreadActor {
     this.queue.length = 0;
     if (this.current) {
       this.current.outcomeFixed = true; // its records go with the thread: a later cancel must not write them back
+      this.current.threadDeleted = true;
       this.current.abort.abort("interrupt");
     }
-    await this.ctx.storage.threads.delete(this.threadId);
+    await this.remember(undefined, this.ctx.storage.threads.delete(this.threadId));
     await this.ctx.saver.deleteThread(this.threadId);
     return { deleted: true };
   }
@@ -271,7 +337,8 @@ export class ThreadActor {
     const graph = await this.ctx.registry.get(graphId, stateConfig(t), { accessContext: "threads.update" });
     const cfg = await asBadRequest(() => graph.updateState(stateConfig(t, cmd.checkpoint), cmd.values, cmd.asNode), { inferredNode: cmd.asNode === undefined });
     const snap = await graph.getState(stateConfig(t));
-    await this.ctx.storage.threads.save({ ...t, updated_at: nowIso() }, toJsonText(snap.values), t);
+    const next: ThreadRecord = { ...t, updated_at: nowIso() };
+    await this.remember(next, this.ctx.storage.threads.save(next, toJsonText(snap.values), t));
     const c = (cfg as { configurable?: Record<string, unknown> }).configurable ?? {};
     // `checkpoint` is what RemoteGraph reads; the SDK types the reply as a config (`configurable`)
     const checkpoint = { thread_id: this.threadId, checkpoint_ns: (c.checkpoint_ns as string) ?? "", checkpoint_id: c.checkpoint_id as string };
@@ -279,11 +346,6 @@ export class ThreadActor {
   }
 
   // ---- runs ----------------------------------------------------------------------------
-
-  /** The thread record as this actor last wrote it (an uncommitted create's) or as stored (no await when pending). */
-  private storedThread(): Promise<ThreadRecord | undefined> {
-    return this.ctx.storage.threads.get(this.threadId);
-  }
 
   /** Resolves once the serial part is done; `committed` once the run is stored (the reply). */
   private async createRun(cmd: CreateRunCommand): Promise<{ committed: Promise<RunRecord> }> {
@@ -306,7 +368,7 @@ export class ThreadActor {
     }
     const now = nowIso();
     const assistant = cmd.assistant;
-    const prevThread = this.pendingThread ?? (await this.storedThread()); // what this create's thread record replaces (none: it makes the thread)
+    const prevThread = await this.threadRecord(); // what this create's thread record replaces (none: it makes the thread)
     let thread = prevThread;
     const bound = thread?.metadata.assistant_id;
     if (cmd.requireBoundAssistant && typeof bound === "string" && bound !== assistant.assistant_id) {
@@ -366,14 +428,10 @@ export class ThreadActor {
       return { committed: Promise.resolve(created) };
     }
     // issued now, committed later (LMDB: one lmdb-js batch; a burst of creates commits together)
-    const stored = s.runs.create({ run, thread: nextThread, prev: prevThread }).committed;
+    const stored = this.remember(nextThread, s.runs.create({ run, thread: nextThread, prev: prevThread }).committed);
     this.uncommittedRuns.add(run);
-    this.pendingThread = nextThread;
     this.insertQueued(run);
-    const settle = () => {
-      this.uncommittedRuns.delete(run);
-      if (this.pendingThread === nextThread) this.pendingThread = undefined;
-    };
+    const settle = () => this.uncommittedRuns.delete(run);
     const committed = stored.then(
       () => {
         settle();
@@ -410,7 +468,10 @@ export class ThreadActor {
     const runningBefore = running?.record;
     const runningStopped = running && this.markStop(running, stop);
     const stopped = superseded.map((queued) => this.queuedStop(queued, stop, now));
-    const stored = s.runs.create({ run, thread: nextThread, prev: prevThread, running: runningStopped, stopped: stopped.map((e) => e.write) }).committed;
+    const stored = this.remember(
+      nextThread,
+      s.runs.create({ run, thread: nextThread, prev: prevThread, running: runningStopped, stopped: stopped.map((e) => e.write) }).committed,
+    );
     if (running && runningStopped) running.stopRecorded = stored;
     try {
       await stored;
@@ -466,6 +527,7 @@ export class ThreadActor {
    */
   abandon(): void {
     this.abandoned = true;
+    this.known = undefined;
     this.queue.length = 0;
     this.timer?.();
     this.timer = undefined;
@@ -599,7 +661,13 @@ export class ThreadActor {
     try {
       await this.serial(() => {
         inflight.outcomeFixed = true;
-        return this.finish(inflight.record, outcomeAfterStop(outcome, stopActionOf(inflight.record)), stateless, outcomeQueued);
+        return this.finish(
+          inflight.record,
+          outcomeAfterStop(outcome, stopActionOf(inflight.record)),
+          stateless,
+          outcomeQueued,
+          inflight.threadDeleted === true,
+        );
       }, false);
     } catch (err) {
       if (!this.abandoned) throw err; // its final write was refused by the lease fence: the new owner ends it
@@ -611,9 +679,10 @@ export class ThreadActor {
   /**
    * Persist the outcome: run status, thread status/values, then tell the HTTP thread and the
    * webhook worker. `queued` is called once the run's final transaction is queued (the thread's
-   * next run may start then); the mailbox stays held until it commits.
+   * next run may start then); the mailbox stays held until it commits. `runGone`: whether the
+   * run's record went with its thread (a run in flight: this actor knows; undefined: read it).
    */
-  private async finish(run: RunRecord, outcome: RunOutcome, stateless: boolean, queued?: () => void): Promise<void> {
+  private async finish(run: RunRecord, outcome: RunOutcome, stateless: boolean, queued?: () => void, runGone?: boolean): Promise<void> {
     const s = this.ctx.storage;
     const endedAt = nowIso();
     const final: RunRecord = { ...run, status: outcome.status, updated_at: endedAt, ended_at: endedAt, ...(outcome.error ? { error: outcome.error } : {}) };
@@ -624,21 +693,25 @@ export class ThreadActor {
     let valuesBytes: Uint8Array | undefined;
     /** the run's webhook delivery, written with its final status (the outbox) */
     let delivery: WebhookDeliveryRecord | undefined;
-    // both reads at once (on PostgreSQL two round trips in parallel instead of one after the other)
+    // Usually no read: the actor knows its thread record, and only its own deleteThread removes a
+    // run in flight. Otherwise both reads at once (on PostgreSQL two round trips in parallel).
+    const known = stateless ? undefined : this.knownThread();
     const [thread, runExists] = stateless
       ? [undefined, false]
-      : await Promise.all([this.pendingThread ?? this.storedThread(), s.runs.exists(this.threadId, run.run_id)]);
+      : known !== undefined && runGone !== undefined
+        ? [known.record, !runGone]
+        : await Promise.all([this.threadRecord(), runGone !== true && s.runs.exists(this.threadId, run.run_id)]);
     if (stateless) {
       threadStatus = "deleted";
       delivery = this.webhookOf(final, undefined, true);
-      await s.threads.delete(this.threadId, delivery && { runId: final.run_id, delivery });
+      await this.remember(undefined, s.threads.delete(this.threadId, delivery && { runId: final.run_id, delivery }));
     } else if (thread === undefined || !runExists) {
       // The thread was deleted while the run ran (deleteThread aborted it, and removed the run's
       // record, committed at its create): leave nothing behind, or a thread re-created with the
       // same id would list the run or take its status and values.
       threadStatus = "deleted";
       delivery = this.webhookOf(final, undefined, false);
-      await s.runs.discard({ threadId: this.threadId, runId: run.run_id }, delivery);
+      await this.forgetOnFailure(s.runs.discard({ threadId: this.threadId, runId: run.run_id }, delivery));
     } else {
       if (outcome.rolledBack) await this.ctx.saver.deleteCheckpointsOfRun(this.threadId, run.run_id);
       let hasNext = false;
@@ -679,13 +752,16 @@ export class ThreadActor {
       else if (cancelled) delete next.interrupts;
       delivery = this.webhookOf(final, valuesBytes, false);
       // issued now (LMDB: a batch, which lmdb-js' write thread commits without waiting for this thread)
-      const committed = s.runs.finish({
-        run: outcome.rolledBack ? { rolledBack: { threadId: this.threadId, runId: run.run_id } } : final,
-        thread: next,
-        prev: thread,
-        valuesJson: valuesBytes,
-        webhook: delivery,
-      }).committed;
+      const committed = this.remember(
+        next,
+        s.runs.finish({
+          run: outcome.rolledBack ? { rolledBack: { threadId: this.threadId, runId: run.run_id } } : final,
+          thread: next,
+          prev: thread,
+          valuesJson: valuesBytes,
+          webhook: delivery,
+        }).committed,
+      );
       const held: (() => void)[] = (this.heldSends ??= []);
       this.ctx.saver.holdWritesUntil(this.threadId, committed);
       queued?.();
@@ -743,7 +819,11 @@ export class ThreadActor {
     const now = nowIso();
     const threadStatus: ThreadStatus = this.current || this.queue.length ? "busy" : "idle";
     const stopped = this.queuedStop(run, action, now);
-    await this.ctx.storage.runs.stopQueued(this.threadId, stopped.write, threadStatus, now);
+    // it writes the stored record (read in its own commit: the known one) with the new status and updated_at
+    const known = this.knownThread();
+    const write = this.ctx.storage.runs.stopQueued(this.threadId, stopped.write, threadStatus, now);
+    if (known === undefined) await write;
+    else await this.remember(known.record && { ...known.record, status: threadStatus, updated_at: now }, write);
     this.announceQueuedStopped(stopped, threadStatus);
     this.pump(); // it may have been the delayed head the timer waited for
   }

@@ -204,7 +204,8 @@ export interface RunsPort {
   }): Issued;
   /**
    * A queued run ended by a stop on its own (cancel): its end as `stop` says, and the thread's
-   * record (read in the same unit) with `threadStatus`; nothing for the thread when it is gone.
+   * record (read in the same unit) with `threadStatus` and `updated_at` = `now`, nothing else
+   * changed (the actor keeps that record without reading it); nothing for the thread when it is gone.
    */
   stopQueued(threadId: string, stop: QueuedStop, threadStatus: ThreadStatus, now: string): Promise<void>;
   /** a run whose thread was deleted while it ran: its record, run→thread and active entries go; its webhook delivery is enqueued */

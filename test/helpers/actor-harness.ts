@@ -4,6 +4,9 @@
 // from test/fixtures/actor/. A "crash" is kill() — every storage call of the old harness (its
 // actors and its checkpointer) then never completes — and restarted(): a new harness with its own
 // storage handle on the same data dir whose actors recover the active runs.
+// `ActorHarness.onPort` hosts actors over any storage port and its saver instead (PostgreSQL,
+// fenced like a cluster node's shard): no crash, no LMDB helpers. Either way `reads` counts the
+// actors' record reads (threads.get, runs.exists) through the port.
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { GraphRegistry } from "../../src/actors/graph-registry.ts";
@@ -11,7 +14,9 @@ import { recoverActiveRuns } from "../../src/actors/recovery.ts";
 import { runCheckpointMetadata } from "../../src/actors/run-checkpoint-saver.ts";
 import { lmdbStoragePort } from "../../src/storage/lmdb/adapter.ts";
 import { lmdbCheckpointSavers } from "../../src/storage/lmdb/checkpoints.ts";
-import type { ShardContext } from "../../src/actors/shard-context.ts";
+import type { ShardContext, ThreadCheckpointOps } from "../../src/actors/shard-context.ts";
+import type { StoragePort } from "../../src/storage/port.ts";
+import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import { ThreadActor } from "../../src/actors/thread-actor.ts";
 import type { CreateRunCommand } from "../../src/bridge/messages.ts";
 import { openStorage, type Storage } from "../../src/storage/env.ts";
@@ -42,9 +47,25 @@ export interface CreateOptions {
   input?: string;
 }
 
+/** A storage port and its checkpoint saver, as a shard opens them (ActorHarness.onPort). */
+export interface PortBackend {
+  port: StoragePort;
+  saver: BaseCheckpointSaver & ThreadCheckpointOps;
+}
+
+/** How many record reads the actors made through the port. */
+export interface RecordReads {
+  /** threads.get */
+  threads: number;
+  /** runs.exists */
+  runs: number;
+}
+
 export class ActorHarness {
   /** what the actors sent, in order: "start <run>", "done <run> <status> <thread status>", "webhook <run>" */
   readonly sent: string[] = [];
+  /** the actors' record reads so far (tests reset it) */
+  readonly reads: RecordReads = { threads: 0, runs: 0 };
   /** called (synchronously) when a thread's run has queued its final transaction, before it commits */
   onFinishQueued: ((threadId: string) => void) | undefined;
   readonly ctx: ShardContext;
@@ -53,22 +74,23 @@ export class ActorHarness {
   /** storage handles opened by restarted() (closed by close()) */
   private readonly opened: Storage[] = [];
 
-  /** `dir`: the data dir of `storage` (restarted() opens it again) */
+  /** `dir`: the data dir of `storage` (restarted() opens it again); `backend`: see onPort */
   constructor(
     readonly storage: Storage,
     private readonly dir: string,
     readonly clock = new ManualClock(Date.now()),
+    backend?: PortBackend,
   ) {
     // what this harness's actors and checkpointer see: the storage until kill(), then nothing
     const view = new Proxy(storage, { get: (target, prop) => (this.killed ? FROZEN : Reflect.get(target, prop)) });
-    const saver = lmdbCheckpointSavers(view).saver({ putMetadata: runCheckpointMetadata });
+    const saver = backend?.saver ?? lmdbCheckpointSavers(view).saver({ putMetadata: runCheckpointMetadata });
     const registry = new GraphRegistry([{ graphId: "gate", filePath: path.join(FIXTURES, "gate.ts"), exportName: "graph" }], {
       checkpointer: () => saver,
       store: undefined,
     });
     this.ctx = {
       draining: false,
-      storage: lmdbStoragePort(view),
+      storage: countReads(backend?.port ?? lmdbStoragePort(view), this.reads),
       registry,
       saver: {
         deleteThread: (t) => saver.deleteThread(t),
@@ -101,6 +123,11 @@ export class ActorHarness {
       }),
       log: () => undefined,
     };
+  }
+
+  /** Actors over `backend` (e.g. PostgreSQL with its fences); storage, run(), thread(), messages(), kill() and restarted() are LMDB's only. */
+  static onPort(backend: PortBackend, clock = new ManualClock(Date.now())): ActorHarness {
+    return new ActorHarness(NOT_LMDB as Storage, "", clock, backend);
   }
 
   actor(threadId: string): ThreadActor {
@@ -190,6 +217,42 @@ export class ActorHarness {
     for (const s of this.opened.splice(0)) await s.close();
   }
 }
+
+/** The port with its threads.get and runs.exists counted in `reads`. */
+function countReads(port: StoragePort, reads: RecordReads): StoragePort {
+  const counted = <T extends object>(family: T, method: keyof T, count: () => void): T =>
+    new Proxy(family, {
+      get: (target, prop) => {
+        const value: unknown = Reflect.get(target, prop);
+        if (typeof value !== "function") return value;
+        if (prop !== method) return value.bind(target);
+        return (...args: unknown[]) => {
+          count();
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+  const threads = counted(port.threads, "get", () => reads.threads++);
+  const runs = counted(port.runs, "exists", () => reads.runs++);
+  return new Proxy(port, {
+    get: (target, prop) => {
+      if (prop === "threads") return threads;
+      if (prop === "runs") return runs;
+      const value: unknown = Reflect.get(target, prop);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+/** The LMDB handle of a harness over another port: any use is a test's mistake. */
+const NOT_LMDB: unknown = new Proxy(
+  {},
+  {
+    get: (_t, prop) => {
+      throw new Error(`ActorHarness.onPort: storage.${String(prop)} is LMDB's only (read through the port)`);
+    },
+  },
+);
 
 /** Storage after a crash: every property leads here again and every call returns a promise that never settles. */
 const FROZEN: unknown = (() => {

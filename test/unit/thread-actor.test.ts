@@ -7,6 +7,10 @@ import { gateOf } from "../fixtures/actor/gate.ts";
 import { ActorHarness } from "../helpers/actor-harness.ts";
 import { useTempStorage } from "../helpers/storage.ts";
 import { waitUntil } from "../helpers/wait.ts";
+import { lmdbStoragePort } from "../../src/storage/lmdb/adapter.ts";
+import type { ThreadFilter } from "../../src/storage/port.ts";
+import { threadEntries } from "../../src/storage/indexes/threads.ts";
+import type { Storage } from "../../src/storage/env.ts";
 
 let n = 0;
 /** fresh thread and run ids per test (gates are per run id, process-wide) */
@@ -14,6 +18,19 @@ const ids = () => {
   const k = ++n;
   return { t: `thread-${k}-${Date.now()}`, r1: `run-${k}-a`, r2: `run-${k}-b`, r3: `run-${k}-c` };
 };
+
+/** The thread index holds exactly the entries of the stored threads (each write diffed against the record it replaced). */
+function expectThreadIndexExact(storage: Storage): void {
+  storage.root.resetReadTxn();
+  const actual: string[] = [];
+  for (const key of storage.threadIndex.getKeys({})) {
+    for (const dup of storage.threadIndex.getValues(key)) actual.push(JSON.stringify([Array.isArray(key) ? key : [key], dup]));
+  }
+  const expected = Array.from(storage.threads.getRange({}), ({ value }) => threadEntries(value))
+    .flat()
+    .map((e) => JSON.stringify([e.key, e.dup]));
+  expect(actual.sort()).toEqual(expected.sort());
+}
 
 describe("ThreadActor", () => {
   const tmp = useTempStorage("troupe-actor-");
@@ -161,6 +178,102 @@ describe("ThreadActor", () => {
     expect(h.thread(t)).toBeDefined();
     expect(await del(h.thread(t)!.updated_at)).toEqual({ deleted: true }); // unchanged since: deleted
     expect(h.thread(t)).toBeUndefined();
+  });
+
+  it("a run's end reads neither its thread nor its run from storage: the actor knows both (a thread's next run reads nothing either)", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1, r2 } = ids();
+    await h.create(t, r1); // a fresh actor reads whether the thread exists: the one read
+    expect(h.reads).toEqual({ threads: 1, runs: 0 });
+    gateOf(r1).open();
+    await h.sentLine(`done ${r1} success idle`);
+    expect(h.reads).toEqual({ threads: 1, runs: 0 }); // was 2 and 1: threads.get and runs.exists at the end
+    gateOf(r2).open();
+    await h.create(t, r2);
+    await h.sentLine(`done ${r2} success idle`);
+    expect(h.reads).toEqual({ threads: 1, runs: 0 });
+    expect(h.thread(t)).toMatchObject({ status: "idle" });
+    expect(h.messages(t)).toEqual([`human:${r1}`, `ai:echo ${r1}`, `human:${r2}`, `ai:echo ${r2}`]);
+  });
+
+  it("metadata patched between runs: the run's end keeps it, and the LMDB indexes find the thread by its stored status and metadata only", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1, r2 } = ids();
+    const port = lmdbStoragePort(tmp.storage);
+    const found = async (f: ThreadFilter): Promise<boolean> => {
+      tmp.storage.root.resetReadTxn();
+      const page = await port.threads.search({ ...f, ids: [t], sortBy: "created_at", order: "desc", offset: 0, limit: 10 });
+      const counted = await port.threads.count({ ...f, ids: [t] });
+      const bySort = await port.threads.search({ ...f, sortBy: "updated_at", order: "desc", offset: 0, limit: 1000 });
+      expect(counted).toBe(page.items.length);
+      expect(bySort.items.some((x) => x.thread_id === t)).toBe(page.items.length > 0);
+      return page.items.length > 0;
+    };
+    gateOf(r1).open();
+    await h.create(t, r1);
+    await h.sentLine(`done ${r1} success idle`);
+    const patched = await h.actor(t).handle({ type: "thread.patch", threadId: t, metadata: { owner: "ann", tier: 1 } });
+    expect(patched.metadata).toMatchObject({ owner: "ann", tier: 1, graph_id: "gate" });
+    await h.create(t, r2);
+    await waitUntil(() => gateOf(r2).arrivals === 1, { what: "the second run at its gate" });
+    expect(await found({ status: "busy", metadata: { owner: "ann" } })).toBe(true);
+    // patched again while the run runs: its end must write this metadata back, not the one it started with
+    await h.actor(t).handle({ type: "thread.patch", threadId: t, metadata: { owner: "bob" } });
+    gateOf(r2).open();
+    await h.sentLine(`done ${r2} success idle`);
+    const stored = h.thread(t);
+    expect(stored).toMatchObject({ status: "idle", metadata: { owner: "bob", tier: 1, graph_id: "gate" } });
+    // the run's end replaced exactly the stored record (its index entries diffed against it): no stale entry
+    expect(await found({ status: "idle", metadata: { owner: "bob", tier: 1 } })).toBe(true);
+    expect(await found({ status: "idle" })).toBe(true);
+    expect(await found({ status: "busy" })).toBe(false);
+    expect(await found({ metadata: { owner: "ann" } })).toBe(false);
+    expect(await found({ metadata: { owner: "bob" } })).toBe(true);
+    expectThreadIndexExact(tmp.storage);
+    const state = await h.actor(t).handle({ type: "thread.state", threadId: t, subgraphs: false });
+    expect((state as { metadata?: unknown }).metadata).toBeDefined();
+    expect(h.reads.threads).toBe(1); // the first create's; the patches, runs and state read none
+  });
+
+  it("a thread deleted while its run runs: the run's end leaves nothing (also when the thread is created again meanwhile)", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1, r2 } = ids();
+    await h.create(t, r1);
+    await waitUntil(() => gateOf(r1).arrivals === 1, { what: "the run at its gate" });
+    expect(await h.actor(t).handle({ type: "thread.delete", threadId: t })).toEqual({ deleted: true });
+    gateOf(r1).open();
+    await h.sentLine(`done ${r1} interrupted deleted`);
+    expect(h.thread(t)).toBeUndefined();
+    expect(h.run(t, r1)).toBeUndefined();
+    await expect(h.actor(t).handle({ type: "thread.patch", threadId: t, metadata: {} })).rejects.toMatchObject({ code: "NOT_FOUND" });
+
+    // the same id again, with a run deleted under it while the thread is re-created
+    await h.create(t, r2);
+    await waitUntil(() => gateOf(r2).arrivals === 1, { what: "the run at its gate" });
+    await h.actor(t).handle({ type: "thread.delete", threadId: t });
+    const again = await h.actor(t).handle({ type: "thread.create", threadId: t, metadata: { again: true }, ifExists: "raise" });
+    gateOf(r2).open();
+    await h.sentLine(`done ${r2} interrupted deleted`);
+    expect(h.run(t, r2)).toBeUndefined();
+    expect(h.thread(t)).toEqual(again); // the new thread, untouched by the old run's end
+    expectThreadIndexExact(tmp.storage);
+    expect(h.reads).toEqual({ threads: 1, runs: 0 });
+  });
+
+  it("a queued run cancelled on its own (its commit writes the thread's status): the running run's end replaces the record it wrote exactly", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1, r2 } = ids();
+    await h.create(t, r1);
+    await h.create(t, r2);
+    await waitUntil(() => gateOf(r1).arrivals === 1, { what: "the first run at its gate" });
+    expect(await h.cancel(t, r2)).toEqual({ found: true });
+    expect(h.run(t, r2)?.status).toBe("interrupted");
+    expect(h.reads.threads).toBe(1);
+    gateOf(r1).open();
+    await h.sentLine(`done ${r1} success idle`);
+    expect(h.reads).toEqual({ threads: 1, runs: 0 }); // the actor knows what stopQueued wrote: the stored record, its status and updated_at
+    expect(h.thread(t)?.status).toBe("idle");
+    expectThreadIndexExact(tmp.storage);
   });
 
   it("starts a run with after_seconds when the clock reaches it, not before", async () => {

@@ -1,0 +1,118 @@
+// The thread record a thread actor keeps (docs/STORAGE.md "The thread actor's record") on a
+// cluster node: real PostgreSQL, the actor in-process over the port a shard uses, fenced with
+// its lease holding (as thread.recover does). The record is good only under the holding it was
+// learnt in: after the lease went to another node (which wrote the thread) and came back, the
+// actor reads it again; a write the fence refused forgets it; an unfenced thread is always read.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { acquireLease, handOverLease, type Lease } from "../src/cluster/leases.ts";
+import { databaseStamp } from "../src/cluster/time.ts";
+import { runCheckpointMetadata } from "../src/actors/run-checkpoint-saver.ts";
+import { openPostgresStorage, type PostgresStorage } from "../src/storage/postgres/adapter.ts";
+import { nowIso } from "../src/storage/records.ts";
+import { gateOf } from "./fixtures/actor/gate.ts";
+import { ActorHarness } from "./helpers/actor-harness.ts";
+import { usePostgresDatabase } from "./helpers/postgres.ts";
+import { waitUntil } from "./helpers/wait.ts";
+
+const database = usePostgresDatabase();
+let nodeA: PostgresStorage;
+let nodeB: PostgresStorage;
+const timing = { ttlMs: 15_000, stamp: databaseStamp };
+
+beforeAll(async () => {
+  nodeA = await openPostgresStorage({ uri: database.uri, maxConnections: 4 });
+  nodeB = await openPostgresStorage({ uri: database.uri, maxConnections: 4, migrate: false });
+});
+
+afterAll(async () => {
+  await nodeA?.close();
+  await nodeB?.close();
+});
+
+/** `node` takes the thread's lease and fences its writes with the holding (a shard's thread.recover). */
+async function hold(node: PostgresStorage, threadId: string, nodeId: string): Promise<Lease> {
+  const lease = await acquireLease(node.db, threadId, nodeId, timing);
+  if (lease === undefined) throw new Error(`${nodeId} could not take ${threadId}`);
+  node.fences!.fence(threadId, lease.epoch);
+  return lease;
+}
+
+/** The holder of `held` lost it (paused past its lease, not told): `next` takes the thread (a new epoch). */
+async function moveTo(held: Lease, next: PostgresStorage, nodeId: string): Promise<Lease> {
+  await handOverLease(next.db, held);
+  return hold(next, held.threadId, nodeId);
+}
+
+async function actorsOn(node: PostgresStorage): Promise<ActorHarness> {
+  const saver = (await node.checkpoints.open()).saver({ putMetadata: runCheckpointMetadata });
+  return ActorHarness.onPort({ port: node, saver });
+}
+
+describe("the thread actor's record on a cluster node (Postgres)", () => {
+  it("is read again after the lease moved away and came back; a refused write forgets it; unfenced it is always read", async () => {
+    const t = "00000000-0000-4000-8000-0000000ac001";
+    const [r1, r2] = ["00000000-0000-7000-8000-0000000ac0a1", "00000000-0000-7000-8000-0000000ac0a2"];
+    const h = await actorsOn(nodeA);
+    const first = await hold(nodeA, t, "node-a");
+    gateOf(r1).open();
+    await h.create(t, r1);
+    await h.sentLine(`done ${r1} success idle`);
+    // the create read whether the thread exists; its end read nothing (was: threads.get + runs.exists)
+    expect(h.reads).toEqual({ threads: 1, runs: 0 });
+
+    // the lease moves to B, whose actor writes the thread (a PATCH), and then comes back to A
+    const second = await moveTo(first, nodeB, "node-b");
+    const seen = (await nodeB.threads.get(t))!;
+    expect(seen.status).toBe("idle");
+    await nodeB.threads.save({ ...seen, metadata: { ...seen.metadata, owner: "patched on B" }, updated_at: nowIso() });
+    const third = await moveTo(second, nodeA, "node-a");
+    expect(third.epoch).toBeGreaterThan(first.epoch);
+
+    // the same actor object on A (no abandon reached it): its record is of an older holding, read again
+    gateOf(r2).open();
+    await h.create(t, r2);
+    await h.sentLine(`done ${r2} success idle`);
+    expect(h.reads).toEqual({ threads: 2, runs: 0 });
+    expect(await nodeA.threads.get(t)).toMatchObject({ status: "idle", metadata: { owner: "patched on B", graph_id: "gate" } });
+    expect((await nodeA.runs.get(t, r2))?.status).toBe("success");
+
+    // B takes the lease again without A hearing of it: A's next write is refused, and forgets the record
+    await moveTo(third, nodeB, "node-b");
+    await expect(h.actor(t).handle({ type: "thread.patch", threadId: t, metadata: { owner: "lost on A" } })).rejects.toMatchObject({
+      code: "UNAVAILABLE",
+    });
+    expect(h.reads.threads).toBe(2); // the patch itself used the known record
+    await h.actor(t).handle({ type: "thread.state", threadId: t, subgraphs: false });
+    expect(h.reads.threads).toBe(3); // read again: the refused write dropped it (same epoch on A's side)
+    expect((await nodeA.threads.get(t))?.metadata.owner).toBe("patched on B");
+
+    // unfenced (no holding on this node): never served from memory
+    nodeA.fences!.unfence(t);
+    await h.actor(t).handle({ type: "thread.state", threadId: t, subgraphs: false });
+    await h.actor(t).handle({ type: "thread.state", threadId: t, subgraphs: false });
+    expect(h.reads.threads).toBe(5);
+  });
+
+  it("a run's end under one holding reads nothing, and a thread deleted during the run leaves nothing", async () => {
+    const t = "00000000-0000-4000-8000-0000000ac002";
+    const [r1, r2] = ["00000000-0000-7000-8000-0000000ac0b1", "00000000-0000-7000-8000-0000000ac0b2"];
+    const h = await actorsOn(nodeA);
+    await hold(nodeA, t, "node-a");
+    gateOf(r1).open();
+    await h.create(t, r1);
+    await h.sentLine(`done ${r1} success idle`);
+    await h.actor(t).handle({ type: "thread.patch", threadId: t, metadata: { owner: "ann" } });
+    await h.create(t, r2);
+    await waitUntil(() => gateOf(r2).arrivals === 1, { what: "the second run at its gate" });
+    expect(
+      (await nodeA.threads.search({ metadata: { owner: "ann" }, status: "busy", sortBy: "created_at", order: "desc", offset: 0, limit: 10 })).items,
+    ).toHaveLength(1);
+    expect(await h.actor(t).handle({ type: "thread.delete", threadId: t })).toEqual({ deleted: true });
+    gateOf(r2).open();
+    await h.sentLine(`done ${r2} interrupted deleted`);
+    expect(await nodeA.threads.get(t)).toBeUndefined();
+    expect(await nodeA.runs.get(t, r2)).toBeUndefined();
+    expect(await nodeA.runs.get(t, r1)).toBeUndefined();
+    expect(h.reads).toEqual({ threads: 1, runs: 0 });
+  });
+});
