@@ -251,9 +251,14 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
       await client.runs.join(t.thread_id, run.run_id);
       await waitUntil(() => received.some((h) => h.run_id === run.run_id), { timeoutMs: 20_000, what: "the webhook delivered" });
       expect(received.find((h) => h.run_id === run.run_id)?.status).toBe("success");
-      await waitUntil(async () => (await fetch(`${server.url}/threads/${t.thread_id}/runs/${run.run_id}/webhook`)).status === 200, {
-        what: "the delivery recorded",
-      });
+      // 200 comes while the delivery is still "pending" in the outbox: wait for its outcome row
+      await waitUntil(
+        async () => {
+          const res = await fetch(`${server.url}/threads/${t.thread_id}/runs/${run.run_id}/webhook`);
+          return res.status === 200 && ((await res.json()) as { state: string }).state === "delivered";
+        },
+        { what: "the delivery recorded" },
+      );
       expect(await rowCount("webhook_outcomes", `run_id = '${run.run_id}'`)).toBe(1);
       expect(existsSync(join(server.dataDir, "troupe.mdb"))).toBe(false); // the worker opened no LMDB either
     } finally {
