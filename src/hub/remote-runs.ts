@@ -8,8 +8,8 @@
  * is read; a final status ends it here even when its end never arrived (the owner died, the channel
  * lost it), and a new owner (takeover) is asked to publish in turn. A run created on this node's
  * shard is not read while the holding it was created under lasts: its actor is here and its end
- * reaches the hub from the shard, as on one node; once that holding goes (lost, handed over,
- * released) the reads start. Event ids are the run's own sequence: replays from the start are
+ * reaches the hub from the shard, as on one node; once that holding goes (lost or handed over)
+ * the reads start. Event ids are the run's own sequence: replays from the start are
  * dropped up to the last id delivered, a new attempt (its `metadata` event names it) starts over.
  */
 import type { RunDone, RunEvent } from "../bridge/messages.ts";
