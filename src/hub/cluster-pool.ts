@@ -115,7 +115,7 @@ export class ClusterShardPool extends ShardPool {
   override async createRun(cmd: CreateRunCommand): Promise<RunRecord> {
     const run = await this.request(cmd);
     this.created(cmd, run);
-    this.remote?.watch(run.run_id, run.thread_id);
+    this.remote?.created(run.run_id, run.thread_id);
     return run;
   }
 

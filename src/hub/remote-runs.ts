@@ -6,9 +6,11 @@
 /*
  * Every run a request on this node waits for or streams is also watched: once a second its record
  * is read; a final status ends it here even when its end never arrived (the owner died, the channel
- * lost it), and a new owner (takeover) is asked to publish in turn. Event ids are the run's own
- * sequence: replays from the start are dropped up to the last id delivered, a new attempt (its
- * `metadata` event names it) starts over.
+ * lost it), and a new owner (takeover) is asked to publish in turn. A run created on this node's
+ * shard is not read while the holding it was created under lasts: its actor is here and its end
+ * reaches the hub from the shard, as on one node; once that holding goes (lost or handed over)
+ * the reads start. Event ids are the run's own sequence: replays from the start are
+ * dropped up to the last id delivered, a new attempt (its `metadata` event names it) starts over.
  */
 import type { RunDone, RunEvent } from "../bridge/messages.ts";
 import { channelName } from "../cluster/bus-envelope.ts";
@@ -33,6 +35,8 @@ interface Watch {
   threadId: string;
   /** the holding (node id and epoch) last asked to publish this run; "self" when this node runs it */
   observedAt: string | undefined;
+  /** the epoch of this node's holding the run was created under on its shard: no reads while it lasts */
+  localEpoch: number | undefined;
   unsubscribe: (() => Promise<void>) | undefined;
   subscribing: Promise<void> | undefined;
   lastId: number;
@@ -92,6 +96,18 @@ export class RemoteRuns {
     const w = this.watchOf(runId, threadId);
     w.observedAt = ownerNodeId;
     await this.listen(w);
+  }
+
+  /**
+   * A run create answered: watches the run. Created on this node's shard (its thread held here, the
+   * create not forwarded: no watch yet), it is not read while that holding lasts.
+   */
+  created(runId: string, threadId: string): void {
+    if (this.closed || this.watches.has(runId) || this.deps.hub.doneOf(runId) !== undefined) return;
+    const w = this.watchOf(runId, threadId);
+    w.localEpoch = this.deps.node.epochOf(threadId);
+    if (w.localEpoch !== undefined) w.observedAt = "self";
+    else this.follow(w).catch((err: unknown) => log.warn("watching a run failed", { runId, err }));
   }
 
   /** Watches a run a request here reads (its thread looked up when not given). */
@@ -158,6 +174,7 @@ export class RemoteRuns {
         runId,
         threadId,
         observedAt: undefined,
+        localEpoch: undefined,
         unsubscribe: undefined,
         subscribing: undefined,
         lastId: -1,
@@ -182,6 +199,7 @@ export class RemoteRuns {
   private async check(w: Watch): Promise<void> {
     if (w.ended) return;
     if (this.deps.hub.doneOf(w.runId) !== undefined) return this.end(w);
+    if (w.localEpoch !== undefined && this.deps.node.epochOf(w.threadId) === w.localEpoch) return; // its end comes from the shard
     try {
       const run = await this.deps.runs.get(w.threadId, w.runId);
       if (run === undefined || isFinal(run.status)) {
