@@ -1,5 +1,6 @@
 // The body of one actor worker: hosts the thread actors whose ids hash to this shard, the graph
 // registry and the checkpointer; speaks the messages of bridge/messages.ts over a MessagePort.
+import { trace } from "../util/trace.ts";
 import type { MessagePort } from "node:worker_threads";
 import type { BaseStore } from "@langchain/langgraph-checkpoint";
 import { serializeError, TroupeError } from "../errors.ts";
@@ -64,6 +65,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     flushScheduled = false;
     const batch = outbox;
     outbox = [];
+    trace?.(`shard.post ${batch.map((m) => m.type + ("reqId" in m ? m.reqId : "")).join(",")}`);
     port.postMessage(batch);
   };
   const post = (msg: FromShard) => {
@@ -213,6 +215,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
         void finish();
         return;
       }
+      trace?.(`shard.recv ${msg.reqId} ${msg.cmd.type}`);
       void reply(
         msg.reqId,
         Promise.resolve().then(() => handle(msg.cmd)),
