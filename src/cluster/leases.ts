@@ -66,16 +66,18 @@ const ACTIVE_RUN_OF_THREAD = "SELECT 1 FROM runs WHERE thread_id = $1 AND status
  * release after a failed write) are in the snapshot and make `recover` true.
  */
 export async function acquireLease(db: PostgresDb, threadId: string, nodeId: string, timing: LeaseTiming): Promise<AcquiredLease | undefined> {
-  const result = await db.pool.query<LeaseRow & { recover: boolean }>(
-    `
+  // named: prepared once per connection (it runs once per run on a thread nobody held)
+  const result = await db.pool.query<LeaseRow & { recover: boolean }>({
+    name: "troupe_lease_acquire",
+    text: `
 INSERT INTO thread_leases AS l (thread_id, node_id, epoch, expires_at)
 VALUES ($1, $2, nextval('thread_lease_epochs'), ${laterSql("$3", "$4")})
 ON CONFLICT (thread_id) DO UPDATE SET node_id = EXCLUDED.node_id, epoch = EXCLUDED.epoch, expires_at = EXCLUDED.expires_at
 WHERE l.expires_at <= ${nowSql("$3")}
 -- xmax is 0 on a row this statement inserted (an ON CONFLICT update locks the row it replaces)
 RETURNING thread_id, node_id, epoch, expires_at, (l.xmax <> 0 OR EXISTS (${ACTIVE_RUN_OF_THREAD})) AS recover`,
-    [threadId, nodeId, timing.stamp(), timing.ttlMs],
-  );
+    values: [threadId, nodeId, timing.stamp(), timing.ttlMs],
+  });
   const row = result.rows[0];
   return row === undefined ? undefined : { ...toLease(row), recover: row.recover };
 }
