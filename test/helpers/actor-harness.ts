@@ -100,10 +100,12 @@ export class ActorHarness {
         hasCheckpoint: (t, ns, id) => saver.hasCheckpoint(t, ns, id),
         patchMetadata: (t, patch, id) => saver.patchMetadata(t, patch, id),
         pruneToLatest: (t) => saver.pruneToLatest(t),
-        holdWritesUntil: (threadId, until) => {
-          saver.holdWritesUntil(threadId, until);
-          this.onFinishQueued?.(threadId);
+        holdWritesUntil: (threadId, until, refuseUntil) => {
+          saver.holdWritesUntil(threadId, until, refuseUntil);
+          // (with refuseUntil: a run started before its create committed, not a finish)
+          if (refuseUntil === undefined) this.onFinishQueued?.(threadId);
         },
+        flush: (threadId) => saver.flush(threadId),
       },
       clock,
       post: (msg) => {
