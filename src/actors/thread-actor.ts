@@ -192,6 +192,16 @@ export class ThreadActor {
     return undefined;
   }
 
+  /**
+   * Cluster: the thread's record as read right after this node took its lease under `epoch`
+   * (thread.recover): known from now, so the first command needs no read. Ignored unless that is
+   * the thread's holding now (a later take, or an abandon, made it stale).
+   */
+  learnThread(record: ThreadRecord | undefined, epoch: number): void {
+    if (this.epoch() !== epoch) return;
+    this.known = { record, epoch };
+  }
+
   /** The thread record as stored (undefined: no thread): the known one, else read (and known from then). */
   private async threadRecord(): Promise<ThreadRecord | undefined> {
     const k = this.knownThread();

@@ -11,7 +11,7 @@ import type { Lease } from "../cluster/leases.ts";
 import { deserializeError, TroupeError } from "../errors.ts";
 import { componentLog } from "../log/logger.ts";
 import type { RunsPort, ThreadsPort } from "../storage/port.ts";
-import type { RunRecord } from "../storage/records.ts";
+import type { RunRecord, ThreadRecord } from "../storage/records.ts";
 import { RemoteRuns } from "./remote-runs.ts";
 import { RemoteThreads, THREAD_ID_STEP, threadIdTag, type RemoteThreadStream } from "./remote-threads.ts";
 import type { ThreadStreamMode } from "./thread-stream-hub.ts";
@@ -384,17 +384,17 @@ export class ClusterShardPool extends ShardPool {
     const existing = this.acquiring.get(threadId);
     if (existing !== undefined) return existing;
     const taking = (async () => {
-      const lease = await node.acquire(threadId);
+      const lease = await node.acquire(threadId, true);
       if (lease === undefined) return false;
       if (!lease.recover) {
-        super.request({ type: "thread.recover", threadId, epoch: lease.epoch, fenceOnly: true }).catch((err: unknown) => {
+        super.request({ type: "thread.recover", threadId, epoch: lease.epoch, fenceOnly: true, thread: lease.thread }).catch((err: unknown) => {
           // its shard is restarting (the command fails too): no fence there, so no holding here
           log.warn("thread fence failed", { threadId, err });
           node.handOver([threadId]).catch(() => undefined);
         });
         return true;
       }
-      if (await this.recoverThread(threadId, lease.epoch)) return true;
+      if (await this.recoverThread(threadId, lease.epoch, lease.thread)) return true;
       // not deleted: its runs may wait in storage; the row expired now lets a takeover scan retry
       await node.handOver([threadId]).catch(() => undefined);
       return false;
@@ -409,9 +409,9 @@ export class ClusterShardPool extends ShardPool {
   }
 
   /** The thread's pending and running runs go to its actor on this node (recovery.ts, one thread). */
-  private async recoverThread(threadId: string, epoch: number): Promise<boolean> {
+  private async recoverThread(threadId: string, epoch: number, thread?: ThreadRecord | null): Promise<boolean> {
     try {
-      const { runs } = await super.request({ type: "thread.recover", threadId, epoch });
+      const { runs } = await super.request({ type: "thread.recover", threadId, epoch, thread });
       if (runs > 0) log.info("thread taken over: runs recovered", { threadId, runs });
       return true;
     } catch (err) {
