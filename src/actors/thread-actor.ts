@@ -681,12 +681,13 @@ export class ThreadActor {
     const running: RunRecord = stored ? run : { ...inflight.record, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
     inflight.record = running;
     // (written as it is when the write goes out: a stop recorded meanwhile is in it)
-    if (!stored) this.send(() => {
-      const saved = s.runs.save(inflight.record).committed;
-      // cluster: refused by the lease fence, the actor was abandoned, nothing more to do (no fences: as before)
-      if (s.fences !== undefined) void saved.catch((err: unknown) => void (this.abandoned || Promise.reject(err)));
-      else void saved;
-    });
+    if (!stored)
+      this.send(() => {
+        const saved = s.runs.save(inflight.record).committed;
+        // cluster: refused by the lease fence, the actor was abandoned, nothing more to do (no fences: as before)
+        if (s.fences !== undefined) void saved.catch((err: unknown) => void (this.abandoned || Promise.reject(err)));
+        else void saved;
+      });
     this.ctx.telemetry.started(running);
     trace?.("actor.run.start");
     const protocol = run.kwargs.protocol === true;

@@ -413,11 +413,7 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       let fail!: (err: Error) => void;
       let end!: () => void;
       const barrier = new Promise<void>((_, reject) => (fail = reject));
-      saver.holdWritesUntil(
-        id,
-        barrier,
-        new Promise<void>((resolve) => (end = resolve)),
-      );
+      saver.holdWritesUntil(id, barrier, new Promise<void>((resolve) => (end = resolve)));
       // (a run started before its create committed: its checkpoints queue behind the create)
       const first = await saver.put(cfg(id), checkpoint({ v: 1 }, { v: 1 }), meta(0, { run_id: "dropped" }), { v: 1 });
       await saver.putWrites(cfg(id, first.configurable!.checkpoint_id as string), [["v", 2]], "task-1").catch(() => undefined);
@@ -425,7 +421,9 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       await new Promise((r) => setTimeout(r, 20));
       // issued after the refusal, before refuseUntil settled: refused too (now or by the next write or read)
       await saver
-        .put(cfg(id, first.configurable!.checkpoint_id as string), { ...checkpoint({ v: 2 }, { v: 2 }), id: uuid6(-1) }, meta(1, { run_id: "dropped" }), { v: 2 })
+        .put(cfg(id, first.configurable!.checkpoint_id as string), { ...checkpoint({ v: 2 }, { v: 2 }), id: uuid6(-1) }, meta(1, { run_id: "dropped" }), {
+          v: 2,
+        })
         .catch(() => undefined);
       end();
       await saver.flush(id).catch(() => undefined); // the failure is reported (once)
