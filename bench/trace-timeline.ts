@@ -48,10 +48,14 @@ for (const l of lines) {
   if (mark === MARKS[0]) iterations.push((current = new Map()));
   if (current !== undefined && !current.has(mark)) current.set(mark, l.t);
 }
-const complete = iterations.filter((it) => MARKS.every((m) => it.has(m))).slice(-60);
+// (an iteration answered; a mark a server version does not have is left out)
+const complete = iterations.filter((it) => it.has(MARKS.at(-1)!)).slice(-60);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-console.log(`${complete.length} complete iterations (the last 60 at most); medians from the request's arrival:`);
-for (const m of MARKS) console.log(`  ${m.padEnd(24)} ${median(complete.map((it) => it.get(m)! - it.get(MARKS[0])!)).toFixed(2)} ms`);
+console.log(`${complete.length} answered iterations (the last 60 at most); medians from the request's arrival:`);
+for (const m of MARKS) {
+  const at = complete.filter((it) => it.has(m)).map((it) => it.get(m)! - it.get(MARKS[0])!);
+  if (at.length > 0) console.log(`  ${m.padEnd(24)} ${median(at).toFixed(2)} ms`);
+}
 
 const starts = lines.flatMap((l, i) => (l.what === "http.in POST /threads" ? [i] : []));
 const k = starts.length + Number(which);
