@@ -4,7 +4,7 @@
 // learnt in: after the lease went to another node (which wrote the thread) and came back, the
 // actor reads it again; a write the fence refused forgets it; an unfenced thread is always read.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { acquireLease, handOverLease, type Lease } from "../src/cluster/leases.ts";
+import { acquireLease, handOverLease, releaseLease, type Lease } from "../src/cluster/leases.ts";
 import { databaseStamp } from "../src/cluster/time.ts";
 import { runCheckpointMetadata } from "../src/actors/run-checkpoint-saver.ts";
 import { openPostgresStorage, type PostgresStorage } from "../src/storage/postgres/adapter.ts";
@@ -114,5 +114,36 @@ describe("the thread actor's record on a cluster node (Postgres)", () => {
     expect(await nodeA.runs.get(t, r2)).toBeUndefined();
     expect(await nodeA.runs.get(t, r1)).toBeUndefined();
     expect(h.reads).toEqual({ threads: 1, runs: 0 });
+  });
+  it("the record read with the lease take (as thread.recover carries it) starts the actor without a read, with what the last holder wrote before its release", async () => {
+    const t = "00000000-0000-4000-8000-0000000ac003";
+    const r1 = "00000000-0000-7000-8000-0000000ac0c1";
+    // B held the thread and wrote it, then released the lease idle (the row deleted)
+    const onB = await hold(nodeB, t, "node-b");
+    const now = nowIso();
+    await nodeB.threads.create({ thread_id: t, created_at: now, updated_at: now, metadata: { owner: "written on B" }, status: "idle", config: {} });
+    expect(await releaseLease(nodeB.db, onB)).toBe(true);
+    nodeB.fences!.unfence(t);
+    // A takes it with the record read in the same round trip
+    const taken = await acquireLease(nodeA.db, t, "node-a", timing, true);
+    expect(taken).toMatchObject({ recover: false, thread: { thread_id: t, metadata: { owner: "written on B" } } });
+    expect(await acquireLease(nodeA.db, "00000000-0000-4000-8000-0000000ac0ff", "node-a", timing, true)).toMatchObject({ thread: null });
+    nodeA.fences!.fence(t, taken!.epoch);
+    const h = await actorsOn(nodeA);
+    h.actor(t).learnThread(taken!.thread ?? undefined, taken!.epoch);
+    gateOf(r1).open();
+    await h.create(t, r1);
+    await h.sentLine(`done ${r1} success idle`);
+    expect(h.reads).toEqual({ threads: 0, runs: 0 }); // was: the create's thread read
+    expect(await nodeA.threads.get(t)).toMatchObject({ status: "idle", metadata: { owner: "written on B", graph_id: "gate" } });
+    // learnt under another holding: ignored (the next command reads)
+    const other = "00000000-0000-4000-8000-0000000ac004";
+    const held = await hold(nodeA, other, "node-a");
+    h.actor(other).learnThread({ thread_id: other, created_at: now, updated_at: now, metadata: { stale: true }, status: "idle", config: {} }, held.epoch - 1);
+    gateOf("00000000-0000-7000-8000-0000000ac0c2").open();
+    await h.create(other, "00000000-0000-7000-8000-0000000ac0c2");
+    await h.sentLine("done 00000000-0000-7000-8000-0000000ac0c2 success idle");
+    expect(h.reads).toEqual({ threads: 1, runs: 0 });
+    expect((await nodeA.threads.get(other))?.metadata).not.toHaveProperty("stale");
   });
 });

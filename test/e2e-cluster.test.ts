@@ -156,6 +156,20 @@ describe("three troupe serve nodes on one database", () => {
     expect((await clients[A].threads.get(t.thread_id)).status).toBe("idle");
   });
 
+  it("a run request refused by its checks leaves no lease behind: the take begun alongside them lingers and goes", async () => {
+    const t = await clients[A].threads.create();
+    // the lease take starts while the assistant is read (prepareThread); the request then fails
+    await expect(clients[B].runs.wait(t.thread_id, "no-such-assistant", { input: human("never") })).rejects.toThrow(/404|No assistant found/);
+    await waitUntil(async () => (await sql("SELECT 1 FROM thread_leases WHERE thread_id = $1", [t.thread_id])).length === 0, {
+      timeoutMs: 15_000,
+      what: "no lease of the thread (never taken, or released after the linger)",
+    });
+    const waited = (await clients[C].runs.wait(t.thread_id, "echo", { input: human("on c") })) as Messages;
+    expect(waited.messages.map((m) => m.content)).toEqual(["on c", "on c"]);
+    expect(await leaseHolder(t.thread_id)).toBe("node-c");
+    expect((await clients[A].runs.list(t.thread_id)).map((r) => r.status)).toEqual(["success"]);
+  });
+
   it("a write refused by the lease fence sends the thread's next command to its new owner at once, not after the next heartbeat", async () => {
     const t = await clients[A].threads.create();
     await clients[A].runs.wait(t.thread_id, "echo", { input: human("before the takeover") });

@@ -1,5 +1,6 @@
 // The body of one actor worker: hosts the thread actors whose ids hash to this shard, the graph
 // registry and the checkpointer; speaks the messages of bridge/messages.ts over a MessagePort.
+import { trace } from "../util/trace.ts";
 import type { MessagePort } from "node:worker_threads";
 import type { BaseStore } from "@langchain/langgraph-checkpoint";
 import { serializeError, TroupeError } from "../errors.ts";
@@ -7,6 +8,7 @@ import { runCheckpointMetadata } from "./run-checkpoint-saver.ts";
 import { useFastEnv } from "../util/fast-env.ts";
 import { openStorage } from "../storage/open.ts";
 import type { StoragePort } from "../storage/port.ts";
+import type { ThreadRecord } from "../storage/records.ts";
 import { GraphRegistry } from "./graph-registry.ts";
 import { describeGraph } from "./graph-describe.ts";
 import type { FromShard, ShardRequest, ShardTask, ToShard } from "../bridge/messages.ts";
@@ -64,6 +66,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     flushScheduled = false;
     const batch = outbox;
     outbox = [];
+    trace?.(`shard.post ${batch.map((m) => m.type + ("reqId" in m ? m.reqId : "")).join(",")}`);
     port.postMessage(batch);
   };
   const post = (msg: FromShard) => {
@@ -138,9 +141,18 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     refusedThreads.add(threadId);
     post({ type: "thread.refused", threadId, epoch });
   });
+  /** cluster: thread records read as this node took the threads' leases (thread.recover), for actors not made yet */
+  const learnt = new Map<string, { record: ThreadRecord | undefined; epoch: number }>();
   const actorFor = (threadId: string): ThreadActor => {
     let a = actors.get(threadId);
-    if (!a) actors.set(threadId, (a = new ThreadActor(threadId, ctx)));
+    if (!a) {
+      actors.set(threadId, (a = new ThreadActor(threadId, ctx)));
+      const known = learnt.get(threadId);
+      if (known !== undefined) {
+        learnt.delete(threadId);
+        a.learnThread(known.record, known.epoch);
+      }
+    }
     return a;
   };
 
@@ -160,11 +172,19 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     if (cmd.type === "thread.recover") {
       refusedThreads.delete(cmd.threadId); // a new holding
       storage.fences?.fence(cmd.threadId, cmd.epoch); // before any write of the thread's runs
+      if (cmd.thread !== undefined) {
+        // its record as read after the take: the actor (now or when made) starts from it
+        const record = cmd.thread ?? undefined;
+        const actor = actors.get(cmd.threadId);
+        if (actor !== undefined) actor.learnThread(record, cmd.epoch);
+        else learnt.set(cmd.threadId, { record, epoch: cmd.epoch });
+      }
       if (cmd.fenceOnly === true) return Promise.resolve({ runs: 0 });
       return recoverActiveRuns(storage.runs, () => true, actorFor, cmd.threadId).then((runs) => ({ runs }));
     }
     if (cmd.type === "thread.abandon") {
       refusedThreads.delete(cmd.threadId);
+      learnt.delete(cmd.threadId);
       storage.fences?.unfence(cmd.threadId);
       return Promise.resolve({ abandoned: abandonActor(cmd.threadId) });
     }
@@ -213,6 +233,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
         void finish();
         return;
       }
+      trace?.(`shard.recv ${msg.reqId} ${msg.cmd.type}`);
       void reply(
         msg.reqId,
         Promise.resolve().then(() => handle(msg.cmd)),

@@ -1,6 +1,7 @@
 // One actor per thread: it owns the thread's mailbox (commands run one at a time), its queue of
 // pending runs and the run in flight. It is the only writer of its thread's records, so status
 // changes never race. Runs execute here, inside an actor worker, never on the HTTP thread.
+import { trace } from "../util/trace.ts";
 import { TroupeError, checkpointNotFound, notFound, threadNotFound, runNotFound } from "../errors.ts";
 import type { JsonObject, RunRecord, ThreadRecord, ThreadStatus, WebhookDeliveryRecord } from "../storage/records.ts";
 import { nowIso } from "../storage/records.ts";
@@ -39,6 +40,10 @@ interface InFlight {
   stopRecorded?: Promise<unknown>;
   /** its thread was deleted while it ran (deleteThread): its record went with the thread */
   threadDeleted?: boolean;
+  /** started before its create committed (startsNow): that create; its end waits for it */
+  created?: Promise<unknown>;
+  /** ...and it failed: the run ends writing and announcing nothing */
+  createFailed?: boolean;
 }
 
 /**
@@ -185,6 +190,16 @@ export class ThreadActor {
     if (k.epoch !== undefined && k.epoch === this.epoch()) return k;
     this.known = undefined;
     return undefined;
+  }
+
+  /**
+   * Cluster: the thread's record as read right after this node took its lease under `epoch`
+   * (thread.recover): known from now, so the first command needs no read. Ignored unless that is
+   * the thread's holding now (a later take, or an abandon, made it stale).
+   */
+  learnThread(record: ThreadRecord | undefined, epoch: number): void {
+    if (this.epoch() !== epoch) return;
+    this.known = { record, epoch };
   }
 
   /** The thread record as stored (undefined: no thread): the known one, else read (and known from then). */
@@ -427,14 +442,24 @@ export class ThreadActor {
       const created = await this.createSuperseding(run, nextThread, prevThread, action === "cancel-rollback" ? "rollback" : "interrupt");
       return { committed: Promise.resolve(created) };
     }
+    // A run nobody streams from its start (/wait, a background run) on a thread with nothing else
+    // in flight starts now, not once its create commits: it is stored already running, its writes
+    // commit after the create (the thread's write order), what it sends waits for that commit, and
+    // a failed create fails its checkpoint writes (holdWritesUntil's refusal) and it ends unseen.
+    const startsNow = !cmd.observed && this.startableNow(run);
+    const running: RunRecord | undefined = startsNow ? { ...run, status: "running", attempt: run.attempt + 1, started_at: now } : undefined;
     // issued now, committed later (LMDB: one lmdb-js batch; a burst of creates commits together)
-    const stored = this.remember(nextThread, s.runs.create({ run, thread: nextThread, prev: prevThread }).committed);
+    trace?.("actor.create.issue");
+    const stored = this.remember(nextThread, s.runs.create({ run: running ?? run, thread: nextThread, prev: prevThread }).committed);
     this.uncommittedRuns.add(run);
-    this.insertQueued(run);
+    const early = running && this.startBeforeCommit(running, stored);
+    if (!early) this.insertQueued(run);
     const settle = () => this.uncommittedRuns.delete(run);
     const committed = stored.then(
       () => {
+        trace?.("actor.create.committed");
         settle();
+        early?.committed();
         this.pump();
         return run;
       },
@@ -442,6 +467,7 @@ export class ThreadActor {
         settle();
         const i = this.queue.indexOf(run);
         if (i >= 0) this.queue.splice(i, 1);
+        early?.failed();
         this.pump();
         throw err;
       },
@@ -574,10 +600,53 @@ export class ThreadActor {
       return;
     }
     this.queue.shift();
+    this.begin(next);
+  }
+
+  /** Whether a run just created can start at once (createRun: startsNow): nothing else of the thread is in flight. */
+  private startableNow(run: RunRecord): boolean {
+    return (
+      !this.current &&
+      this.queue.length === 0 &&
+      !this.timer &&
+      this.uncommittedRuns.size === 0 &&
+      this.finishing === 0 &&
+      this.heldSends === undefined &&
+      !this.ctx.draining &&
+      !this.abandoned &&
+      Date.parse(run.created_at) <= this.ctx.clock.now()
+    );
+  }
+
+  /**
+   * Starts `running` (stored by the create `stored`, in flight) now. Until the create commits,
+   * what the actor sends waits (the reply, run.start, events: the HTTP thread learns of the run in
+   * that order, as when it starts after the commit) and its checkpoint writes wait in the saver;
+   * if the create fails, those writes fail (none is written), the run is aborted and ends without
+   * a write or a word (its create's error is the reply).
+   */
+  private startBeforeCommit(running: RunRecord, stored: Promise<unknown>): { committed(): void; failed(): void } {
+    const held: (() => void)[] = (this.heldSends = []);
+    const inflight = this.begin(running, stored);
+    this.ctx.saver.holdWritesUntil(this.threadId, stored, inflight.finished);
+    return {
+      committed: () => this.releaseSends(held),
+      failed: () => {
+        if (this.heldSends === held) this.heldSends = undefined;
+        held.length = 0;
+        inflight.createFailed = true;
+        inflight.outcomeFixed = true;
+        inflight.abort.abort("interrupt");
+      },
+    };
+  }
+
+  /** Makes `record` the run in flight and executes it (`created`: the create in flight that stores it running). */
+  private begin(record: RunRecord, created?: Promise<unknown>): InFlight {
     let resolveFinished!: () => void;
     const finished = new Promise<void>((r) => (resolveFinished = r));
     const abort = new AbortController();
-    const inflight: InFlight = { record: next, abort, finished, outcomeFixed: false };
+    const inflight: InFlight = { record, abort, finished, outcomeFixed: false, created };
     this.current = inflight;
     // the next run may start once this one's outcome is queued; `finished` waits for its commit
     const makeWay = () => {
@@ -587,14 +656,15 @@ export class ThreadActor {
       // the turn ends, so starting the next run in this one would hold this run's commit back
       setImmediate(() => this.pump());
     };
-    void this.execute(inflight, makeWay).finally(() => {
+    void this.execute(inflight, makeWay, created !== undefined).finally(() => {
       makeWay();
       resolveFinished();
       this.ctx.maybeRelease(this);
     });
+    return inflight;
   }
 
-  private async execute(inflight: InFlight, outcomeQueued: () => void): Promise<void> {
+  private async execute(inflight: InFlight, outcomeQueued: () => void, stored: boolean): Promise<void> {
     const s = this.ctx.storage;
     const run = inflight.record;
     const { abort } = inflight;
@@ -608,16 +678,18 @@ export class ThreadActor {
       return this.finishInFlight(inflight, { status: "interrupted", rolledBack: false }, stateless, outcomeQueued);
     }
     const startedAt = nowIso();
-    const running: RunRecord = { ...inflight.record, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
+    const running: RunRecord = stored ? run : { ...inflight.record, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
     inflight.record = running;
     // (written as it is when the write goes out: a stop recorded meanwhile is in it)
-    this.send(() => {
-      const saved = s.runs.save(inflight.record).committed;
-      // cluster: refused by the lease fence, the actor was abandoned, nothing more to do (no fences: as before)
-      if (s.fences !== undefined) void saved.catch((err: unknown) => void (this.abandoned || Promise.reject(err)));
-      else void saved;
-    });
+    if (!stored)
+      this.send(() => {
+        const saved = s.runs.save(inflight.record).committed;
+        // cluster: refused by the lease fence, the actor was abandoned, nothing more to do (no fences: as before)
+        if (s.fences !== undefined) void saved.catch((err: unknown) => void (this.abandoned || Promise.reject(err)));
+        else void saved;
+      });
     this.ctx.telemetry.started(running);
+    trace?.("actor.run.start");
     const protocol = run.kwargs.protocol === true;
     const start = {
       type: "run.start",
@@ -651,12 +723,20 @@ export class ThreadActor {
       else emit("error", JSON.stringify(error));
       outcome = { status: "error", rolledBack: false, error };
     }
+    trace?.("actor.run.executed");
     await this.finishInFlight(inflight, outcome, stateless, outcomeQueued);
   }
 
   /** Ends the run in flight: its outcome is fixed when its turn in the mailbox comes, a stop recorded until then wins. */
   private async finishInFlight(inflight: InFlight, outcome: RunOutcome, stateless: boolean, outcomeQueued: () => void): Promise<void> {
     if (this.abandoned) return; // its lease moved: the new owner resumes it from its last checkpoint
+    // started before its create committed: its end is decided once the create has landed (reads it as stored)
+    if (inflight.created !== undefined) await inflight.created.catch(() => undefined);
+    if (inflight.createFailed) {
+      // it never existed: its checkpoint writes failed (reported to nobody: taken here)
+      await this.ctx.saver.flush(this.threadId).catch(() => undefined);
+      return;
+    }
     this.finishing++;
     try {
       await this.serial(() => {
@@ -695,6 +775,7 @@ export class ThreadActor {
     let delivery: WebhookDeliveryRecord | undefined;
     // Usually no read: the actor knows its thread record, and only its own deleteThread removes a
     // run in flight. Otherwise both reads at once (on PostgreSQL two round trips in parallel).
+    trace?.("actor.finish.reads");
     const known = stateless ? undefined : this.knownThread();
     const [thread, runExists] = stateless
       ? [undefined, false]
@@ -752,6 +833,7 @@ export class ThreadActor {
       else if (cancelled) delete next.interrupts;
       delivery = this.webhookOf(final, valuesBytes, false);
       // issued now (LMDB: a batch, which lmdb-js' write thread commits without waiting for this thread)
+      trace?.("actor.finish.issue");
       const committed = this.remember(
         next,
         s.runs.finish({
@@ -772,6 +854,7 @@ export class ThreadActor {
         throw err;
       }
       // run.done goes first, then what the next run sent meanwhile
+      trace?.("actor.finish.committed");
       this.announceOutcome(final, outcome, valuesJson, valuesBytes, threadStatus, delivery);
       this.releaseSends(held);
       return;
@@ -790,7 +873,8 @@ export class ThreadActor {
 
   private releaseSends(held: (() => void)[]): void {
     if (this.heldSends === held) this.heldSends = undefined;
-    for (const deliver of held) deliver();
+    // (splice: a run started before its create committed shares the array with its finish)
+    for (const deliver of held.splice(0)) deliver();
   }
 
   /** Tells the HTTP thread (and the webhook worker) a run ended, once its outcome is committed. */

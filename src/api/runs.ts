@@ -56,6 +56,7 @@ export function runRoutes(app: AppContext): RouteDef[] {
     const stateless = threadId === null;
     const ids = { threadId: threadId ?? uuid7(), runId: uuid7(), stateless, auth };
     const turn = stateless ? undefined : createOrder.take(ids.threadId); // with the id: sent in id order
+    pool.prepareThread(ids.threadId);
     try {
       const cmd = await buildCreateRun(app, b, headers, { ...ids, observed: reader === "stream", outputAwaited: reader === "wait" });
       await app.auth?.authorizeRun(auth, cmd, (id) => storage.threads.get(id));

@@ -102,7 +102,14 @@ export type ShardCommand =
    * its actor re-admits the thread's pending and running runs (as after a restart); `fenceOnly`:
    * the acquire saw none, the fence alone
    */
-  | { type: "thread.recover"; threadId: string; epoch: number; fenceOnly?: boolean }
+  | {
+      type: "thread.recover";
+      threadId: string;
+      epoch: number;
+      fenceOnly?: boolean;
+      /** the thread's record read right after the lease was taken (null: none): its actor starts from it, no read */
+      thread?: ThreadRecord | null;
+    }
   /** cluster: this node lost the thread's lease; its actor stops at once and writes nothing more (the new owner recovers the runs) */
   | { type: "thread.abandon"; threadId: string }
   | {

@@ -2,7 +2,9 @@
 // statement, so concurrent nodes are ordered by the row lock alone: of N nodes acquiring one
 // thread, exactly one gets it; a lease is stolen only once expired, and every acquisition draws a
 // new epoch from one sequence (so epochs only grow, and a (thread, epoch) pair names one holding).
+import type pg from "pg";
 import type { PostgresDb } from "../storage/postgres/pool.ts";
+import type { ThreadRecord } from "../storage/records.ts";
 import { laterSql, nowSql, type Stamp } from "./time.ts";
 
 export interface Lease {
@@ -41,6 +43,11 @@ export interface AcquiredLease extends Lease {
    * expired row: its holder died, was partitioned or handed the thread over) always recovers.
    */
   recover: boolean;
+  /**
+   * with `readThread`: the thread's record as stored right after the acquire (null: no such
+   * thread), read in the same round trip (see acquireLease)
+   */
+  thread?: ThreadRecord | null;
 }
 
 /**
@@ -65,19 +72,49 @@ const ACTIVE_RUN_OF_THREAD = "SELECT 1 FROM runs WHERE thread_id = $1 AND status
  * that never had a lease row (data copied by `troupe migrate`, written before cluster mode, a
  * release after a failed write) are in the snapshot and make `recover` true.
  */
-export async function acquireLease(db: PostgresDb, threadId: string, nodeId: string, timing: LeaseTiming): Promise<AcquiredLease | undefined> {
-  const result = await db.pool.query<LeaseRow & { recover: boolean }>(
-    `
+export async function acquireLease(
+  db: PostgresDb,
+  threadId: string,
+  nodeId: string,
+  timing: LeaseTiming,
+  readThread = false,
+): Promise<AcquiredLease | undefined> {
+  // named: prepared once per connection (it runs once per run on a thread nobody held)
+  const acquire: pg.QueryConfig = {
+    name: "troupe_lease_acquire",
+    text: `
 INSERT INTO thread_leases AS l (thread_id, node_id, epoch, expires_at)
 VALUES ($1, $2, nextval('thread_lease_epochs'), ${laterSql("$3", "$4")})
 ON CONFLICT (thread_id) DO UPDATE SET node_id = EXCLUDED.node_id, epoch = EXCLUDED.epoch, expires_at = EXCLUDED.expires_at
 WHERE l.expires_at <= ${nowSql("$3")}
 -- xmax is 0 on a row this statement inserted (an ON CONFLICT update locks the row it replaces)
 RETURNING thread_id, node_id, epoch, expires_at, (l.xmax <> 0 OR EXISTS (${ACTIVE_RUN_OF_THREAD})) AS recover`,
-    [threadId, nodeId, timing.stamp(), timing.ttlMs],
-  );
-  const row = result.rows[0];
-  return row === undefined ? undefined : { ...toLease(row), recover: row.recover };
+    values: [threadId, nodeId, timing.stamp(), timing.ttlMs],
+  };
+  if (!readThread) {
+    const row = (await db.pool.query<LeaseRow & { recover: boolean }>(acquire)).rows[0];
+    return row === undefined ? undefined : { ...toLease(row), recover: row.recover };
+  }
+  // The thread's record, pipelined behind the acquire on one connection (one round trip). A
+  // statement of its own, so its snapshot is taken after the acquire: every write of an earlier
+  // holder committed before its release (or, for a steal, before the fence let the acquire through)
+  // is in it, and later ones are refused by the fence. The new holder's actor starts from it
+  // instead of reading it (thread.recover's `thread`).
+  const client = await db.pool.connect();
+  let failure: Error | undefined;
+  try {
+    const [a, t] = await Promise.all([
+      client.query<LeaseRow & { recover: boolean }>(acquire),
+      client.query<{ record: ThreadRecord }>({ name: "troupe_lease_thread", text: "SELECT record FROM threads WHERE thread_id = $1", values: [threadId] }),
+    ]);
+    const row = a.rows[0];
+    return row === undefined ? undefined : { ...toLease(row), recover: row.recover, thread: t.rows[0]?.record ?? null };
+  } catch (err) {
+    failure = err instanceof Error ? err : new Error(String(err));
+    throw err;
+  } finally {
+    client.release(failure);
+  }
 }
 
 /** Extends a holding (one thread); false once it expired or moved: the holder must stop. */

@@ -159,13 +159,14 @@ export class ClusterNode {
 
   /**
    * Takes the thread's lease if it is free or expired (never while draining); renewed from now on.
-   * `recover` says whether the thread may have runs to recover (leases.ts).
+   * `recover` says whether the thread may have runs to recover (leases.ts); `readThread`: with the
+   * thread's record as stored after it (same round trip).
    */
-  async acquire(threadId: string): Promise<AcquiredLease | undefined> {
+  async acquire(threadId: string, readThread = false): Promise<AcquiredLease | undefined> {
     if (this.draining || this.stopped) return undefined;
     this.acquiring.set(threadId, (this.acquiring.get(threadId) ?? 0) + 1);
     try {
-      const lease = await acquireLease(this.db, threadId, this.nodeId, { ttlMs: this.ttlMs, stamp: this.stamp });
+      const lease = await acquireLease(this.db, threadId, this.nodeId, { ttlMs: this.ttlMs, stamp: this.stamp }, readThread);
       if (lease !== undefined) this.heartbeat.hold(lease);
       return lease;
     } finally {

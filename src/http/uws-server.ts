@@ -1,5 +1,6 @@
 // The socket front end: uWebSockets.js accepts connections on the main thread, collects the
 // body, hands a RawRequest to the Dispatcher and writes the Reply back (corked, abort-safe).
+import { trace } from "../util/trace.ts";
 import { createRequire } from "node:module";
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket, us_socket_context_t } from "uWebSockets.js";
 import type { BodyArrival, Dispatcher, RawRequest } from "./dispatch.ts";
@@ -147,6 +148,7 @@ function onRequest(dispatcher: Dispatcher, res: HttpResponse, req: HttpRequest):
     if (k === "content-length" && headers[k] !== undefined && headers[k] !== v) conflictingLength = true;
     headers[k] = v;
   });
+  trace?.(`http.in ${method} ${path}`);
   const state: ResState = { aborted: false, done: false, onAbort: [] };
   const raw = new UwsRawRequest(method, path, query, headers, Buffer.from(res.getRemoteAddressAsText()).toString(), state);
   // uWS keeps one abort handler per response: fan out from here.
@@ -310,6 +312,7 @@ function writeReply(res: HttpResponse, state: ResState, reply: Reply, closeConne
         writeHead(res, reply.status, "application/json", reply.headers);
         res.end(text, closeConnection);
       });
+      trace?.(`http.out json ${reply.status}`);
       return;
     }
     case "text":
@@ -409,6 +412,7 @@ function writeDeferred(res: HttpResponse, state: ResState, reply: Extract<Reply,
     writeHead(res, 200, reply.contentType, reply.headers);
     res.write("");
   });
+  trace?.("http.head deferred");
   const timer = setInterval(() => {
     if (!state.aborted && !state.done) res.cork(() => res.write("\n"));
   }, reply.heartbeatMs);
@@ -422,6 +426,7 @@ function writeDeferred(res: HttpResponse, state: ResState, reply: Extract<Reply,
       if (state.aborted || state.done) return;
       state.done = true;
       res.cork(() => res.end(text));
+      trace?.("http.out deferred");
     },
     (err: unknown) => {
       clearInterval(timer);

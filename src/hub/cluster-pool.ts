@@ -11,7 +11,7 @@ import type { Lease } from "../cluster/leases.ts";
 import { deserializeError, TroupeError } from "../errors.ts";
 import { componentLog } from "../log/logger.ts";
 import type { RunsPort, ThreadsPort } from "../storage/port.ts";
-import type { RunRecord } from "../storage/records.ts";
+import type { RunRecord, ThreadRecord } from "../storage/records.ts";
 import { RemoteRuns } from "./remote-runs.ts";
 import { RemoteThreads, THREAD_ID_STEP, threadIdTag, type RemoteThreadStream } from "./remote-threads.ts";
 import type { ThreadStreamMode } from "./thread-stream-hub.ts";
@@ -55,6 +55,8 @@ export class ClusterShardPool extends ShardPool {
   private readonly chains = new Map<string, Promise<void>>();
   /** per thread: a lease being taken and the thread recovered; its commands wait */
   private readonly acquiring = new Map<string, Promise<boolean>>();
+  /** per thread: a take started by prepareThread, not yet settled (its command's routing need not take again) */
+  private readonly prepared = new Map<string, Promise<boolean>>();
   /** per thread: commands posted to this node's shard and not yet answered (an idle actor's lease stays while any is) */
   private readonly inflight = new Map<string, number>();
 
@@ -110,6 +112,26 @@ export class ClusterShardPool extends ShardPool {
     // copy); its first run takes the lease wherever it arrives (docs/CLUSTER.md, "Lease lifecycle")
     if (req.type === "thread.create" && req.fresh === true) return this.local(req) as Routed<C>;
     return this.routed(node, req) as Routed<C>;
+  }
+
+  /**
+   * Takes the lease of a thread nobody is known to hold while the HTTP thread reads the run's
+   * assistant and checks its request (the command's routing then finds it held, or waits for this
+   * take): the acquire's round trip is no longer serial with them.
+   */
+  override prepareThread(threadId: string): void {
+    const node = this.node;
+    if (node === undefined || this.closing || node.isDraining) return;
+    if (node.epochOf(threadId) !== undefined || this.chains.has(threadId) || this.acquiring.has(threadId)) return;
+    const taking = this.take(node, threadId);
+    this.prepared.set(threadId, taking);
+    const settled = (took: boolean) => {
+      if (this.prepared.get(threadId) === taking) this.prepared.delete(threadId);
+      // taken, and no command on its way (the request failed its checks): the lease lingers and
+      // goes as an idle one's would; a command routed later ends the linger (local: node.busy)
+      if (took && !this.chains.has(threadId) && !this.inflight.has(threadId)) node.idle(threadId);
+    };
+    void taking.then(settled, () => settled(false));
   }
 
   override async createRun(cmd: CreateRunCommand): Promise<RunRecord> {
@@ -281,9 +303,14 @@ export class ClusterShardPool extends ShardPool {
   /** Finds where the command runs and sends it there; resolves (with a way to await the reply) once it is posted or committed. */
   private async dispatch(node: ClusterNode, cmd: ThreadRequest, deadline: number): Promise<() => Promise<unknown>> {
     const t = cmd.threadId;
+    // a take prepareThread started that failed: the thread is another node's, look its owner up
+    let tried = false;
     for (let attempt = 0; ; attempt++) {
       const taking = this.acquiring.get(t);
-      if (taking !== undefined) await taking;
+      if (taking !== undefined) {
+        const prepared = this.prepared.get(t) === taking;
+        tried = !(await taking) && prepared;
+      }
       if (this.closing) throw new TroupeError("UNAVAILABLE", "Server is shutting down");
       if (node.epochOf(t) !== undefined) {
         const reply = this.local(cmd);
@@ -292,7 +319,7 @@ export class ClusterShardPool extends ShardPool {
       const needsLease = !(cmd.type === "run.observe" || cmd.type === "run.output" || cmd.type === "thread.recover" || cmd.type === "thread.abandon");
       // a thread nobody holds (the common case: new threads, and threads idle since their last run)
       // is taken at once: one upsert instead of a lookup first; only a lost race looks the owner up
-      if (attempt === 0 && needsLease && !node.isDraining && (await this.take(node, t))) continue;
+      if (attempt === 0 && !tried && needsLease && !node.isDraining && (await this.take(node, t))) continue;
       const owner = await node.ownerOf(t);
       if (owner !== undefined && !owner.expired && owner.nodeId !== node.nodeId) {
         if (cmd.type === "run.observe") {
@@ -357,17 +384,17 @@ export class ClusterShardPool extends ShardPool {
     const existing = this.acquiring.get(threadId);
     if (existing !== undefined) return existing;
     const taking = (async () => {
-      const lease = await node.acquire(threadId);
+      const lease = await node.acquire(threadId, true);
       if (lease === undefined) return false;
       if (!lease.recover) {
-        super.request({ type: "thread.recover", threadId, epoch: lease.epoch, fenceOnly: true }).catch((err: unknown) => {
+        super.request({ type: "thread.recover", threadId, epoch: lease.epoch, fenceOnly: true, thread: lease.thread }).catch((err: unknown) => {
           // its shard is restarting (the command fails too): no fence there, so no holding here
           log.warn("thread fence failed", { threadId, err });
           node.handOver([threadId]).catch(() => undefined);
         });
         return true;
       }
-      if (await this.recoverThread(threadId, lease.epoch)) return true;
+      if (await this.recoverThread(threadId, lease.epoch, lease.thread)) return true;
       // not deleted: its runs may wait in storage; the row expired now lets a takeover scan retry
       await node.handOver([threadId]).catch(() => undefined);
       return false;
@@ -382,9 +409,9 @@ export class ClusterShardPool extends ShardPool {
   }
 
   /** The thread's pending and running runs go to its actor on this node (recovery.ts, one thread). */
-  private async recoverThread(threadId: string, epoch: number): Promise<boolean> {
+  private async recoverThread(threadId: string, epoch: number, thread?: ThreadRecord | null): Promise<boolean> {
     try {
-      const { runs } = await super.request({ type: "thread.recover", threadId, epoch });
+      const { runs } = await super.request({ type: "thread.recover", threadId, epoch, thread });
       if (runs > 0) log.info("thread taken over: runs recovered", { threadId, runs });
       return true;
     } catch (err) {

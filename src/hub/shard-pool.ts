@@ -2,6 +2,7 @@
 // shard task; requests are routed to the shard owning the thread id and answered by reqId.
 // A shard that dies is restarted (its actors recover their runs from LMDB) and every request
 // pending on it is rejected.
+import { trace } from "../util/trace.ts";
 import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { availableParallelism } from "node:os";
 import { Piscina } from "piscina";
@@ -195,6 +196,7 @@ export class ShardPool {
     for (const m of batch) {
       switch (m.type) {
         case "reply": {
+          trace?.(`pool.reply ${m.reqId}`);
           const p = shard.pending.get(m.reqId);
           if (!p) break;
           shard.pending.delete(m.reqId);
@@ -209,6 +211,7 @@ export class ShardPool {
           this.hub.events(m.runId, m.events);
           break;
         case "run.done":
+          trace?.(`pool.run.done`);
           this.hub.finished(m.done);
           break;
         case "thread.idle": // cluster shards only
@@ -230,6 +233,7 @@ export class ShardPool {
     const reqId = this.nextReqId++;
     return new Promise((resolve, reject) => {
       shard.pending.set(reqId, { resolve: resolve as (v: unknown) => void, reject });
+      trace?.(`pool.post ${reqId} ${cmd.type}`);
       shard.port.postMessage({ type: "request", reqId, cmd } satisfies ToShard);
     });
   }
@@ -266,6 +270,12 @@ export class ShardPool {
   watchThread(_threadId: string): Promise<void> {
     return Promise.resolve();
   }
+
+  /**
+   * A command for the thread is about to come (a run create, once its request is checked): a
+   * cluster node starts taking the thread's lease now, alongside that work. One node: nothing.
+   */
+  prepareThread(_threadId: string): void {}
 
   /**
    * A thread stream resumed with a Last-Event-ID another cluster node gave out: served by that

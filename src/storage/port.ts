@@ -231,8 +231,15 @@ export interface ThreadCheckpointOps {
   hasCheckpoint(threadId: string, ns: string, checkpointId: string): Promise<boolean>;
   pruneToLatest(threadId: string): Promise<number>;
   patchMetadata(threadId: string, patch: Record<string, unknown>, checkpointId?: string): Promise<boolean>;
-  /** the thread's checkpoint writes issued from now on reach the database only after `until` settles */
-  holdWritesUntil(threadId: string, until: Promise<unknown>): void;
+  /**
+   * the thread's checkpoint writes issued from now on reach the database only after `until`
+   * settles. With `refuseUntil`, a rejected `until` fails them instead (nothing of them is
+   * written), and so every checkpoint write of the thread issued before `refuseUntil` settles
+   * (a run started before its create committed: a failed create leaves none of its checkpoints)
+   */
+  holdWritesUntil(threadId: string, until: Promise<unknown>, refuseUntil?: Promise<unknown>): void;
+  /** resolves once the thread's checkpoint writes issued so far settled; rejects (once) with a failure of one of them */
+  flush(threadId: string): Promise<void>;
 }
 
 export interface CheckpointSaverOptions {

@@ -68,6 +68,11 @@ export class ActorHarness {
   readonly reads: RecordReads = { threads: 0, runs: 0 };
   /** called (synchronously) when a thread's run has queued its final transaction, before it commits */
   onFinishQueued: ((threadId: string) => void) | undefined;
+  /**
+   * a run create is issued to storage only once the promise this returns for its run resolves (a
+   * commit that takes that long); rejected, nothing is written and the create fails with it
+   */
+  createGate: ((runId: string) => Promise<void> | undefined) | undefined;
   readonly ctx: ShardContext;
   private readonly actors = new Map<string, ThreadActor>();
   private killed = false;
@@ -90,7 +95,7 @@ export class ActorHarness {
     });
     this.ctx = {
       draining: false,
-      storage: countReads(backend?.port ?? lmdbStoragePort(view), this.reads),
+      storage: countReads(this.gatedCreates(backend?.port ?? lmdbStoragePort(view)), this.reads),
       registry,
       saver: {
         deleteThread: (t) => saver.deleteThread(t),
@@ -100,10 +105,12 @@ export class ActorHarness {
         hasCheckpoint: (t, ns, id) => saver.hasCheckpoint(t, ns, id),
         patchMetadata: (t, patch, id) => saver.patchMetadata(t, patch, id),
         pruneToLatest: (t) => saver.pruneToLatest(t),
-        holdWritesUntil: (threadId, until) => {
-          saver.holdWritesUntil(threadId, until);
-          this.onFinishQueued?.(threadId);
+        holdWritesUntil: (threadId, until, refuseUntil) => {
+          saver.holdWritesUntil(threadId, until, refuseUntil);
+          // (with refuseUntil: a run started before its create committed, not a finish)
+          if (refuseUntil === undefined) this.onFinishQueued?.(threadId);
         },
+        flush: (threadId) => saver.flush(threadId),
       },
       clock,
       post: (msg) => {
@@ -128,6 +135,15 @@ export class ActorHarness {
   /** Actors over `backend` (e.g. PostgreSQL with its fences); storage, run(), thread(), messages(), kill() and restarted() are LMDB's only. */
   static onPort(backend: PortBackend, clock = new ManualClock(Date.now())): ActorHarness {
     return new ActorHarness(NOT_LMDB as Storage, "", clock, backend);
+  }
+
+  private gatedCreates(port: StoragePort): StoragePort {
+    const create = port.runs.create.bind(port.runs);
+    port.runs.create = (write) => {
+      const gate = this.createGate?.(write.run.run_id);
+      return gate === undefined ? create(write) : { committed: gate.then(() => create(write).committed) };
+    };
+    return port;
   }
 
   actor(threadId: string): ThreadActor {

@@ -405,6 +405,35 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       await held;
       expect(await saver.getTuple(cfg(id))).toBeDefined();
     });
+
+    it("holdWritesUntil with refuseUntil: a rejected barrier fails the writes behind it and those issued until refuseUntil; none is written", async () => {
+      const id = nextId("t");
+      await createThread(thread(id));
+      const saver = (await w.checkpoints.open()).saver();
+      let fail!: (err: Error) => void;
+      let end!: () => void;
+      const barrier = new Promise<void>((_, reject) => (fail = reject));
+      saver.holdWritesUntil(id, barrier, new Promise<void>((resolve) => (end = resolve)));
+      // (a run started before its create committed: its checkpoints queue behind the create)
+      const first = await saver.put(cfg(id), checkpoint({ v: 1 }, { v: 1 }), meta(0, { run_id: "dropped" }), { v: 1 });
+      await saver.putWrites(cfg(id, first.configurable!.checkpoint_id as string), [["v", 2]], "task-1").catch(() => undefined);
+      fail(new Error("the create failed"));
+      await new Promise((r) => setTimeout(r, 20));
+      // issued after the refusal, before refuseUntil settled: refused too (now or by the next write or read)
+      await saver
+        .put(cfg(id, first.configurable!.checkpoint_id as string), { ...checkpoint({ v: 2 }, { v: 2 }), id: uuid6(-1) }, meta(1, { run_id: "dropped" }), {
+          v: 2,
+        })
+        .catch(() => undefined);
+      end();
+      await saver.flush(id).catch(() => undefined); // the failure is reported (once)
+      expect(await saver.hasCheckpointOfRun(id, "dropped")).toBe(false);
+      expect(await saver.getTuple(cfg(id))).toBeUndefined();
+      // once refuseUntil settled the thread's writes go through again
+      await saver.put(cfg(id), { ...checkpoint({ v: 3 }, { v: 3 }), id: uuid6(-1) }, meta(0, { run_id: "next" }), { v: 3 });
+      expect((await saver.getTuple(cfg(id)))?.checkpoint.channel_values).toEqual({ v: 3 });
+      expect(await saver.hasCheckpointOfRun(id, "next")).toBe(true);
+    });
   });
 
   describe.runIf(factory.whole)("checkpoints (whole port)", () => {

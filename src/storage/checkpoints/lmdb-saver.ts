@@ -324,8 +324,8 @@ export class LmdbCheckpointSaver extends BaseCheckpointSaver {
   }
 
   /** See CheckpointWriteQueue.holdWritesUntil. */
-  holdWritesUntil(threadId: string, until: Promise<unknown>): void {
-    this.ctx.queue.holdWritesUntil(threadId, until);
+  holdWritesUntil(threadId: string, until: Promise<unknown>, refuseUntil?: Promise<unknown>): void {
+    this.ctx.queue.holdWritesUntil(threadId, until, refuseUntil);
   }
 
   /**

@@ -21,6 +21,8 @@ export class CheckpointWriteQueue {
   readonly queued = new Map<string, QueuedThreadWrites>();
   /** per thread: writes queued from now on are handed to lmdb-js only once this settles (holdWritesUntil) */
   readonly barriers = new Map<string, Promise<void>>();
+  /** per thread: writes queued now fail with this (a barrier with refuseUntil was rejected) */
+  readonly refusals = new Map<string, Error>();
   /** message-list chunks known committed, so puts do not write them again (stored-chunks.ts) */
   readonly storedChunks = new StoredChunks();
 
@@ -52,15 +54,26 @@ export class CheckpointWriteQueue {
    * writes keep arriving, so the next run's checkpoints would otherwise keep that commit waiting
    * until the next run's own turn ends.
    */
-  holdWritesUntil(threadId: string, until: Promise<unknown>): void {
+  holdWritesUntil(threadId: string, until: Promise<unknown>, refuseUntil?: Promise<unknown>): void {
     const barrier = until.then(
       () => undefined,
-      () => undefined,
+      (err: unknown) => {
+        if (refuseUntil === undefined) return;
+        // the writes held fail (queueWrite: not issued), and so do the thread's writes queued until refuseUntil
+        const refusal = err instanceof Error ? err : new Error(String(err));
+        this.refusals.set(threadId, refusal);
+        const lift = () => {
+          if (this.refusals.get(threadId) === refusal) this.refusals.delete(threadId);
+        };
+        void refuseUntil.then(lift, lift);
+        throw refusal;
+      },
     );
     this.barriers.set(threadId, barrier);
-    void barrier.then(() => {
+    const forget = () => {
       if (this.barriers.get(threadId) === barrier) this.barriers.delete(threadId);
-    });
+    };
+    void barrier.then(forget, forget);
   }
 
   /**
@@ -96,7 +109,8 @@ export class CheckpointWriteQueue {
       }
     };
     const barrier = this.barriers.get(threadId);
-    const written = barrier === undefined ? issue() : barrier.then(issue);
+    const refusal = this.refusals.get(threadId);
+    const written = refusal !== undefined ? Promise.reject(refusal) : barrier === undefined ? issue() : barrier.then(issue);
     const committed = written.then(
       () => undefined,
       (err: unknown) => {

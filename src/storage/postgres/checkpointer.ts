@@ -602,9 +602,9 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
     });
   }
 
-  /** Writes of the thread issued from now on go to the database only once `until` settles. */
-  holdWritesUntil(threadId: string, until: Promise<unknown>): void {
-    this.chains.hold(threadId, until);
+  /** Writes of the thread issued from now on go to the database only once `until` settles (refuseUntil: ThreadWriteChains.hold). */
+  holdWritesUntil(threadId: string, until: Promise<unknown>, refuseUntil?: Promise<unknown>): void {
+    this.chains.hold(threadId, until, refuseUntil);
   }
 
   /**

@@ -2,6 +2,8 @@
 // one schema (search_path set at connect), so everything Troupe creates lives there.
 import pg from "pg";
 import { TroupeError } from "../../errors.ts";
+import { trace } from "../../util/trace.ts";
+import { traceDriver } from "./driver-trace.ts";
 
 export interface PostgresOptions {
   /** postgres://user:password@host:port/database (DATABASE_URI) */
@@ -34,6 +36,8 @@ function nodeIdOption(nodeId: string): string {
   if (!/^[A-Za-z0-9._-]+$/.test(nodeId)) throw new TroupeError("BAD_REQUEST", `node id must be letters, digits, ".", "_" or "-": ${JSON.stringify(nodeId)}`);
   return nodeId;
 }
+
+if (trace) traceDriver(trace);
 
 export function openPostgres(opts: PostgresOptions): PostgresDb {
   const schema = opts.schema ?? "public";

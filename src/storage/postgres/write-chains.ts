@@ -52,6 +52,8 @@ interface Write {
 interface Hold {
   kind: "hold";
   until: Promise<unknown>;
+  /** set: a rejected `until` fails the writes behind it, and the thread's writes issued until this settles */
+  refuseUntil?: Promise<unknown>;
 }
 
 type Entry = Write | Hold;
@@ -80,6 +82,8 @@ export class ThreadWriteChains implements ThreadFences {
   private readonly chains = new Map<string, Chain>();
   /** cluster mode: thread id → epoch of the lease its writes are fenced by */
   private readonly epochs = new Map<string, number>();
+  /** thread id → the error its writes fail with now (hold's refuseUntil) */
+  private readonly refusals = new Map<string, Error>();
   private refusedListener: ((threadId: string, epoch: number) => void) | undefined;
   /** batches waiting for a transaction in flight to end, then sent together (group commit) */
   private ready: Submission[] = [];
@@ -175,10 +179,14 @@ export class ThreadWriteChains implements ThreadFences {
     return this.enqueue(threadId, statement, alone);
   }
 
-  /** later writes of the thread wait for `until` to settle as well (holdWritesUntil) */
-  hold(threadId: string, until: Promise<unknown>): void {
+  /**
+   * later writes of the thread wait for `until` to settle as well (holdWritesUntil). With
+   * `refuseUntil`, a rejected `until` fails the writes waiting behind it (none is sent), and every
+   * write of the thread issued before `refuseUntil` settles fails at once with the same error.
+   */
+  hold(threadId: string, until: Promise<unknown>, refuseUntil?: Promise<unknown>): void {
     const chain = this.chainOf(threadId);
-    chain.queue.push({ kind: "hold", until });
+    chain.queue.push({ kind: "hold", until, refuseUntil });
     chain.tail = Promise.all([chain.tail, until.then(settle, settle)]).then(settle);
     this.start(threadId, chain);
   }
@@ -189,6 +197,8 @@ export class ThreadWriteChains implements ThreadFences {
   }
 
   private enqueue<T>(threadId: string, statement: ChainStatement<T> | undefined, alone: () => Promise<T>): Promise<T> {
+    const refusal = this.refusals.get(threadId);
+    if (refusal !== undefined) return Promise.reject(refusal);
     const chain = this.chainOf(threadId);
     const result = new Promise<T>((resolve, reject) => {
       chain.queue.push({ kind: "write", statement: statement as ChainStatement<unknown> | undefined, alone, resolve: resolve as (v: unknown) => void, reject });
@@ -216,7 +226,11 @@ export class ThreadWriteChains implements ThreadFences {
       const head = chain.queue[0];
       if (head.kind === "hold") {
         chain.queue.shift();
-        await head.until.then(settle, settle);
+        const refusal = await head.until.then(
+          () => undefined,
+          (err: unknown) => (head.refuseUntil === undefined ? undefined : err instanceof Error ? err : new Error(String(err))),
+        );
+        if (refusal !== undefined) this.refuse(threadId, chain, refusal, head.refuseUntil!);
         continue;
       }
       let n = 0;
@@ -233,6 +247,20 @@ export class ThreadWriteChains implements ThreadFences {
     }
     chain.running = false;
     if (this.chains.get(threadId) === chain) this.chains.delete(threadId);
+  }
+
+  /** fails the writes queued and those issued until `until` settles */
+  private refuse(threadId: string, chain: Chain, refusal: Error, until: Promise<unknown>): void {
+    this.refusals.set(threadId, refusal);
+    const lift = () => {
+      if (this.refusals.get(threadId) === refusal) this.refusals.delete(threadId);
+    };
+    void until.then(lift, lift);
+    const queued = chain.queue.splice(0);
+    for (const e of queued) {
+      if (e.kind === "write") e.reject(refusal);
+      else chain.queue.push(e);
+    }
   }
 
   /** a thread's batch: sent now, or with the next group when enough are in flight; settles once its writes settled */
