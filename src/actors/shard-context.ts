@@ -13,6 +13,13 @@ export type { ThreadCheckpointOps };
 export interface ShardContext {
   /** set on shutdown: actors start no new runs (queued ones stay in LMDB for the next server) */
   draining: boolean;
+  /**
+   * an unstreamed run on an idle thread starts when its create is issued, not when it commits
+   * (ThreadActor.startBeforeCommit): on where a commit is a round trip (PostgreSQL). Off on LMDB,
+   * whose batched local commits are cheaper to wait for: there the overlap cost 25–50% more CPU per
+   * run at wait-c64 (bench/RESULTS.md, session 21)
+   */
+  startBeforeCommit: boolean;
   /** the thread and run records, the webhook outbox (the storage port) */
   storage: StoragePort;
   registry: GraphRegistry;

@@ -96,6 +96,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   const stopSnapshots = startQueueSnapshots(board, actors);
   const ctx: ShardContext = {
     draining: false,
+    startBeforeCommit: storage.backend === "postgres",
     storage,
     registry,
     saver,

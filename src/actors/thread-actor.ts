@@ -443,10 +443,10 @@ export class ThreadActor {
       return { committed: Promise.resolve(created) };
     }
     // A run nobody streams from its start (/wait, a background run) on a thread with nothing else
-    // in flight starts now, not once its create commits: it is stored already running, its writes
+    // in flight starts now (where commits are round trips: ctx.startBeforeCommit), not once its create commits: it is stored already running, its writes
     // commit after the create (the thread's write order), what it sends waits for that commit, and
     // a failed create fails its checkpoint writes (holdWritesUntil's refusal) and it ends unseen.
-    const startsNow = !cmd.observed && this.startableNow(run);
+    const startsNow = this.ctx.startBeforeCommit && !cmd.observed && this.startableNow(run);
     const running: RunRecord | undefined = startsNow ? { ...run, status: "running", attempt: run.attempt + 1, started_at: now } : undefined;
     // issued now, committed later (LMDB: one lmdb-js batch; a burst of creates commits together)
     trace?.("actor.create.issue");

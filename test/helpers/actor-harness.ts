@@ -95,6 +95,8 @@ export class ActorHarness {
     });
     this.ctx = {
       draining: false,
+      // as a shard on this backend does (tests of the early start turn it on)
+      startBeforeCommit: backend?.port.backend === "postgres",
       storage: countReads(this.gatedCreates(backend?.port ?? lmdbStoragePort(view)), this.reads),
       registry,
       saver: {

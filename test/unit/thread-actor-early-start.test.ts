@@ -27,6 +27,7 @@ describe("ThreadActor: a run started before its create commits", () => {
 
   it("runs while its create is in flight; the reply, run.start and its end follow the commit", async () => {
     const h = new ActorHarness(tmp.storage, tmp.dir);
+    h.ctx.startBeforeCommit = true; // a shard turns it on for PostgreSQL; the ordering rules are the same here
     const { t, r1 } = ids();
     const commit = held();
     h.createGate = (runId) => (runId === r1 ? commit.promise : undefined);
@@ -52,6 +53,7 @@ describe("ThreadActor: a run started before its create commits", () => {
 
   it("a create that fails leaves no record, checkpoint or announcement of its run, and the thread's next run runs", async () => {
     const h = new ActorHarness(tmp.storage, tmp.dir);
+    h.ctx.startBeforeCommit = true; // a shard turns it on for PostgreSQL; the ordering rules are the same here
     const { t, r1, r2 } = ids();
     const commit = held();
     h.createGate = (runId) => (runId === r1 ? commit.promise : undefined);
