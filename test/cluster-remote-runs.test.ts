@@ -162,7 +162,7 @@ test("runs followed at another live node cost no per-run reads; when its heartbe
   const streams = remote.view();
   // half are creates this node forwarded to A, half runs a request here joins (looked up once)
   for (const [i, r] of [...runs, moved].entries()) {
-    if (i % 2 === 0) await remote.expectFrom(nodeA.nodeId, r.thread, r.run);
+    if (i % 2 === 0) await remote.expectFrom(nodeA.nodeId, r.thread, r.run, true);
     else remote.watch(r.run, r.thread);
   }
   const waits = runs.map((r) => streams.waitFor(r.run));

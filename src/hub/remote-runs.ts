@@ -116,14 +116,22 @@ export class RemoteRuns {
   }
 
   /**
-   * Before a create is forwarded to the thread's owner: listen on the run's channel (the owner
-   * publishes the run from its start once created) and watch the run.
+   * Before a create is forwarded to the thread's owner (`forwardedCreate`), or the owner is asked
+   * to publish a run: listen on the run's channel (the owner publishes the run from its start) and
+   * watch the run. A forwarded create's record is not read: the owner publishes it from its start
+   * once created (a create that fails or is routed again: `unsettled`).
    */
-  async expectFrom(ownerNodeId: string, threadId: string, runId: string): Promise<void> {
+  async expectFrom(ownerNodeId: string, threadId: string, runId: string, forwardedCreate = false): Promise<void> {
     const w = this.watchOf(runId, threadId);
     w.observedAt = ownerNodeId;
-    w.stale = false; // the owner publishes it from its start: nothing to read
+    if (forwardedCreate) w.stale = false;
     await this.listen(w);
+  }
+
+  /** A forwarded create did not answer a run (failed, or routed again): its watch reads its record at its next look. */
+  unsettled(runId: string): void {
+    const w = this.watches.get(runId);
+    if (w !== undefined) w.stale = true;
   }
 
   /**
