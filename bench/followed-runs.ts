@@ -88,7 +88,9 @@ counts.clear();
 storageReads = 0;
 await new Promise((r) => setTimeout(r, seconds * 1_000));
 const total = [...counts.values()].reduce((a, b) => a + b, 0);
-console.log(`${checkout} N=${n} over ${seconds} s: node B ${(total / seconds).toFixed(1)} statements/s on its cluster pool, ${(storageReads / seconds).toFixed(1)} run record reads/s`);
+console.log(
+  `${checkout} N=${n} over ${seconds} s: node B ${(total / seconds).toFixed(1)} statements/s on its cluster pool, ${(storageReads / seconds).toFixed(1)} run record reads/s`,
+);
 for (const [k, v] of [...counts].sort((a, b) => b[1] - a[1])) console.log(`  ${(v / seconds).toFixed(1)}/s  ${k}`);
 
 remote.close();

@@ -35,6 +35,8 @@ const log = componentLog("remote-runs");
 const WATCH_MS = 1_000;
 /** Every how many looks at the nodes the followed holdings' leases are looked at too. */
 const LEASE_LOOK_EVERY = 5;
+/** How many times a run's end is sent on its channel before giving up (backing off 0.5 s, 1 s, ...). */
+const END_PUBLISH_TRIES = 6;
 
 /** What goes over a run's channel. */
 type RunChannelMessage =
@@ -167,6 +169,19 @@ export class RemoteRuns {
     let flushQueued = false;
     const send = (message: RunChannelMessage) =>
       node.bus.publish(channel, JSON.stringify(message)).catch((err: unknown) => log.warn("run channel publish failed", { runId, err }));
+    // the end is what readers elsewhere wait for, and nothing after it would show them a hole: it is
+    // sent until it goes out (a later try's sequence shows the hole: readers re-observe and read the record)
+    const sendEnd = async (message: RunChannelMessage) => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await node.bus.publish(channel, JSON.stringify(message));
+        } catch (err) {
+          log.warn("run end publish failed", { runId, attempt, err });
+          if (attempt >= END_PUBLISH_TRIES - 1 || this.closed) return;
+          await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** attempt).unref());
+        }
+      }
+    };
     const flush = () => {
       flushQueued = false;
       if (batch.length === 0) return;
@@ -187,7 +202,7 @@ export class RemoteRuns {
         void this.deps
           .outputOf(done)
           .catch(() => undefined)
-          .then((output) => send({ d: { status: done.status, threadStatus: done.threadStatus, output: output && Buffer.from(output).toString("utf8") } }))
+          .then((output) => sendEnd({ d: { status: done.status, threadStatus: done.threadStatus, output: output && Buffer.from(output).toString("utf8") } }))
           .finally(() => {
             const n = (this.publishing.get(runId) ?? 1) - 1;
             if (n > 0) return void this.publishing.set(runId, n);
