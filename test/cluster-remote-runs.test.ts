@@ -190,3 +190,57 @@ test("runs followed at another live node cost no per-run reads; when its heartbe
   expect(new Set(reads.slice(readsBefore)).size).toBeGreaterThanOrEqual(N);
   await nodeA.stop().catch(() => undefined);
 }, 60_000);
+
+test("a bus reconnect (NOTIFYs may have been lost) has each followed run's record read once: an end it missed comes from the record", async () => {
+  storage = await openPostgresStorage({ uri: cluster.uri, maxConnections: 4 });
+  const nodeA = await ClusterNode.start(cluster.open(), {
+    identity: newNodeIdentity(`remote-runs-a-${process.pid}`),
+    takeoverScanMs: 60_000,
+    handle: async (body) => body,
+    onTakeover: async () => undefined,
+    onLeasesLost: () => undefined,
+  });
+  node = await ClusterNode.start(cluster.open(), {
+    identity: newNodeIdentity(`remote-runs-b-${process.pid}`),
+    takeoverScanMs: 60_000,
+    handle: async (body) => body,
+    onTakeover: async () => undefined,
+    onLeasesLost: () => undefined,
+  });
+  const runs: { thread: string; run: string }[] = [];
+  for (let i = 0; i < 4; i++) {
+    const thread = `00000000-0000-4000-8000-0000000d000${i}`;
+    const run = runRecord(thread, `00000000-0000-7000-8000-0000000d000${i}`, { status: "running" });
+    await storage.threads.create(threadRecord(thread));
+    await storage.runs.create({ run, thread: threadRecord(thread, { status: "busy" }), prev: undefined }).committed;
+    expect(await nodeA.acquire(thread)).toBeDefined();
+    runs.push({ thread, run: run.run_id });
+  }
+  const reads: string[] = [];
+  remote = new RemoteRuns({
+    hub: new RunHub(),
+    node,
+    schema: "public",
+    runs: countingReads(storage.runs, reads),
+    threads: storage.threads,
+    observeAt: async () => undefined,
+    outputOf: async () => undefined,
+  });
+  for (const r of runs) await remote.expectFrom(nodeA.nodeId, r.thread, r.run, true);
+  const ended = remote.view().waitFor(runs[0].run);
+  await sleep(1_500);
+  expect(reads).toEqual([]);
+  // the first run ends on A while this node's LISTEN session is down: its end never arrives here
+  await storage.runs.save({ ...runRecord(runs[0].thread, runs[0].run), status: "success" }).committed;
+  const pid = await node.bus.listenerPid();
+  const admin = cluster.open(1);
+  await admin.pool.query("SELECT pg_terminate_backend($1)", [pid]);
+  await expect(ended).resolves.toMatchObject({ runId: runs[0].run, status: "success" });
+  for (const r of runs) expect(reads).toContain(r.run);
+  // the others, still running at A, are followed there again: read no more
+  await sleep(500);
+  const after = reads.length;
+  await sleep(2_200);
+  expect(reads.length).toBe(after);
+  await nodeA.stop();
+}, 30_000);
