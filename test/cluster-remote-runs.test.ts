@@ -9,6 +9,7 @@ import { newNodeIdentity } from "../src/cluster/nodes.ts";
 import { RemoteRuns } from "../src/hub/remote-runs.ts";
 import { RunHub } from "../src/hub/run-hub.ts";
 import { openPostgresStorage, type PostgresStorage } from "../src/storage/postgres/adapter.ts";
+import type { PostgresDb } from "../src/storage/postgres/pool.ts";
 import type { RunsPort } from "../src/storage/port.ts";
 import { useClusterDatabase } from "./helpers/cluster.ts";
 import { runRecord, threadRecord } from "./helpers/records.ts";
@@ -85,4 +86,161 @@ test("a run created on the node holding its thread is not read while that holdin
   await storage.runs.save({ ...localRun, status: "success" }).committed;
   await expect(localDone).resolves.toMatchObject({ runId: localRun.run_id, status: "success" });
   expect(reads.filter((r) => r === localRun.run_id).length).toBeGreaterThanOrEqual(1);
+}, 30_000);
+
+/** A pool whose statements fail once `kill()` is called: its node's heartbeat stops as a killed process's would. */
+function killable(db: PostgresDb): { db: PostgresDb; kill(): void } {
+  let killed = false;
+  const pool = new Proxy(db.pool, {
+    get(target, key) {
+      if (key === "query")
+        return (...args: Parameters<typeof target.query>) =>
+          killed ? Promise.reject(new Error("killed")) : (target.query as (...a: unknown[]) => unknown).apply(target, args);
+      const value: unknown = Reflect.get(target, key);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { db: { pool, schema: db.schema, close: () => db.close() }, kill: () => (killed = true) };
+}
+
+/** Counts the statements sent through a pool (all of them, and the lease lookups of ClusterNode.ownerOf). */
+function countingStatements(db: PostgresDb): { all: number; leaseLookups: number } {
+  const counts = { all: 0, leaseLookups: 0 };
+  const query = db.pool.query.bind(db.pool) as (...a: unknown[]) => unknown;
+  (db.pool as { query: unknown }).query = (...args: unknown[]) => {
+    counts.all++;
+    if (typeof args[0] === "string" && args[0].includes("AS expired FROM thread_leases WHERE thread_id = $1")) counts.leaseLookups++;
+    return query(...args);
+  };
+  return counts;
+}
+
+test("runs followed at another live node cost no per-run reads; when its heartbeat stops, or a lease moves, they are read and end", async () => {
+  const N = 20;
+  storage = await openPostgresStorage({ uri: cluster.uri, maxConnections: 4 });
+  const executing = killable(cluster.open());
+  const nodeA = await ClusterNode.start(executing.db, {
+    identity: newNodeIdentity(`remote-runs-a-${process.pid}`),
+    ttlMs: 2_000,
+    heartbeatMs: 400,
+    takeoverScanMs: 60_000,
+    handle: async (body) => body,
+    onTakeover: async () => undefined,
+    onLeasesLost: () => undefined,
+  });
+  const followerDb = cluster.open();
+  node = await ClusterNode.start(followerDb, {
+    identity: newNodeIdentity(`remote-runs-b-${process.pid}`),
+    takeoverScanMs: 60_000,
+    handle: async (body) => body,
+    onTakeover: async () => undefined,
+    onLeasesLost: () => undefined,
+  });
+  const statements = countingStatements(followerDb);
+  const runs: { thread: string; run: string }[] = [];
+  for (let i = 0; i < N + 1; i++) {
+    const hex = (0xf00 + i).toString(16);
+    const thread = `00000000-0000-4000-8000-000000000${hex}`;
+    const run = runRecord(thread, `00000000-0000-7000-8000-000000000${hex}`, { status: "running" });
+    await storage.threads.create(threadRecord(thread));
+    await storage.runs.create({ run, thread: threadRecord(thread, { status: "busy" }), prev: undefined }).committed;
+    expect(await nodeA.acquire(thread)).toBeDefined();
+    runs.push({ thread, run: run.run_id });
+  }
+  const moved = runs.pop()!; // its lease moves while node A lives
+  const reads: string[] = [];
+  const observed: string[] = [];
+  remote = new RemoteRuns({
+    hub: new RunHub(),
+    node,
+    schema: "public",
+    runs: countingReads(storage.runs, reads),
+    threads: storage.threads,
+    observeAt: async (_owner, _thread, runId) => void observed.push(runId),
+    outputOf: async () => undefined,
+  });
+  const streams = remote.view();
+  // half are creates this node forwarded to A, half runs a request here joins (looked up once)
+  for (const [i, r] of [...runs, moved].entries()) {
+    if (i % 2 === 0) await remote.expectFrom(nodeA.nodeId, r.thread, r.run, true);
+    else remote.watch(r.run, r.thread);
+  }
+  const waits = runs.map((r) => streams.waitFor(r.run));
+  const movedWait = streams.waitFor(moved.run);
+  await sleep(2_500); // the joined runs' first look (one read each) and observe at A
+  expect(observed.length).toBe(Math.floor((N + 1) / 2));
+  const readsBefore = reads.length;
+  const statementsBefore = { ...statements };
+  await sleep(3_200);
+  // over 3 s: no record read and no lease lookup for any of the runs; the statements sent do not grow with N
+  expect(reads.length - readsBefore).toBe(0);
+  expect(statements.leaseLookups - statementsBefore.leaseLookups).toBe(0);
+  expect(statements.all - statementsBefore.all).toBeLessThanOrEqual(8);
+
+  // the lease of one run moves while A lives (its shard died: handed over): the run is read and its final record ends it
+  await nodeA.handOver([moved.thread]);
+  await storage.runs.save({ ...runRecord(moved.thread, moved.run), status: "success" }).committed;
+  await expect(movedWait).resolves.toMatchObject({ runId: moved.run, status: "success" });
+
+  // A is killed: no more beats; its registration expires and the runs are read; their final records end them
+  executing.kill();
+  for (const r of runs) await storage.runs.save({ ...runRecord(r.thread, r.run), status: "success" }).committed;
+  const ended = await Promise.all(waits);
+  expect(ended.map((d) => d.status)).toEqual(runs.map(() => "success"));
+  expect(new Set(reads.slice(readsBefore)).size).toBeGreaterThanOrEqual(N);
+  await nodeA.stop().catch(() => undefined);
+}, 60_000);
+
+test("a bus reconnect (NOTIFYs may have been lost) has each followed run's record read once: an end it missed comes from the record", async () => {
+  storage = await openPostgresStorage({ uri: cluster.uri, maxConnections: 4 });
+  const nodeA = await ClusterNode.start(cluster.open(), {
+    identity: newNodeIdentity(`remote-runs-a-${process.pid}`),
+    takeoverScanMs: 60_000,
+    handle: async (body) => body,
+    onTakeover: async () => undefined,
+    onLeasesLost: () => undefined,
+  });
+  node = await ClusterNode.start(cluster.open(), {
+    identity: newNodeIdentity(`remote-runs-b-${process.pid}`),
+    takeoverScanMs: 60_000,
+    handle: async (body) => body,
+    onTakeover: async () => undefined,
+    onLeasesLost: () => undefined,
+  });
+  const runs: { thread: string; run: string }[] = [];
+  for (let i = 0; i < 4; i++) {
+    const thread = `00000000-0000-4000-8000-0000000d000${i}`;
+    const run = runRecord(thread, `00000000-0000-7000-8000-0000000d000${i}`, { status: "running" });
+    await storage.threads.create(threadRecord(thread));
+    await storage.runs.create({ run, thread: threadRecord(thread, { status: "busy" }), prev: undefined }).committed;
+    expect(await nodeA.acquire(thread)).toBeDefined();
+    runs.push({ thread, run: run.run_id });
+  }
+  const reads: string[] = [];
+  remote = new RemoteRuns({
+    hub: new RunHub(),
+    node,
+    schema: "public",
+    runs: countingReads(storage.runs, reads),
+    threads: storage.threads,
+    observeAt: async () => undefined,
+    outputOf: async () => undefined,
+  });
+  for (const r of runs) await remote.expectFrom(nodeA.nodeId, r.thread, r.run, true);
+  const ended = remote.view().waitFor(runs[0].run);
+  await sleep(1_500);
+  expect(reads).toEqual([]);
+  // the first run ends on A while this node's LISTEN session is down: its end never arrives here
+  await storage.runs.save({ ...runRecord(runs[0].thread, runs[0].run), status: "success" }).committed;
+  const pid = await node.bus.listenerPid();
+  const admin = cluster.open(1);
+  await admin.pool.query("SELECT pg_terminate_backend($1)", [pid]);
+  await expect(ended).resolves.toMatchObject({ runId: runs[0].run, status: "success" });
+  for (const r of runs) expect(reads).toContain(r.run);
+  // the others, still running at A, are followed there again: read no more
+  await sleep(500);
+  const after = reads.length;
+  await sleep(2_200);
+  expect(reads.length).toBe(after);
+  await nodeA.stop();
 }, 30_000);

@@ -197,3 +197,24 @@ export async function handOverNodeLeases(db: PostgresDb, nodeId: string): Promis
   const result = await db.pool.query("UPDATE thread_leases SET expires_at = '-infinity' WHERE node_id = $1 AND expires_at > '-infinity'", [nodeId]);
   return result.rowCount ?? 0;
 }
+
+/**
+ * Of the holdings given (thread, node, and epoch when known), the threads whose lease no longer
+ * stands under them: the row went, expired, or names another node or epoch (one statement).
+ */
+export async function holdingsGone(
+  db: PostgresDb,
+  holdings: readonly { threadId: string; nodeId: string; epoch: number | undefined }[],
+  stamp: Stamp,
+): Promise<string[]> {
+  if (holdings.length === 0) return [];
+  const result = await db.pool.query<{ thread_id: string }>(
+    `
+SELECT h.thread_id FROM unnest($1::text[], $2::text[], $3::bigint[]) h(thread_id, node_id, epoch)
+WHERE NOT EXISTS (
+  SELECT 1 FROM thread_leases l WHERE l.thread_id = h.thread_id AND l.node_id = h.node_id
+    AND (h.epoch IS NULL OR l.epoch = h.epoch) AND l.expires_at > ${nowSql("$4")})`,
+    [holdings.map((h) => h.threadId), holdings.map((h) => h.nodeId), holdings.map((h) => h.epoch ?? null), stamp()],
+  );
+  return result.rows.map((r) => r.thread_id);
+}

@@ -12,6 +12,7 @@ import {
   handOverLease,
   handOverLeases,
   handOverNodeLeases,
+  holdingsGone,
   leaseOf,
   releaseLease,
   releaseLeases,
@@ -19,7 +20,7 @@ import {
   type Lease,
   type LeaseState,
 } from "./leases.ts";
-import { deregisterNode, markDraining, registerNode, type NodeIdentity } from "./nodes.ts";
+import { deregisterNode, markDraining, nodeStates, registerNode, type NodeIdentity } from "./nodes.ts";
 import { databaseStamp, type Stamp } from "./time.ts";
 
 export interface ClusterNodeOptions {
@@ -191,6 +192,16 @@ export class ClusterNode {
   /** Who holds the thread now (another node's id, this one's, or nobody / expired). */
   ownerOf(threadId: string): Promise<LeaseState | undefined> {
     return leaseOf(this.db, threadId, this.stamp);
+  }
+
+  /** Each registered node of `nodeIds`: its instance and whether it is alive (a node without a row is gone). */
+  nodeStates(nodeIds: readonly string[]): Promise<Map<string, { instance: string; alive: boolean }>> {
+    return nodeStates(this.db, nodeIds, this.stamp);
+  }
+
+  /** The threads among `holdings` whose lease no longer stands under that node (and epoch, when given). */
+  holdingsGone(holdings: readonly { threadId: string; nodeId: string; epoch: number | undefined }[]): Promise<string[]> {
+    return holdingsGone(this.db, holdings, this.stamp);
   }
 
   /** Gives up a thread that has nothing in flight, now. */

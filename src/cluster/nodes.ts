@@ -127,3 +127,12 @@ export async function forgetDeadNodes(db: PostgresDb, opts: { afterMs: number; s
   ]);
   return result.rowCount ?? 0;
 }
+
+/** The registration of each of `nodeIds` that has a row: its instance and whether it is alive (one statement). */
+export async function nodeStates(db: PostgresDb, nodeIds: readonly string[], stamp: Stamp): Promise<Map<string, { instance: string; alive: boolean }>> {
+  const result = await db.pool.query<{ node_id: string; instance: string; alive: boolean }>(
+    `SELECT node_id, instance, expires_at > ${nowSql("$2")} AS alive FROM cluster_nodes WHERE node_id = ANY($1::text[])`,
+    [nodeIds, stamp()],
+  );
+  return new Map(result.rows.map((r) => [r.node_id, { instance: r.instance, alive: r.alive }]));
+}

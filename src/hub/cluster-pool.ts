@@ -328,12 +328,18 @@ export class ClusterShardPool extends ShardPool {
         }
         let forwarded: ThreadRequest | ForwardedCreate = cmd;
         if (cmd.type === "run.create") {
-          await this.remote?.expectFrom(owner.nodeId, t, cmd.runId);
+          await this.remote?.expectFrom(owner.nodeId, t, cmd.runId, true);
           const opener = this.hub.protocol.takeOpener(cmd.runId);
           if (opener !== undefined) forwarded = { ...cmd, opener };
         }
         const sent = await node.commands.send(owner.nodeId, JSON.stringify(forwarded));
-        return () => this.forwardedReply(node, cmd, sent, deadline, "opener" in forwarded ? forwarded.opener : undefined);
+        const reply = () => this.forwardedReply(node, cmd, sent, deadline, "opener" in forwarded ? forwarded.opener : undefined);
+        if (cmd.type !== "run.create") return reply;
+        return () =>
+          reply().catch((err: unknown) => {
+            this.remote?.unsettled(cmd.runId);
+            throw err;
+          });
       }
       // nobody holds it (or its holder's lease ran out): shard commands need no lease
       if (!needsLease) {
@@ -367,6 +373,7 @@ export class ClusterShardPool extends ShardPool {
       case "not-taken":
         break; // never ran: route again
     }
+    if (cmd.type === "run.create") this.remote?.unsettled(cmd.runId); // its owner did not create it: not followed there
     // routed again: the opener goes with it (or is announced here)
     if (opener !== undefined && cmd.type === "run.create") this.hub.protocol.announceWhenAdopted(cmd.runId, opener.method, opener.channel, opener.data);
     if (Date.now() > deadline) throw new TroupeError("UNAVAILABLE", "The node owning this thread cannot be reached; retry the request");

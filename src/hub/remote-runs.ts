@@ -4,12 +4,20 @@
 // owner to publish (run.observe, or the create it forwarded), and feeds what arrives into its own
 // run hub, where /wait, /join and the streams find it as if the run were local.
 /*
- * Every run a request on this node waits for or streams is also watched: once a second its record
- * is read; a final status ends it here even when its end never arrived (the owner died, the channel
- * lost it), and a new owner (takeover) is asked to publish in turn. A run created on this node's
- * shard is not read while the holding it was created under lasts: its actor is here and its end
- * reaches the hub from the shard, as on one node; once that holding goes (lost or handed over)
- * the reads start. Event ids are the run's own sequence: replays from the start are
+ * Every run a request on this node waits for or streams is also watched, so that its end reaches
+ * its waiters even when it never arrives on the channel (the owner died, the lease moved, the
+ * channel lost it). A run followed at a remote holding is not read while that holding stands: its
+ * end comes on the channel. What could stop it is looked at for all followed runs at once: once a
+ * second one statement reads the registrations of the nodes they execute on (dead, gone or
+ * restarted → each of their runs is read), every fifth second one statement finds the followed
+ * holdings whose lease moved (→ those runs are read); a bus gap (a reconnect: NOTIFYs may be lost)
+ * has each run read once. A run read is then read once a second (its record: a final status ends
+ * it here; its lease: a new owner is asked to publish in turn) until it is followed at a standing
+ * remote holding again. A watch's first look reads the record once (a run joined after it ended),
+ * except for a create this node forwarded (its owner publishes it from its start). A run created
+ * on this node's shard is not read while the holding it was created under lasts: its actor is
+ * here and its end reaches the hub from the shard, as on one node; once that holding goes (lost or
+ * handed over) the reads start. Event ids are the run's own sequence: replays from the start are
  * dropped up to the last id delivered, a new attempt (its `metadata` event names it) starts over.
  */
 import type { RunDone, RunEvent } from "../bridge/messages.ts";
@@ -23,8 +31,12 @@ import type { RunHub, RunStreams, RunSubscriber } from "./run-hub.ts";
 
 const log = componentLog("remote-runs");
 
-/** How often a watched run's record is read. */
+/** How often a watched run is looked at (its record read when it is not followed at a standing remote holding), and the nodes' registrations. */
 const WATCH_MS = 1_000;
+/** Every how many looks at the nodes the followed holdings' leases are looked at too. */
+const LEASE_LOOK_EVERY = 5;
+/** How many times a run's end is sent on its channel before giving up (backing off 0.5 s, 1 s, ...). */
+const END_PUBLISH_TRIES = 6;
 
 /** What goes over a run's channel. */
 type RunChannelMessage =
@@ -45,6 +57,16 @@ interface Watch {
   ended: boolean;
   /** consecutive looks that found the run final (or its record missing) while its end had not arrived */
   endedSeen: number;
+  /** its record is read at the next look even while it is followed at a remote holding */
+  stale: boolean;
+}
+
+/** The remote holding a watch follows (node id, and its epoch once known), if it follows one. */
+function remoteHolding(w: Watch): { nodeId: string; epoch: number | undefined } | undefined {
+  const at = w.observedAt;
+  if (at === undefined || at === "self") return undefined;
+  const i = at.lastIndexOf("@");
+  return i < 0 ? { nodeId: at, epoch: undefined } : { nodeId: at.slice(0, i), epoch: Number(at.slice(i + 1)) };
 }
 
 export interface RemoteRunsDeps {
@@ -64,6 +86,13 @@ export class RemoteRuns {
   /** runs this node publishes for readers elsewhere: how many publications are open */
   private readonly publishing = new Map<string, number>();
   private closed = false;
+  /** the one timer looking at the nodes (and leases) of followed runs */
+  private lookTimer: NodeJS.Timeout | undefined;
+  private looks = 0;
+  /** nodes followed runs execute on that the last look found dead or gone: their runs are read */
+  private readonly deadNodes = new Set<string>();
+  /** the instance of each followed node at the last look (a new one: it restarted, its runs are read) */
+  private readonly instances = new Map<string, string>();
 
   constructor(private readonly deps: RemoteRunsDeps) {}
 
@@ -89,13 +118,22 @@ export class RemoteRuns {
   }
 
   /**
-   * Before a create is forwarded to the thread's owner: listen on the run's channel (the owner
-   * publishes the run from its start once created) and watch the run.
+   * Before a create is forwarded to the thread's owner (`forwardedCreate`), or the owner is asked
+   * to publish a run: listen on the run's channel (the owner publishes the run from its start) and
+   * watch the run. A forwarded create's record is not read: the owner publishes it from its start
+   * once created (a create that fails or is routed again: `unsettled`).
    */
-  async expectFrom(ownerNodeId: string, threadId: string, runId: string): Promise<void> {
+  async expectFrom(ownerNodeId: string, threadId: string, runId: string, forwardedCreate = false): Promise<void> {
     const w = this.watchOf(runId, threadId);
     w.observedAt = ownerNodeId;
+    if (forwardedCreate) w.stale = false;
     await this.listen(w);
+  }
+
+  /** A forwarded create did not answer a run (failed, or routed again): its watch reads its record at its next look. */
+  unsettled(runId: string): void {
+    const w = this.watches.get(runId);
+    if (w !== undefined) w.stale = true;
   }
 
   /**
@@ -131,6 +169,19 @@ export class RemoteRuns {
     let flushQueued = false;
     const send = (message: RunChannelMessage) =>
       node.bus.publish(channel, JSON.stringify(message)).catch((err: unknown) => log.warn("run channel publish failed", { runId, err }));
+    // the end is what readers elsewhere wait for, and nothing after it would show them a hole: it is
+    // sent until it goes out (a later try's sequence shows the hole: readers re-observe and read the record)
+    const sendEnd = async (message: RunChannelMessage) => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await node.bus.publish(channel, JSON.stringify(message));
+        } catch (err) {
+          log.warn("run end publish failed", { runId, attempt, err });
+          if (attempt >= END_PUBLISH_TRIES - 1 || this.closed) return;
+          await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** attempt).unref());
+        }
+      }
+    };
     const flush = () => {
       flushQueued = false;
       if (batch.length === 0) return;
@@ -151,7 +202,7 @@ export class RemoteRuns {
         void this.deps
           .outputOf(done)
           .catch(() => undefined)
-          .then((output) => send({ d: { status: done.status, threadStatus: done.threadStatus, output: output && Buffer.from(output).toString("utf8") } }))
+          .then((output) => sendEnd({ d: { status: done.status, threadStatus: done.threadStatus, output: output && Buffer.from(output).toString("utf8") } }))
           .finally(() => {
             const n = (this.publishing.get(runId) ?? 1) - 1;
             if (n > 0) return void this.publishing.set(runId, n);
@@ -164,6 +215,7 @@ export class RemoteRuns {
 
   close(): void {
     this.closed = true;
+    clearTimeout(this.lookTimer);
     for (const w of this.watches.values()) this.end(w);
   }
 
@@ -182,9 +234,11 @@ export class RemoteRuns {
         timer: undefined,
         ended: false,
         endedSeen: 0,
+        stale: true,
       };
       this.watches.set(runId, w);
       this.schedule(w);
+      this.scheduleLook();
     }
     return w;
   }
@@ -200,9 +254,13 @@ export class RemoteRuns {
     if (w.ended) return;
     if (this.deps.hub.doneOf(w.runId) !== undefined) return this.end(w);
     if (w.localEpoch !== undefined && this.deps.node.epochOf(w.threadId) === w.localEpoch) return; // its end comes from the shard
+    const followed = remoteHolding(w);
+    if (!w.stale && followed !== undefined && !this.deadNodes.has(followed.nodeId)) return; // its end comes on the channel
+    w.stale = false;
     try {
       const run = await this.deps.runs.get(w.threadId, w.runId);
       if (run === undefined || isFinal(run.status)) {
+        w.stale = true; // looked at again until it ends
         // its end normally arrives right after its commit (from the shard or the channel): only an
         // end still missing at the next look (a run not yet committed: five) is made up from the record
         // (no node was asked to publish it — it ended before anyone held it for us to ask — its end comes from the record now)
@@ -219,7 +277,64 @@ export class RemoteRuns {
       w.endedSeen = 0;
       await this.follow(w);
     } catch (err) {
+      w.stale = true;
       log.warn("run watch failed", { runId: w.runId, err });
+    }
+  }
+
+  private scheduleLook(): void {
+    if (this.lookTimer !== undefined || this.closed) return;
+    this.lookTimer = setTimeout(
+      () =>
+        void this.look().finally(() => {
+          this.lookTimer = undefined;
+          if (this.watches.size > 0) this.scheduleLook();
+        }),
+      WATCH_MS,
+    );
+    this.lookTimer.unref();
+  }
+
+  /**
+   * One look at what could keep the end of runs followed at remote holdings from arriving, for all
+   * of them at once: their nodes' registrations (one statement), and every LEASE_LOOK_EVERY looks
+   * their leases (one statement). A run whose node is dead, gone or restarted, or whose lease moved,
+   * is read at its next look.
+   */
+  private async look(): Promise<void> {
+    const byNode = new Map<string, Watch[]>();
+    for (const w of this.watches.values()) {
+      const h = remoteHolding(w);
+      if (h === undefined || w.ended) continue;
+      const ws = byNode.get(h.nodeId);
+      if (ws === undefined) byNode.set(h.nodeId, [w]);
+      else ws.push(w);
+    }
+    if (byNode.size === 0) return;
+    const { node } = this.deps;
+    try {
+      const states = await node.nodeStates([...byNode.keys()]);
+      this.deadNodes.clear();
+      for (const [nodeId, ws] of byNode) {
+        const state = states.get(nodeId);
+        const known = this.instances.get(nodeId);
+        if (state === undefined || !state.alive) {
+          this.deadNodes.add(nodeId);
+          this.instances.delete(nodeId);
+        } else {
+          this.instances.set(nodeId, state.instance);
+          if (known === undefined || known === state.instance) continue;
+        }
+        for (const w of ws) w.stale = true;
+      }
+      for (const nodeId of this.instances.keys()) if (!byNode.has(nodeId)) this.instances.delete(nodeId);
+      if (++this.looks % LEASE_LOOK_EVERY !== 0) return;
+      const followed = [...byNode.values()].flat();
+      const holdings = followed.map((w) => ({ threadId: w.threadId, ...remoteHolding(w)! }));
+      const moved = new Set(await node.holdingsGone(holdings));
+      for (const w of followed) if (moved.has(w.threadId)) w.stale = true;
+    } catch (err) {
+      log.warn("looking at followed runs' nodes failed", { err });
     }
   }
 
@@ -232,7 +347,10 @@ export class RemoteRuns {
       return;
     }
     const owner = await node.ownerOf(w.threadId);
-    if (owner === undefined || owner.expired || owner.nodeId === node.nodeId) return; // taken over soon: looked at again
+    if (owner === undefined || owner.expired || owner.nodeId === node.nodeId) {
+      w.stale = true; // taken over soon: looked at again
+      return;
+    }
     const holding = `${owner.nodeId}@${owner.epoch}`;
     if (w.observedAt === holding || w.observedAt === owner.nodeId) {
       w.observedAt = holding;
@@ -306,6 +424,7 @@ export class RemoteRuns {
     if (w.ended) return;
     log.warn("run channel gap: observing again", { runId: w.runId, reason: gap.reason });
     w.observedAt = undefined;
+    w.stale = true; // its end may be what was lost: its record is read once
     void this.follow(w).catch(() => undefined);
   }
 
