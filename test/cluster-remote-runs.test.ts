@@ -38,6 +38,32 @@ function countingReads(runs: RunsPort, reads: string[]): RunsPort {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** This test's node following runs: the storage's run reads listed in `reads`. */
+function followingRuns(
+  hub: RunHub,
+  reads: string[],
+  observeAt: (owner: string, threadId: string, runId: string) => Promise<void> = async () => undefined,
+): RemoteRuns {
+  return new RemoteRuns({
+    hub,
+    node: node!,
+    schema: "public",
+    runs: countingReads(storage!.runs, reads),
+    threads: storage!.threads,
+    observeAt,
+    outputOf: async () => undefined,
+  });
+}
+
+/** A thread with a running run stored, its lease taken by `holder`. */
+async function runningOn(holder: ClusterNode, thread: string, runId: string): Promise<{ thread: string; run: string }> {
+  const run = runRecord(thread, runId, { status: "running" });
+  await storage!.threads.create(threadRecord(thread));
+  await storage!.runs.create({ run, thread: threadRecord(thread, { status: "busy" }), prev: undefined }).committed;
+  expect(await holder.acquire(thread)).toBeDefined();
+  return { thread, run: runId };
+}
+
 test("a run created on the node holding its thread is not read while that holding lasts; once it goes, the record ends the run", async () => {
   storage = await openPostgresStorage({ uri: cluster.uri, maxConnections: 4 });
   node = await ClusterNode.start(cluster.open(), {
@@ -61,15 +87,7 @@ test("a run created on the node holding its thread is not read while that holdin
   const lease = (await node.acquire(held))!;
   const reads: string[] = [];
   const hub = new RunHub();
-  remote = new RemoteRuns({
-    hub,
-    node,
-    schema: "public",
-    runs: countingReads(storage.runs, reads),
-    threads: storage.threads,
-    observeAt: async () => undefined,
-    outputOf: async () => undefined,
-  });
+  remote = followingRuns(hub, reads);
   const streams = remote.view();
 
   // what ClusterShardPool.createRun does with each create's reply; a request then waits for the run
@@ -140,25 +158,12 @@ test("runs followed at another live node cost no per-run reads; when its heartbe
   const runs: { thread: string; run: string }[] = [];
   for (let i = 0; i < N + 1; i++) {
     const hex = (0xf00 + i).toString(16);
-    const thread = `00000000-0000-4000-8000-000000000${hex}`;
-    const run = runRecord(thread, `00000000-0000-7000-8000-000000000${hex}`, { status: "running" });
-    await storage.threads.create(threadRecord(thread));
-    await storage.runs.create({ run, thread: threadRecord(thread, { status: "busy" }), prev: undefined }).committed;
-    expect(await nodeA.acquire(thread)).toBeDefined();
-    runs.push({ thread, run: run.run_id });
+    runs.push(await runningOn(nodeA, `00000000-0000-4000-8000-000000000${hex}`, `00000000-0000-7000-8000-000000000${hex}`));
   }
   const moved = runs.pop()!; // its lease moves while node A lives
   const reads: string[] = [];
   const observed: string[] = [];
-  remote = new RemoteRuns({
-    hub: new RunHub(),
-    node,
-    schema: "public",
-    runs: countingReads(storage.runs, reads),
-    threads: storage.threads,
-    observeAt: async (_owner, _thread, runId) => void observed.push(runId),
-    outputOf: async () => undefined,
-  });
+  remote = followingRuns(new RunHub(), reads, async (_owner, _thread, runId) => void observed.push(runId));
   const streams = remote.view();
   // half are creates this node forwarded to A, half runs a request here joins (looked up once)
   for (const [i, r] of [...runs, moved].entries()) {
@@ -208,24 +213,9 @@ test("a bus reconnect (NOTIFYs may have been lost) has each followed run's recor
     onLeasesLost: () => undefined,
   });
   const runs: { thread: string; run: string }[] = [];
-  for (let i = 0; i < 4; i++) {
-    const thread = `00000000-0000-4000-8000-0000000d000${i}`;
-    const run = runRecord(thread, `00000000-0000-7000-8000-0000000d000${i}`, { status: "running" });
-    await storage.threads.create(threadRecord(thread));
-    await storage.runs.create({ run, thread: threadRecord(thread, { status: "busy" }), prev: undefined }).committed;
-    expect(await nodeA.acquire(thread)).toBeDefined();
-    runs.push({ thread, run: run.run_id });
-  }
+  for (let i = 0; i < 4; i++) runs.push(await runningOn(nodeA, `00000000-0000-4000-8000-0000000d000${i}`, `00000000-0000-7000-8000-0000000d000${i}`));
   const reads: string[] = [];
-  remote = new RemoteRuns({
-    hub: new RunHub(),
-    node,
-    schema: "public",
-    runs: countingReads(storage.runs, reads),
-    threads: storage.threads,
-    observeAt: async () => undefined,
-    outputOf: async () => undefined,
-  });
+  remote = followingRuns(new RunHub(), reads);
   for (const r of runs) await remote.expectFrom(nodeA.nodeId, r.thread, r.run, true);
   const ended = remote.view().waitFor(runs[0].run);
   await sleep(1_500);
