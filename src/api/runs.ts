@@ -142,9 +142,12 @@ export function runRoutes(app: AppContext): RouteDef[] {
     // also happen while observeRun waits for the worker): nothing left to stream.
     const finishedUnseen = (status: RunStatus | undefined) => (status === undefined || isFinal(status)) && !hub.doneOf(runId);
     const ended: Reply = { kind: "sse", headers: extra, start: (sink) => void sink.end() };
-    if (finishedUnseen(run.status)) return ended;
+    // A gated run whose end the hub still awaits may be final in storage already, its run.done on
+    // its way from the worker: it is streamed (its buffered events, then that end), not "unseen".
+    const awaited = hub.gatedRunsOf(run.thread_id).includes(runId);
+    if (!awaited && finishedUnseen(run.status)) return ended;
     await pool.observeRun(run.thread_id, run.run_id, true);
-    if (finishedUnseen((await storage.runs.get(run.thread_id, runId))?.status)) return ended;
+    if (!awaited && finishedUnseen((await storage.runs.get(run.thread_id, runId))?.status)) return ended;
     return streamReply(run, from === -1 ? "start" : from, { withIds: true, cancelOnDisconnect: truthy(query.cancel_on_disconnect), headers: extra });
   };
 
