@@ -133,7 +133,25 @@ function countingStatements(db: PostgresDb): { all: number; leaseLookups: number
   return counts;
 }
 
-test("runs followed at another live node cost no per-run reads; when its heartbeat stops, or a lease moves, they are read and end", async () => {
+/**
+ * Counts the timers src/hub/remote-runs.ts arms (its code calls setTimeout) until `restore()`.
+ * Before, each watched run armed its own timer once a second.
+ */
+function remoteRunsTimers(): { armed: number; restore(): void } {
+  const original = globalThis.setTimeout;
+  const counts = {
+    armed: 0,
+    restore: () => void (globalThis.setTimeout = original),
+  };
+  globalThis.setTimeout = ((...args: Parameters<typeof original>) => {
+    const caller = (new Error().stack ?? "").split("\n")[2] ?? ""; // [0] "Error", [1] this function
+    if (/[\\/]hub[\\/]remote-runs\.ts:/.test(caller)) counts.armed++;
+    return original(...args);
+  }) as typeof original;
+  return counts;
+}
+
+test("runs followed at another live node cost no per-run reads and one timer; when its heartbeat stops, or a lease moves, they are read and end", async () => {
   const N = 20;
   storage = await openPostgresStorage({ uri: cluster.uri, maxConnections: 4 });
   const executing = killable(cluster.open());
@@ -176,11 +194,19 @@ test("runs followed at another live node cost no per-run reads; when its heartbe
   expect(observed.length).toBe(Math.floor((N + 1) / 2));
   const readsBefore = reads.length;
   const statementsBefore = { ...statements };
-  await sleep(3_200);
-  // over 3 s: no record read and no lease lookup for any of the runs; the statements sent do not grow with N
+  const timers = remoteRunsTimers();
+  try {
+    await sleep(3_200);
+  } finally {
+    timers.restore();
+  }
+  // over 3 s: no record read and no lease lookup for any of the runs; the statements sent and the
+  // timers armed do not grow with N (one look a second for all 21 runs, not a timer per run: 67)
   expect(reads.length - readsBefore).toBe(0);
   expect(statements.leaseLookups - statementsBefore.leaseLookups).toBe(0);
   expect(statements.all - statementsBefore.all).toBeLessThanOrEqual(8);
+  expect(timers.armed).toBeGreaterThanOrEqual(2);
+  expect(timers.armed).toBeLessThanOrEqual(5);
 
   // the lease of one run moves while A lives (its shard died: handed over): the run is read and its final record ends it
   await nodeA.handOver([moved.thread]);

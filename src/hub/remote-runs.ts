@@ -6,11 +6,12 @@
 /*
  * Every run a request on this node waits for or streams is also watched, so that its end reaches
  * its waiters even when it never arrives on the channel (the owner died, the lease moved, the
- * channel lost it). A run followed at a remote holding is not read while that holding stands: its
- * end comes on the channel. What could stop it is looked at for all followed runs at once: once a
- * second one statement reads the registrations of the nodes they execute on (dead, gone or
- * restarted → each of their runs is read), every fifth second one statement finds the followed
- * holdings whose lease moved (→ those runs are read); a bus gap (a reconnect: NOTIFYs may be lost)
+ * channel lost it); one timer looks at all of them once a second. A run followed at a remote
+ * holding is not read while that holding stands: its end comes on the channel. What could stop it
+ * is looked at for all followed runs at once: once a second one statement reads the
+ * registrations of the nodes they execute on (dead, gone or restarted → each of their runs is
+ * read), every fifth second one statement finds the followed holdings whose lease moved (→ those
+ * runs are read); a bus gap (a reconnect: NOTIFYs may be lost)
  * has each run read once. A run read is then read once a second (its record: a final status ends
  * it here; its lease: a new owner is asked to publish in turn) until it is followed at a standing
  * remote holding again. A watch's first look reads the record once (a run joined after it ended),
@@ -31,7 +32,7 @@ import type { RunHub, RunStreams, RunSubscriber } from "./run-hub.ts";
 
 const log = componentLog("remote-runs");
 
-/** How often a watched run is looked at (its record read when it is not followed at a standing remote holding), and the nodes' registrations. */
+/** How often the watched runs are looked at (one timer for all: their nodes' registrations, then each run's record when it is not followed at a standing remote holding). */
 const WATCH_MS = 1_000;
 /** Every how many looks at the nodes the followed holdings' leases are looked at too. */
 const LEASE_LOOK_EVERY = 5;
@@ -53,7 +54,8 @@ interface Watch {
   subscribing: Promise<void> | undefined;
   lastId: number;
   attempt: number;
-  timer: NodeJS.Timeout | undefined;
+  /** a look at it is in flight (a slow one, e.g. a forward to its owner, holds up no other watch) */
+  looking: boolean;
   ended: boolean;
   /** consecutive looks that found the run final (or its record missing) while its end had not arrived */
   endedSeen: number;
@@ -86,8 +88,8 @@ export class RemoteRuns {
   /** runs this node publishes for readers elsewhere: how many publications are open */
   private readonly publishing = new Map<string, number>();
   private closed = false;
-  /** the one timer looking at the nodes (and leases) of followed runs */
-  private lookTimer: NodeJS.Timeout | undefined;
+  /** the one timer looking at every watched run (and the nodes and leases of followed ones) */
+  private tickTimer: NodeJS.Timeout | undefined;
   private looks = 0;
   /** nodes followed runs execute on that the last look found dead or gone: their runs are read */
   private readonly deadNodes = new Set<string>();
@@ -215,7 +217,7 @@ export class RemoteRuns {
 
   close(): void {
     this.closed = true;
-    clearTimeout(this.lookTimer);
+    clearTimeout(this.tickTimer);
     for (const w of this.watches.values()) this.end(w);
   }
 
@@ -231,22 +233,15 @@ export class RemoteRuns {
         subscribing: undefined,
         lastId: -1,
         attempt: 0,
-        timer: undefined,
+        looking: false,
         ended: false,
         endedSeen: 0,
         stale: true,
       };
       this.watches.set(runId, w);
-      this.schedule(w);
-      this.scheduleLook();
+      this.scheduleTick();
     }
     return w;
-  }
-
-  private schedule(w: Watch): void {
-    if (w.ended || this.closed) return;
-    w.timer = setTimeout(() => void this.check(w).finally(() => this.schedule(w)), WATCH_MS);
-    w.timer.unref();
   }
 
   /** One look at the run's record: ended → end it here; still active → follow its thread's owner. */
@@ -282,17 +277,33 @@ export class RemoteRuns {
     }
   }
 
-  private scheduleLook(): void {
-    if (this.lookTimer !== undefined || this.closed) return;
-    this.lookTimer = setTimeout(
+  /**
+   * One timer for all watches, armed while there is any: a node following a thousand runs wakes
+   * once a second, not a thousand times. The nodes' look finishes before the next is armed.
+   */
+  private scheduleTick(): void {
+    if (this.tickTimer !== undefined || this.closed) return;
+    this.tickTimer = setTimeout(
       () =>
-        void this.look().finally(() => {
-          this.lookTimer = undefined;
-          if (this.watches.size > 0) this.scheduleLook();
+        void this.tick().finally(() => {
+          this.tickTimer = undefined;
+          if (this.watches.size > 0) this.scheduleTick();
         }),
       WATCH_MS,
     );
-    this.lookTimer.unref();
+    this.tickTimer.unref();
+  }
+
+  /** The nodes (and leases) of followed runs first, so a run they mark is read in this same look; then each run not still being looked at. */
+  private async tick(): Promise<void> {
+    await this.look();
+    for (const w of this.watches.values()) {
+      if (w.looking) continue;
+      w.looking = true;
+      void this.check(w)
+        .catch((err: unknown) => log.warn("run watch failed", { runId: w.runId, err }))
+        .finally(() => (w.looking = false));
+    }
   }
 
   /**
@@ -431,7 +442,6 @@ export class RemoteRuns {
   private end(w: Watch): void {
     if (w.ended) return;
     w.ended = true;
-    clearTimeout(w.timer);
     this.watches.delete(w.runId);
     if (w.unsubscribe) void w.unsubscribe().catch(() => undefined);
   }
