@@ -260,3 +260,48 @@ test("a bus reconnect (NOTIFYs may have been lost) has each followed run's recor
   expect(reads.length).toBe(after);
   await nodeA.stop();
 }, 30_000);
+
+test("a node that gives a thread up while alive tells the readers of the runs it publishes: they look at them without waiting for the lease look", async () => {
+  storage = await openPostgresStorage({ uri: cluster.uri, maxConnections: 4 });
+  const nodeA = await ClusterNode.start(cluster.open(), {
+    identity: newNodeIdentity(`remote-runs-a-${process.pid}`),
+    takeoverScanMs: 60_000,
+    handle: async (body) => body,
+    onTakeover: async () => undefined,
+    onLeasesLost: () => undefined,
+  });
+  node = await ClusterNode.start(cluster.open(), {
+    identity: newNodeIdentity(`remote-runs-b-${process.pid}`),
+    takeoverScanMs: 60_000,
+    handle: async (body) => body,
+    onTakeover: async () => undefined,
+    onLeasesLost: () => undefined,
+  });
+  const r = await runningOn(nodeA, "00000000-0000-4000-8000-0000000c0001", "00000000-0000-7000-8000-0000000c0001");
+  // A publishes the run for B (B forwarded its create to A); B waits for it
+  const publisher = new RemoteRuns({
+    hub: new RunHub(),
+    node: nodeA,
+    schema: "public",
+    runs: storage.runs,
+    threads: storage.threads,
+    observeAt: async () => undefined,
+    outputOf: async () => undefined,
+  });
+  const reads: string[] = [];
+  remote = followingRuns(new RunHub(), reads);
+  await remote.expectFrom(nodeA.nodeId, r.thread, r.run, true);
+  publisher.publish(r.run, r.thread);
+  const ended = remote.view().waitFor(r.run);
+  await sleep(1_500);
+  expect(reads).toEqual([]);
+  // the run ends elsewhere (A's shard died: it was recovered and run by another node), its end not
+  // on this channel; A tells its readers. A's lease row is left as it was: the lease look would not see it
+  await storage.runs.save({ ...runRecord(r.thread, r.run), status: "success" }).committed;
+  publisher.movedAway([r.thread]);
+  const notEnded = sleep(10_000).then(() => "not ended");
+  await expect(Promise.race([ended, notEnded])).resolves.toMatchObject({ runId: r.run, status: "success" });
+  expect(reads).toContain(r.run);
+  publisher.close();
+  await nodeA.stop();
+}, 30_000);

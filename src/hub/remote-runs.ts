@@ -39,9 +39,12 @@ const LEASE_LOOK_EVERY = 5;
 /** How many times a run's end is sent on its channel before giving up (backing off 0.5 s, 1 s, ...). */
 const END_PUBLISH_TRIES = 6;
 
-/** What goes over a run's channel. */
+/**
+ * What goes over a run's channel: its start, events and end; `m`, the publisher gave the run's
+ * thread up while alive (a dead shard, a refused write): readers look at the run at once.
+ */
 type RunChannelMessage =
-  { s: { resumable: boolean } } | { e: RunEvent[] } | { d: { status: RunDone["status"]; threadStatus: RunDone["threadStatus"]; output?: string } };
+  { s: { resumable: boolean } } | { e: RunEvent[] } | { d: { status: RunDone["status"]; threadStatus: RunDone["threadStatus"]; output?: string } } | { m: 1 };
 
 interface Watch {
   runId: string;
@@ -85,8 +88,8 @@ export interface RemoteRunsDeps {
 
 export class RemoteRuns {
   private readonly watches = new Map<string, Watch>();
-  /** runs this node publishes for readers elsewhere: how many publications are open */
-  private readonly publishing = new Map<string, number>();
+  /** runs this node publishes for readers elsewhere: their thread, how many publications are open */
+  private readonly publishing = new Map<string, { threadId: string; open: number }>();
   private closed = false;
   /** the one timer looking at every watched run (and the nodes and leases of followed ones) */
   private tickTimer: NodeJS.Timeout | undefined;
@@ -163,10 +166,12 @@ export class RemoteRuns {
   }
 
   /** Publishes a run of this node on its channel, from its start, until it ends (a reader elsewhere asked). */
-  publish(runId: string): void {
+  publish(runId: string, threadId: string): void {
     const { hub, node } = this.deps;
     const channel = channelName(this.deps.schema, "run", runId);
-    this.publishing.set(runId, (this.publishing.get(runId) ?? 0) + 1);
+    const publication = this.publishing.get(runId);
+    if (publication === undefined) this.publishing.set(runId, { threadId, open: 1 });
+    else publication.open++;
     let batch: RunEvent[] = [];
     let flushQueued = false;
     const send = (message: RunChannelMessage) =>
@@ -206,13 +211,30 @@ export class RemoteRuns {
           .catch(() => undefined)
           .then((output) => sendEnd({ d: { status: done.status, threadStatus: done.threadStatus, output: output && Buffer.from(output).toString("utf8") } }))
           .finally(() => {
-            const n = (this.publishing.get(runId) ?? 1) - 1;
-            if (n > 0) return void this.publishing.set(runId, n);
+            const p = this.publishing.get(runId);
+            if (p !== undefined && --p.open > 0) return;
             this.publishing.delete(runId);
             node.bus.endStream(channel);
           });
       },
     });
+  }
+
+  /**
+   * This node gave these threads' holdings up while it lives (a dead shard, a refused write): the
+   * readers elsewhere of the runs it publishes for them are told, so they look at those runs at
+   * their next look instead of at their next lease look (up to 5 s).
+   */
+  movedAway(threadIds: readonly string[]): void {
+    if (this.publishing.size === 0) return;
+    const moved = new Set(threadIds);
+    for (const [runId, p] of this.publishing) {
+      if (!moved.has(p.threadId)) continue;
+      const message: RunChannelMessage = { m: 1 };
+      void this.deps.node.bus
+        .publish(channelName(this.deps.schema, "run", runId), JSON.stringify(message))
+        .catch((err: unknown) => log.warn("run channel publish failed", { runId, err }));
+    }
   }
 
   close(): void {
@@ -394,6 +416,10 @@ export class RemoteRuns {
       if (message.s.resumable) hub.expect(w.runId, w.threadId, true);
       return;
     }
+    if ("m" in message) {
+      w.stale = true; // its holding went: its record and lease are read at the next look
+      return;
+    }
     if ("e" in message) {
       const fresh: RunEvent[] = [];
       for (const e of message.e) {
@@ -414,6 +440,7 @@ export class RemoteRuns {
       if (fresh.length > 0) hub.events(w.runId, fresh, true);
       return;
     }
+    if (!("d" in message)) return; // a kind this version does not know
     if (hub.doneOf(w.runId) === undefined) {
       const d = message.d;
       hub.finished(
