@@ -222,22 +222,27 @@ test("runs followed at another live node cost no per-run reads and one timer; wh
   await nodeA.stop().catch(() => undefined);
 }, 60_000);
 
-test("a bus reconnect (NOTIFYs may have been lost) has each followed run's record read once: an end it missed comes from the record", async () => {
+/** The storage and two nodes: A, where runs execute, and B (`node`), following them. */
+async function startStorageAndNodes(): Promise<{ db: PostgresStorage; nodeA: ClusterNode; nodeB: ClusterNode }> {
   storage = await openPostgresStorage({ uri: cluster.uri, maxConnections: 4 });
-  const nodeA = await ClusterNode.start(cluster.open(), {
-    identity: newNodeIdentity(`remote-runs-a-${process.pid}`),
-    takeoverScanMs: 60_000,
-    handle: async (body) => body,
-    onTakeover: async () => undefined,
-    onLeasesLost: () => undefined,
-  });
-  node = await ClusterNode.start(cluster.open(), {
-    identity: newNodeIdentity(`remote-runs-b-${process.pid}`),
-    takeoverScanMs: 60_000,
-    handle: async (body) => body,
-    onTakeover: async () => undefined,
-    onLeasesLost: () => undefined,
-  });
+  const started: ClusterNode[] = [];
+  for (const name of ["a", "b"]) {
+    started.push(
+      await ClusterNode.start(cluster.open(), {
+        identity: newNodeIdentity(`remote-runs-${name}-${process.pid}`),
+        takeoverScanMs: 60_000,
+        handle: async (body) => body,
+        onTakeover: async () => undefined,
+        onLeasesLost: () => undefined,
+      }),
+    );
+  }
+  node = started[1];
+  return { db: storage, nodeA: started[0], nodeB: started[1] };
+}
+
+test("a bus reconnect (NOTIFYs may have been lost) has each followed run's record read once: an end it missed comes from the record", async () => {
+  const { db, nodeA, nodeB } = await startStorageAndNodes();
   const runs: { thread: string; run: string }[] = [];
   for (let i = 0; i < 4; i++) runs.push(await runningOn(nodeA, `00000000-0000-4000-8000-0000000d000${i}`, `00000000-0000-7000-8000-0000000d000${i}`));
   const reads: string[] = [];
@@ -247,8 +252,8 @@ test("a bus reconnect (NOTIFYs may have been lost) has each followed run's recor
   await sleep(1_500);
   expect(reads).toEqual([]);
   // the first run ends on A while this node's LISTEN session is down: its end never arrives here
-  await storage.runs.save({ ...runRecord(runs[0].thread, runs[0].run), status: "success" }).committed;
-  const pid = await node.bus.listenerPid();
+  await db.runs.save({ ...runRecord(runs[0].thread, runs[0].run), status: "success" }).committed;
+  const pid = await nodeB.bus.listenerPid();
   const admin = cluster.open(1);
   await admin.pool.query("SELECT pg_terminate_backend($1)", [pid]);
   await expect(ended).resolves.toMatchObject({ runId: runs[0].run, status: "success" });
@@ -262,29 +267,15 @@ test("a bus reconnect (NOTIFYs may have been lost) has each followed run's recor
 }, 30_000);
 
 test("a node that gives a thread up while alive tells the readers of the runs it publishes: they look at them without waiting for the lease look", async () => {
-  storage = await openPostgresStorage({ uri: cluster.uri, maxConnections: 4 });
-  const nodeA = await ClusterNode.start(cluster.open(), {
-    identity: newNodeIdentity(`remote-runs-a-${process.pid}`),
-    takeoverScanMs: 60_000,
-    handle: async (body) => body,
-    onTakeover: async () => undefined,
-    onLeasesLost: () => undefined,
-  });
-  node = await ClusterNode.start(cluster.open(), {
-    identity: newNodeIdentity(`remote-runs-b-${process.pid}`),
-    takeoverScanMs: 60_000,
-    handle: async (body) => body,
-    onTakeover: async () => undefined,
-    onLeasesLost: () => undefined,
-  });
+  const { db, nodeA } = await startStorageAndNodes();
   const r = await runningOn(nodeA, "00000000-0000-4000-8000-0000000c0001", "00000000-0000-7000-8000-0000000c0001");
   // A publishes the run for B (B forwarded its create to A); B waits for it
   const publisher = new RemoteRuns({
     hub: new RunHub(),
     node: nodeA,
     schema: "public",
-    runs: storage.runs,
-    threads: storage.threads,
+    runs: db.runs,
+    threads: db.threads,
     observeAt: async () => undefined,
     outputOf: async () => undefined,
   });
@@ -297,7 +288,7 @@ test("a node that gives a thread up while alive tells the readers of the runs it
   expect(reads).toEqual([]);
   // the run ends elsewhere (A's shard died: it was recovered and run by another node), its end not
   // on this channel; A tells its readers. A's lease row is left as it was: the lease look would not see it
-  await storage.runs.save({ ...runRecord(r.thread, r.run), status: "success" }).committed;
+  await db.runs.save({ ...runRecord(r.thread, r.run), status: "success" }).committed;
   publisher.movedAway([r.thread]);
   const notEnded = sleep(10_000).then(() => "not ended");
   await expect(Promise.race([ended, notEnded])).resolves.toMatchObject({ runId: r.run, status: "success" });
