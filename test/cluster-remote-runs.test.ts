@@ -133,7 +133,25 @@ function countingStatements(db: PostgresDb): { all: number; leaseLookups: number
   return counts;
 }
 
-test("runs followed at another live node cost no per-run reads; when its heartbeat stops, or a lease moves, they are read and end", async () => {
+/**
+ * Counts the timers src/hub/remote-runs.ts arms (its code calls setTimeout) until `restore()`.
+ * Before, each watched run armed its own timer once a second.
+ */
+function remoteRunsTimers(): { armed: number; restore(): void } {
+  const original = globalThis.setTimeout;
+  const counts = {
+    armed: 0,
+    restore: () => void (globalThis.setTimeout = original),
+  };
+  globalThis.setTimeout = ((...args: Parameters<typeof original>) => {
+    const caller = (new Error().stack ?? "").split("\n")[2] ?? ""; // [0] "Error", [1] this function
+    if (/[\\/]hub[\\/]remote-runs\.ts:/.test(caller)) counts.armed++;
+    return original(...args);
+  }) as typeof original;
+  return counts;
+}
+
+test("runs followed at another live node cost no per-run reads and one timer; when its heartbeat stops, or a lease moves, they are read and end", async () => {
   const N = 20;
   storage = await openPostgresStorage({ uri: cluster.uri, maxConnections: 4 });
   const executing = killable(cluster.open());
@@ -176,11 +194,19 @@ test("runs followed at another live node cost no per-run reads; when its heartbe
   expect(observed.length).toBe(Math.floor((N + 1) / 2));
   const readsBefore = reads.length;
   const statementsBefore = { ...statements };
-  await sleep(3_200);
-  // over 3 s: no record read and no lease lookup for any of the runs; the statements sent do not grow with N
+  const timers = remoteRunsTimers();
+  try {
+    await sleep(3_200);
+  } finally {
+    timers.restore();
+  }
+  // over 3 s: no record read and no lease lookup for any of the runs; the statements sent and the
+  // timers armed do not grow with N (one look a second for all 21 runs, not a timer per run: 67)
   expect(reads.length - readsBefore).toBe(0);
   expect(statements.leaseLookups - statementsBefore.leaseLookups).toBe(0);
   expect(statements.all - statementsBefore.all).toBeLessThanOrEqual(8);
+  expect(timers.armed).toBeGreaterThanOrEqual(2);
+  expect(timers.armed).toBeLessThanOrEqual(5);
 
   // the lease of one run moves while A lives (its shard died: handed over): the run is read and its final record ends it
   await nodeA.handOver([moved.thread]);
@@ -196,22 +222,27 @@ test("runs followed at another live node cost no per-run reads; when its heartbe
   await nodeA.stop().catch(() => undefined);
 }, 60_000);
 
-test("a bus reconnect (NOTIFYs may have been lost) has each followed run's record read once: an end it missed comes from the record", async () => {
+/** The storage and two nodes: A, where runs execute, and B (`node`), following them. */
+async function startStorageAndNodes(): Promise<{ db: PostgresStorage; nodeA: ClusterNode; nodeB: ClusterNode }> {
   storage = await openPostgresStorage({ uri: cluster.uri, maxConnections: 4 });
-  const nodeA = await ClusterNode.start(cluster.open(), {
-    identity: newNodeIdentity(`remote-runs-a-${process.pid}`),
-    takeoverScanMs: 60_000,
-    handle: async (body) => body,
-    onTakeover: async () => undefined,
-    onLeasesLost: () => undefined,
-  });
-  node = await ClusterNode.start(cluster.open(), {
-    identity: newNodeIdentity(`remote-runs-b-${process.pid}`),
-    takeoverScanMs: 60_000,
-    handle: async (body) => body,
-    onTakeover: async () => undefined,
-    onLeasesLost: () => undefined,
-  });
+  const started: ClusterNode[] = [];
+  for (const name of ["a", "b"]) {
+    started.push(
+      await ClusterNode.start(cluster.open(), {
+        identity: newNodeIdentity(`remote-runs-${name}-${process.pid}`),
+        takeoverScanMs: 60_000,
+        handle: async (body) => body,
+        onTakeover: async () => undefined,
+        onLeasesLost: () => undefined,
+      }),
+    );
+  }
+  node = started[1];
+  return { db: storage, nodeA: started[0], nodeB: started[1] };
+}
+
+test("a bus reconnect (NOTIFYs may have been lost) has each followed run's record read once: an end it missed comes from the record", async () => {
+  const { db, nodeA, nodeB } = await startStorageAndNodes();
   const runs: { thread: string; run: string }[] = [];
   for (let i = 0; i < 4; i++) runs.push(await runningOn(nodeA, `00000000-0000-4000-8000-0000000d000${i}`, `00000000-0000-7000-8000-0000000d000${i}`));
   const reads: string[] = [];
@@ -221,8 +252,8 @@ test("a bus reconnect (NOTIFYs may have been lost) has each followed run's recor
   await sleep(1_500);
   expect(reads).toEqual([]);
   // the first run ends on A while this node's LISTEN session is down: its end never arrives here
-  await storage.runs.save({ ...runRecord(runs[0].thread, runs[0].run), status: "success" }).committed;
-  const pid = await node.bus.listenerPid();
+  await db.runs.save({ ...runRecord(runs[0].thread, runs[0].run), status: "success" }).committed;
+  const pid = await nodeB.bus.listenerPid();
   const admin = cluster.open(1);
   await admin.pool.query("SELECT pg_terminate_backend($1)", [pid]);
   await expect(ended).resolves.toMatchObject({ runId: runs[0].run, status: "success" });
@@ -232,5 +263,36 @@ test("a bus reconnect (NOTIFYs may have been lost) has each followed run's recor
   const after = reads.length;
   await sleep(2_200);
   expect(reads.length).toBe(after);
+  await nodeA.stop();
+}, 30_000);
+
+test("a node that gives a thread up while alive tells the readers of the runs it publishes: they look at them without waiting for the lease look", async () => {
+  const { db, nodeA } = await startStorageAndNodes();
+  const r = await runningOn(nodeA, "00000000-0000-4000-8000-0000000c0001", "00000000-0000-7000-8000-0000000c0001");
+  // A publishes the run for B (B forwarded its create to A); B waits for it
+  const publisher = new RemoteRuns({
+    hub: new RunHub(),
+    node: nodeA,
+    schema: "public",
+    runs: db.runs,
+    threads: db.threads,
+    observeAt: async () => undefined,
+    outputOf: async () => undefined,
+  });
+  const reads: string[] = [];
+  remote = followingRuns(new RunHub(), reads);
+  await remote.expectFrom(nodeA.nodeId, r.thread, r.run, true);
+  publisher.publish(r.run, r.thread);
+  const ended = remote.view().waitFor(r.run);
+  await sleep(1_500);
+  expect(reads).toEqual([]);
+  // the run ends elsewhere (A's shard died: it was recovered and run by another node), its end not
+  // on this channel; A tells its readers. A's lease row is left as it was: the lease look would not see it
+  await db.runs.save({ ...runRecord(r.thread, r.run), status: "success" }).committed;
+  publisher.movedAway([r.thread]);
+  const notEnded = sleep(10_000).then(() => "not ended");
+  await expect(Promise.race([ended, notEnded])).resolves.toMatchObject({ runId: r.run, status: "success" });
+  expect(reads).toContain(r.run);
+  publisher.close();
   await nodeA.stop();
 }, 30_000);

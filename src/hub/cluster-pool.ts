@@ -156,7 +156,7 @@ export class ClusterShardPool extends ShardPool {
     if (cmd.type === "graph.describe") return JSON.stringify({ v: await super.request(cmd) });
     if (cmd.type === "run.observe") {
       // answered where the run's events are: this node's hub (and its shard's gate)
-      this.remote?.publish(cmd.runId);
+      this.remote?.publish(cmd.runId, cmd.threadId);
       if (this.hub.isGated(cmd.runId)) {
         this.hub.markObserved(cmd.runId);
         await this.local(cmd);
@@ -182,7 +182,7 @@ export class ClusterShardPool extends ShardPool {
         throw err;
       });
       this.created(cmd, run);
-      this.remote?.publish(run.run_id); // its sender listens already (expectFrom)
+      this.remote?.publish(run.run_id, run.thread_id); // its sender listens already (expectFrom)
       return JSON.stringify({ v: run });
     }
     const value = await this.local(cmd);
@@ -239,6 +239,7 @@ export class ClusterShardPool extends ShardPool {
     const node = this.node;
     if (node === undefined || !node.lost(threadId, epoch)) return;
     log.warn("thread lease moved (a write was refused): routing to its new owner", { threadId });
+    this.remote?.movedAway([threadId]);
     super.request({ type: "thread.abandon", threadId }).catch(() => undefined);
   }
 
@@ -256,7 +257,11 @@ export class ClusterShardPool extends ShardPool {
       .filter((threadId) => shardOf(threadId, this.size) === index);
     if (lost.length === 0) return;
     log.warn("actor shard died: its threads' leases are handed over", { shard: index, threads: lost.length });
-    node.handOver(lost).catch((err: unknown) => log.warn("lease hand-over failed", { shard: index, err }));
+    // readers elsewhere of their runs are told once the leases show it (they look the owner up)
+    node.handOver(lost).then(
+      () => this.remote?.movedAway(lost),
+      (err: unknown) => log.warn("lease hand-over failed", { shard: index, err }),
+    );
   }
 
   // --- routing ---------------------------------------------------------------------------------

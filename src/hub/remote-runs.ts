@@ -6,11 +6,12 @@
 /*
  * Every run a request on this node waits for or streams is also watched, so that its end reaches
  * its waiters even when it never arrives on the channel (the owner died, the lease moved, the
- * channel lost it). A run followed at a remote holding is not read while that holding stands: its
- * end comes on the channel. What could stop it is looked at for all followed runs at once: once a
- * second one statement reads the registrations of the nodes they execute on (dead, gone or
- * restarted → each of their runs is read), every fifth second one statement finds the followed
- * holdings whose lease moved (→ those runs are read); a bus gap (a reconnect: NOTIFYs may be lost)
+ * channel lost it); one timer looks at all of them once a second. A run followed at a remote
+ * holding is not read while that holding stands: its end comes on the channel. What could stop it
+ * is looked at for all followed runs at once: once a second one statement reads the
+ * registrations of the nodes they execute on (dead, gone or restarted → each of their runs is
+ * read), every fifth second one statement finds the followed holdings whose lease moved (→ those
+ * runs are read); a bus gap (a reconnect: NOTIFYs may be lost)
  * has each run read once. A run read is then read once a second (its record: a final status ends
  * it here; its lease: a new owner is asked to publish in turn) until it is followed at a standing
  * remote holding again. A watch's first look reads the record once (a run joined after it ended),
@@ -31,16 +32,19 @@ import type { RunHub, RunStreams, RunSubscriber } from "./run-hub.ts";
 
 const log = componentLog("remote-runs");
 
-/** How often a watched run is looked at (its record read when it is not followed at a standing remote holding), and the nodes' registrations. */
+/** How often the watched runs are looked at (one timer for all: their nodes' registrations, then each run's record when it is not followed at a standing remote holding). */
 const WATCH_MS = 1_000;
 /** Every how many looks at the nodes the followed holdings' leases are looked at too. */
 const LEASE_LOOK_EVERY = 5;
 /** How many times a run's end is sent on its channel before giving up (backing off 0.5 s, 1 s, ...). */
 const END_PUBLISH_TRIES = 6;
 
-/** What goes over a run's channel. */
+/**
+ * What goes over a run's channel: its start, events and end; `m`, the publisher gave the run's
+ * thread up while alive (a dead shard, a refused write): readers look at the run at once.
+ */
 type RunChannelMessage =
-  { s: { resumable: boolean } } | { e: RunEvent[] } | { d: { status: RunDone["status"]; threadStatus: RunDone["threadStatus"]; output?: string } };
+  { s: { resumable: boolean } } | { e: RunEvent[] } | { d: { status: RunDone["status"]; threadStatus: RunDone["threadStatus"]; output?: string } } | { m: 1 };
 
 interface Watch {
   runId: string;
@@ -53,7 +57,8 @@ interface Watch {
   subscribing: Promise<void> | undefined;
   lastId: number;
   attempt: number;
-  timer: NodeJS.Timeout | undefined;
+  /** a look at it is in flight (a slow one, e.g. a forward to its owner, holds up no other watch) */
+  looking: boolean;
   ended: boolean;
   /** consecutive looks that found the run final (or its record missing) while its end had not arrived */
   endedSeen: number;
@@ -83,11 +88,11 @@ export interface RemoteRunsDeps {
 
 export class RemoteRuns {
   private readonly watches = new Map<string, Watch>();
-  /** runs this node publishes for readers elsewhere: how many publications are open */
-  private readonly publishing = new Map<string, number>();
+  /** runs this node publishes for readers elsewhere: their thread, how many publications are open */
+  private readonly publishing = new Map<string, { threadId: string; open: number }>();
   private closed = false;
-  /** the one timer looking at the nodes (and leases) of followed runs */
-  private lookTimer: NodeJS.Timeout | undefined;
+  /** the one timer looking at every watched run (and the nodes and leases of followed ones) */
+  private tickTimer: NodeJS.Timeout | undefined;
   private looks = 0;
   /** nodes followed runs execute on that the last look found dead or gone: their runs are read */
   private readonly deadNodes = new Set<string>();
@@ -161,10 +166,12 @@ export class RemoteRuns {
   }
 
   /** Publishes a run of this node on its channel, from its start, until it ends (a reader elsewhere asked). */
-  publish(runId: string): void {
+  publish(runId: string, threadId: string): void {
     const { hub, node } = this.deps;
     const channel = channelName(this.deps.schema, "run", runId);
-    this.publishing.set(runId, (this.publishing.get(runId) ?? 0) + 1);
+    const publication = this.publishing.get(runId);
+    if (publication === undefined) this.publishing.set(runId, { threadId, open: 1 });
+    else publication.open++;
     let batch: RunEvent[] = [];
     let flushQueued = false;
     const send = (message: RunChannelMessage) =>
@@ -204,8 +211,8 @@ export class RemoteRuns {
           .catch(() => undefined)
           .then((output) => sendEnd({ d: { status: done.status, threadStatus: done.threadStatus, output: output && Buffer.from(output).toString("utf8") } }))
           .finally(() => {
-            const n = (this.publishing.get(runId) ?? 1) - 1;
-            if (n > 0) return void this.publishing.set(runId, n);
+            const p = this.publishing.get(runId);
+            if (p !== undefined && --p.open > 0) return;
             this.publishing.delete(runId);
             node.bus.endStream(channel);
           });
@@ -213,9 +220,26 @@ export class RemoteRuns {
     });
   }
 
+  /**
+   * This node gave these threads' holdings up while it lives (a dead shard, a refused write): the
+   * readers elsewhere of the runs it publishes for them are told, so they look at those runs at
+   * their next look instead of at their next lease look (up to 5 s).
+   */
+  movedAway(threadIds: readonly string[]): void {
+    if (this.publishing.size === 0) return;
+    const moved = new Set(threadIds);
+    for (const [runId, p] of this.publishing) {
+      if (!moved.has(p.threadId)) continue;
+      const message: RunChannelMessage = { m: 1 };
+      void this.deps.node.bus
+        .publish(channelName(this.deps.schema, "run", runId), JSON.stringify(message))
+        .catch((err: unknown) => log.warn("run channel publish failed", { runId, err }));
+    }
+  }
+
   close(): void {
     this.closed = true;
-    clearTimeout(this.lookTimer);
+    clearTimeout(this.tickTimer);
     for (const w of this.watches.values()) this.end(w);
   }
 
@@ -231,22 +255,15 @@ export class RemoteRuns {
         subscribing: undefined,
         lastId: -1,
         attempt: 0,
-        timer: undefined,
+        looking: false,
         ended: false,
         endedSeen: 0,
         stale: true,
       };
       this.watches.set(runId, w);
-      this.schedule(w);
-      this.scheduleLook();
+      this.scheduleTick();
     }
     return w;
-  }
-
-  private schedule(w: Watch): void {
-    if (w.ended || this.closed) return;
-    w.timer = setTimeout(() => void this.check(w).finally(() => this.schedule(w)), WATCH_MS);
-    w.timer.unref();
   }
 
   /** One look at the run's record: ended → end it here; still active → follow its thread's owner. */
@@ -282,17 +299,33 @@ export class RemoteRuns {
     }
   }
 
-  private scheduleLook(): void {
-    if (this.lookTimer !== undefined || this.closed) return;
-    this.lookTimer = setTimeout(
+  /**
+   * One timer for all watches, armed while there is any: a node following a thousand runs wakes
+   * once a second, not a thousand times. The nodes' look finishes before the next is armed.
+   */
+  private scheduleTick(): void {
+    if (this.tickTimer !== undefined || this.closed) return;
+    this.tickTimer = setTimeout(
       () =>
-        void this.look().finally(() => {
-          this.lookTimer = undefined;
-          if (this.watches.size > 0) this.scheduleLook();
+        void this.tick().finally(() => {
+          this.tickTimer = undefined;
+          if (this.watches.size > 0) this.scheduleTick();
         }),
       WATCH_MS,
     );
-    this.lookTimer.unref();
+    this.tickTimer.unref();
+  }
+
+  /** The nodes (and leases) of followed runs first, so a run they mark is read in this same look; then each run not still being looked at. */
+  private async tick(): Promise<void> {
+    await this.look();
+    for (const w of this.watches.values()) {
+      if (w.looking) continue;
+      w.looking = true;
+      void this.check(w)
+        .catch((err: unknown) => log.warn("run watch failed", { runId: w.runId, err }))
+        .finally(() => (w.looking = false));
+    }
   }
 
   /**
@@ -383,6 +416,10 @@ export class RemoteRuns {
       if (message.s.resumable) hub.expect(w.runId, w.threadId, true);
       return;
     }
+    if ("m" in message) {
+      w.stale = true; // its holding went: its record and lease are read at the next look
+      return;
+    }
     if ("e" in message) {
       const fresh: RunEvent[] = [];
       for (const e of message.e) {
@@ -403,6 +440,7 @@ export class RemoteRuns {
       if (fresh.length > 0) hub.events(w.runId, fresh, true);
       return;
     }
+    if (!("d" in message)) return; // a kind this version does not know
     if (hub.doneOf(w.runId) === undefined) {
       const d = message.d;
       hub.finished(
@@ -431,7 +469,6 @@ export class RemoteRuns {
   private end(w: Watch): void {
     if (w.ended) return;
     w.ended = true;
-    clearTimeout(w.timer);
     this.watches.delete(w.runId);
     if (w.unsubscribe) void w.unsubscribe().catch(() => undefined);
   }
