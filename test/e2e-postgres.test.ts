@@ -170,7 +170,7 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
     }
   });
 
-  it("lease lifecycle on a node alone: the create takes none, the first run one, later runs reuse it, released once idle", async () => {
+  it("lease lifecycle on a node alone: the create takes it, the runs reuse it, released once idle, taken again by the next run", async () => {
     const holding = async (threadId: string) => {
       const c = new pg.Client({ connectionString: db.uri });
       await c.connect();
@@ -181,10 +181,11 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
       }
     };
     const t = await client.threads.create();
-    expect(await holding(t.thread_id)).toBeUndefined();
-    await client.runs.wait(t.thread_id, "echo", { input: human("one") });
+    // a node alone takes a generated thread's lease with its create (its first run arrives here)
     const epoch = await holding(t.thread_id);
     expect(epoch).toBeDefined();
+    await client.runs.wait(t.thread_id, "echo", { input: human("one") });
+    expect(await holding(t.thread_id)).toBe(epoch);
     // within the linger (5 s here): the same holding, no new acquire (nor a recovery, nor a release)
     for (const input of ["two", "three"]) {
       await client.runs.wait(t.thread_id, "echo", { input: human(input) });
