@@ -184,6 +184,35 @@ describe("a thread's first run on a cluster node (Postgres)", () => {
   });
 });
 
+describe("a run started before its create committed, on a thread known to have no checkpoint (Postgres)", () => {
+  it("sends its create before its graph runs (the graph awaits no I/O before its first step)", async () => {
+    const t = id(30);
+    const r = run(30);
+    const { h, saver } = await actorsOn(nodeA);
+    // the graph loaded and compiled (its first run imports it: I/O)
+    await createThread(nodeA, id(31));
+    await take(nodeA, h, saver, id(31), "node-a");
+    await runTo(h, id(31), run(31));
+    await createThread(nodeA, t);
+    await take(nodeA, h, saver, t, "node-a");
+    // when the create's statement goes out on a connection: has the run's graph reached its node yet?
+    const client = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
+    const query = client.query;
+    let arrivalsAtSend: number | undefined;
+    client.query = function (this: unknown, ...a: unknown[]) {
+      if ((a[0] as { name?: string })?.name === "troupe_run_create_fenced") arrivalsAtSend ??= gateOf(r).arrivals;
+      return query.apply(this, a);
+    };
+    try {
+      await runTo(h, t, r);
+    } finally {
+      client.query = query;
+    }
+    expect(arrivalsAtSend).toBe(0); // was 1: the driver's nextTick waited for the graph's microtasks to drain
+    expect(await humans(h, t)).toEqual([r]);
+  });
+});
+
 /** The statements sent on the server's connections (the trace's `pg.send` lines) from line `from` on, by name. */
 function statementsSince(file: string, from: number): { lines: number; sent: Map<string, number> } {
   const lines = readFileSync(file, "utf8").split("\n");

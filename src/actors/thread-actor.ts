@@ -743,6 +743,11 @@ export class ThreadActor {
         accessContext: "threads.create_run",
       });
       const lib = await this.ctx.registry.lib(run.graph_id);
+      // started before its create committed (PostgreSQL): the create's statement goes out first.
+      // The driver sends it from a process.nextTick, which waits for the microtask queue to drain,
+      // and a graph that awaits no I/O (its first checkpoint read answered from memory) runs its
+      // steps as microtasks: the create then left only when the graph first yielded.
+      if (stored) await new Promise<void>((resolve) => process.nextTick(resolve));
       outcome = await (protocol ? executeProtocolRun : executeRun)({ run: executed, graph, lib, signal: abort.signal, emit });
     } catch (err) {
       const error = { error: (err as Error).name ?? "Error", message: (err as Error).message ?? String(err) };
