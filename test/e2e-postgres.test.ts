@@ -4,6 +4,7 @@
 // during a slow run and a restart on the same database: the run ends in a final status and the
 // thread is not left busy. `troupe dev` first, `troupe serve` after the restart. The data dir holds
 // no LMDB file: every thread (HTTP, shards, webhook worker) stored into the database.
+import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -149,7 +150,8 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
   }, 120_000);
 
   it("a lease row under the server's own node id that it does not hold (a holding released or given up as lost, still standing) does not block the thread", async () => {
-    const t = await client.threads.create();
+    // a thread no request reached yet (a POST /threads here would take its lease: this node alone)
+    const t = { thread_id: randomUUID() };
     const { node_id } = (await (await fetch(`${server.url}/info`)).json()) as { node_id: string };
     const c = new pg.Client({ connectionString: db.uri });
     await c.connect();
@@ -161,7 +163,7 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
         [t.thread_id, node_id],
       );
       const ghost = (await c.query<{ epoch: string }>("SELECT epoch FROM thread_leases WHERE thread_id = $1", [t.thread_id])).rows[0].epoch;
-      const waited = (await client.runs.wait(t.thread_id, "echo", { input: human("not blocked") })) as Messages;
+      const waited = (await client.runs.wait(t.thread_id, "echo", { input: human("not blocked"), ifNotExists: "create" })) as Messages;
       expect(waited.messages.at(-1)?.content).toBe("not blocked");
       const row = (await c.query<{ epoch: string }>("SELECT epoch FROM thread_leases WHERE thread_id = $1", [t.thread_id])).rows[0];
       expect(row?.epoch).not.toBe(ghost); // taken again (new epoch) or released since
@@ -170,7 +172,7 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
     }
   });
 
-  it("lease lifecycle on a node alone: the create takes none, the first run one, later runs reuse it, released once idle", async () => {
+  it("lease lifecycle on a node alone: the create takes it, the runs reuse it, released once idle, taken again by the next run", async () => {
     const holding = async (threadId: string) => {
       const c = new pg.Client({ connectionString: db.uri });
       await c.connect();
@@ -181,10 +183,11 @@ describe("troupe dev/serve --database-uri (PostgreSQL)", () => {
       }
     };
     const t = await client.threads.create();
-    expect(await holding(t.thread_id)).toBeUndefined();
-    await client.runs.wait(t.thread_id, "echo", { input: human("one") });
+    // a node alone takes a generated thread's lease with its create (its first run arrives here)
     const epoch = await holding(t.thread_id);
     expect(epoch).toBeDefined();
+    await client.runs.wait(t.thread_id, "echo", { input: human("one") });
+    expect(await holding(t.thread_id)).toBe(epoch);
     // within the linger (5 s here): the same holding, no new acquire (nor a recovery, nor a release)
     for (const input of ["two", "three"]) {
       await client.runs.wait(t.thread_id, "echo", { input: human(input) });

@@ -88,6 +88,12 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   };
 
   const actors = new Map<string, ThreadActor>();
+  /**
+   * cluster: thread records for actors not made yet, under the lease holding they were learnt in:
+   * read as this node took the thread's lease (thread.recover), or known by an actor dropped idle
+   * while the lease lingers here. Gone with the holding (thread.abandon: released, lost, refused).
+   */
+  const learnt = new Map<string, { record: ThreadRecord | undefined; epoch: number }>();
   const board = new ShardMetricsWriter(
     task.metricsBoard,
     task.shardIndex,
@@ -117,7 +123,11 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
       setImmediate(() => {
         if (!actor.idle || actors.get(actor.threadId) !== actor) return;
         actors.delete(actor.threadId);
-        if (task.cluster === true) post({ type: "thread.idle", threadId: actor.threadId }); // its lease may go
+        if (task.cluster !== true) return;
+        // the lease lingers (fenced): the thread's next command within it starts from this record
+        const held = actor.heldRecord;
+        if (held !== undefined) learnt.set(actor.threadId, held);
+        post({ type: "thread.idle", threadId: actor.threadId }); // its lease may go
       });
     },
     telemetry: new RunTelemetry(board),
@@ -139,11 +149,10 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     if (storage.fences?.epochOf(threadId) !== epoch) return;
     shardLog.warn("write refused by the thread's lease fence: its actor stops", { threadId });
     abandonActor(threadId);
+    learnt.delete(threadId);
     refusedThreads.add(threadId);
     post({ type: "thread.refused", threadId, epoch });
   });
-  /** cluster: thread records read as this node took the threads' leases (thread.recover), for actors not made yet */
-  const learnt = new Map<string, { record: ThreadRecord | undefined; epoch: number }>();
   const actorFor = (threadId: string): ThreadActor => {
     let a = actors.get(threadId);
     if (!a) {
@@ -173,6 +182,8 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
     if (cmd.type === "thread.recover") {
       refusedThreads.delete(cmd.threadId); // a new holding
       storage.fences?.fence(cmd.threadId, cmd.epoch); // before any write of the thread's runs
+      // no root checkpoint as of the take: the first run's graph reads none without a statement
+      if (cmd.noCheckpoints === true) saver.learnNoCheckpoints?.(cmd.threadId, cmd.epoch);
       if (cmd.thread !== undefined) {
         // its record as read after the take: the actor (now or when made) starts from it
         const record = cmd.thread ?? undefined;

@@ -27,7 +27,7 @@ import { asBadRequest } from "./graph-input-errors.ts";
 import { jsonBytes, type JsonSegments } from "../bridge/json-segments.ts";
 import { toJsonSegments, toJsonText, toPlain } from "./value-json.ts";
 import { newWebhookDelivery } from "../webhooks/outbox.ts";
-import type { QueuedStop } from "../storage/port.ts";
+import type { QueuedStop, TakenLease } from "../storage/port.ts";
 
 interface InFlight {
   /** the run's record as last written (or about to be: see execute): queued, then running, with a recorded stop */
@@ -202,6 +202,16 @@ export class ThreadActor {
     this.known = { record, epoch };
   }
 
+  /**
+   * Cluster: the record as known under the thread's lease holding now (undefined: none known, or
+   * not under a holding). The shard keeps it when it drops this actor idle while the lease lingers,
+   * so the thread's next actor starts from it (learnThread) instead of reading it.
+   */
+  get heldRecord(): { record: ThreadRecord | undefined; epoch: number } | undefined {
+    const k = this.knownThread();
+    return k?.epoch === undefined ? undefined : { record: k.record, epoch: k.epoch };
+  }
+
   /** The thread record as stored (undefined: no thread): the known one, else read (and known from then). */
   private async threadRecord(): Promise<ThreadRecord | undefined> {
     const k = this.knownThread();
@@ -227,7 +237,7 @@ export class ThreadActor {
     return write;
   }
 
-  private async createThread(cmd: Extract<ActorCommand, { type: "thread.create" }>): Promise<ThreadRecord> {
+  private async createThread(cmd: Extract<ActorCommand, { type: "thread.create" }>): Promise<ThreadRecord & { taken?: TakenLease }> {
     const now = nowIso();
     const thread: ThreadRecord = { thread_id: this.threadId, created_at: now, updated_at: now, metadata: cmd.metadata, status: "idle", config: {} };
     if (cmd.supersteps?.length) {
@@ -257,13 +267,30 @@ export class ThreadActor {
     }
     // the create checks the id in its own commit: no read first
     const epoch = this.epoch();
-    const created = await this.forgetOnFailure(this.ctx.storage.threads.create(thread));
+    const threads = this.ctx.storage.threads;
+    const take = epoch === undefined && threads.createTaking !== undefined ? cmd.take : undefined;
+    const created = await this.forgetOnFailure<ThreadRecord | TakenLease | undefined | "exists">(
+      take === undefined ? threads.create(thread) : threads.createTaking!(thread, take),
+    );
     if (created === "exists") {
       this.known = undefined;
       return existingThread(await this.getThread(), cmd.ifExists);
     }
+    if (take !== undefined && created !== undefined) return this.tookLease(thread, created as TakenLease);
     this.known = { record: thread, epoch };
     return thread;
+  }
+
+  /**
+   * Cluster: the create took the thread's lease (createTaking): its writes are fenced by that
+   * holding from now on (as thread.recover fences a take), and the record and "no checkpoint" are
+   * known under it, so the thread's first run reads neither. The HTTP thread holds the lease.
+   */
+  private tookLease(thread: ThreadRecord, taken: TakenLease): ThreadRecord & { taken: TakenLease } {
+    this.ctx.storage.fences?.fence(this.threadId, taken.epoch);
+    this.known = { record: thread, epoch: taken.epoch };
+    if (taken.noCheckpoints) this.ctx.saver.learnNoCheckpoints?.(this.threadId, taken.epoch);
+    return { ...thread, taken };
   }
 
   private async patchThread(metadata: JsonObject): Promise<ThreadRecord> {
@@ -716,6 +743,11 @@ export class ThreadActor {
         accessContext: "threads.create_run",
       });
       const lib = await this.ctx.registry.lib(run.graph_id);
+      // started before its create committed (PostgreSQL): the create's statement goes out first.
+      // The driver sends it from a process.nextTick, which waits for the microtask queue to drain,
+      // and a graph that awaits no I/O (its first checkpoint read answered from memory) runs its
+      // steps as microtasks: the create then left only when the graph first yielded.
+      if (stored) await new Promise<void>((resolve) => process.nextTick(resolve));
       outcome = await (protocol ? executeProtocolRun : executeRun)({ run: executed, graph, lib, signal: abort.signal, emit });
     } catch (err) {
       const error = { error: (err as Error).name ?? "Error", message: (err as Error).message ?? String(err) };

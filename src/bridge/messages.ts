@@ -56,6 +56,8 @@ export type ActorCommand =
       graphAssistant?: AssistantRecord;
       /** the id was generated for this request: nobody else knows the thread yet (a cluster node creates it without its lease) */
       fresh?: boolean;
+      /** cluster, fresh, a node alone: take the thread's lease in the create's statement (ThreadsPort.createTaking) */
+      take?: LeaseTake;
     }
   | { type: "thread.patch"; threadId: string; metadata: JsonObject }
   | { type: "thread.patch_state"; threadId: string; metadata: JsonObject; checkpointId?: string }
@@ -109,6 +111,8 @@ export type ShardCommand =
       fenceOnly?: boolean;
       /** the thread's record read right after the lease was taken (null: none): its actor starts from it, no read */
       thread?: ThreadRecord | null;
+      /** read with `thread`: the thread had no root checkpoint then (its savers answer the first latest-checkpoint read with none) */
+      noCheckpoints?: boolean;
     }
   /** cluster: this node lost the thread's lease; its actor stops at once and writes nothing more (the new owner recovers the runs) */
   | { type: "thread.abandon"; threadId: string }
@@ -185,7 +189,8 @@ export interface ShardReplies {
   "thread.recover": { runs: number };
   "thread.abandon": { abandoned: boolean };
   "run.delete": { deleted: boolean };
-  "thread.create": ThreadRecord;
+  /** `taken`: the lease the create took (`take`), fenced in the shard already; the HTTP thread holds it */
+  "thread.create": ThreadRecord & { taken?: TakenLease };
   "thread.patch": ThreadRecord;
   "thread.patch_state": { patched: boolean };
   "thread.delete": { deleted: boolean };
@@ -236,6 +241,7 @@ import type { CompiledModules } from "../loader/compile-modules.ts";
 import type { IdleBoardSlot } from "../util/idle-gc.ts";
 import type { LogOptions } from "../log/logger.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
+import type { LeaseTake, TakenLease } from "../storage/port.ts";
 
 export interface StoreTtlOptions {
   /** TTL of items written without one (graphs always write without one); null: none */

@@ -48,6 +48,11 @@ export interface AcquiredLease extends Lease {
    * thread), read in the same round trip (see acquireLease)
    */
   thread?: ThreadRecord | null;
+  /**
+   * with `readThread`: the thread had no root checkpoint as read in that same statement (its
+   * snapshot is the record's): the holding's first read of its latest checkpoint needs no statement
+   */
+  noCheckpoints?: boolean;
 }
 
 /**
@@ -56,6 +61,18 @@ export interface AcquiredLease extends Lease {
  * second round trip to learn there is nothing to recover.
  */
 const ACTIVE_RUN_OF_THREAD = "SELECT 1 FROM runs WHERE thread_id = $1 AND status IN ('pending', 'running')";
+
+/**
+ * The thread's record (null: none) and whether it has no root checkpoint, in one snapshot (the
+ * checkpoints primary key's first two columns: one index probe). The checkpoint the graph's first
+ * read would look for (the latest of namespace ""): with none, the new holder's savers answer that
+ * read without a statement until they write the thread (PostgresCheckpointSaver.learnNoCheckpoints).
+ */
+const LEASE_THREAD = {
+  name: "troupe_lease_thread",
+  text: `SELECT (SELECT record FROM threads WHERE thread_id = $1) AS record,
+  NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '') AS no_checkpoints`,
+};
 
 /**
  * Takes the thread's lease for `nodeId` if nobody holds it or its holding expired (a steal: new
@@ -105,10 +122,12 @@ RETURNING thread_id, node_id, epoch, expires_at, (l.xmax <> 0 OR EXISTS (${ACTIV
   try {
     const [a, t] = await Promise.all([
       client.query<LeaseRow & { recover: boolean }>(acquire),
-      client.query<{ record: ThreadRecord }>({ name: "troupe_lease_thread", text: "SELECT record FROM threads WHERE thread_id = $1", values: [threadId] }),
+      client.query<{ record: ThreadRecord | null; no_checkpoints: boolean }>({ ...LEASE_THREAD, values: [threadId] }),
     ]);
     const row = a.rows[0];
-    return row === undefined ? undefined : { ...toLease(row), recover: row.recover, thread: t.rows[0]?.record ?? null };
+    if (row === undefined) return undefined;
+    const { record, no_checkpoints } = t.rows[0];
+    return { ...toLease(row), recover: row.recover, thread: record, noCheckpoints: no_checkpoints };
   } catch (err) {
     failure = err instanceof Error ? err : new Error(String(err));
     throw err;

@@ -22,6 +22,7 @@ import {
 } from "./leases.ts";
 import { deregisterNode, markDraining, nodeStates, registerNode, type NodeIdentity } from "./nodes.ts";
 import { databaseStamp, type Stamp } from "./time.ts";
+import type { LeaseTake } from "../storage/port.ts";
 
 export interface ClusterNodeOptions {
   identity: NodeIdentity;
@@ -175,6 +176,22 @@ export class ClusterNode {
       if (n > 0) this.acquiring.set(threadId, n);
       else this.acquiring.delete(threadId);
     }
+  }
+
+  /** What a thread's create needs to take the thread's lease for this node in its own statement (ThreadsPort.createTaking). */
+  leaseTake(): LeaseTake {
+    return { nodeId: this.nodeId, ttlMs: this.ttlMs, stamp: this.stamp() };
+  }
+
+  /**
+   * A lease a thread's create took for this node (createTaking): renewed from now on, and
+   * lingering as an idle one's (released with them unless a command for the thread comes first).
+   * A node stopped meanwhile leaves the row to expire (nothing of the thread is in flight).
+   */
+  adopt(lease: Pick<Lease, "threadId" | "epoch">): void {
+    if (this.stopped) return;
+    this.heartbeat.hold(lease);
+    this.idle(lease.threadId);
   }
 
   /**

@@ -108,10 +108,26 @@ export class ClusterShardPool extends ShardPool {
     const t = req.threadId;
     if (node.epochOf(t) !== undefined && !this.chains.has(t) && !this.acquiring.has(t)) return this.local(req) as Routed<C>;
     // a thread whose id this request generated: no node can hold it, have its actor or know of it
-    // until the reply, so its record is written here without a lease (as thread.copy writes its
-    // copy); its first run takes the lease wherever it arrives (docs/CLUSTER.md, "Lease lifecycle")
-    if (req.type === "thread.create" && req.fresh === true) return this.local(req) as Routed<C>;
+    // until the reply, so it is created here (createFresh)
+    if (req.type === "thread.create" && req.fresh === true) return this.createFresh(node, req) as Routed<C>;
     return this.routed(node, req) as Routed<C>;
+  }
+
+  /**
+   * A thread whose id this request generated, created on this node's shard. With other nodes alive
+   * it takes no lease: its record is written without one (as thread.copy writes its copy) and its
+   * first run takes the lease wherever it arrives (behind a balancer usually elsewhere, which would
+   * otherwise forward it here). On a node alone the create takes the lease in its own statement
+   * (the shard fences the thread and knows its record and that it has no checkpoint), held here and
+   * lingering like an idle one's: the first run needs no acquire, record read or checkpoint read
+   * (docs/CLUSTER.md, "Lease lifecycle").
+   */
+  private async createFresh(node: ClusterNode, req: Extract<ThreadRequest, { type: "thread.create" }>): Promise<ShardReplies["thread.create"]> {
+    const alone = node.aliveNodes === 1 && !node.isDraining && !req.supersteps?.length;
+    if (!alone) return this.local(req);
+    const { taken, ...thread } = await this.local({ ...req, take: node.leaseTake() });
+    if (taken !== undefined) node.adopt({ threadId: req.threadId, epoch: taken.epoch });
+    return thread;
   }
 
   /**
@@ -399,14 +415,14 @@ export class ClusterShardPool extends ShardPool {
       const lease = await node.acquire(threadId, true);
       if (lease === undefined) return false;
       if (!lease.recover) {
-        super.request({ type: "thread.recover", threadId, epoch: lease.epoch, fenceOnly: true, thread: lease.thread }).catch((err: unknown) => {
+        super.request({ type: "thread.recover", threadId, epoch: lease.epoch, fenceOnly: true, thread: lease.thread, noCheckpoints: lease.noCheckpoints }).catch((err: unknown) => {
           // its shard is restarting (the command fails too): no fence there, so no holding here
           log.warn("thread fence failed", { threadId, err });
           node.handOver([threadId]).catch(() => undefined);
         });
         return true;
       }
-      if (await this.recoverThread(threadId, lease.epoch, lease.thread)) return true;
+      if (await this.recoverThread(threadId, lease.epoch, lease.thread, lease.noCheckpoints)) return true;
       // not deleted: its runs may wait in storage; the row expired now lets a takeover scan retry
       await node.handOver([threadId]).catch(() => undefined);
       return false;
@@ -421,9 +437,9 @@ export class ClusterShardPool extends ShardPool {
   }
 
   /** The thread's pending and running runs go to its actor on this node (recovery.ts, one thread). */
-  private async recoverThread(threadId: string, epoch: number, thread?: ThreadRecord | null): Promise<boolean> {
+  private async recoverThread(threadId: string, epoch: number, thread?: ThreadRecord | null, noCheckpoints?: boolean): Promise<boolean> {
     try {
-      const { runs } = await super.request({ type: "thread.recover", threadId, epoch, thread });
+      const { runs } = await super.request({ type: "thread.recover", threadId, epoch, thread, noCheckpoints });
       if (runs > 0) log.info("thread taken over: runs recovered", { threadId, runs });
       return true;
     } catch (err) {

@@ -139,6 +139,13 @@ export interface ThreadsPort {
   /** the record, unless one exists ("exists": nothing written) */
   create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists">;
   /**
+   * cluster (PostgreSQL): `create`, and the thread's lease taken for `take.nodeId` in the same
+   * statement (a thread whose id the server just generated, on a node alone: its first run finds
+   * the lease held here). Answers the holding (undefined: created, but a lease row stood), or
+   * "exists" (nothing written). Absent where there are no leases (LMDB).
+   */
+  createTaking?(record: ThreadRecord, take: LeaseTake): Promise<TakenLease | undefined | "exists">;
+  /**
    * Replaces the record, and the values when given (a state update, supersteps, metadata patch).
    * `prev`: the record it replaces as the actor last wrote or read it (undefined: none), as for
    * runs.create (the LMDB adapter diffs the index entries against it without reading).
@@ -240,6 +247,13 @@ export interface ThreadCheckpointOps {
   holdWritesUntil(threadId: string, until: Promise<unknown>, refuseUntil?: Promise<unknown>): void;
   /** resolves once the thread's checkpoint writes issued so far settled; rejects (once) with a failure of one of them */
   flush(threadId: string): Promise<void>;
+  /**
+   * cluster: the thread had no root checkpoint as read right after this node took its lease under
+   * `epoch` (the fence: nobody else writes its checkpoints while that holding stands), so its
+   * savers may answer the latest root checkpoint with none, without a read, until they write the
+   * thread or the holding changes. Absent where there are no leases (LMDB).
+   */
+  learnNoCheckpoints?(threadId: string, epoch: number): void;
 }
 
 export interface CheckpointSaverOptions {
@@ -388,6 +402,20 @@ export interface StoragePort {
  * row still carries that epoch; a refused write rejects with an UNAVAILABLE error, after the
  * `refused` listener was told (the shard abandons the thread's actor: it must not write again).
  */
+/** A lease to take with a thread's create (ThreadsPort.createTaking): for whom, for how long, stamped when (null: the database's clock). */
+export interface LeaseTake {
+  nodeId: string;
+  ttlMs: number;
+  stamp: Date | null;
+}
+
+/** A lease taken with a thread's create; `noCheckpoints`: the thread had no root checkpoint (as read in that statement). */
+export interface TakenLease {
+  epoch: number;
+  expiresAt: Date;
+  noCheckpoints: boolean;
+}
+
 export interface ThreadFences {
   fence(threadId: string, epoch: number): void;
   unfence(threadId: string): void;

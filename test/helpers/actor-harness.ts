@@ -113,6 +113,7 @@ export class ActorHarness {
           if (refuseUntil === undefined) this.onFinishQueued?.(threadId);
         },
         flush: (threadId) => saver.flush(threadId),
+        learnNoCheckpoints: (threadId, epoch) => saver.learnNoCheckpoints?.(threadId, epoch),
       },
       clock,
       post: (msg) => {

@@ -157,7 +157,8 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       const view = this.inflight.servable(threadId, epoch, this.issued.inFlight(threadId));
       if (view !== undefined && (!id || id === view.id)) {
         this.issued.throwFailed(threadId);
-        return InflightCheckpoints.tuple(this.serde, threadId, view);
+        // (id "": known to have none, learntNoCheckpoints)
+        return view.id === "" ? undefined : InflightCheckpoints.tuple(this.serde, threadId, view);
       }
     }
     await this.issued.settled(threadId);
@@ -600,6 +601,12 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       );
       return true;
     });
+  }
+
+  /** Cluster: no root checkpoint as read when this node took the thread's lease (ThreadCheckpointOps; inflight-checkpoints.ts). */
+  learnNoCheckpoints(threadId: string, epoch: number): void {
+    // the holding the saver writes under now: a late message of an earlier one teaches nothing
+    if (this.chains.fenceOf(threadId)?.epoch === epoch) this.inflight.learntNoCheckpoints(threadId, epoch);
   }
 
   /** Writes of the thread issued from now on go to the database only once `until` settles (refuseUntil: ThreadWriteChains.hold). */

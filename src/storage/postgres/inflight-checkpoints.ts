@@ -44,6 +44,11 @@ export interface KnownCheckpoint {
   writes: Map<string, StoredPendingWrite>;
   /** built from a put whose writes are in flight: may be served */
   servable: boolean;
+  /**
+   * served even with nothing in flight: exactly what the database holds while the holding lasts
+   * (learntNoCheckpoints: none, read as the lease was taken; only this holding writes the thread)
+   */
+  exact?: boolean;
 }
 
 /** Threads' known latest root checkpoints; bounded, as a read's rows are kept alive by it. */
@@ -69,23 +74,23 @@ export class InflightCheckpoints {
       this.known.delete(threadId); // learnt under another holding of the thread
       return undefined;
     }
-    return inFlight ? k : undefined;
+    return inFlight || k.exact === true ? k : undefined;
   }
 
   /** a database read found the thread without any root checkpoint (no writes in flight) */
   learntEmpty(threadId: string, epoch: number | undefined): void {
-    this.set(threadId, {
-      id: "",
-      parentId: null,
-      epoch,
-      bodyType: "",
-      body: new Uint8Array(),
-      metadataType: "",
-      metadata: new Uint8Array(),
-      channels: new Map(),
-      writes: new Map(),
-      servable: false,
-    });
+    this.set(threadId, emptyCheckpoint(epoch, false));
+  }
+
+  /**
+   * Cluster: the thread had no root checkpoint as read right after this node took its lease under
+   * `epoch`. Its checkpoints are written only by that holding (the fence), i.e. through this
+   * storage's savers, each of which replaces (put) or forgets (transactions) this entry, so until
+   * then "none" is exact and is served without a read: the thread's first run skips its checkpoint
+   * read. Another holding (the epoch) drops it. (Served as the empty view, id "": getTuple.)
+   */
+  learntNoCheckpoints(threadId: string, epoch: number): void {
+    this.set(threadId, emptyCheckpoint(epoch, true));
   }
 
   /** a database read returned the thread's latest root checkpoint (no writes in flight) */
@@ -157,4 +162,21 @@ export class InflightCheckpoints {
     this.known.set(threadId, k);
     if (this.known.size > MAX_THREADS) this.known.delete(this.known.keys().next().value as string);
   }
+}
+
+/** A thread with no root checkpoint, as known (id ""): a first put's parent (null) matches it. */
+function emptyCheckpoint(epoch: number | undefined, exact: boolean): KnownCheckpoint {
+  return {
+    id: "",
+    parentId: null,
+    epoch,
+    bodyType: "",
+    body: new Uint8Array(),
+    metadataType: "",
+    metadata: new Uint8Array(),
+    channels: new Map(),
+    writes: new Map(),
+    servable: exact,
+    exact,
+  };
 }

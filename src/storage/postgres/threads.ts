@@ -3,7 +3,8 @@
 // commit in the order its actor issued them.
 import type pg from "pg";
 import { fencedStatements, type Guard } from "../../cluster/fence.ts";
-import type { Page, PageSpec, ThreadFilter, ThreadSort, ThreadsPort } from "../port.ts";
+import { laterSql } from "../../cluster/time.ts";
+import type { LeaseTake, Page, PageSpec, TakenLease, ThreadFilter, ThreadSort, ThreadsPort } from "../port.ts";
 import type { ThreadRecord, WebhookDeliveryRecord } from "../records.ts";
 import { authFilterSql, metadataFilterSql, Params, valueFilterSql } from "./filter-sql.ts";
 import { jsonbText, jsonText } from "./json-columns.ts";
@@ -65,6 +66,30 @@ const CREATE_THREAD = fencedStatements(
     ],
   ],
   "(SELECT count(*)::int FROM c) AS created",
+);
+
+/**
+ * CREATE_THREAD (no values), and the thread's lease inserted for node $7 (stamp $8, TTL ms $9) with the row it
+ * created (createTaking): a new epoch, or none when a lease row stands. Answers the epoch and
+ * expiry, and whether the thread has no root checkpoint (the take's read, leases.ts LEASE_THREAD).
+ */
+const CREATE_THREAD_TAKING = fencedStatements(
+  "troupe_thread_create_taking",
+  (g) => [
+    [
+      "c",
+      `INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record, values_json)
+  ${g.row("$1, $2, $3, $4, $5::jsonb, $6::json, NULL")} ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id`,
+    ],
+    [
+      "l",
+      `INSERT INTO thread_leases (thread_id, node_id, epoch, expires_at)
+  SELECT thread_id, $7::text, nextval('thread_lease_epochs'), ${laterSql("$8", "$9")} FROM c
+  ON CONFLICT (thread_id) DO NOTHING RETURNING epoch, expires_at`,
+    ],
+  ],
+  `(SELECT count(*)::int FROM c) AS created, (SELECT epoch FROM l) AS epoch, (SELECT expires_at FROM l) AS expires_at,
+  NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '') AS no_checkpoints`,
 );
 
 const SAVE_THREAD = fencedStatements("troupe_thread_save", (g) => [["t", upsertThreadSql(1, false, g.when)]]);
@@ -146,6 +171,16 @@ export class PostgresThreads implements ThreadsPort {
   create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists"> {
     const values = [...threadRowValues(record), valuesJson === undefined ? null : bytesParam(valuesJson)];
     return this.chains.issueWrite(record.thread_id, CREATE_THREAD, values, (row): ThreadRecord | "exists" => (row?.created === 1 ? record : "exists"));
+  }
+
+  createTaking(record: ThreadRecord, take: LeaseTake): Promise<TakenLease | undefined | "exists"> {
+    const values = [...threadRowValues(record), take.nodeId, take.stamp, take.ttlMs];
+    return this.chains.issueWrite(record.thread_id, CREATE_THREAD_TAKING, values, (row): TakenLease | undefined | "exists" => {
+      const r = row as { created: number; epoch: string | null; expires_at: Date | null; no_checkpoints: boolean } | undefined;
+      if (r?.created !== 1) return "exists";
+      // int8 comes back as text; epochs stay far below 2^53 (one per acquisition)
+      return r.epoch === null || r.expires_at === null ? undefined : { epoch: Number(r.epoch), expiresAt: r.expires_at, noCheckpoints: r.no_checkpoints };
+    });
   }
 
   save(record: ThreadRecord, valuesJson?: string): Promise<void> {
