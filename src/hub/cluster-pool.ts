@@ -415,11 +415,13 @@ export class ClusterShardPool extends ShardPool {
       const lease = await node.acquire(threadId, true);
       if (lease === undefined) return false;
       if (!lease.recover) {
-        super.request({ type: "thread.recover", threadId, epoch: lease.epoch, fenceOnly: true, thread: lease.thread, noCheckpoints: lease.noCheckpoints }).catch((err: unknown) => {
-          // its shard is restarting (the command fails too): no fence there, so no holding here
-          log.warn("thread fence failed", { threadId, err });
-          node.handOver([threadId]).catch(() => undefined);
-        });
+        super
+          .request({ type: "thread.recover", threadId, epoch: lease.epoch, fenceOnly: true, thread: lease.thread, noCheckpoints: lease.noCheckpoints })
+          .catch((err: unknown) => {
+            // its shard is restarting (the command fails too): no fence there, so no holding here
+            log.warn("thread fence failed", { threadId, err });
+            node.handOver([threadId]).catch(() => undefined);
+          });
         return true;
       }
       if (await this.recoverThread(threadId, lease.epoch, lease.thread, lease.noCheckpoints)) return true;
