@@ -66,7 +66,10 @@ const CREATE_ON_THREAD = fencedStatements(
   "troupe_run_create_on_thread",
   (g) => [
     ["t", `UPDATE threads SET status = $2, created_at = $3, updated_at = $4, metadata = $5::jsonb, record = $6::json WHERE thread_id = $1${g.and} RETURNING 1`],
-    ["r", `INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs) SELECT $7, $1, $8, $9, $10::json, $11::json WHERE EXISTS (SELECT 1 FROM t)`],
+    [
+      "r",
+      `INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs) SELECT $7, $1, $8, $9, $10::json, $11::json WHERE EXISTS (SELECT 1 FROM t)`,
+    ],
   ],
   "(SELECT count(*)::int FROM t) AS updated",
 );
