@@ -51,10 +51,11 @@ const notifyChannels = new Map();
 let statements = 0;
 let notifies = 0;
 for (let i = 0; i < lines.length; i++) {
-  const m = /duration: [\d.]+ ms {2}(?:execute [^:]*|statement): (.*)$/.exec(lines[i]);
+  const m = /duration: [\d.]+ ms {2}(execute [^:]*|statement): (.*)$/.exec(lines[i]);
   if (!m) continue;
   statements++;
-  let sql = m[1];
+  // "execute <unnamed>": a statement parsed (and planned) for this execution only; "statement": simple protocol
+  let sql = (m[1] === "execute <unnamed>" ? "[unnamed] " : m[1] === "statement" ? "[simple] " : "") + m[2];
   let j = i + 1;
   for (; j < lines.length && lines[j].startsWith("\t"); j++) sql += ` ${lines[j].trim()}`;
   let kind = sql.replace(/\s+/g, " ").trim().slice(0, 70);

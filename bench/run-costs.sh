@@ -7,7 +7,9 @@
 #
 # usage: PGU=ADMIN_URI PGLOG=SERVER_LOG bench/run-costs.sh CHECKOUT LABEL NODES [DURATION=8]
 #   env: SC scenario (wait-c64), WARM warm-up seconds (3), SERVE_ARGS extra `troupe serve` args,
-#        PROFDIR: CPU profiles of the first node (main thread and shards) go there
+#        PROFDIR: CPU profiles of the first node (main thread and shards) go there,
+#        STATEMENT_LOG=0: no statement log (logging every statement with its parameters costs
+#        PostgreSQL CPU of its own: the server's CPU per run is truer without; no statement counts then)
 #   PGU/PGLOG: a local PostgreSQL on this machine, e.g. `npx tsx bench/local-postgres.ts --port 55433`
 #   (it prints both); alternate checkouts and take medians: CPU per run is steadier than throughput.
 set -u
@@ -19,7 +21,10 @@ work=$(mktemp -d /tmp/troupe-run-costs-XXXX)
 db=costs_$$_$RANDOM
 uri=$(node "$here/bench/pg-admin.mjs" create "$PGU" $db)
 node -e 'const pg=require(process.argv[1]);const c=new pg.Client(process.argv[2]);c.connect().then(()=>c.query(process.argv[3])).then(()=>c.end())' \
-  "$here/node_modules/pg" "$PGU" "ALTER DATABASE $db SET log_min_duration_statement = 0"
+  "$here/node_modules/pg" "$PGU" "ALTER DATABASE $db SET log_min_duration_statement = $([ "${STATEMENT_LOG:-1}" = 0 ] && echo -1 || echo 0)"
+# PG_DB_SET="name = value": one more setting of the bench's database (an experiment, e.g. plan_cache_mode = force_generic_plan)
+[ -n "${PG_DB_SET:-}" ] && node -e 'const pg=require(process.argv[1]);const c=new pg.Client(process.argv[2]);c.connect().then(()=>c.query(process.argv[3])).then(()=>c.end())' \
+  "$here/node_modules/pg" "$PGU" "ALTER DATABASE $db SET $PG_DB_SET"
 pids=(); logs=(); urls=()
 for i in $(seq 1 "$nodes"); do
   d=$(mktemp -d "$work/node-XXXX"); ids=""; [ "$nodes" -gt 1 ] && ids="--node-id n$i"

@@ -34,7 +34,14 @@ export const postgresAdapter: StorageAdapter = async (config) => {
   if (uri === undefined) throw new Error("postgresAdapter: no databaseUri");
   const { openPostgresStorage } = await import("./postgres/adapter.ts");
   try {
-    const storage = await openPostgresStorage({ uri, migrate: config.primary === true, syncCommits: config.syncCommits, nodeId: config.nodeId });
+    // the other threads (actor shards, webhook worker) send fixed per-thread statements: planned once per session
+    const storage = await openPostgresStorage({
+      uri,
+      migrate: config.primary === true,
+      syncCommits: config.syncCommits,
+      nodeId: config.nodeId,
+      genericPlans: config.primary !== true,
+    });
     // the migration reached the server; the other threads check it too, so a bad URI fails every opener alike
     if (config.primary !== true) await storage.db.pool.query("SELECT 1");
     return storage;

@@ -4,6 +4,7 @@
 import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import pgDriver from "pg";
 import { describe, expect, it } from "vitest";
+import { postgresAdapter } from "../../src/storage/open.ts";
 import { openPostgresStorage, type PostgresStorage } from "../../src/storage/postgres/adapter.ts";
 import type { PostgresCheckpointSaver } from "../../src/storage/postgres/checkpointer.ts";
 import type { RunRecord } from "../../src/storage/records.ts";
@@ -155,6 +156,19 @@ describe("checkpoint writes resolve once issued (Postgres, issued-writes.ts)", (
     await saver.put({ configurable: { thread_id: id, checkpoint_ns: "x\u0000y", checkpoint_id: c1.id } }, bad, meta(1), { foo: 2 });
     await expect(saver.getTuple(cfg(id))).rejects.toThrow(/an earlier checkpoint write of thread/);
     expect((await saver.getTuple(cfg(id)))?.checkpoint.id).toBe(c1.id);
+  });
+});
+
+describe("prepared statements' plans (Postgres)", () => {
+  it("the actor shards' and webhook worker's sessions plan each prepared statement once; the HTTP thread's keep the server's choice", async () => {
+    const mode = async (s: PostgresStorage) => (await s.db.pool.query<{ plan_cache_mode: string }>("SHOW plan_cache_mode")).rows[0].plan_cache_mode;
+    expect(await mode(fx.storage)).toBe("auto");
+    const worker = (await postgresAdapter({ dataDir: "unused", databaseUri: fx.uri, primary: false })) as PostgresStorage;
+    try {
+      expect(await mode(worker)).toBe("force_generic_plan");
+    } finally {
+      await worker.close();
+    }
   });
 });
 

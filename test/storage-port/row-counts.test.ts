@@ -12,6 +12,7 @@ import { COUNTED_TABLES } from "../../src/storage/postgres/schema-counts.ts";
 import { countStatement, searchStatement } from "../../src/storage/postgres/search-sql.ts";
 import type { AssistantRecord, CronRecord, RunRecord, ThreadRecord } from "../../src/storage/records.ts";
 import { usePostgresStorage } from "../helpers/postgres.ts";
+import { runRecord, threadRecord } from "../helpers/records.ts";
 
 const T0 = "2026-01-01T00:00:00.000Z";
 const thread = (id: string): ThreadRecord => ({ thread_id: id, created_at: T0, updated_at: T0, metadata: {}, status: "idle", config: {} });
@@ -130,6 +131,41 @@ describe("row counts stay exact", () => {
       c.release();
     }
     await expectExact("threads", 1);
+  });
+});
+
+describe("a run's create on a thread its actor knows", () => {
+  it("fires no INSERT trigger on threads (PostgreSQL plans the counting trigger again on every call), and fails when the row is gone", async () => {
+    const c = fx.storage.db.pool;
+    // a probe next to the counting trigger: how many INSERT statements on threads fired triggers
+    await c.query(`CREATE TABLE insert_firings (n int NOT NULL);
+      INSERT INTO insert_firings VALUES (0);
+      CREATE FUNCTION probe_insert() RETURNS trigger LANGUAGE plpgsql AS $fn$ BEGIN UPDATE insert_firings SET n = n + 1; RETURN NULL; END $fn$;
+      CREATE TRIGGER threads_probe AFTER INSERT ON threads FOR EACH STATEMENT EXECUTE FUNCTION probe_insert();`);
+    const firings = async () => (await c.query<{ n: number }>("SELECT n FROM insert_firings")).rows[0].n;
+    try {
+      const known = threadRecord("t-known");
+      await fx.storage.threads.create(known);
+      expect(await firings()).toBe(1);
+      const busy = { ...known, status: "busy" as const, updated_at: "2026-01-01T00:00:01.000Z" };
+      await fx.storage.runs.create({ run: runRecord("t-known", "r-known"), thread: busy, prev: known }).committed;
+      expect(await firings()).toBe(1); // the thread row was updated, not upserted
+      expect(await fx.storage.threads.get("t-known")).toEqual(busy);
+      expect(await fx.storage.runs.get("t-known", "r-known")).toMatchObject({ run_id: "r-known", status: "pending" });
+      // a thread without a row (none known): the create makes it
+      await fx.storage.runs.create({ run: runRecord("t-made", "r-made"), thread: threadRecord("t-made"), prev: undefined }).committed;
+      expect(await firings()).toBe(2);
+      expect(await fx.storage.threads.get("t-made")).toBeDefined();
+      // the row deleted behind the actor's back: nothing is written and the create fails as on a missing thread
+      await c.query("DELETE FROM threads WHERE thread_id = 't-known'");
+      await expect(fx.storage.runs.create({ run: runRecord("t-known", "r-late"), thread: busy, prev: busy }).committed).rejects.toMatchObject({
+        code: "NOT_FOUND",
+      });
+      expect(await fx.storage.threads.get("t-known")).toBeUndefined();
+      expect(await fx.storage.runs.get("t-known", "r-late")).toBeUndefined();
+    } finally {
+      await c.query("DROP TRIGGER threads_probe ON threads; DROP FUNCTION probe_insert(); DROP TABLE insert_firings;");
+    }
   });
 });
 

@@ -20,6 +20,15 @@ export interface PostgresOptions {
   syncCommits?: boolean;
   /** this process's cluster node (setting troupe.node_id of every session: webhook_outbox.node_id's default) */
   nodeId?: string;
+  /**
+   * plan every prepared statement once per session (plan_cache_mode = force_generic_plan). For the
+   * actor shards and the webhook worker, whose statements are the fixed per-run ones keyed by
+   * thread: PostgreSQL otherwise kept planning some of them on every execution (a custom plan
+   * looked cheaper for a fresh thread: the latest-checkpoint read, the run create), ~14% of its
+   * CPU per run at wait-c64. Not for the HTTP thread: searches filter on skewed values (status,
+   * metadata), where a plan made for the values given is worth its planning.
+   */
+  genericPlans?: boolean;
 }
 
 export interface PostgresDb {
@@ -47,8 +56,9 @@ export function openPostgres(opts: PostgresOptions): PostgresDb {
     max: opts.maxConnections ?? 16,
     // the server's startup options: every statement on these connections resolves tables in the
     // schema; without syncCommits a commit returns once its WAL record is written, not flushed; a
-    // cluster node's sessions carry its id (troupe.node_id: webhook_outbox.node_id's default)
-    options: `-c search_path=${schema}${opts.syncCommits === true ? "" : " -c synchronous_commit=off"}${opts.nodeId === undefined ? "" : ` -c troupe.node_id=${nodeIdOption(opts.nodeId)}`}`,
+    // cluster node's sessions carry its id (troupe.node_id: webhook_outbox.node_id's default);
+    // genericPlans: prepared statements planned once per session
+    options: `-c search_path=${schema}${opts.syncCommits === true ? "" : " -c synchronous_commit=off"}${opts.genericPlans === true ? " -c plan_cache_mode=force_generic_plan" : ""}${opts.nodeId === undefined ? "" : ` -c troupe.node_id=${nodeIdOption(opts.nodeId)}`}`,
     application_name: "troupe",
     // an unreachable server fails the opener (startup) instead of waiting out the OS's TCP timeout
     connectionTimeoutMillis: 10_000,
