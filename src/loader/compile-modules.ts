@@ -19,7 +19,7 @@
 // write is temp + rename, and a build is removed only when no live process on this host has it in
 // use (`in-use/<host>.<pid>` names the build each process runs; written and pruned under `lock/`).
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { readFile, stat } from "node:fs/promises";
 import { builtinModules, createRequire } from "node:module";
@@ -417,8 +417,13 @@ const THIS_PROCESS = `${hostname()}.${process.pid}`;
 /** `in-use/<host>.<pid>` holds the build id this process runs from `outDir` (its newest: one per process). Under the lock. */
 function markInUse(outDir: string, id: string): void {
   const marks = join(outDir, IN_USE);
-  mkdirSync(marks, { recursive: true });
-  writeFileSync(join(marks, THIS_PROCESS), id);
+  const mark = join(marks, THIS_PROCESS);
+  try {
+    if (readFileSync(mark, "utf8") === id) return; // rewriting a file costs a flush (ext4), reading it does not
+  } catch {
+    mkdirSync(marks, { recursive: true }); // this process's first mark here
+  }
+  writeFileSync(mark, id);
 }
 
 /** Builds a live process uses; a process of another host counts as live (its pid says nothing here). Under the lock. */
@@ -461,28 +466,29 @@ const LOCK_STALE_MS = 10_000;
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 /**
- * Runs `fn` holding `<outDir>/lock` (mkdir is atomic): marking a build in use and removing builds
- * not in use must not interleave, or a build could be removed between another process's choice of
- * it and its mark. Held for a few file operations; waits synchronously (startup path, no event loop work).
+ * Runs `fn` holding `<outDir>/lock` (created exclusively: atomic): marking a build in use and
+ * removing builds not in use must not interleave, or a build could be removed between another
+ * process's choice of it and its mark. Held for a few file operations; waits synchronously (the
+ * startup path, nothing else to do). A file, not a directory: its unlink costs a fraction of an rmdir.
  */
 function withCacheLock<T>(outDir: string, fn: () => T): T {
   const lock = join(outDir, "lock");
   mkdirSync(outDir, { recursive: true });
   for (;;) {
     try {
-      mkdirSync(lock);
+      closeSync(openSync(lock, "wx"));
       break;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       const held = statSync(lock, { throwIfNoEntry: false });
-      if (held && Date.now() - held.mtimeMs > LOCK_STALE_MS) rmSync(lock, { recursive: true, force: true });
+      if (held && Date.now() - held.mtimeMs > LOCK_STALE_MS) rmSync(lock, { force: true });
       else Atomics.wait(sleeper, 0, 0, 5);
     }
   }
   try {
     return fn();
   } finally {
-    rmSync(lock, { recursive: true, force: true });
+    unlinkSync(lock);
   }
 }
 
