@@ -11,13 +11,15 @@
 // `import.meta.url` (and dirname/filename) keep naming the source file, so paths relative to it work.
 //
 // The cache (`<outDir>/manifest.json` + one directory per build) is shared: several servers of an
-// install start at once, and files change while a build runs (`troupe dev` saves, a git checkout).
-// So a build is recorded as reusable only if no file it read changed while it ran (the stat of each
-// source is taken before esbuild gets its text; a file touched after the build started makes it build
-// again), a source modified within the filesystem clock's granularity of its build is recorded with
-// the hash of the text compiled (checked on reuse: same size and mtime is not proof there), every
-// write is temp + rename, and a build is removed only when no live process on this host has it in
-// use (`in-use/<host>.<pid>` names the build each process runs; written and pruned under `lock/`).
+// install start at once, and files change while a build runs (`troupe dev` saves, a git checkout
+// rewriting a file: truncated, then written). So a build is recorded as reusable only if it compiled
+// the text that is there: each source's stat is taken before its text is read and compared after
+// the build, a file esbuild reads itself (tsconfig.json, package.json) must be older than the build,
+// and a source written within a clock tick of the build keeps the hash of its compiled text (same
+// size and mtime prove nothing there; checked again on reuse). A build that fails this is made again
+// (up to BUILD_ATTEMPTS). Writes are temp + rename; a build is removed only when no live process of
+// this host runs it (`in-use/<host>.<pid>` names the build each process got from the directory;
+// marking and removing take `lock`, so a build cannot go between a process's choice and its mark).
 import { createHash } from "node:crypto";
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
