@@ -80,7 +80,7 @@ export async function compileModules(entries: readonly string[], outDir: string,
       const outputs = await bundleIsolatingFailures(esbuild, toCompile, outDir, errors);
       const settled = outputs && settle(outputs.inputs, started);
       // a file changed while esbuild read the sources: this build may mix its old and new text
-      if (settled === null && attempt < BUILD_ATTEMPTS) continue;
+      if (outputs !== null && settled === null && attempt < BUILD_ATTEMPTS) continue;
       result.errors = errors;
       if (outputs === null) return result;
       const dir = writeBuild(outputs, outDir, opts.keepBuilds ?? 1);
