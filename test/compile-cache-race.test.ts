@@ -98,6 +98,30 @@ describe("compile cache: files changing while a build runs", () => {
     expect(await run(again.urls[entry]!)).toBe("POOL"); // old code: the first text, reused as "unchanged"
     rmSync(dir, { recursive: true, force: true });
   });
+
+  it("a build setting esbuild reads itself (package.json) changed during the build: built again with the new one", async () => {
+    const dir = project({
+      "package.json": JSON.stringify({ type: "module", imports: { "#dep": "./a.ts" } }),
+      "a.ts": 'export const which = "a";\n',
+      "b.ts": 'export const which = "b";\n',
+      "entry.ts": 'export { which } from "#dep";\n',
+    });
+    const entry = join(dir, "entry.ts");
+    const out = join(dir, "out");
+    // a.ts is read because esbuild resolved "#dep" with the package.json as it was: then it changes
+    afterReadOf(
+      join(dir, "a.ts"),
+      () => {},
+      () => writeFileSync(join(dir, "package.json"), JSON.stringify({ type: "module", imports: { "#dep": "./b.ts" } })),
+    );
+    const first = await compileModules([entry], out);
+    restore?.();
+    const which = async (url: string) => ((await import(url)) as { which: string }).which;
+    expect(await which(first.urls[entry]!)).toBe("b");
+    const again = await compileModules([entry], out);
+    expect(await which(again.urls[entry]!)).toBe("b"); // old code: "a", recorded with the new package.json's stat
+    rmSync(dir, { recursive: true, force: true });
+  });
 });
 
 interface ChildSays {
