@@ -384,20 +384,27 @@ function writeBuild(outputs: BuildOutputs, outDir: string, keep: number): string
   const id = hash.digest("hex").slice(0, 16);
   const dir = join(outDir, id);
   const staging = `${dir}.${process.pid}.tmp`;
-  rmSync(staging, { recursive: true, force: true });
-  for (const [name, contents] of outputs.files) {
-    mkdirSync(dirname(join(staging, name)), { recursive: true });
-    writeFileSync(join(staging, name), contents);
-  }
-  withCacheLock(outDir, () => {
-    try {
-      renameSync(staging, dir);
-    } catch (err) {
-      if (!existsSync(dir)) throw err;
-      // another process wrote the same build first: fine
-    } finally {
-      rmSync(staging, { recursive: true, force: true });
+  let staged = false;
+  const stage = () => {
+    rmSync(staging, { recursive: true, force: true });
+    for (const [name, contents] of outputs.files) {
+      mkdirSync(dirname(join(staging, name)), { recursive: true });
+      writeFileSync(join(staging, name), contents);
     }
+    staged = true;
+  };
+  if (!existsSync(dir)) stage(); // outside the lock: the writing takes longest
+  withCacheLock(outDir, () => {
+    if (!existsSync(dir)) {
+      if (!staged) stage(); // removed since we looked (rare)
+      try {
+        renameSync(staging, dir);
+      } catch (err) {
+        if (!existsSync(dir)) throw err;
+        // another process wrote the same build first: fine
+      }
+    }
+    if (staged) rmSync(staging, { recursive: true, force: true });
     const now = new Date();
     utimesSync(dir, now, now); // newest first below, also when this build already existed
     markInUse(outDir, id);
