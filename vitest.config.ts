@@ -18,6 +18,7 @@ const NOT_ON_POSTGRES = [
   "test/idle-gc.test.ts", // in-process; LMDB's file mapping
   "test/message-chunks.test.ts", // the LMDB saver in-process (the Postgres saver: checkpointer-postgres)
   "test/webhooks.test.ts", // the outbox on LMDB in-process (on PostgreSQL: storage-port/webhooks-postgres)
+  "test/compile-cache-race.test.ts", // the compile cache: no server, no storage
 ];
 
 export default defineConfig({

@@ -60,8 +60,11 @@ async function loadCompiler(cache) {
     await esbuild.stop();
     renameSync(tmp, out);
     for (const old of readdirSync(dirname(out))) {
-      // compilers of earlier versions of the source (a running process has its copy loaded already)
-      if (old !== basename(out) && old.startsWith("compile-modules-") && !old.endsWith(".tmp")) rmSync(join(dirname(out), old), { force: true });
+      // compilers of earlier versions of the source (a running process has its copy loaded already;
+      // one written in the last minute may be a starting process's, between its rename and its import)
+      if (old === basename(out) || !old.startsWith("compile-modules-") || old.endsWith(".tmp")) continue;
+      const written = statSync(join(dirname(out), old), { throwIfNoEntry: false })?.mtimeMs ?? 0;
+      if (Date.now() - written > 60_000) rmSync(join(dirname(out), old), { force: true });
     }
   }
   return import(pathToFileURL(out).href);

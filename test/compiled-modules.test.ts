@@ -30,7 +30,7 @@ describe("compiled user modules", () => {
     expect(out.out).toBe("hello from a file next to the graph");
     expect(out.node).toBe("readGreeting"); // keepNames: LangChain names runnables after functions
     expect(out.where).toBe("compiled:AQID"); // require() of a builtin and of a package, __dirname
-    const builds = readdirSync(join(server.dataDir, "modules", "user"));
+    const builds = readdirSync(join(server.dataDir, "modules", "user")).filter((f) => f !== "in-use"); // in-use: which build each process runs
     expect(builds).toHaveLength(1);
     expect(readdirSync(join(server.dataDir, "modules", "user", builds[0]!)).some((f) => f.endsWith(".mjs.map"))).toBe(true);
   });
@@ -75,7 +75,7 @@ describe("compiled user modules", () => {
     const third = await compileModules([entry], dir);
     expect(third.urls[entry]).not.toBe(first.urls[entry]);
     expect(existsSync(new URL(first.urls[entry]!))).toBe(false);
-    expect(readdirSync(dir).sort()).toEqual([basename(dirname(fileURLToPath(third.urls[entry]!))), "manifest.json"].sort());
+    expect(readdirSync(dir).sort()).toEqual([basename(dirname(fileURLToPath(third.urls[entry]!))), "in-use", "manifest.json"].sort()); // in-use: which build each process runs
     const mod = (await import(third.urls[entry]!)) as { graph: { invoke(i: unknown): Promise<{ call: number }> } };
     expect((await mod.graph.invoke({})).call).toBe(2);
     const plain = join(REPO, "bin/troupe.js");

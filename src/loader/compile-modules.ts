@@ -9,9 +9,21 @@
 // file's directory (a user project's own node_modules included). Two bundles importing a package
 // therefore share one module instance, as they did when Node resolved the bare specifier itself.
 // `import.meta.url` (and dirname/filename) keep naming the source file, so paths relative to it work.
+//
+// The cache (`<outDir>/manifest.json` + one directory per build) is shared: several servers of an
+// install start at once, and files change while a build runs (`troupe dev` saves, a git checkout
+// rewriting a file: truncated, then written). So a build is recorded as reusable only if it compiled
+// the text that is there: each source's stat is taken before its text is read and compared after
+// the build, a file esbuild reads itself (tsconfig.json, package.json) must be older than the build,
+// and a source written within a clock tick of the build keeps the hash of its compiled text (same
+// size and mtime prove nothing there; checked again on reuse). A build that fails this is made again
+// (up to BUILD_ATTEMPTS). Writes are temp + rename; a build is removed only when no live process of
+// this host runs it (`in-use/<host>.<pid>` names the build each process got from the directory;
+// marking and removing take `lock`, so a build cannot go between a process's choice and its mark).
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
-import { readFile } from "node:fs/promises";
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { readFile, stat } from "node:fs/promises";
 import { builtinModules, createRequire } from "node:module";
 import { basename, dirname, extname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -39,10 +51,11 @@ function needsCompile(path: string): boolean {
 }
 
 /**
- * Compiles `entries` (absolute paths) into `<outDir>/<content hash>/` and removes older builds
- * there. An entry that does not compile is reported in `errors` instead of failing the others.
- * When no file the last build read has changed since (size and mtime, packages included), that
- * build is reused without running esbuild at all (`<outDir>/manifest.json`).
+ * Compiles `entries` (absolute paths) into `<outDir>/<content hash>/` and removes older builds there
+ * that no live process uses. An entry that does not compile is reported in `errors` instead of
+ * failing the others. When no file the last build read has changed since (size and mtime, packages
+ * included; the text's hash for a source edited around its build), that build is reused without
+ * running esbuild at all (`<outDir>/manifest.json`).
  */
 export async function compileModules(entries: readonly string[], outDir: string, opts: { keepBuilds?: number } = {}): Promise<CompiledModules> {
   const result: CompiledModules = { urls: {}, errors: {} };
@@ -61,53 +74,98 @@ export async function compileModules(entries: readonly string[], outDir: string,
   }
   const esbuild = await import("esbuild");
   try {
-    let outputs: BuildOutputs;
-    try {
-      outputs = await bundle(esbuild, toCompile, outDir);
-    } catch (err) {
-      // isolate the entries that fail, so one broken graph file does not take the others down
-      const ok: string[] = [];
+    for (let attempt = 1; ; attempt++) {
+      const started = Date.now();
+      const errors: Record<string, string> = {};
+      const outputs = await bundleIsolatingFailures(esbuild, toCompile, outDir, errors);
+      const settled = outputs && settle(outputs.inputs, started);
+      // a file changed while esbuild read the sources: this build may mix its old and new text
+      if (outputs !== null && settled === null && attempt < BUILD_ATTEMPTS) continue;
+      result.errors = errors;
+      if (outputs === null) return result;
+      const dir = writeBuild(outputs, outDir, opts.keepBuilds ?? 1);
+      // only the entries asked for: code-split chunks of dynamic imports have an entry point of their own
+      const compiled: Record<string, string> = {};
       for (const entry of toCompile) {
-        try {
-          await bundle(esbuild, [entry], outDir);
-          ok.push(entry);
-        } catch (e) {
-          result.errors[entry] = buildFailureText(e);
-        }
+        const file = outputs.entries.get(entry);
+        if (file !== undefined) compiled[entry] = result.urls[entry] = pathToFileURL(join(dir, file)).href;
       }
-      if (ok.length === toCompile.length) throw err; // fails only together: nothing to isolate
-      if (ok.length === 0) return result;
-      outputs = await bundle(esbuild, ok, outDir);
+      // a build with failures is never reused: the fix may be in a file it could not even read; one
+      // whose files kept changing is used now (the newest we could make) and built again next time
+      if (Object.keys(errors).length === 0 && settled) writeManifest(outDir, { entries: toCompile, urls: compiled, inputs: settled });
+      return result;
     }
-    const dir = writeBuild(outputs, outDir, opts.keepBuilds ?? 1);
-    // only the entries asked for: code-split chunks of dynamic imports have an entry point of their own
-    const compiled: Record<string, string> = {};
-    for (const entry of toCompile) {
-      const file = outputs.entries.get(entry);
-      if (file !== undefined) compiled[entry] = result.urls[entry] = pathToFileURL(join(dir, file)).href;
-    }
-    // a build with failures is never reused: the fix may be in a file it could not even read
-    if (Object.keys(result.errors).length === 0) writeManifest(outDir, { entries: toCompile, urls: compiled, inputs: stamps(outputs.inputs) });
-    return result;
   } finally {
     await esbuild.stop(); // the helper process is only needed while compiling
   }
 }
 
+/** builds of one call, when files keep changing under it (an editor saving, a checkout running) */
+const BUILD_ATTEMPTS = 3;
+/**
+ * How far a file's mtime may trail the wall clock at its write: Linux stamps files from a coarse
+ * clock (one tick, <= 10 ms). A filesystem with coarser timestamps (1-2 s) is only as exact as the
+ * size and the recorded hashes.
+ */
+const FS_CLOCK_SLACK_MS = 20;
+
+/** All entries together, else each alone, so one broken graph file does not take the others down; null: none compiles. */
+async function bundleIsolatingFailures(esbuild: Esbuild, toCompile: readonly string[], outDir: string, errors: Record<string, string>): Promise<BuildOutputs | null> {
+  try {
+    return await bundle(esbuild, toCompile, outDir);
+  } catch (err) {
+    const ok: string[] = [];
+    for (const entry of toCompile) {
+      try {
+        await bundle(esbuild, [entry], outDir);
+        ok.push(entry);
+      } catch (e) {
+        errors[entry] = buildFailureText(e);
+      }
+    }
+    if (ok.length === toCompile.length) throw err; // fails only together: nothing to isolate
+    if (ok.length === 0) return null;
+    return await bundle(esbuild, ok, outDir);
+  }
+}
+
+/** [size, mtimeMs], and for a source modified around its build the sha256 of the text compiled */
+type Stamp = [number, number] | [number, number, string];
+
 interface Manifest {
   entries: string[];
   urls: Record<string, string>;
-  /** every file the build read or points to: [size, mtimeMs] */
-  inputs: Record<string, [number, number]>;
+  /** every file the build read or points to */
+  inputs: Record<string, Stamp>;
 }
 
 const MANIFEST = "manifest.json";
 
-function stamps(files: Iterable<string>): Record<string, [number, number]> {
-  const out: Record<string, [number, number]> = {};
-  for (const f of files) {
-    const st = statSync(f, { throwIfNoEntry: false });
-    if (st) out[f] = [st.size, st.mtimeMs];
+/**
+ * The stamps to record for a build's inputs, or null when one changed while the build ran: a source
+ * whose stat differs from the one taken before its text was read, or any input (esbuild reads the
+ * build settings and package.json files itself) modified after the build started.
+ */
+function settle(inputs: Map<string, ReadSource | null>, started: number): Record<string, Stamp> | null {
+  const out: Record<string, Stamp> = {};
+  const now = Date.now();
+  for (const [file, read] of inputs) {
+    const st = statSync(file, { throwIfNoEntry: false });
+    if (!st) return null; // removed since it was read or resolved
+    const recent = st.mtimeMs >= started - FS_CLOCK_SLACK_MS && st.mtimeMs <= now + FS_CLOCK_SLACK_MS;
+    if (read === null) {
+      if (recent) return null;
+      out[file] = [st.size, st.mtimeMs];
+      continue;
+    }
+    if (st.size !== read.size || st.mtimeMs !== read.mtimeMs) return null;
+    if (!recent) {
+      out[file] = [st.size, st.mtimeMs];
+      continue;
+    }
+    // written within a clock tick of the build: a same-size edit would not show in the stat, the text does
+    if (sha256Of(readFileSync(file)) !== read.sha256) return null;
+    out[file] = [st.size, st.mtimeMs, read.sha256]; // and is checked again on reuse, for the same reason
   }
   return out;
 }
@@ -120,12 +178,31 @@ function reusableBuild(entries: readonly string[], outDir: string): Record<strin
     return null;
   }
   if (manifest.entries.length !== entries.length || manifest.entries.some((e, i) => e !== entries[i])) return null;
-  for (const [file, [size, mtimeMs]] of Object.entries(manifest.inputs)) {
+  for (const [file, [size, mtimeMs, sha256]] of Object.entries(manifest.inputs)) {
     const st = statSync(file, { throwIfNoEntry: false });
     if (!st || st.size !== size || st.mtimeMs !== mtimeMs) return null;
+    if (sha256 !== undefined && sha256Of(readFileSync(file)) !== sha256) return null;
   }
-  for (const url of Object.values(manifest.urls)) if (!existsSync(new URL(url))) return null;
-  return manifest.urls;
+  const urls = Object.values(manifest.urls);
+  const id = urls.length > 0 ? buildIdOf(outDir, urls[0]!) : null;
+  if (id === null) return null;
+  // registered before it is imported, so no other process removes it meanwhile
+  const present = withCacheLock(outDir, () => {
+    if (!urls.every((url) => existsSync(new URL(url)))) return false;
+    markInUse(outDir, id);
+    return true;
+  });
+  return present ? manifest.urls : null;
+}
+
+function sha256Of(bytes: Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}
+
+/** the build directory's name of an output URL directly in `<outDir>/<id>/`, else null */
+function buildIdOf(outDir: string, url: string): string | null {
+  const dir = dirname(fileURLToPath(url));
+  return dirname(dir) === resolve(outDir) ? basename(dir) : null;
 }
 
 function writeManifest(outDir: string, manifest: Manifest): void {
@@ -134,11 +211,18 @@ function writeManifest(outDir: string, manifest: Manifest): void {
   renameSync(tmp, join(outDir, MANIFEST));
 }
 
+/** a source as our onLoad read it: its stat taken before the read, and the text's hash */
+interface ReadSource {
+  size: number;
+  mtimeMs: number;
+  sha256: string;
+}
+
 interface BuildOutputs {
   /** relative output path → contents */
   files: Map<string, Uint8Array>;
-  /** absolute paths of the sources bundled and of the package files left external */
-  inputs: Set<string>;
+  /** absolute paths of the files bundled and of the package files left external; our onLoad's reads */
+  inputs: Map<string, ReadSource | null>;
   /** absolute entry source path → relative output path of its module */
   entries: Map<string, string>;
 }
@@ -147,6 +231,7 @@ type Esbuild = typeof import("esbuild");
 
 async function bundle(esbuild: Esbuild, entries: readonly string[], outDir: string): Promise<BuildOutputs> {
   const external = new Set<string>();
+  const reads = new Map<string, ReadSource>();
   const entryPoints: Record<string, string> = {};
   entries.forEach((e, i) => (entryPoints[`${basename(e, extname(e))}-${i}`] = e));
   // the files end up in <outDir>/<hash>/: same depth, so the source maps' relative paths hold
@@ -168,7 +253,7 @@ async function bundle(esbuild: Esbuild, entries: readonly string[], outDir: stri
     metafile: true,
     write: false,
     logLevel: "silent",
-    plugins: [externalPackages(external), sourceFileMeta],
+    plugins: [externalPackages(external), sourceFileMeta(reads)],
     // CommonJS-style `require(...)` in a source (tsx allowed it): esbuild's ESM output calls it
     // through a shim that needs a `require` in scope
     banner: { js: 'import { createRequire as __troupeCreateRequire } from "node:module"; const require = __troupeCreateRequire(import.meta.url);' },
@@ -181,7 +266,8 @@ async function bundle(esbuild: Esbuild, entries: readonly string[], outDir: stri
     if (meta.entryPoint !== undefined) entries2.set(resolve(meta.entryPoint), relative(outdir, resolve(out)));
   }
   const sources = Object.keys(built.metafile.inputs).map((f) => resolve(f));
-  const inputs = new Set([...external, ...sources, ...buildSettingsOf(sources), ...compilerFiles()]);
+  const inputs = new Map<string, ReadSource | null>();
+  for (const f of [...external, ...sources, ...buildSettingsOf(sources), ...compilerFiles()]) inputs.set(f, reads.get(f) ?? null);
   return { files, inputs, entries: entries2 };
 }
 
@@ -248,13 +334,19 @@ const externalPackages = (seen: Set<string>): Plugin => ({
   },
 });
 
-/** Our sources and the user's: `import.meta.*` and CommonJS `__dirname` keep naming the source file. */
-const sourceFileMeta: Plugin = {
+/**
+ * Our sources and the user's: `import.meta.*` and CommonJS `__dirname` keep naming the source file.
+ * Each read goes into `reads` with the file's stat taken before it, so a change while it is read shows.
+ */
+const sourceFileMeta = (reads: Map<string, ReadSource>): Plugin => ({
   name: "troupe-source-file-meta",
   setup(build) {
     build.onLoad({ filter: /\.(?:[cm]?[jt]s|[jt]sx)$/ }, async (args) => {
       if (args.path.split(sep).includes("node_modules")) return undefined;
-      let text = await readFile(args.path, "utf8");
+      const before = await stat(args.path);
+      const bytes = await readFile(args.path);
+      reads.set(args.path, { size: before.size, mtimeMs: before.mtimeMs, sha256: sha256Of(bytes) });
+      let text = bytes.toString("utf8");
       // `define` (see bundle()) turned import.meta.url/filename/dirname into these names; declared
       // per module, so each names its own source file (esbuild renames colliding top-level names)
       const prelude: string[] = [];
@@ -273,7 +365,7 @@ const sourceFileMeta: Plugin = {
       return { contents: text, loader: loaderFor(args.path), resolveDir: dirname(args.path) };
     });
   },
-};
+});
 
 function loaderFor(path: string): Loader {
   if (path.endsWith(".tsx")) return "tsx";
@@ -282,36 +374,131 @@ function loaderFor(path: string): Loader {
 }
 
 /**
- * Writes the build under its content hash (reused when unchanged) and removes older builds but the
- * `keep - 1` newest (a shared cache keeps a few: another process may still run an older one).
+ * Writes the build under its content hash (reused when unchanged), marks it in use by this process,
+ * and removes older builds but the `keep - 1` newest (a shared cache keeps a few for the next start
+ * of an older checkout), never one a live process of this host has in use.
  */
 function writeBuild(outputs: BuildOutputs, outDir: string, keep: number): string {
   const hash = createHash("sha256");
   for (const [name, contents] of [...outputs.files].sort(([a], [b]) => (a < b ? -1 : 1))) hash.update(name).update("\0").update(contents);
   const id = hash.digest("hex").slice(0, 16);
   const dir = join(outDir, id);
-  if (!existsSync(dir)) {
-    const staging = `${dir}.${process.pid}.tmp`;
+  const staging = `${dir}.${process.pid}.tmp`;
+  let staged = false;
+  const stage = () => {
     rmSync(staging, { recursive: true, force: true });
     for (const [name, contents] of outputs.files) {
       mkdirSync(dirname(join(staging, name)), { recursive: true });
       writeFileSync(join(staging, name), contents);
     }
+    staged = true;
+  };
+  if (!existsSync(dir)) stage(); // outside the lock: the writing takes longest
+  withCacheLock(outDir, () => {
+    if (!existsSync(dir)) {
+      if (!staged) stage(); // removed since we looked (rare)
+      try {
+        renameSync(staging, dir);
+      } catch (err) {
+        if (!existsSync(dir)) throw err;
+        // another process wrote the same build first: fine
+      }
+    }
+    if (staged) rmSync(staging, { recursive: true, force: true });
+    const now = new Date();
+    utimesSync(dir, now, now); // newest first below, also when this build already existed
+    markInUse(outDir, id);
+    const inUse = buildsInUse(outDir);
+    const older = readdirSync(outDir)
+      .filter((name) => name !== id && BUILD_ID.test(name))
+      .map((name) => ({ name, mtime: statSync(join(outDir, name), { throwIfNoEntry: false })?.mtimeMs ?? 0 }))
+      .sort((a, b) => b.mtime - a.mtime);
+    for (const { name } of older.slice(Math.max(0, keep - 1))) if (!inUse.has(name)) rmSync(join(outDir, name), { recursive: true, force: true });
+  });
+  return dir;
+}
+
+/** names of build directories (16 hex digits of the content hash) */
+const BUILD_ID = /^[0-9a-f]{16}$/;
+const IN_USE = "in-use";
+const THIS_PROCESS = `${hostname()}.${process.pid}`;
+
+/** `in-use/<host>.<pid>` holds the build id this process runs from `outDir` (its newest: one per process). Under the lock. */
+function markInUse(outDir: string, id: string): void {
+  const marks = join(outDir, IN_USE);
+  const mark = join(marks, THIS_PROCESS);
+  try {
+    if (readFileSync(mark, "utf8") === id) return; // rewriting a file costs a flush (ext4), reading it does not
+  } catch {
+    mkdirSync(marks, { recursive: true }); // this process's first mark here
+  }
+  writeFileSync(mark, id);
+}
+
+/** Builds a live process uses; a process of another host counts as live (its pid says nothing here). Under the lock. */
+function buildsInUse(outDir: string): Set<string> {
+  const marks = join(outDir, IN_USE);
+  const ids = new Set<string>();
+  let names: string[];
+  try {
+    names = readdirSync(marks);
+  } catch {
+    return ids;
+  }
+  const host = `${hostname()}.`;
+  for (const name of names) {
+    const pid = Number(name.slice(host.length));
+    if (name.startsWith(host) && Number.isInteger(pid) && !isAlive(pid)) {
+      rmSync(join(marks, name), { force: true });
+      continue;
+    }
     try {
-      renameSync(staging, dir);
-    } catch (err) {
-      rmSync(staging, { recursive: true, force: true });
-      if (!existsSync(dir)) throw err; // another process wrote the same build first: fine
+      ids.add(readFileSync(join(marks, name), "utf8"));
+    } catch {
+      // removed meanwhile by another host's process
     }
   }
-  const now = new Date();
-  utimesSync(dir, now, now); // newest first below, also when this build already existed
-  const older = readdirSync(outDir)
-    .filter((name) => name !== id && name !== MANIFEST && !name.endsWith(".tmp"))
-    .map((name) => ({ name, mtime: statSync(join(outDir, name), { throwIfNoEntry: false })?.mtimeMs ?? 0 }))
-    .sort((a, b) => b.mtime - a.mtime);
-  for (const { name } of older.slice(Math.max(0, keep - 1))) rmSync(join(outDir, name), { recursive: true, force: true });
-  return dir;
+  return ids;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM"; // alive, another user's
+  }
+}
+
+/** a lock held longer than this is a crashed holder's (the work under it is a few file operations) */
+const LOCK_STALE_MS = 10_000;
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Runs `fn` holding `<outDir>/lock` (created exclusively: atomic): marking a build in use and
+ * removing builds not in use must not interleave, or a build could be removed between another
+ * process's choice of it and its mark. Held for a few file operations; waits synchronously (the
+ * startup path, nothing else to do). A file, not a directory: its unlink costs a fraction of an rmdir.
+ */
+function withCacheLock<T>(outDir: string, fn: () => T): T {
+  const lock = join(outDir, "lock");
+  mkdirSync(outDir, { recursive: true });
+  for (;;) {
+    try {
+      closeSync(openSync(lock, "wx"));
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      const held = statSync(lock, { throwIfNoEntry: false });
+      if (held && Date.now() - held.mtimeMs > LOCK_STALE_MS) rmSync(lock, { force: true });
+      else Atomics.wait(sleeper, 0, 0, 5);
+    }
+  }
+  try {
+    return fn();
+  } finally {
+    unlinkSync(lock);
+  }
 }
 
 function buildFailureText(err: unknown): string {
