@@ -155,38 +155,43 @@ function startChild(entry: string, out: string, mode?: "hold") {
 }
 
 describe("compile cache: several processes building into one directory", () => {
-  it("concurrent builders into one directory agree and load; a process keeps the build it runs while others build newer ones", { timeout: 120_000 }, async () => {
-    const lazy = 'export const value = "lazy chunk";\n';
-    const entryText = 'import { VERSION } from "./version.ts";\nexport const version = VERSION;\nexport async function later() { return (await import("./lazy.ts")).value; }\n';
-    const dir = project({ "version.ts": "export const VERSION = 1;\n", "lazy.ts": lazy, "entry.ts": entryText });
-    const entry = join(dir, "entry.ts");
-    const out = join(dir, "cache");
-    try {
-      // a long-running server: imported its entry from build 1, loads a chunk of it only later
-      const holder = startChild(entry, out, "hold");
-      expect((await holder.say(1)).version).toBe(1);
-      // four servers started at once after an edit: one build, all of them run it
-      writeFileSync(join(dir, "version.ts"), "export const VERSION = 2;\n");
-      const builders = Array.from({ length: 4 }, () => startChild(entry, out));
-      const said = await Promise.all(builders.map((b) => b.say(1)));
-      expect(await Promise.all(builders.map((b) => b.exited))).toEqual([0, 0, 0, 0]);
-      for (const s of said) expect(s).toEqual({ url: said[0]!.url, version: 2, lazy: "lazy chunk" });
-      // two more edits, each built (here, in another process than the holder): 3 builds newer than the holder's
-      for (const version of [3, 4]) {
-        writeFileSync(join(dir, "version.ts"), `export const VERSION = ${version};\n`);
-        await compileModules([entry], out, { keepBuilds: 3 });
+  it(
+    "concurrent builders into one directory agree and load; a process keeps the build it runs while others build newer ones",
+    { timeout: 120_000 },
+    async () => {
+      const lazy = 'export const value = "lazy chunk";\n';
+      const entryText =
+        'import { VERSION } from "./version.ts";\nexport const version = VERSION;\nexport async function later() { return (await import("./lazy.ts")).value; }\n';
+      const dir = project({ "version.ts": "export const VERSION = 1;\n", "lazy.ts": lazy, "entry.ts": entryText });
+      const entry = join(dir, "entry.ts");
+      const out = join(dir, "cache");
+      try {
+        // a long-running server: imported its entry from build 1, loads a chunk of it only later
+        const holder = startChild(entry, out, "hold");
+        expect((await holder.say(1)).version).toBe(1);
+        // four servers started at once after an edit: one build, all of them run it
+        writeFileSync(join(dir, "version.ts"), "export const VERSION = 2;\n");
+        const builders = Array.from({ length: 4 }, () => startChild(entry, out));
+        const said = await Promise.all(builders.map((b) => b.say(1)));
+        expect(await Promise.all(builders.map((b) => b.exited))).toEqual([0, 0, 0, 0]);
+        for (const s of said) expect(s).toEqual({ url: said[0]!.url, version: 2, lazy: "lazy chunk" });
+        // two more edits, each built (here, in another process than the holder): 3 builds newer than the holder's
+        for (const version of [3, 4]) {
+          writeFileSync(join(dir, "version.ts"), `export const VERSION = ${version};\n`);
+          await compileModules([entry], out, { keepBuilds: 3 });
+        }
+        holder.proc.stdin.write("go\n");
+        // old code: ERR_MODULE_NOT_FOUND, build 1 was removed as one of the "older builds"
+        expect(await holder.say(2)).toMatchObject({ version: 1, lazy: "lazy chunk" });
+        expect(await holder.exited).toBe(0);
+        // the cache as the builders left it: reused as it is, no staging or lock left behind
+        const now = await compileModules([entry], out, { keepBuilds: 3 });
+        const mod = (await import(now.urls[entry]!)) as { version: number; later(): Promise<string> };
+        expect([mod.version, await mod.later()]).toEqual([4, "lazy chunk"]);
+        expect(readdirSync(out).filter((n) => n.endsWith(".tmp") || n === "lock")).toEqual([]);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
       }
-      holder.proc.stdin.write("go\n");
-      // old code: ERR_MODULE_NOT_FOUND, build 1 was removed as one of the "older builds"
-      expect(await holder.say(2)).toMatchObject({ version: 1, lazy: "lazy chunk" });
-      expect(await holder.exited).toBe(0);
-      // the cache as the builders left it: reused as it is, no staging or lock left behind
-      const now = await compileModules([entry], out, { keepBuilds: 3 });
-      const mod = (await import(now.urls[entry]!)) as { version: number; later(): Promise<string> };
-      expect([mod.version, await mod.later()]).toEqual([4, "lazy chunk"]);
-      expect(readdirSync(out).filter((n) => n.endsWith(".tmp") || n === "lock")).toEqual([]);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    },
+  );
 });

@@ -21,7 +21,20 @@
 // this host runs it (`in-use/<host>.<pid>` names the build each process got from the directory;
 // marking and removing take `lock`, so a build cannot go between a process's choice and its mark).
 import { createHash } from "node:crypto";
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { hostname } from "node:os";
 import { readFile, stat } from "node:fs/promises";
 import { builtinModules, createRequire } from "node:module";
@@ -110,7 +123,12 @@ const BUILD_ATTEMPTS = 3;
 const FS_CLOCK_SLACK_MS = 20;
 
 /** All entries together, else each alone, so one broken graph file does not take the others down; null: none compiles. */
-async function bundleIsolatingFailures(esbuild: Esbuild, toCompile: readonly string[], outDir: string, errors: Record<string, string>): Promise<BuildOutputs | null> {
+async function bundleIsolatingFailures(
+  esbuild: Esbuild,
+  toCompile: readonly string[],
+  outDir: string,
+  errors: Record<string, string>,
+): Promise<BuildOutputs | null> {
   try {
     return await bundle(esbuild, toCompile, outDir);
   } catch (err) {
