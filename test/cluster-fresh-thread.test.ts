@@ -10,34 +10,23 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "@langchain/langgraph-sdk";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { acquireLease, handOverLease, releaseLease, type AcquiredLease } from "../src/cluster/leases.ts";
 import { databaseStamp } from "../src/cluster/time.ts";
 import { runCheckpointMetadata } from "../src/actors/run-checkpoint-saver.ts";
-import { openPostgresStorage, type PostgresStorage } from "../src/storage/postgres/adapter.ts";
+import type { PostgresStorage } from "../src/storage/postgres/adapter.ts";
 import { nowIso } from "../src/storage/records.ts";
 import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import type { ThreadCheckpointOps } from "../src/storage/port.ts";
 import { gateOf } from "./fixtures/actor/gate.ts";
 import { ActorHarness } from "./helpers/actor-harness.ts";
-import { usePostgresDatabase } from "./helpers/postgres.ts";
+import { usePostgresNodePair } from "./helpers/postgres.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { waitUntil } from "./helpers/wait.ts";
 
-const database = usePostgresDatabase();
-let nodeA: PostgresStorage;
-let nodeB: PostgresStorage;
+const nodes = usePostgresNodePair();
+const database = nodes;
 const timing = { ttlMs: 15_000, stamp: databaseStamp };
-
-beforeAll(async () => {
-  nodeA = await openPostgresStorage({ uri: database.uri, maxConnections: 4 });
-  nodeB = await openPostgresStorage({ uri: database.uri, maxConnections: 4, migrate: false });
-});
-
-afterAll(async () => {
-  await nodeA?.close();
-  await nodeB?.close();
-});
 
 type Saver = BaseCheckpointSaver & ThreadCheckpointOps;
 
@@ -95,10 +84,10 @@ const run = (n: number) => `00000000-0000-7000-8000-0000000fe${String(n).padStar
 describe("a thread's first run on a cluster node (Postgres)", () => {
   it("with no checkpoint as the lease was taken, the run reads none; its own checkpoints are read after it", async () => {
     const t = id(1);
-    const { h, saver } = await actorsOn(nodeA);
-    const reads = latestReads(nodeA);
-    await createThread(nodeA, t);
-    const lease = await take(nodeA, h, saver, t, "node-a");
+    const { h, saver } = await actorsOn(nodes.a);
+    const reads = latestReads(nodes.a);
+    await createThread(nodes.a, t);
+    const lease = await take(nodes.a, h, saver, t, "node-a");
     expect(lease).toMatchObject({ recover: false, noCheckpoints: true, thread: { thread_id: t } });
     await runTo(h, t, run(1));
     expect(reads.n).toBe(0); // was 1: the graph's first checkpoint read
@@ -107,39 +96,39 @@ describe("a thread's first run on a cluster node (Postgres)", () => {
     await runTo(h, t, run(2));
     expect(await humans(h, t)).toEqual([run(1), run(2)]);
     // taken again after a release: the take sees the checkpoints, nothing is skipped
-    expect(await releaseLease(nodeA.db, lease)).toBe(true);
-    nodeA.fences!.unfence(t);
-    const again = await acquireLease(nodeA.db, t, "node-a", timing, true);
+    expect(await releaseLease(nodes.a.db, lease)).toBe(true);
+    nodes.a.fences!.unfence(t);
+    const again = await acquireLease(nodes.a.db, t, "node-a", timing, true);
     expect(again).toMatchObject({ noCheckpoints: false });
-    await releaseLease(nodeA.db, again!);
+    await releaseLease(nodes.a.db, again!);
     // a thread that does not exist yet (a run with if_not_exists create): none either
-    expect(await acquireLease(nodeA.db, id(99), "node-a", timing, true)).toMatchObject({ thread: null, noCheckpoints: true });
+    expect(await acquireLease(nodes.a.db, id(99), "node-a", timing, true)).toMatchObject({ thread: null, noCheckpoints: true });
   });
 
   it("a thread given a checkpoint before the take (a state update, a copy) is read", async () => {
     const [source, updated, copied] = [id(10), id(11), id(12)];
-    const { h, saver } = await actorsOn(nodeA);
-    await createThread(nodeA, source);
-    await take(nodeA, h, saver, source, "node-a");
+    const { h, saver } = await actorsOn(nodes.a);
+    await createThread(nodes.a, source);
+    await take(nodes.a, h, saver, source, "node-a");
     await runTo(h, source, run(10));
     // a state update on a fresh thread (its own holding), released idle
-    await createThread(nodeA, updated);
-    const u = await take(nodeA, h, saver, updated, "node-a");
+    await createThread(nodes.a, updated);
+    const u = await take(nodes.a, h, saver, updated, "node-a");
     await h.actor(updated).handle({
       type: "thread.update_state",
       threadId: updated,
       values: { messages: [{ role: "human", content: "set by update_state" }] },
       asNode: "wait",
     });
-    await releaseLease(nodeA.db, u);
-    nodeA.fences!.unfence(updated);
+    await releaseLease(nodes.a.db, u);
+    nodes.a.fences!.unfence(updated);
     // a copy (written by the source's actor, unfenced target)
     await h.actor(source).handle({ type: "thread.copy", threadId: source, newThreadId: copied });
 
-    const { h: h2, saver: saver2 } = await actorsOn(nodeA);
-    const reads = latestReads(nodeA);
-    expect(await take(nodeA, h2, saver2, updated, "node-a")).toMatchObject({ noCheckpoints: false });
-    expect(await take(nodeA, h2, saver2, copied, "node-a")).toMatchObject({ noCheckpoints: false });
+    const { h: h2, saver: saver2 } = await actorsOn(nodes.a);
+    const reads = latestReads(nodes.a);
+    expect(await take(nodes.a, h2, saver2, updated, "node-a")).toMatchObject({ noCheckpoints: false });
+    expect(await take(nodes.a, h2, saver2, copied, "node-a")).toMatchObject({ noCheckpoints: false });
     await runTo(h2, updated, run(11));
     await runTo(h2, copied, run(12));
     expect(reads.n).toBe(2);
@@ -149,20 +138,20 @@ describe("a thread's first run on a cluster node (Postgres)", () => {
 
   it("what a holding learnt is not used by a later one, nor by a late message of an earlier one, nor after its own write", async () => {
     const t = id(20);
-    const { h, saver } = await actorsOn(nodeA);
-    await createThread(nodeA, t);
-    const first = await take(nodeA, h, saver, t, "node-a");
+    const { h, saver } = await actorsOn(nodes.a);
+    await createThread(nodes.a, t);
+    const first = await take(nodes.a, h, saver, t, "node-a");
     // A pauses past its lease (not told): B takes the thread and runs it (a checkpoint)
-    await handOverLease(nodeB.db, first);
-    const { h: hb, saver: saverB } = await actorsOn(nodeB);
-    const onB = await take(nodeB, hb, saverB, t, "node-b");
+    await handOverLease(nodes.b.db, first);
+    const { h: hb, saver: saverB } = await actorsOn(nodes.b);
+    const onB = await take(nodes.b, hb, saverB, t, "node-b");
     expect(onB.noCheckpoints).toBe(true);
     await runTo(hb, t, run(20));
     // ...then releases it, and A takes it back under a new holding: its saver reads the checkpoint
-    await releaseLease(nodeB.db, onB);
-    nodeB.fences!.unfence(t);
-    const reads = latestReads(nodeA);
-    const third = await take(nodeA, h, saver, t, "node-a");
+    await releaseLease(nodes.b.db, onB);
+    nodes.b.fences!.unfence(t);
+    const reads = latestReads(nodes.a);
+    const third = await take(nodes.a, h, saver, t, "node-a");
     expect(third.noCheckpoints).toBe(false);
     saver.learnNoCheckpoints?.(t, first.epoch); // a late thread.recover of the first holding: ignored
     await runTo(h, t, run(21));
@@ -171,8 +160,8 @@ describe("a thread's first run on a cluster node (Postgres)", () => {
 
     // a fresh thread whose holding writes a checkpoint (a state update) before its first run: the run reads it
     const u = id(21);
-    await createThread(nodeA, u);
-    expect(await take(nodeA, h, saver, u, "node-a")).toMatchObject({ noCheckpoints: true });
+    await createThread(nodes.a, u);
+    expect(await take(nodes.a, h, saver, u, "node-a")).toMatchObject({ noCheckpoints: true });
     await h.actor(u).handle({
       type: "thread.update_state",
       threadId: u,
@@ -188,19 +177,19 @@ describe("a run started before its create committed, on a thread known to have n
   it("sends its create before its graph runs (the graph awaits no I/O before its first step)", async () => {
     const t = id(30);
     const r = run(30);
-    const { h, saver } = await actorsOn(nodeA);
+    const { h, saver } = await actorsOn(nodes.a);
     // the graph loaded and compiled (its first run imports it: I/O)
-    await createThread(nodeA, id(31));
-    await take(nodeA, h, saver, id(31), "node-a");
+    await createThread(nodes.a, id(31));
+    await take(nodes.a, h, saver, id(31), "node-a");
     await runTo(h, id(31), run(31));
-    await createThread(nodeA, t);
-    await take(nodeA, h, saver, t, "node-a");
+    await createThread(nodes.a, t);
+    await take(nodes.a, h, saver, t, "node-a");
     // when the create's statement goes out on a connection: has the run's graph reached its node yet?
     const client = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
     const query = client.query;
     let arrivalsAtSend: number | undefined;
     client.query = function (this: unknown, ...a: unknown[]) {
-      if ((a[0] as { name?: string })?.name === "troupe_run_create_fenced") arrivalsAtSend ??= gateOf(r).arrivals;
+      if (/^troupe_run_create(_on_thread)?_fenced$/.test((a[0] as { name?: string })?.name ?? "")) arrivalsAtSend ??= gateOf(r).arrivals;
       return query.apply(this, a);
     };
     try {

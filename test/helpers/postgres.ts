@@ -57,6 +57,39 @@ export function usePostgresDatabase(): { readonly uri: string } {
   };
 }
 
+/**
+ * Two storages on one database for the calling file, as two cluster nodes' would be: `a` runs the
+ * migrations, `b` opens on them (each with a small pool of its own).
+ */
+export function usePostgresNodePair(): { readonly a: PostgresStorage; readonly b: PostgresStorage; readonly uri: string } {
+  const database = usePostgresDatabase();
+  let a: PostgresStorage | undefined;
+  let b: PostgresStorage | undefined;
+  beforeAll(async () => {
+    a = await openPostgresStorage({ uri: database.uri, maxConnections: 4 });
+    b = await openPostgresStorage({ uri: database.uri, maxConnections: 4, migrate: false });
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+  });
+  const opened = (s: PostgresStorage | undefined): PostgresStorage => {
+    if (s === undefined) throw new Error("usePostgresNodePair: only inside a test");
+    return s;
+  };
+  return {
+    get a() {
+      return opened(a);
+    },
+    get b() {
+      return opened(b);
+    },
+    get uri() {
+      return database.uri;
+    },
+  };
+}
+
 async function withClient<T>(uri: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: uri });
   await client.connect();
