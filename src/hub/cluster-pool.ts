@@ -16,7 +16,7 @@ import { RemoteRuns } from "./remote-runs.ts";
 import { RemoteThreads, THREAD_ID_STEP, threadIdTag, type RemoteThreadStream } from "./remote-threads.ts";
 import type { ThreadStreamMode } from "./thread-stream-hub.ts";
 import type { RunStreams } from "./run-hub.ts";
-import { ShardPool, type ShardPoolOptions } from "./shard-pool.ts";
+import { ShardDiedError, ShardPool, type ShardPoolOptions } from "./shard-pool.ts";
 import type { ThreadProtocolHub } from "./thread-protocol-hub.ts";
 
 const log = componentLog("cluster-pool");
@@ -30,6 +30,8 @@ const ROUTE_DEADLINE_MS = 60_000;
 /** Reply timeout of a forwarded command; cancels that wait for the run's end get longer. */
 const FORWARD_TIMEOUT_MS = 10_000;
 const FORWARD_WAIT_TIMEOUT_MS = 120_000;
+/** How long a create whose shard died is given to commit before it is taken for not created. */
+const CREATE_SETTLE_MS = 250;
 
 export interface ClusterPoolOptions extends ShardPoolOptions {
   /** the database schema (bus channel names) */
@@ -151,9 +153,24 @@ export class ClusterShardPool extends ShardPool {
   }
 
   override async createRun(cmd: CreateRunCommand): Promise<RunRecord> {
-    const run = await this.request(cmd);
+    const run = await this.request(cmd).catch((err: unknown) => this.createdBeforeShardDied(cmd, err));
     this.created(cmd, run);
     this.remote?.created(run.run_id, run.thread_id);
+    return run;
+  }
+
+  /**
+   * A run that starts before its create commits (PostgreSQL: ShardContext.startBeforeCommit) can
+   * take its worker down (a graph calling process.exit, a native crash) with the create's
+   * statement sent and its reply lost. If the create committed, the run is this request's answer
+   * (the shard's hand-over and a takeover scan resume it), not a 503 whose retry would create the
+   * run twice; read again once a moment later, as the statement may still be executing.
+   */
+  private async createdBeforeShardDied(cmd: CreateRunCommand, err: unknown): Promise<RunRecord> {
+    if (!(err instanceof ShardDiedError)) throw err;
+    const read = () => this.clusterOpts.runs.get(cmd.threadId, cmd.runId);
+    const run = (await read()) ?? (await new Promise((resolve) => setTimeout(resolve, CREATE_SETTLE_MS)).then(read));
+    if (run === undefined) throw err;
     return run;
   }
 

@@ -78,6 +78,13 @@ interface Shard {
   dead: boolean;
 }
 
+/** A command's reply lost with its shard: the worker died (and restarts) while the command was in it. */
+export class ShardDiedError extends TroupeError {
+  constructor() {
+    super("UNAVAILABLE", "The worker handling this thread restarted; retry the request");
+  }
+}
+
 export class ShardPool {
   protected readonly hub = new RunHub();
   /** run streams: waiting for runs, reading their events (/wait, /join, streams, A2A, MCP) */
@@ -169,7 +176,7 @@ export class ShardPool {
         Atomics.store(new Int32Array(this.idleBoard), index + 1, 0); // its last sample must not hold the others back
         new ShardMetricsWriter(this.metricsBoard, index, this.metrics.graphIds).clearGauges(); // its queue is gone with it (counters stay)
         log.error("actor shard died; restarting", { shard: index, err });
-        this.failPending(shard, new TroupeError("UNAVAILABLE", "The worker handling this thread restarted; retry the request"));
+        this.failPending(shard, new ShardDiedError());
         this.shardDied(index);
         port1.close();
         // back off when a shard keeps dying at startup (e.g. a graph that crashes the worker)
