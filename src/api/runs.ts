@@ -144,7 +144,7 @@ export function runRoutes(app: AppContext): RouteDef[] {
     const ended: Reply = { kind: "sse", headers: extra, start: (sink) => void sink.end() };
     // A gated run whose end the hub still awaits may be final in storage already, its run.done on
     // its way from the worker: it is streamed (its buffered events, then that end), not "unseen".
-    const awaited = hub.gatedRunsOf(run.thread_id).includes(runId);
+    const awaited = hub.isAwaitedGated(runId);
     if (!awaited && finishedUnseen(run.status)) return ended;
     await pool.observeRun(run.thread_id, run.run_id, true);
     if (!awaited && finishedUnseen((await storage.runs.get(run.thread_id, runId))?.status)) return ended;

@@ -108,6 +108,7 @@ export class RemoteRuns {
       doneOf: (runId) => hub.doneOf(runId),
       drop: (runId) => hub.drop(runId),
       gatedRunsOf: (threadId) => hub.gatedRunsOf(threadId),
+      isAwaitedGated: (runId) => hub.isAwaitedGated(runId),
       waitFor: (runId) => {
         this.watch(runId);
         return hub.waitFor(runId);

@@ -68,7 +68,7 @@ export interface RunHubOptions {
  * What request handlers may do with run streams (ShardPool.runs): wait for, read and forget runs.
  * Feeding the hub (expect/started/events/finished) is the pool's job alone.
  */
-export type RunStreams = Pick<RunHub, "doneOf" | "waitFor" | "subscribe" | "drop" | "gatedRunsOf">;
+export type RunStreams = Pick<RunHub, "doneOf" | "waitFor" | "subscribe" | "drop" | "gatedRunsOf" | "isAwaitedGated">;
 
 export class RunHub {
   private readonly logs = new Map<string, RunLog>();
@@ -137,6 +137,15 @@ export class RunHub {
   markObserved(runId: string): void {
     const l = this.logs.get(runId);
     if (l) this.setGated(l, false);
+  }
+
+  /**
+   * Whether the run is gated and its end has not reached the hub: it may be final in storage
+   * already (the worker's commit landed) while its run.done is still on its way.
+   */
+  isAwaitedGated(runId: string): boolean {
+    const l = this.logs.get(runId);
+    return l?.gated === true && l.done === undefined;
   }
 
   /** Gated runs of a thread that have not finished (a thread stream starts observing them live). */
