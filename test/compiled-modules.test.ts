@@ -3,7 +3,9 @@
 // graph files import is one instance, .tsx entries work, function names survive bundling, and a
 // file that does not compile fails only its own runs, with esbuild's message.
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Client } from "@langchain/langgraph-sdk";
@@ -80,5 +82,24 @@ describe("compiled user modules", () => {
     expect((await mod.graph.invoke({})).call).toBe(2);
     const plain = join(REPO, "bin/troupe.js");
     expect((await compileModules([plain], dir)).urls[plain]).toBe(pathToFileURL(plain).href); // plain JS: imported as it is
+  });
+});
+
+describe("the troupe command's compiler cache (bin/troupe.js)", () => {
+  it("a new compiler removes earlier versions' files, except one written in the last minute (a starting process may be about to import it)", () => {
+    const cache = mkdtempSync(join(tmpdir(), "troupe-compiler-keep-"));
+    onTestFinished(() => rmSync(cache, { recursive: true, force: true }));
+    mkdirSync(join(cache, "loader"));
+    const recent = join(cache, "loader", "compile-modules-1-1.mjs");
+    const old = join(cache, "loader", "compile-modules-2-2.mjs");
+    writeFileSync(recent, "export {};\n");
+    writeFileSync(old, "export {};\n");
+    const twoMinutesAgo = new Date(Date.now() - 120_000);
+    utimesSync(old, twoMinutesAgo, twoMinutesAgo);
+    execFileSync(process.execPath, [join(REPO, "bin/troupe.js"), "help"], { env: { ...process.env, TROUPE_COMPILE_CACHE: cache }, stdio: "pipe" });
+    const left = readdirSync(join(cache, "loader"));
+    expect(left).toContain("compile-modules-1-1.mjs");
+    expect(left).not.toContain("compile-modules-2-2.mjs");
+    expect(left.filter((f) => f.startsWith("compile-modules-"))).toHaveLength(2); // the new one and the recent one
   });
 });
