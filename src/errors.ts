@@ -21,6 +21,7 @@ export const ERROR_CODES = {
   UPGRADE_REQUIRED: "the route speaks WebSocket and the request is no upgrade",
   NOT_IMPLEMENTED: "feature not available in this build",
   UNAVAILABLE: "the service is shutting down or a worker is restarting",
+  ASSISTANT_CHANGED: "the assistant changed since a cache read it (a run create, retried from a fresh read; never sent)",
   INTERNAL: "unexpected failure",
 } as const;
 
@@ -71,6 +72,10 @@ export const graphNotRegistered = (graphId: string, assistantId: string) =>
 /** A run naming an assistant (or graph) id that resolves to none. */
 export const noAssistantFor = (assistantId: string) =>
   notFound(`No assistant found for "${assistantId}". Make sure the assistant ID is for a valid assistant or a valid graph ID.`);
+
+/** A run create refused: its assistant, answered from a cache, was changed or deleted since (AssistantsPort.forRun). */
+export const assistantChanged = (assistantId: string) =>
+  new TroupeError("ASSISTANT_CHANGED", `Assistant ${assistantId} changed since this server read it; the run was not created`);
 
 /** Serializable form for crossing thread boundaries (Error objects lose their class). */
 export interface SerializedError {

@@ -2,6 +2,7 @@
 // (names and payloads per reference §7.3). Pure w.r.t. storage: the actor persists the outcome.
 import { debugChunk, taskPayload } from "./debug-payloads.ts";
 import type { RunRecord, StreamMode } from "../storage/records.ts";
+import { EXECUTION_KEY } from "../storage/checkpoints/checkpoint-config.ts";
 import type { CompiledGraphLike, LangGraphLib } from "./graph-registry.ts";
 import type { DeferredEventData } from "./event-gate.ts";
 import type { JsonSegments } from "../bridge/json-segments.ts";
@@ -31,6 +32,8 @@ export interface ExecuteOptions {
   lib: LangGraphLib;
   signal: AbortSignal;
   emit: EmitFn;
+  /** a run started before its create committed: names this execution to its checkpoint writes (EXECUTION_KEY) */
+  execution?: string;
 }
 
 const LIB_MODE: Record<StreamMode, string[]> = {
@@ -62,13 +65,13 @@ export function buildInput(run: RunRecord, lib: LangGraphLib): unknown {
   return run.kwargs.input ?? null;
 }
 
-export function buildRunConfig(run: RunRecord, signal: AbortSignal, checkpointing = true): Record<string, unknown> {
+export function buildRunConfig(run: RunRecord, signal: AbortSignal, checkpointing = true, execution?: string): Record<string, unknown> {
   const cfg = run.kwargs.config ?? {};
   const { configurable = {}, tags, recursion_limit, ...rest } = cfg;
   delete (rest as Record<string, unknown>).metadata;
   const out: Record<string, unknown> = {
     ...rest,
-    configurable: { ...configurable },
+    configurable: { ...configurable, ...(execution === undefined ? {} : { [EXECUTION_KEY]: execution }) },
     metadata: {
       ...run.metadata,
       graph_id: run.graph_id,
@@ -167,7 +170,7 @@ export async function executeRun(o: ExecuteOptions): Promise<RunOutcome> {
     }
   };
 
-  const config = buildRunConfig(run, signal, checkpointing);
+  const config = buildRunConfig(run, signal, checkpointing, o.execution);
   const options: Record<string, unknown> = { ...config, streamMode: [...libModes], subgraphs };
   try {
     const input = buildInput(run, o.lib);

@@ -27,7 +27,7 @@ import { asBadRequest } from "./graph-input-errors.ts";
 import { jsonBytes, type JsonSegments } from "../bridge/json-segments.ts";
 import { toJsonSegments, toJsonText, toPlain } from "./value-json.ts";
 import { newWebhookDelivery } from "../webhooks/outbox.ts";
-import type { QueuedStop, TakenLease } from "../storage/port.ts";
+import type { AssistantCheck, QueuedStop, TakenLease } from "../storage/port.ts";
 
 interface InFlight {
   /** the run's record as last written (or about to be: see execute): queued, then running, with a recorded stop */
@@ -44,7 +44,12 @@ interface InFlight {
   created?: Promise<unknown>;
   /** ...and it failed: the run ends writing and announcing nothing */
   createFailed?: boolean;
+  /** (started before its create committed) names this execution to its checkpoint writes, refused for good if the create fails */
+  execution?: string;
 }
+
+/** Numbers the executions of runs started before their create committed (InFlight.execution). */
+let executions = 0;
 
 /**
  * The thread record as this actor last wrote or read it (`record` undefined: no such thread), and
@@ -466,7 +471,7 @@ export class ThreadActor {
     };
     if (action !== "none") {
       // the mailbox stays held until it commits: what comes next sees the superseded runs ended
-      const created = await this.createSuperseding(run, nextThread, prevThread, action === "cancel-rollback" ? "rollback" : "interrupt");
+      const created = await this.createSuperseding(run, nextThread, prevThread, action === "cancel-rollback" ? "rollback" : "interrupt", cmd.assistantCheck);
       return { committed: Promise.resolve(created) };
     }
     // A run nobody streams from its start (/wait, a background run) on a thread with nothing else
@@ -477,7 +482,10 @@ export class ThreadActor {
     const running: RunRecord | undefined = startsNow ? { ...run, status: "running", attempt: run.attempt + 1, started_at: now } : undefined;
     // issued now, committed later (LMDB: one lmdb-js batch; a burst of creates commits together)
     trace?.("actor.create.issue");
-    const stored = this.remember(nextThread, s.runs.create({ run: running ?? run, thread: nextThread, prev: prevThread }).committed);
+    const stored = this.remember(
+      nextThread,
+      s.runs.create({ run: running ?? run, thread: nextThread, prev: prevThread, assistant: cmd.assistantCheck }).committed,
+    );
     this.uncommittedRuns.add(run);
     const early = running && this.startBeforeCommit(running, stored);
     if (!early) this.insertQueued(run);
@@ -490,12 +498,16 @@ export class ThreadActor {
         this.pump();
         return run;
       },
-      (err: unknown) => {
+      async (err: unknown) => {
         settle();
         const i = this.queue.indexOf(run);
         if (i >= 0) this.queue.splice(i, 1);
         early?.failed();
         this.pump();
+        // answered once the run started early has unwound and the thread's writes are no longer
+        // refused (holdWritesUntil lifts that as it ends, in a reaction of its own: hence the turn):
+        // the answer may be retried at once (ASSISTANT_CHANGED), and must find the thread idle
+        if (early) await early.ended.then(() => new Promise((resolve) => setImmediate(resolve)));
         throw err;
       },
     );
@@ -512,7 +524,13 @@ export class ThreadActor {
    * transaction stores it and stops the others (the queued ones end at once; the running one is
    * marked with the stop, see markStop), so its reply promises nothing a crash could undo.
    */
-  private async createSuperseding(run: RunRecord, nextThread: ThreadRecord, prevThread: ThreadRecord | undefined, stop: StopAction): Promise<RunRecord> {
+  private async createSuperseding(
+    run: RunRecord,
+    nextThread: ThreadRecord,
+    prevThread: ThreadRecord | undefined,
+    stop: StopAction,
+    assistant: AssistantCheck | undefined,
+  ): Promise<RunRecord> {
     const s = this.ctx.storage;
     const now = nowIso();
     // taken in the same turn as the batch: from here no superseded run can start or end unnoticed
@@ -523,7 +541,7 @@ export class ThreadActor {
     const stopped = superseded.map((queued) => this.queuedStop(queued, stop, now));
     const stored = this.remember(
       nextThread,
-      s.runs.create({ run, thread: nextThread, prev: prevThread, running: runningStopped, stopped: stopped.map((e) => e.write) }).committed,
+      s.runs.create({ run, thread: nextThread, prev: prevThread, running: runningStopped, stopped: stopped.map((e) => e.write), assistant }).committed,
     );
     if (running && runningStopped) running.stopRecorded = stored;
     try {
@@ -652,17 +670,19 @@ export class ThreadActor {
    * if the create fails, those writes fail (none is written), the run is aborted and ends without
    * a write or a word (its create's error is the reply).
    */
-  private startBeforeCommit(running: RunRecord, stored: Promise<unknown>): { committed(): void; failed(): void } {
+  private startBeforeCommit(running: RunRecord, stored: Promise<unknown>): { committed(): void; failed(): void; ended: Promise<void> } {
     const held: (() => void)[] = (this.heldSends = []);
     const inflight = this.begin(running, stored);
     this.ctx.saver.holdWritesUntil(this.threadId, stored, inflight.finished);
     return {
+      ended: inflight.finished,
       committed: () => this.releaseSends(held),
       failed: () => {
         if (this.heldSends === held) this.heldSends = undefined;
         held.length = 0;
         inflight.createFailed = true;
         inflight.outcomeFixed = true;
+        if (inflight.execution !== undefined) this.ctx.saver.refuseExecution?.(inflight.execution);
         inflight.abort.abort("interrupt");
       },
     };
@@ -674,6 +694,7 @@ export class ThreadActor {
     const finished = new Promise<void>((r) => (resolveFinished = r));
     const abort = new AbortController();
     const inflight: InFlight = { record, abort, finished, outcomeFixed: false, created };
+    if (created !== undefined) inflight.execution = `${record.run_id}/${++executions}`;
     this.current = inflight;
     // the next run may start once this one's outcome is queued; `finished` waits for its commit
     const makeWay = () => {
@@ -748,7 +769,11 @@ export class ThreadActor {
       // and a graph that awaits no I/O (its first checkpoint read answered from memory) runs its
       // steps as microtasks: the create then left only when the graph first yielded.
       if (stored) await new Promise<void>((resolve) => process.nextTick(resolve));
-      outcome = await (protocol ? executeProtocolRun : executeRun)({ run: executed, graph, lib, signal: abort.signal, emit });
+      // its create refused meanwhile: never started (a graph stream given an aborted signal
+      // rejects at once, while LangGraph still puts its input checkpoint, after the run ended)
+      outcome = inflight.createFailed
+        ? { status: "interrupted", rolledBack: false }
+        : await (protocol ? executeProtocolRun : executeRun)({ run: executed, graph, lib, signal: abort.signal, emit, execution: inflight.execution });
     } catch (err) {
       const error = { error: (err as Error).name ?? "Error", message: (err as Error).message ?? String(err) };
       if (protocol) new ProtocolEventShaper(protocolEmitter(emit), run.graph_id).fail(error.message);

@@ -62,7 +62,13 @@ export function cronRunner(app: AppContext): CronRunner {
       if (rec.thread_id !== null && !(await app.storage.threads.get(rec.thread_id))) return { gone: `thread ${rec.thread_id}` };
       if (!(await app.storage.assistants.get(rec.assistant_id))) return { gone: `assistant ${rec.assistant_id}` };
       const stateless = rec.thread_id === null;
-      const cmd = await buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless, observed: false });
+      // read now, no cache: a tick a minute at most, and the read above decides `gone`
+      const cmd = await buildCreateRun(
+        app,
+        runBodyOf(rec),
+        {},
+        { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless, observed: false, freshAssistant: true },
+      );
       try {
         await app.pool.createRun(cmd);
       } catch (err) {
@@ -85,7 +91,12 @@ export function cronRoutes(app: AppContext, scheduler: CronScheduler): RouteDef[
   const authorize = (auth: AuthInfo | undefined, event: AuthEvent, value: object) => app.auth?.authorize(auth, event, value);
   /** Building a run for the cron checks what a tick would (assistant's graph, webhook policy). */
   const checkRunnable = async (rec: CronRecord): Promise<void> =>
-    void (await buildCreateRun(app, runBodyOf(rec), {}, { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless: rec.thread_id === null }));
+    void (await buildCreateRun(
+      app,
+      runBodyOf(rec),
+      {},
+      { threadId: rec.thread_id ?? uuid7(), runId: uuid7(), stateless: rec.thread_id === null, freshAssistant: true },
+    ));
   /** Filters accept a graph id where an assistant id is expected (reference §1.4). */
   const filterOf = (q: CronFilter): CronFilter => ({
     ...q,

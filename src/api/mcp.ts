@@ -12,7 +12,7 @@ import { jsonText } from "../bridge/json-segments.ts";
 import { uuid7 } from "../util/ids.ts";
 import { inputSchemas } from "./graph-input-schema.ts";
 import { accepts, classify, isRecord, RPC, RpcError, rpcError, rpcResult, toRpcError, type RpcParams, type RpcResponse } from "./jsonrpc.ts";
-import { buildCreateRun, type RunCreateBody } from "./run-request.ts";
+import { buildCreateRun, createBuiltRun, type RunCreateBody } from "./run-request.ts";
 
 const TAG = "mcp";
 const PROTOCOL_VERSION = "2024-11-05";
@@ -69,9 +69,12 @@ export function mcpRoutes(app: AppContext): RouteDef[] {
     }
     const body: RunCreateBody = { assistant_id: matches[0].assistant_id, input: args as JsonObject };
     if (params.context !== undefined) body.context = params.context as JsonObject;
-    const cmd = await buildCreateRun(app, body, headers, { threadId: uuid7(), runId: uuid7(), stateless: true, observed: false, outputAwaited: true, auth });
-    await app.auth?.authorizeRun(auth, cmd, (tid) => app.storage.threads.get(tid));
-    const run = await app.pool.createRun(cmd);
+    const ids = { threadId: uuid7(), runId: uuid7() };
+    const run = await createBuiltRun(app, async (freshAssistant) => {
+      const cmd = await buildCreateRun(app, body, headers, { ...ids, stateless: true, observed: false, outputAwaited: true, auth, freshAssistant });
+      await app.auth?.authorizeRun(auth, cmd, (tid) => app.storage.threads.get(tid));
+      return cmd;
+    });
     const output = await app.pool.runOutput(await app.pool.runs.waitFor(run.run_id));
     const text = output === undefined ? "null" : jsonText(output);
     const out = JSON.parse(text) as unknown;

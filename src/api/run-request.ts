@@ -26,7 +26,8 @@ import { DEFAULTS } from "../config/defaults.ts";
 import type { ResolvedHeaderFilter } from "../config/types.ts";
 import type { AuthInfo } from "../http/types.ts";
 import { addAuthUserFields } from "../auth/run-access.ts";
-import type { AssistantRecord, Json, JsonObject, RunnableConfigJson, StreamMode } from "../storage/records.ts";
+import type { Json, JsonObject, RunRecord, RunnableConfigJson, StreamMode } from "../storage/records.ts";
+import type { RunAssistant } from "../storage/port.ts";
 import { validateWebhookUrl } from "../webhooks/url-policy.ts";
 
 /** 10 years: a run's scheduled start must be a valid date (before: 500 "Invalid time value") */
@@ -118,9 +119,9 @@ function headerMatches(name: string, patterns: readonly string[]): boolean {
 }
 
 /** The run's assistant; none → the JS server's text, which clients match on (`/No assistant found for/`). */
-async function runAssistant(app: AppContext, assistantId: string): Promise<AssistantRecord> {
+async function runAssistant(app: AppContext, assistantId: string, fresh: boolean): Promise<RunAssistant> {
   try {
-    return await app.resolveAssistant(assistantId);
+    return await app.resolveRunAssistant(assistantId, fresh);
   } catch (err) {
     if (err instanceof TroupeError && err.code === "NOT_FOUND") throw noAssistantFor(assistantId);
     throw err;
@@ -140,9 +141,11 @@ export async function buildCreateRun(
     observed?: boolean;
     /** a request waits for the run's output (/wait, MCP): run.done carries it whatever its size */
     outputAwaited?: boolean;
+    /** read the assistant now, not from a cache (the build after ASSISTANT_CHANGED: createWithAssistant) */
+    freshAssistant?: boolean;
   },
 ): Promise<CreateRunCommand> {
-  const assistant = await runAssistant(app, b.assistant_id);
+  const { record: assistant, check: assistantCheck } = await runAssistant(app, b.assistant_id, opts.freshAssistant ?? false);
   const resumable = b.stream_resumable ?? false;
   if (!app.graphIds.has(assistant.graph_id)) throw graphNotRegistered(assistant.graph_id, assistant.assistant_id);
   if (b.webhook) {
@@ -169,6 +172,7 @@ export async function buildCreateRun(
     threadId: opts.threadId,
     runId: opts.runId,
     assistant,
+    ...(assistantCheck === undefined ? {} : { assistantCheck }),
     kwargs: {
       ...(b.input !== undefined ? { input: b.input } : {}),
       ...(b.command ? { command: b.command } : {}),
@@ -194,4 +198,36 @@ export async function buildCreateRun(
     observed: (opts.observed ?? true) || resumable || app.pool.threadStreams.has(opts.threadId),
     outputAwaited: opts.outputAwaited ?? false,
   };
+}
+
+/**
+ * A run's create whose assistant may have come from a cache (buildCreateRun): `created` is its
+ * create, sent; refused because the assistant changed or went since the cache read it
+ * (ASSISTANT_CHANGED, on PostgreSQL: written through another node), nothing of it was written or
+ * sent, and it is built again from a fresh read (`rebuild`: buildCreateRun with freshAssistant,
+ * and whatever the caller checks of it) and created once more; a deleted assistant then fails the
+ * build with the usual 404.
+ */
+export function createWithAssistant(
+  cmd: CreateRunCommand,
+  created: Promise<RunRecord>,
+  rebuild: () => Promise<CreateRunCommand>,
+  create: (cmd: CreateRunCommand) => Promise<RunRecord>,
+): Promise<RunRecord> {
+  if (cmd.assistantCheck === undefined) return created;
+  return created.catch(async (err: unknown) => {
+    if (!(err instanceof TroupeError && err.code === "ASSISTANT_CHANGED")) throw err;
+    return create(await rebuild());
+  });
+}
+
+/** Builds a run's command (`build`: buildCreateRun with the given freshAssistant, and the caller's checks) and creates it (createWithAssistant). */
+export async function createBuiltRun(app: AppContext, build: (freshAssistant: boolean) => Promise<CreateRunCommand>): Promise<RunRecord> {
+  const cmd = await build(false);
+  return createWithAssistant(
+    cmd,
+    app.pool.createRun(cmd),
+    () => build(true),
+    (c) => app.pool.createRun(c),
+  );
 }

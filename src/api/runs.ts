@@ -3,7 +3,7 @@
 // only turns HTTP into actor commands and run-hub subscriptions.
 import { notFound, threadNotFound, runNotFound, validationError } from "../errors.ts";
 import { uuid7 } from "../util/ids.ts";
-import type { RunDone, RunEvent } from "../bridge/messages.ts";
+import type { CreateRunCommand, RunDone, RunEvent } from "../bridge/messages.ts";
 import { isFinal } from "../domain/lifecycle.ts";
 import { empty, json, route, type AuthInfo, type Reply, type RouteDef, type SseReply } from "../http/types.ts";
 import { matchesAuthFilter, type AuthEvent, type AuthFilter } from "../auth/index.ts";
@@ -11,7 +11,7 @@ import { anyValue, arrayOf, body, enumOf, limit, offset, str, uuid, withDefault 
 import type { Accepted } from "../http/schema-types.ts";
 import type { AppContext } from "../server/context.ts";
 import type { RunRecord, RunStatus } from "../storage/records.ts";
-import { buildCreateRun, runCreateSchema, type RunCreateBody } from "./run-request.ts";
+import { buildCreateRun, createWithAssistant, runCreateSchema, type RunCreateBody } from "./run-request.ts";
 import { lastEventId, sseFrame, sseSynthetic } from "../http/sse-frames.ts";
 import { wireRun } from "./run-view.ts";
 import { runSelectSchema } from "./field-select.ts";
@@ -57,14 +57,26 @@ export function runRoutes(app: AppContext): RouteDef[] {
     const ids = { threadId: threadId ?? uuid7(), runId: uuid7(), stateless, auth };
     const turn = stateless ? undefined : createOrder.take(ids.threadId); // with the id: sent in id order
     pool.prepareThread(ids.threadId);
-    try {
-      const cmd = await buildCreateRun(app, b, headers, { ...ids, observed: reader === "stream", outputAwaited: reader === "wait" });
+    const build = async (freshAssistant: boolean) => {
+      const cmd = await buildCreateRun(app, b, headers, { ...ids, observed: reader === "stream", outputAwaited: reader === "wait", freshAssistant });
       await app.auth?.authorizeRun(auth, cmd, (id) => storage.threads.get(id));
+      return cmd;
+    };
+    let cmd: CreateRunCommand;
+    let created: Promise<RunRecord>;
+    try {
+      cmd = await build(false);
       if (turn) await turn.ready;
-      return pool.createRun(cmd); // posts to the shard synchronously
+      created = pool.createRun(cmd); // posts to the shard synchronously
     } finally {
       turn?.done();
     }
+    return createWithAssistant(
+      cmd,
+      created,
+      () => build(true),
+      (c) => pool.createRun(c),
+    );
   };
   const location = (run: RunRecord, stateless: boolean) => (stateless ? `/runs/${run.run_id}` : `/threads/${run.thread_id}/runs/${run.run_id}`);
 

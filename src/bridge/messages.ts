@@ -15,6 +15,8 @@ export interface CreateRunCommand {
   threadId: string;
   runId: string;
   assistant: AssistantRecord;
+  /** `assistant` came from the HTTP thread's cache: what the run's create checks (RunsPort.create; ASSISTANT_CHANGED) */
+  assistantCheck?: AssistantCheck;
   kwargs: RunKwargs;
   metadata: JsonObject;
   multitaskStrategy: MultitaskStrategy;
@@ -241,7 +243,7 @@ import type { CompiledModules } from "../loader/compile-modules.ts";
 import type { IdleBoardSlot } from "../util/idle-gc.ts";
 import type { LogOptions } from "../log/logger.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
-import type { LeaseTake, TakenLease } from "../storage/port.ts";
+import type { AssistantCheck, LeaseTake, TakenLease } from "../storage/port.ts";
 
 export interface StoreTtlOptions {
   /** TTL of items written without one (graphs always write without one); null: none */

@@ -81,6 +81,9 @@ const UNGUARDED: Guard = { when: undefined, and: "", where: "", row: (values) =>
 
 const guardOf = (when: string): Guard => ({ when, and: ` AND ${when}`, where: ` WHERE ${when}`, row: (values) => `SELECT ${values} WHERE ${when}` });
 
+/** `guard` with one more condition every write must meet (a run create's assistant check). */
+export const guardAlso = (guard: Guard, condition: string): Guard => guardOf(guard.when === undefined ? condition : `${guard.when} AND ${condition}`);
+
 /** A statement's text and prepared name. */
 export interface NamedStatement {
   name: string;

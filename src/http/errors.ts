@@ -23,6 +23,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   UPGRADE_REQUIRED: 426,
   NOT_IMPLEMENTED: 501,
   UNAVAILABLE: 503,
+  ASSISTANT_CHANGED: 503,
   INTERNAL: 500,
 };
 

@@ -3,7 +3,7 @@
 import type { ShardPool } from "../hub/shard-pool.ts";
 import type { AuthRuntime } from "../auth/runtime.ts";
 import type { ResolvedConfig } from "../config/index.ts";
-import type { StoragePort } from "../storage/port.ts";
+import type { RunAssistant, StoragePort } from "../storage/port.ts";
 import type { AssistantRecord } from "../storage/records.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 import type { StoreTtlOptions } from "../bridge/messages.ts";
@@ -47,4 +47,9 @@ export interface AppContext {
   node: NodeView;
   /** resolve a graph id or assistant id to the assistant record; rejects with 404 */
   resolveAssistant(idOrGraph: string): Promise<AssistantRecord>;
+  /**
+   * The same for a run's create: possibly from a cache, with the check the create makes
+   * (AssistantsPort.forRun); `fresh`: read now (the retry after ASSISTANT_CHANGED). Rejects with 404.
+   */
+  resolveRunAssistant(idOrGraph: string, fresh: boolean): Promise<RunAssistant>;
 }

@@ -53,6 +53,7 @@ import type { ResolvedStoreIndex } from "../config/types.ts";
 import type { StoreIndexOptions } from "../storage/store-index.ts";
 import { ClusterNode, LEASE_LINGER_MS } from "../cluster/node.ts";
 import { restoreNodeIdentity } from "../cluster/node-identity-file.ts";
+import { shareAssistantWrites } from "../cluster/assistant-notices.ts";
 import type { NodeIdentity } from "../cluster/nodes.ts";
 import { claimCronTick, forgetCronTicks } from "../cluster/cron-claims.ts";
 import type { PostgresStorage } from "../storage/postgres/adapter.ts";
@@ -233,6 +234,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     node: nodeId,
   });
 
+  /** The assistant id a graph id or assistant id names (404 past the longest key there can be). */
+  const assistantIdOf = (idOrGraph: string): string => {
+    if (idOrGraph.length > MAX_KEY_CHARS) throw assistantNotFound(); // no key that long exists (or fits LMDB)
+    return graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : (canonicalUuidOf(idOrGraph) ?? idOrGraph);
+  };
   const app: AppContext = {
     storage: port,
     pool,
@@ -252,9 +258,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     metrics,
     node: { id: nodeId, aliveNodes: cluster ? () => cluster.aliveNodes : () => 1 },
     resolveAssistant: async (idOrGraph) => {
-      if (idOrGraph.length > MAX_KEY_CHARS) throw assistantNotFound(); // no key that long exists (or fits LMDB)
-      const id = graphIds.has(idOrGraph) ? defaultAssistantId(idOrGraph) : (canonicalUuidOf(idOrGraph) ?? idOrGraph);
-      const a = await port.assistants.get(id);
+      const a = await port.assistants.get(assistantIdOf(idOrGraph));
+      if (!a) throw assistantNotFound();
+      return a;
+    },
+    resolveRunAssistant: async (idOrGraph, fresh) => {
+      const a = await port.assistants.forRun(assistantIdOf(idOrGraph), fresh);
       if (!a) throw assistantNotFound();
       return a;
     },
@@ -410,6 +419,8 @@ async function startClusterNode(
     onError: (err) => log.warn("cluster", { err }),
   });
   pool.attach(node);
+  // other nodes' run caches drop an assistant this node writes (their run creates check it anyway)
+  await shareAssistantWrites(node.bus, storage.db.schema, storage.assistants, (err) => log.warn("assistant notice", { err }));
   log.info("joined the cluster", { node: node.nodeId, alive: node.aliveNodes });
   return node;
 }

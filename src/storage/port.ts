@@ -86,8 +86,32 @@ export interface AssistantWrite {
   description: string | null;
 }
 
+/**
+ * What a run's create must find still current of the assistant it was built with (RunsPort.create):
+ * the assistant's row as a cache on the HTTP thread last read it. Made and consumed by the same
+ * adapter (PostgreSQL; docs/STORAGE.md, "The assistant of a run").
+ */
+export interface AssistantCheck {
+  assistantId: string;
+  /** the adapter's stamp of the row version read (opaque) */
+  stamp: string;
+}
+
+/** The assistant a run is created with; `check` set when it was answered from a cache. */
+export interface RunAssistant {
+  record: AssistantRecord;
+  check?: AssistantCheck;
+}
+
 export interface AssistantsPort {
   get(assistantId: string): Promise<AssistantRecord | undefined>;
+  /**
+   * The assistant a run is created with. An adapter whose reads are round trips answers from a
+   * cache on the calling thread, with the `check` the run's create makes (a changed or deleted
+   * assistant fails it with ASSISTANT_CHANGED: nothing is written); `fresh` reads it now (the retry
+   * after such a refusal), with no check, as `get` does. LMDB always reads (a local read).
+   */
+  forRun(assistantId: string, fresh: boolean): Promise<RunAssistant | undefined>;
   /** version 1 and its version row, atomically; "exists" when the id is taken (nothing written) */
   create(record: AssistantRecord): Promise<AssistantRecord | "exists">;
   /**
@@ -193,9 +217,18 @@ export interface RunsPort {
   /**
    * The run (pending, listed active) and the thread's next record. A run superseding others
    * (multitask interrupt/rollback) commits in the same unit the running run's record with its
-   * recorded stop (`running`) and the end of each queued run it stopped (`stopped`).
+   * recorded stop (`running`) and the end of each queued run it stopped (`stopped`). `assistant`:
+   * the check of a cached assistant (AssistantsPort.forRun); when the assistant's row is no longer
+   * the one checked, nothing is written and the create fails ASSISTANT_CHANGED.
    */
-  create(c: { run: RunRecord; thread: ThreadRecord; prev: ThreadRecord | undefined; running?: RunRecord; stopped?: readonly QueuedStop[] }): Issued;
+  create(c: {
+    run: RunRecord;
+    thread: ThreadRecord;
+    prev: ThreadRecord | undefined;
+    running?: RunRecord;
+    stopped?: readonly QueuedStop[];
+    assistant?: AssistantCheck;
+  }): Issued;
   /** replaces an existing run's record: its start (running, attempt + 1), a stop recorded while it runs (cancel_reason) */
   save(run: RunRecord): Issued;
   /**
@@ -245,6 +278,14 @@ export interface ThreadCheckpointOps {
    * (a run started before its create committed: a failed create leaves none of its checkpoints)
    */
   holdWritesUntil(threadId: string, until: Promise<unknown>, refuseUntil?: Promise<unknown>): void;
+  /**
+   * the checkpoint writes of the run execution `execution` (configurable EXECUTION_KEY: a run
+   * started before its create committed) fail from now on, whenever they come: its create failed,
+   * and LangGraph may still put a checkpoint after an aborted run's stream has ended (its loop
+   * runs on, past holdWritesUntil's refusal). Absent where runs never start before their create
+   * commits (LMDB).
+   */
+  refuseExecution?(execution: string): void;
   /** resolves once the thread's checkpoint writes issued so far settled; rejects (once) with a failure of one of them */
   flush(threadId: string): Promise<void>;
   /**

@@ -15,7 +15,7 @@ import { runCheckpointMetadata } from "../../src/actors/run-checkpoint-saver.ts"
 import { lmdbStoragePort } from "../../src/storage/lmdb/adapter.ts";
 import { lmdbCheckpointSavers } from "../../src/storage/lmdb/checkpoints.ts";
 import type { ShardContext, ThreadCheckpointOps } from "../../src/actors/shard-context.ts";
-import type { StoragePort } from "../../src/storage/port.ts";
+import type { AssistantCheck, StoragePort } from "../../src/storage/port.ts";
 import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import { ThreadActor } from "../../src/actors/thread-actor.ts";
 import type { CreateRunCommand } from "../../src/bridge/messages.ts";
@@ -45,6 +45,9 @@ export interface CreateOptions {
   strategy?: MultitaskStrategy;
   afterSeconds?: number;
   input?: string;
+  /** the run's assistant (default GATE_ASSISTANT) and, as from the HTTP thread's cache, its check */
+  assistant?: AssistantRecord;
+  assistantCheck?: AssistantCheck;
 }
 
 /** A storage port and its checkpoint saver, as a shard opens them (ActorHarness.onPort). */
@@ -113,6 +116,7 @@ export class ActorHarness {
           if (refuseUntil === undefined) this.onFinishQueued?.(threadId);
         },
         flush: (threadId) => saver.flush(threadId),
+        refuseExecution: (execution) => saver.refuseExecution?.(execution),
         learnNoCheckpoints: (threadId, epoch) => saver.learnNoCheckpoints?.(threadId, epoch),
       },
       clock,
@@ -161,7 +165,8 @@ export class ActorHarness {
       type: "run.create",
       threadId,
       runId,
-      assistant: GATE_ASSISTANT,
+      assistant: opts.assistant ?? GATE_ASSISTANT,
+      ...(opts.assistantCheck === undefined ? {} : { assistantCheck: opts.assistantCheck }),
       kwargs: {
         input: { messages: [{ role: "human", content: opts.input ?? runId }] },
         config: {},

@@ -151,6 +151,21 @@ describe.each(STORAGE_FACTORIES)("storage port on $name", (factory) => {
       expect((await s.assistants.versions("a-del", { offset: 0, limit: 10 })).length).toBe(1);
     });
 
+    it("forRun: the record as get has it, from a cache only with a check (PostgreSQL; LMDB reads each time); none once deleted", async () => {
+      const a = assistant("a-for-run");
+      await s.assistants.create(a);
+      expect(await s.assistants.forRun("a-for-run", false)).toEqual({ record: a }); // read now: nothing to check
+      const again = await s.assistants.forRun("a-for-run", false);
+      expect(again?.record).toEqual(a);
+      expect(again?.check !== undefined).toBe(factory.name === "postgres");
+      expect(await s.assistants.forRun("a-for-run", true)).toEqual({ record: a });
+      const patched = await s.assistants.patch("a-for-run", { name: "two" }, at(2));
+      expect(await s.assistants.forRun("a-for-run", false)).toEqual({ record: patched }); // its own write dropped the entry
+      expect(await s.assistants.delete("a-for-run")).toBe(true);
+      expect(await s.assistants.forRun("a-for-run", false)).toBeUndefined();
+      expect(await s.assistants.forRun("a-missing", false)).toBeUndefined();
+    });
+
     it("search and count: filters, sorts with ties broken by created_at then id, paging, totals", async () => {
       const g = `graph-${nextId("g")}`;
       await s.assistants.create(assistant("s-b", { graph_id: g, name: "Beta", created_at: at(1), metadata: { team: "x" } }));

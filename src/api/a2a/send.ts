@@ -5,7 +5,7 @@ import type { AuthInfo } from "../../http/types.ts";
 import type { AppContext } from "../../server/context.ts";
 import type { AssistantRecord, JsonObject, RunRecord } from "../../storage/records.ts";
 import { canonicalUuidOf, uuid7 } from "../../util/ids.ts";
-import { buildCreateRun, type RunCreateBody } from "../run-request.ts";
+import { buildCreateRun, createBuiltRun, type RunCreateBody } from "../run-request.ts";
 import { A2A_ERRORS, TERMINAL_STATES } from "./dialects.ts";
 import { hasMessageContent, readMessage, resumeValue, toGraphInput } from "./messages.ts";
 import { loadTask, taskState } from "./task.ts";
@@ -65,10 +65,13 @@ export async function createTaskRun(
     ...(params.context !== undefined && params.context !== null ? { context: params.context as JsonObject } : {}),
   };
   try {
-    const cmd = await buildCreateRun(app, body, headers, { threadId, runId: uuid7(), stateless: false, observed: stream, auth });
-    // threads:create_run: another user's context (thread) is "not found", as on /threads/{id}/runs
-    await app.auth?.authorizeRun(auth, cmd, (tid) => app.storage.threads.get(tid));
-    return await app.pool.createRun(cmd);
+    const runId = uuid7();
+    return await createBuiltRun(app, async (freshAssistant) => {
+      const cmd = await buildCreateRun(app, body, headers, { threadId, runId, stateless: false, observed: stream, auth, freshAssistant });
+      // threads:create_run: another user's context (thread) is "not found", as on /threads/{id}/runs
+      await app.auth?.authorizeRun(auth, cmd, (tid) => app.storage.threads.get(tid));
+      return cmd;
+    });
   } catch (err) {
     const e = toRpcError(err, "Failed to create run: ");
     throw new RpcError(e.code, e.message);

@@ -9,7 +9,7 @@ import type { AuthInfo } from "../../http/types.ts";
 import type { AppContext } from "../../server/context.ts";
 import type { Json, JsonObject, MultitaskStrategy, RunnableConfigJson, ThreadRecord } from "../../storage/records.ts";
 import { uuid7 } from "../../util/ids.ts";
-import { buildCreateRun, type RunCreateBody } from "../run-request.ts";
+import { buildCreateRun, createBuiltRun, type RunCreateBody } from "../run-request.ts";
 import { compileBody, type Validator } from "../../http/validation.ts";
 import { COMMAND_PARAMS } from "./schemas.ts";
 
@@ -173,19 +173,23 @@ export class ThreadCommands {
     body: RunCreateBody,
     opts: { ifNotExists: boolean; requireBoundAssistant?: boolean; runId?: string },
   ): Promise<string> {
-    const cmd = await buildCreateRun(this.app, { ...body, if_not_exists: opts.ifNotExists ? "create" : "reject" }, ctx.headers, {
-      threadId: ctx.threadId,
-      runId: opts.runId ?? uuid7(),
-      stateless: false,
-      auth: ctx.auth,
-      observed: true,
+    const runId = opts.runId ?? uuid7();
+    const run = await createBuiltRun(this.app, async (freshAssistant) => {
+      const cmd = await buildCreateRun(this.app, { ...body, if_not_exists: opts.ifNotExists ? "create" : "reject" }, ctx.headers, {
+        threadId: ctx.threadId,
+        runId,
+        stateless: false,
+        auth: ctx.auth,
+        observed: true,
+        freshAssistant,
+      });
+      cmd.kwargs.protocol = true;
+      cmd.kwargs.stream_mode = [];
+      cmd.observed = true;
+      cmd.requireBoundAssistant = opts.requireBoundAssistant;
+      await this.app.auth?.authorizeRun(ctx.auth, cmd, (id) => this.app.storage.threads.get(id));
+      return cmd;
     });
-    cmd.kwargs.protocol = true;
-    cmd.kwargs.stream_mode = [];
-    cmd.observed = true;
-    cmd.requireBoundAssistant = opts.requireBoundAssistant;
-    await this.app.auth?.authorizeRun(ctx.auth, cmd, (id) => this.app.storage.threads.get(id));
-    const run = await this.app.pool.createRun(cmd);
     this.app.pool.sessions.adopt(ctx.threadId, run.run_id);
     return run.run_id;
   }

@@ -46,3 +46,15 @@ function deepEqual(a: unknown, b: unknown): boolean {
   if (aKeys.length !== Object.keys(bRecord).length) return false;
   return aKeys.every((key) => Object.hasOwn(bRecord, key) && deepEqual(aRecord[key], bRecord[key]));
 }
+
+/**
+ * The configurable key naming one execution of a run started before its create committed
+ * (PostgreSQL): its writes are refused for good once that create failed
+ * (ThreadCheckpointOps.refuseExecution), however late the graph still sends them.
+ */
+export const EXECUTION_KEY = "__troupe_execution";
+
+export function executionOf(config: RunnableConfig): string | undefined {
+  const e = config.configurable?.[EXECUTION_KEY];
+  return typeof e === "string" ? e : undefined;
+}

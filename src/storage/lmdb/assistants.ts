@@ -4,13 +4,19 @@ import { matchesFilter } from "../../domain/lifecycle.ts";
 import type { Storage } from "../env.ts";
 import { assistantVersionOf, type AssistantRecord, type AssistantVersionRecord, type JsonObject } from "../records.ts";
 import { countAssistants, putAssistant, removeAssistant, searchAssistants } from "../indexes/assistants.ts";
-import type { AssistantFilter, AssistantSort, AssistantWrite, AssistantsPort, Page, PageSpec } from "../port.ts";
+import type { AssistantFilter, AssistantSort, AssistantWrite, AssistantsPort, Page, PageSpec, RunAssistant } from "../port.ts";
 
 export class LmdbAssistants implements AssistantsPort {
   constructor(private readonly s: Storage) {}
 
   get(assistantId: string): Promise<AssistantRecord | undefined> {
     return Promise.resolve(this.s.assistants.get(assistantId));
+  }
+
+  /** Always read (a local, synchronous read): no cache, nothing for the run's create to check. */
+  forRun(assistantId: string): Promise<RunAssistant | undefined> {
+    const record = this.s.assistants.get(assistantId);
+    return Promise.resolve(record === undefined ? undefined : { record });
   }
 
   async create(a: AssistantRecord): Promise<AssistantRecord | "exists"> {

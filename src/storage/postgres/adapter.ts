@@ -19,6 +19,7 @@ export interface PostgresStorageOptions extends PostgresOptions {
 export interface PostgresStorage extends StoragePort {
   readonly backend: "postgres";
   readonly db: PostgresDb;
+  readonly assistants: PostgresAssistants;
   readonly threads: PostgresThreads;
   readonly runs: PostgresRuns;
   readonly webhooks: PostgresWebhooks;

@@ -31,7 +31,7 @@ import {
 import type pg from "pg";
 import { TroupeError } from "../../errors.ts";
 import { fenceValues, type Fence } from "../../cluster/fence.ts";
-import { matchesFilter, namespaceOf, requireThreadId, runIdOf, threadIdOf } from "../checkpoints/checkpoint-config.ts";
+import { executionOf, matchesFilter, namespaceOf, requireThreadId, runIdOf, threadIdOf } from "../checkpoints/checkpoint-config.ts";
 import { joinChunks, type MessageChunk } from "../checkpoints/message-chunks.ts";
 import { MessageCachingSerde } from "../checkpoints/message-serde.ts";
 import { StoredChunks } from "../checkpoints/stored-chunks.ts";
@@ -251,6 +251,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 
   async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const threadId = requireThreadId(config, "put a checkpoint");
+    this.issued.throwIfRefused(executionOf(config));
     this.issued.throwFailed(threadId);
     const ns = namespaceOf(config);
     const parentId = getCheckpointId(config) || null;
@@ -417,6 +418,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
     const threadId = requireThreadId(config, "put writes");
+    this.issued.throwIfRefused(executionOf(config));
     this.issued.throwFailed(threadId);
     const checkpointId = getCheckpointId(config);
     if (!checkpointId) throw new TroupeError("BAD_REQUEST", "putWrites needs configurable.checkpoint_id");
@@ -612,6 +614,10 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
   /** Writes of the thread issued from now on go to the database only once `until` settles (refuseUntil: ThreadWriteChains.hold). */
   holdWritesUntil(threadId: string, until: Promise<unknown>, refuseUntil?: Promise<unknown>): void {
     this.chains.hold(threadId, until, refuseUntil);
+  }
+
+  refuseExecution(execution: string): void {
+    this.issued.refuseExecution(execution);
   }
 
   /**

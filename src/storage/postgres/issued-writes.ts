@@ -14,12 +14,29 @@ import { TroupeError } from "../../errors.ts";
 import type { ThreadWriteChains } from "./write-chains.ts";
 
 const perChains = new WeakMap<ThreadWriteChains, IssuedCheckpointWrites>();
+/** Refused executions remembered (a graph writing after its run ended does so within moments). */
+const MAX_REFUSED = 1_000;
 
 export class IssuedCheckpointWrites {
   /** per thread: settles once its last issued checkpoint write (and so every earlier one: chain order) settled */
   private readonly last = new Map<string, Promise<void>>();
   /** per thread: the first issued write that failed since the last report */
   private readonly failed = new Map<string, Error>();
+  /** executions whose writes fail (refuseExecution), oldest first */
+  private readonly refused = new Set<string>();
+
+  /** from now on, the writes of `execution` fail (ThreadCheckpointOps.refuseExecution) */
+  refuseExecution(execution: string): void {
+    this.refused.add(execution);
+    if (this.refused.size > MAX_REFUSED) this.refused.delete(this.refused.values().next().value!);
+  }
+
+  /** a write of a refused execution: fails before anything is issued */
+  throwIfRefused(execution: string | undefined): void {
+    if (execution !== undefined && this.refused.has(execution)) {
+      throw new TroupeError("UNAVAILABLE", `checkpoint write of a run whose create failed (${execution}): refused`);
+    }
+  }
 
   static of(chains: ThreadWriteChains): IssuedCheckpointWrites {
     let issued = perChains.get(chains);

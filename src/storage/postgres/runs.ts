@@ -3,9 +3,10 @@
 // thread's write chain. A run's create, start and finish are one statement each: the run row and
 // the thread row change together (data-modifying CTEs), in one round trip.
 import type pg from "pg";
-import { fencedStatements, type Guard } from "../../cluster/fence.ts";
-import { threadNotFound } from "../../errors.ts";
-import type { ActiveRun, Issued, QueuedStop, RunKey, RunsPort } from "../port.ts";
+import { fencedStatements, guardAlso, type Guard, type NamedStatement } from "../../cluster/fence.ts";
+import { assistantChanged, threadNotFound } from "../../errors.ts";
+import type { ActiveRun, AssistantCheck, Issued, QueuedStop, RunKey, RunsPort } from "../port.ts";
+import { assistantCheckSql, assistantCheckValues } from "./assistants.ts";
 import type { RunRecord, RunStatus, ThreadRecord, ThreadStatus, WebhookDeliveryRecord } from "../records.ts";
 import { jsonText } from "./json-columns.ts";
 import { bytesParam, threadRowValues, upsertThreadSql } from "./threads.ts";
@@ -48,11 +49,40 @@ export const ACTIVE = "status IN ('pending', 'running')";
 
 const insertRun = (g: Guard) => `INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs) ${g.row("$7, $1, $8, $9, $10::json, $11::json")}`;
 
+type Statements = { plain: NamedStatement; fenced: NamedStatement };
+
+/**
+ * A run create statement in its plain form and, for a run whose assistant came from the HTTP
+ * thread's cache (AssistantsPort.forRun), its checked form: the assistant's row must still be the
+ * version the cache read (assistantCheckSql at $checkAt, $checkAt+1), else none of its writes
+ * keeps a row and it answers `assistant_current` false. Each fenced as well (fencedStatements).
+ */
+function createStatements(
+  name: string,
+  parts: (g: Guard) => [string, string][],
+  checkAt: number,
+  answer?: string,
+): { unchecked: Statements; checked: Statements } {
+  const check = assistantCheckSql(checkAt);
+  return {
+    unchecked: fencedStatements(name, parts, answer),
+    checked: fencedStatements(
+      `${name}_checked`,
+      (g) => [check.part, ...parts(guardAlso(g, check.holds))],
+      `${check.holds} AS assistant_current${answer === undefined ? "" : `, ${answer}`}`,
+    ),
+  };
+}
+
 /** A run create: the run ($7 run_id, $8 assistant_id, $9 status, $10 record, $11 kwargs) and the thread's row ($1..$6). */
-const CREATE = fencedStatements("troupe_run_create", (g) => [
-  ["r", insertRun(g)],
-  ["t", upsertThreadSql(1, false, g.when)],
-]);
+const CREATE = createStatements(
+  "troupe_run_create",
+  (g) => [
+    ["r", insertRun(g)],
+    ["t", upsertThreadSql(1, false, g.when)],
+  ],
+  12,
+);
 
 /**
  * A run create on a thread whose row exists (the actor knows its record): the thread row updated,
@@ -62,7 +92,7 @@ const CREATE = fencedStatements("troupe_run_create", (g) => [
  * The run is inserted only with the thread row; `updated` 0 says the row was gone (deleted behind
  * the actor's back): nothing is written and the create fails as on a missing thread.
  */
-const CREATE_ON_THREAD = fencedStatements(
+const CREATE_ON_THREAD = createStatements(
   "troupe_run_create_on_thread",
   (g) => [
     ["t", `UPDATE threads SET status = $2, created_at = $3, updated_at = $4, metadata = $5::jsonb, record = $6::json WHERE thread_id = $1${g.and} RETURNING 1`],
@@ -71,6 +101,7 @@ const CREATE_ON_THREAD = fencedStatements(
       `INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs) SELECT $7, $1, $8, $9, $10::json, $11::json WHERE EXISTS (SELECT 1 FROM t)`,
     ],
   ],
+  12,
   "(SELECT count(*)::int FROM t) AS updated",
 );
 
@@ -101,12 +132,16 @@ function queuedStopParts(g: Guard, first: number): [string, string][] {
  * run's record with its recorded stop ($12 run_id, NULL: none; $13 status, $14 record) and the
  * queued runs it stopped ($15..$22, queuedStopParts).
  */
-const CREATE_SUPERSEDING = fencedStatements("troupe_run_create_superseding", (g) => [
-  ["r", insertRun(g)],
-  ["running", `UPDATE runs SET status = $13, record = $14::json WHERE run_id = $12 AND thread_id = $1${g.and}`],
-  ...queuedStopParts(g, 15),
-  ["t", upsertThreadSql(1, false, g.when)],
-]);
+const CREATE_SUPERSEDING = createStatements(
+  "troupe_run_create_superseding",
+  (g) => [
+    ["r", insertRun(g)],
+    ["running", `UPDATE runs SET status = $13, record = $14::json WHERE run_id = $12 AND thread_id = $1${g.and}`],
+    ...queuedStopParts(g, 15),
+    ["t", upsertThreadSql(1, false, g.when)],
+  ],
+  23,
+);
 
 /** A queued run stopped on its own (cancel): $1 thread, its end at $2..$9 (queuedStopParts). */
 const STOP_QUEUED = fencedStatements("troupe_run_stop_queued", (g) => queuedStopParts(g, 2));
@@ -230,10 +265,18 @@ export class PostgresRuns implements RunsPort {
   /**
    * The run and the thread's next record, and (a run superseding others) the running run's record
    * with its recorded stop and the end of each queued run it stopped, in one statement. (`prev`:
-   * the LMDB adapter's index diff; rows need none.)
+   * the LMDB adapter's index diff; rows need none.) With `assistant` (a cached assistant's check),
+   * written only if the assistant's row is still the one checked, else ASSISTANT_CHANGED.
    */
-  create(c: { run: RunRecord; thread: ThreadRecord; prev?: ThreadRecord; running?: RunRecord; stopped?: readonly QueuedStop[] }): Issued {
-    const { run } = c;
+  create(c: {
+    run: RunRecord;
+    thread: ThreadRecord;
+    prev?: ThreadRecord;
+    running?: RunRecord;
+    stopped?: readonly QueuedStop[];
+    assistant?: AssistantCheck;
+  }): Issued {
+    const { run, assistant } = c;
     const values: unknown[] = [...threadRowValues(c.thread), run.run_id, run.assistant_id, run.status, recordText(run), jsonText(run.kwargs)];
     const plain = c.running === undefined && (c.stopped === undefined || c.stopped.length === 0);
     if (!plain)
@@ -243,13 +286,14 @@ export class PostgresRuns implements RunsPort {
         c.running === undefined ? null : recordText(c.running),
         ...queuedStopValues(c.stopped ?? []),
       );
-    if (plain && c.prev !== undefined)
-      return {
-        committed: this.chains.issueWrite(run.thread_id, CREATE_ON_THREAD, values, (row) => {
-          if (row?.updated !== 1) throw threadNotFound(run.thread_id);
-        }),
-      };
-    return { committed: this.chains.issueWrite(run.thread_id, plain ? CREATE : CREATE_SUPERSEDING, values) };
+    const statements = plain && c.prev !== undefined ? CREATE_ON_THREAD : plain ? CREATE : CREATE_SUPERSEDING;
+    if (assistant !== undefined) values.push(...assistantCheckValues(assistant));
+    return {
+      committed: this.chains.issueWrite(run.thread_id, assistant === undefined ? statements.unchecked : statements.checked, values, (row) => {
+        if (assistant !== undefined && row?.assistant_current !== true) throw assistantChanged(assistant.assistantId);
+        if (statements === CREATE_ON_THREAD && row?.updated !== 1) throw threadNotFound(run.thread_id);
+      }),
+    };
   }
 
   /** replaces an existing run's record: its start (running, attempt + 1), a stop recorded while it runs (cancel_reason) */
