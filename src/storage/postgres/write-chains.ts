@@ -11,6 +11,16 @@
 // batch that fails in any way was rolled back whole: its writes then run again one at a time, as
 // they would have without batching, and each settles with its own outcome.
 //
+// Inside a batch, writes of one mergeable kind (checkpoint puts, pending writes) leave as one
+// statement for them all (MergeKind: multi-row, each row carrying its write's ordinal, fence and
+// answer): a run's 3 puts and 2 putWrites are 2 statements, a group's puts of 20 threads one.
+// Such a write joins the kind's latest statement in the batch, placed where the first of them
+// stood, so it moves ahead of writes of other mergeable kinds (mergeable kinds commute: each
+// writes tables the others neither write nor read) and of other threads' writes (threads' rows
+// are disjoint), never ahead of a write of its own thread that is not mergeable, nor of one of its
+// own kind (a write whose key the statement already writes starts the next statement). A batch
+// left with one statement is sent without BEGIN/COMMIT (a statement is its own transaction).
+//
 // Cluster mode: a thread's run and checkpoint writes carry the holding of its lease (fence) in
 // their own statement (fenceSql: a lease-row lookup with FOR SHARE and a condition on each write,
 // docs/CLUSTER.md "Fencing"). A refused write writes nothing and answers held = false: a value, not
@@ -35,14 +45,36 @@ const settle = (): void => undefined;
 export interface ChainStatement<T> {
   /** the statement, built when it is sent */
   query(): pg.QueryConfig;
-  /** the write's outcome from its committed result */
+  /** the write's outcome from its committed result (merged: the result holding its one answer row) */
   result(r: pg.QueryResult): T;
   /** how the write runs on its own (default: the statement on the pool, autocommitted) */
   alone?: () => Promise<T>;
+  /** a write of a kind several of which a batch sends as one statement (mergeable()) */
+  merge?: Mergeable;
 }
+
+/**
+ * A kind of write a batch sends as one statement when several are in it. The merged statement
+ * answers one row per write with `ord`, the write's 1-based place in `items`; the write's result()
+ * gets that row alone (rows[0]).
+ */
+export interface MergeKind<I> {
+  /** false when `item` writes a row `items` already write (a statement may not touch a row twice): it starts the kind's next statement */
+  accepts(items: readonly I[], item: I): boolean;
+  query(items: readonly I[]): pg.QueryConfig;
+}
+
+/** A write's part in a merged statement: its kind, and its item, built when it is sent. */
+export interface Mergeable {
+  kind: MergeKind<unknown>;
+  item(): unknown;
+}
+
+export const mergeable = <I>(kind: MergeKind<I>, item: () => I): Mergeable => ({ kind: kind as MergeKind<unknown>, item });
 
 interface Write {
   kind: "write";
+  threadId: string;
   statement: ChainStatement<unknown> | undefined;
   alone: () => Promise<unknown>;
   resolve(value: unknown): void;
@@ -201,7 +233,7 @@ export class ThreadWriteChains implements ThreadFences {
     if (refusal !== undefined) return Promise.reject(refusal);
     const chain = this.chainOf(threadId);
     const result = new Promise<T>((resolve, reject) => {
-      chain.queue.push({ kind: "write", statement: statement as ChainStatement<unknown> | undefined, alone, resolve: resolve as (v: unknown) => void, reject });
+      chain.queue.push({ kind: "write", threadId, statement: statement as ChainStatement<unknown> | undefined, alone, resolve: resolve as (v: unknown) => void, reject });
     });
     chain.tail = Promise.all([chain.tail, result.then(settle, settle)]).then(settle);
     this.start(threadId, chain);
@@ -330,19 +362,27 @@ export class ThreadWriteChains implements ThreadFences {
     }
     let results: pg.QueryResult[] | undefined;
     let client: pg.PoolClient | undefined;
+    let statements: PlannedStatement[] = [];
     try {
-      const queries = writes.map((w) => w.statement!.query());
+      statements = planStatements(writes);
       client = await pool.connect();
       const c = client;
-      const sent: Promise<pg.QueryResult>[] = [c.query("BEGIN"), ...queries.map((q) => c.query(q)), c.query("COMMIT")];
-      const settled = await Promise.allSettled(sent);
-      const commit = settled[settled.length - 1];
-      // a statement that failed aborted the transaction: COMMIT then answers ROLLBACK
-      if (settled.every((s) => s.status === "fulfilled") && commit.status === "fulfilled" && commit.value.command === "COMMIT") {
-        results = settled.slice(1, -1).map((s) => (s as PromiseFulfilledResult<pg.QueryResult>).value);
+      if (statements.length === 1) {
+        // one statement (the writes merged): its own transaction
+        const [only] = await Promise.allSettled([c.query(statements[0].query)]);
+        if (only.status === "fulfilled") results = [only.value];
+      } else {
+        const sent: Promise<pg.QueryResult>[] = [c.query("BEGIN"), ...statements.map((st) => c.query(st.query)), c.query("COMMIT")];
+        const settled = await Promise.allSettled(sent);
+        const commit = settled[settled.length - 1];
+        // a statement that failed aborted the transaction: COMMIT then answers ROLLBACK
+        if (settled.every((s) => s.status === "fulfilled") && commit.status === "fulfilled" && commit.value.command === "COMMIT") {
+          results = settled.slice(1, -1).map((s) => (s as PromiseFulfilledResult<pg.QueryResult>).value);
+        }
       }
       client.release();
     } catch (err) {
+      results = undefined;
       client?.release(err instanceof Error ? err : new Error(String(err)));
     }
     if (results === undefined) {
@@ -350,14 +390,79 @@ export class ThreadWriteChains implements ThreadFences {
       for (const w of writes) await runAlone(w);
       return true;
     }
-    writes.forEach((w, i) => {
-      try {
-        w.resolve(w.statement!.result(results[i]));
-      } catch (err) {
-        w.reject(err);
-      }
+    statements.forEach((st, i) => {
+      const r = results[i];
+      if (st.writes.length === 1 && !st.merged) return settleWith(st.writes[0], r);
+      const byOrd = new Map<number, Record<string, unknown>>();
+      for (const row of r.rows as Record<string, unknown>[]) byOrd.set(Number(row.ord), row);
+      st.writes.forEach((w, at) => {
+        const row = byOrd.get(at + 1);
+        settleWith(w, { ...r, rowCount: row === undefined ? 0 : 1, rows: row === undefined ? [] : [row] });
+      });
     });
     return true;
+  }
+}
+
+/** One statement of a batch: a write's own, or several writes' merged (in item order). */
+interface PlannedStatement {
+  query: pg.QueryConfig;
+  writes: Write[];
+  merged: boolean;
+}
+
+/**
+ * The statements a batch's writes (in issue order) go as: each mergeable write joins the latest
+ * statement of its kind unless its thread wrote something not mergeable since that statement's
+ * place, or the kind refuses it (a row written twice); a kind's single write keeps its own statement.
+ */
+function planStatements(writes: Write[]): PlannedStatement[] {
+  interface Slot {
+    kind?: MergeKind<unknown>;
+    /** the writes' items, built once a second write is to join (a kind's single write keeps its own statement) */
+    items?: unknown[];
+    writes: Write[];
+  }
+  const slots: Slot[] = [];
+  const latest = new Map<MergeKind<unknown>, number>();
+  /** thread → place of its latest write that is not mergeable */
+  const barrier = new Map<string, number>();
+  for (const w of writes) {
+    const merge = w.statement!.merge;
+    if (merge === undefined) {
+      barrier.set(w.threadId, slots.length);
+      slots.push({ writes: [w] });
+      continue;
+    }
+    const at = latest.get(merge.kind);
+    const slot = at === undefined ? undefined : slots[at];
+    if (slot !== undefined && at! > (barrier.get(w.threadId) ?? -1)) {
+      const items = (slot.items ??= slot.writes.map((x) => x.statement!.merge!.item()));
+      const item = merge.item();
+      if (merge.kind.accepts(items, item)) {
+        items.push(item);
+        slot.writes.push(w);
+        continue;
+      }
+      latest.set(merge.kind, slots.length);
+      slots.push({ kind: merge.kind, items: [item], writes: [w] });
+      continue;
+    }
+    latest.set(merge.kind, slots.length);
+    slots.push({ kind: merge.kind, writes: [w] });
+  }
+  return slots.map((s) =>
+    s.kind === undefined || s.writes.length === 1
+      ? { query: s.writes[0].statement!.query(), writes: s.writes, merged: false }
+      : { query: s.kind.query(s.items!), writes: s.writes, merged: true },
+  );
+}
+
+function settleWith(w: Write, r: pg.QueryResult): void {
+  try {
+    w.resolve(w.statement!.result(r));
+  } catch (err) {
+    w.reject(err);
   }
 }
 
