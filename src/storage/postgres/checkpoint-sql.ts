@@ -106,12 +106,12 @@ export interface PutCheckpointItem {
   metadataType: string;
   metadata: Uint8Array;
   metadataJson: string | null;
-  /** JSON: every channel's version (as stored) */
-  versions: string;
-  /** the channels with a new version (their parent refs are not inherited) */
+  /** every channel's version (as stored: its JSON text) */
+  versions: Record<string, string>;
+  /** the channels with a new version (their parent's refs are not inherited) */
   newVersions: string[];
-  /** JSON: the refs of the channels this put writes */
-  ownRefs: string;
+  /** the refs of the channels this put writes: [version, owner] */
+  ownRefs: Record<string, [string, string]>;
   blobs: { channel: string; version: string; type: string; bytes: Uint8Array; chunks: string | null }[];
   /** chunks sent */
   chunks: { channel: string; id: string; bytes: Uint8Array }[];
@@ -120,93 +120,118 @@ export interface PutCheckpointItem {
   fence: Fence | undefined;
 }
 
-// The puts of a batch (write-chains.ts) as one statement, with what PUT_CHECKPOINT_OR_FAIL(_FENCED)
-// does for each: items numbered by their place (ord); each put gated by its own fence (a refused
-// one writes nothing, held false in its row); a missing chunk fails the statement. A put whose
-// parent is an earlier put of the statement that is written inherits from that put's refs (refs:
-// recursive), as it would read them from the committed row if sent after it; the others from the
-// stored parent. A statement never holds two puts of one checkpoint (PUT_CHECKPOINTS.accepts).
-const F_MANY_PUT = fenceManySql(29);
+/*
+ * The puts of a batch (write-chains.ts) as one statement, each doing what PUT_CHECKPOINT_OR_FAIL
+ * (_FENCED) does: each gated by its own fence (a refused put writes nothing, `held` false in its
+ * row); a missing chunk fails the statement. A statement sees the rows as they were before it, so
+ * a put whose parent is an earlier put of the same statement cannot read that put's refs: the
+ * client composes them (PUT_CHECKPOINTS.query) into what it inherits from the first ancestor
+ * outside the statement (`inherit_from`, the refs whose version `keep` names) plus the refs the
+ * puts in between wrote (`own_refs`) — what it would read from that put's committed row. Only
+ * across puts of one holding: puts of two holdings are never both written (a lease row has one
+ * epoch), and a put after a refused one reads the parent as it is stored, as it would after it.
+ * Every row carries its thread (no joins: each part is a scan of its arrays); `held` is one array
+ * by item ($14: epochs, NULL unfenced).
+ */
+const F_MANY_PUT = fenceManySql(35);
 const PUT_CHECKPOINTS_TEXT = `
-WITH RECURSIVE items AS MATERIALIZED (
+WITH items AS MATERIALIZED (
   SELECT u.thread_id, u.checkpoint_ns, u.checkpoint_id, u.parent_id, u.run_id, u.type, u.checkpoint, u.metadata_type, u.metadata,
-    u.metadata_json::jsonb AS metadata_json, u.versions::jsonb AS versions, u.new_versions::jsonb AS new_versions,
-    u.own_refs::jsonb AS own_refs, u.epoch, u.ord::int AS ord
+    u.metadata_json::jsonb AS metadata_json, u.inherit_from, u.keep::jsonb AS keep, u.own_refs::jsonb AS own_refs, u.epoch, u.ord::int AS ord
   FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::bytea[], $10::text[],
     $11::text[], $12::text[], $13::text[], $14::bigint[])
     WITH ORDINALITY u(thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, type, checkpoint, metadata_type, metadata, metadata_json,
-      versions, new_versions, own_refs, epoch, ord)
+      inherit_from, keep, own_refs, epoch, ord)
 ), ${F_MANY_PUT.cte}, held AS MATERIALIZED (
-  SELECT i.ord, ${F_MANY_PUT.holdsFor("i.thread_id", "i.epoch")} AS held FROM items i
+  SELECT array_agg(${F_MANY_PUT.holdsFor("i.thread_id", "i.epoch")} ORDER BY i.ord) AS h FROM items i
 ), missing AS (
-  SELECT count(*)::int AS n FROM unnest($25::int[], $26::text[], $27::text[]) k(ord, channel, chunk_id) JOIN items i ON i.ord = k.ord
-  WHERE NOT EXISTS (SELECT 1 FROM checkpoint_chunks c
-    WHERE c.thread_id = i.thread_id AND c.checkpoint_ns = i.checkpoint_ns AND c.channel = k.channel AND c.chunk_id = k.chunk_id)
-), refs AS (
-  SELECT i.ord, (
-    SELECT coalesce(jsonb_object_agg(r.key, r.value), '{}'::jsonb)
-    FROM checkpoints p, jsonb_each(p.blob_refs) r
-    WHERE p.thread_id = i.thread_id AND p.checkpoint_ns = i.checkpoint_ns AND p.checkpoint_id = i.parent_id
-      AND NOT (i.new_versions ? r.key) AND (i.versions ->> r.key) = (r.value ->> 0)
-  ) || i.own_refs AS refs
-  FROM items i
-  WHERE NOT EXISTS (SELECT 1 FROM items q JOIN held h ON h.ord = q.ord AND h.held
-    WHERE q.ord < i.ord AND q.thread_id = i.thread_id AND q.checkpoint_ns = i.checkpoint_ns AND q.checkpoint_id = i.parent_id)
-  UNION ALL
-  SELECT i.ord, (
-    SELECT coalesce(jsonb_object_agg(r.key, r.value), '{}'::jsonb)
-    FROM jsonb_each(p.refs) r
-    WHERE NOT (i.new_versions ? r.key) AND (i.versions ->> r.key) = (r.value ->> 0)
-  ) || i.own_refs
-  FROM refs p JOIN items q ON q.ord = p.ord JOIN held h ON h.ord = q.ord AND h.held
-  JOIN items i ON i.thread_id = q.thread_id AND i.checkpoint_ns = q.checkpoint_ns AND i.parent_id = q.checkpoint_id AND i.ord > q.ord
+  SELECT count(*)::int AS n FROM unnest($30::text[], $31::text[], $32::text[], $33::text[]) k(thread_id, checkpoint_ns, channel, chunk_id)
+  -- a lookup per chunk (as NOT EXISTS: a hash anti join over every stored chunk in the generic plan)
+  WHERE (SELECT 1 FROM checkpoint_chunks c
+    WHERE c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns AND c.channel = k.channel AND c.chunk_id = k.chunk_id LIMIT 1) IS NULL
 ), chunks AS (
   INSERT INTO checkpoint_chunks (thread_id, checkpoint_ns, channel, chunk_id, bytes)
-  SELECT i.thread_id, i.checkpoint_ns, k.channel, k.chunk_id, k.bytes
-  FROM unnest($21::int[], $22::text[], $23::text[], $24::bytea[]) k(ord, channel, chunk_id, bytes)
-  JOIN items i ON i.ord = k.ord JOIN held h ON h.ord = k.ord
-  WHERE h.held AND (SELECT n FROM missing) = 0
+  SELECT k.thread_id, k.checkpoint_ns, k.channel, k.chunk_id, k.bytes
+  FROM unnest($24::int[], $25::text[], $26::text[], $27::text[], $28::text[], $29::bytea[]) k(ord, thread_id, checkpoint_ns, channel, chunk_id, bytes)
+  WHERE (SELECT h FROM held)[k.ord] AND (SELECT n FROM missing) = 0
   ON CONFLICT DO NOTHING
 ), blobs AS (
   INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, owner, type, blob, chunks)
-  SELECT i.thread_id, i.checkpoint_ns, b.channel, b.version, i.checkpoint_id, b.type, b.blob, string_to_array(b.chunks, ',')
-  FROM unnest($15::int[], $16::text[], $17::text[], $18::text[], $19::bytea[], $20::text[]) b(ord, channel, version, type, blob, chunks)
-  JOIN items i ON i.ord = b.ord JOIN held h ON h.ord = b.ord
-  WHERE h.held AND (SELECT n FROM missing) = 0
+  SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, b.owner, b.type, b.blob, string_to_array(b.chunks, ',')
+  FROM unnest($15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::bytea[], $23::text[])
+    b(ord, thread_id, checkpoint_ns, owner, channel, version, type, blob, chunks)
+  WHERE (SELECT h FROM held)[b.ord] AND (SELECT n FROM missing) = 0
   ON CONFLICT (thread_id, checkpoint_ns, channel, version, owner)
   DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob, chunks = EXCLUDED.chunks
   RETURNING thread_id, checkpoint_ns, owner, channel, xmin::text AS stamp
 ), saved AS (
   INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
     metadata_type, metadata, metadata_json, blob_refs)
-  SELECT i.thread_id, i.checkpoint_ns, i.checkpoint_id, i.parent_id, i.run_id, i.type, i.checkpoint,
-    i.metadata_type, i.metadata, i.metadata_json, r.refs
-  FROM items i JOIN refs r ON r.ord = i.ord JOIN held h ON h.ord = i.ord
-  WHERE h.held AND (SELECT n FROM missing) = 0
+  SELECT i.thread_id, i.checkpoint_ns, i.checkpoint_id, i.parent_id, i.run_id, i.type, i.checkpoint, i.metadata_type, i.metadata, i.metadata_json,
+    (SELECT coalesce(jsonb_object_agg(r.key, r.value), '{}'::jsonb)
+      FROM checkpoints p, jsonb_each(p.blob_refs) r
+      WHERE p.thread_id = i.thread_id AND p.checkpoint_ns = i.checkpoint_ns AND p.checkpoint_id = i.inherit_from
+        AND (i.keep ->> r.key) = (r.value ->> 0)) || i.own_refs
+  FROM items i
+  WHERE (SELECT h FROM held)[i.ord] AND (SELECT n FROM missing) = 0
   ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, run_id = EXCLUDED.run_id, type = EXCLUDED.type,
     checkpoint = EXCLUDED.checkpoint, metadata_type = EXCLUDED.metadata_type, metadata = EXCLUDED.metadata,
     metadata_json = EXCLUDED.metadata_json, blob_refs = EXCLUDED.blob_refs
 )
-SELECT h.ord, h.held,
+SELECT i.ord, (SELECT h FROM held)[i.ord] AS held,
   CASE WHEN (SELECT n FROM missing) = 0 THEN 0 ELSE ('message chunks missing: ' || (SELECT n FROM missing))::int END AS missing,
-  w.blob_channels, w.blob_stamps
-FROM held h JOIN items i ON i.ord = h.ord
-LEFT JOIN LATERAL (
-  SELECT array_agg(b.channel ORDER BY b.channel) AS blob_channels, array_agg(b.stamp ORDER BY b.channel) AS blob_stamps FROM blobs b
-  WHERE b.thread_id = i.thread_id AND b.checkpoint_ns = i.checkpoint_ns AND b.owner = i.checkpoint_id
-) w ON true`;
+  (SELECT array_agg(b.channel ORDER BY b.channel) FROM blobs b
+    WHERE b.thread_id = i.thread_id AND b.checkpoint_ns = i.checkpoint_ns AND b.owner = i.checkpoint_id) AS blob_channels,
+  (SELECT array_agg(b.stamp ORDER BY b.channel) FROM blobs b
+    WHERE b.thread_id = i.thread_id AND b.checkpoint_ns = i.checkpoint_ns AND b.owner = i.checkpoint_id) AS blob_stamps
+FROM items i`;
 
 const checkpointKey = (thread: string, ns: string, id: string): string => JSON.stringify([thread, ns, id]);
 const putKeys = new WeakMap<readonly PutCheckpointItem[], Set<string>>();
+
+/** What a put inherits: the refs of `from` (a stored checkpoint) whose version `keep` names, then `own`. */
+interface Inheritance {
+  from: string | null;
+  keep: Record<string, string>;
+  own: Record<string, [string, string]>;
+}
+
+/**
+ * Each put's inheritance: from its parent as stored, or — when its parent is an earlier put of the
+ * statement under the same holding — composed with that put's (its refs are the ones it inherits
+ * plus its own; of those, this put keeps each channel whose version it still has).
+ */
+function inheritances(items: readonly PutCheckpointItem[]): Inheritance[] {
+  const earlier = new Map<string, { item: PutCheckpointItem; inheritance: Inheritance }>();
+  return items.map((item) => {
+    const unchanged = (channel: string, version: string) => !item.newVersions.includes(channel) && item.versions[channel] === version;
+    const parent = item.parentId === null ? undefined : earlier.get(checkpointKey(item.threadId, item.ns, item.parentId));
+    let inheritance: Inheritance;
+    if (parent === undefined || parent.item.fence?.epoch !== item.fence?.epoch) {
+      const keep: Record<string, string> = {};
+      for (const [channel, version] of Object.entries(item.versions)) if (!item.newVersions.includes(channel)) keep[channel] = version;
+      inheritance = { from: item.parentId, keep, own: item.ownRefs };
+    } else {
+      const keep: Record<string, string> = {};
+      for (const [channel, version] of Object.entries(parent.inheritance.keep)) if (unchanged(channel, version)) keep[channel] = version;
+      const own: Record<string, [string, string]> = {};
+      for (const [channel, ref] of Object.entries(parent.inheritance.own)) if (unchanged(channel, ref[0])) own[channel] = ref;
+      inheritance = { from: parent.inheritance.from, keep, own: { ...own, ...item.ownRefs } };
+    }
+    earlier.set(checkpointKey(item.threadId, item.ns, item.checkpointId), { item, inheritance });
+    return inheritance;
+  });
+}
 
 export const PUT_CHECKPOINTS: MergeKind<PutCheckpointItem> = {
   accepts: (items, item) => fresh(putKeys, items, [checkpointKey(item.threadId, item.ns, item.checkpointId)], (i) => [checkpointKey(i.threadId, i.ns, i.checkpointId)]),
   query(items): pg.QueryConfig {
     const col = <K extends keyof PutCheckpointItem>(k: K) => items.map((i) => i[k]);
-    const blobs = items.flatMap((i, at) => i.blobs.map((b) => ({ ord: at + 1, ...b })));
-    const chunks = items.flatMap((i, at) => i.chunks.map((c) => ({ ord: at + 1, ...c })));
-    const skipped = items.flatMap((i, at) => i.skipped.map((c) => ({ ord: at + 1, ...c })));
+    const inherited = inheritances(items);
+    const blobs = items.flatMap((i, at) => i.blobs.map((b) => ({ ord: at + 1, item: i, ...b })));
+    const chunks = items.flatMap((i, at) => i.chunks.map((c) => ({ ord: at + 1, item: i, ...c })));
+    const skipped = items.flatMap((i) => i.skipped.map((c) => ({ item: i, ...c })));
     return {
       name: "troupe_put_checkpoints",
       text: PUT_CHECKPOINTS_TEXT,
@@ -221,21 +246,27 @@ export const PUT_CHECKPOINTS: MergeKind<PutCheckpointItem> = {
         col("metadataType"),
         col("metadata"),
         col("metadataJson"),
-        col("versions"),
-        items.map((i) => JSON.stringify(i.newVersions)),
-        col("ownRefs"),
+        inherited.map((h) => h.from),
+        inherited.map((h) => JSON.stringify(h.keep)),
+        inherited.map((h) => JSON.stringify(h.own)),
         items.map((i) => i.fence?.epoch ?? null),
         blobs.map((b) => b.ord),
+        blobs.map((b) => b.item.threadId),
+        blobs.map((b) => b.item.ns),
+        blobs.map((b) => b.item.checkpointId),
         blobs.map((b) => b.channel),
         blobs.map((b) => b.version),
         blobs.map((b) => b.type),
         blobs.map((b) => b.bytes),
         blobs.map((b) => b.chunks),
         chunks.map((c) => c.ord),
+        chunks.map((c) => c.item.threadId),
+        chunks.map((c) => c.item.ns),
         chunks.map((c) => c.channel),
         chunks.map((c) => c.id),
         chunks.map((c) => c.bytes),
-        skipped.map((c) => c.ord),
+        skipped.map((c) => c.item.threadId),
+        skipped.map((c) => c.item.ns),
         skipped.map((c) => c.channel),
         skipped.map((c) => c.id),
         ...fenceManyValues(items.map((i) => i.fence)),
@@ -256,28 +287,26 @@ export interface PutWritesItem {
   fence: Fence | undefined;
 }
 
-// The putWrites of a batch as one statement: PUT_WRITES for each, each gated by its own fence.
-// A statement never writes one row twice (PUT_WRITES_MANY.accepts): a putWrites repeating a row
-// of one already in it starts the next statement, which then sees it as PUT_WRITES would.
-const F_MANY_WRITES = fenceManySql(14);
+// The putWrites of a batch as one statement: PUT_WRITES for each, each gated by its own fence
+// (`held`: one array by item, $1: epochs). A statement never writes one row twice
+// (PUT_WRITES_MANY.accepts): a putWrites repeating a row of one already in it starts the next
+// statement, which then sees it as PUT_WRITES would.
+const F_MANY_WRITES = fenceManySql(15);
 const PUT_WRITES_MANY_TEXT = `
-WITH items AS MATERIALIZED (
-  SELECT u.thread_id, u.checkpoint_ns, u.checkpoint_id, u.task_id, u.task_path, u.run_id, u.epoch, u.ord::int AS ord
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[])
-    WITH ORDINALITY u(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, run_id, epoch, ord)
-), ${F_MANY_WRITES.cte}, held AS MATERIALIZED (
-  SELECT i.ord, ${F_MANY_WRITES.holdsFor("i.thread_id", "i.epoch")} AS held FROM items i
+WITH ${F_MANY_WRITES.cte}, held AS MATERIALIZED (
+  SELECT array_agg(${F_MANY_WRITES.holdsFor("u.thread_id", "u.epoch")} ORDER BY u.ord) AS h
+  FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY u(thread_id, epoch, ord)
 ), put AS (
   INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id)
-  SELECT i.thread_id, i.checkpoint_ns, i.checkpoint_id, i.task_id, w.idx, w.channel, w.type, w.blob, i.task_path, i.run_id
-  FROM unnest($8::int[], $9::int[], $10::text[], $11::text[], $12::bytea[]) w(ord, idx, channel, type, blob)
-  JOIN items i ON i.ord = w.ord JOIN held h ON h.ord = w.ord
-  WHERE h.held
+  SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.type, w.blob, w.task_path, w.run_id
+  FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $10::text[], $11::bytea[], $12::text[], $13::text[])
+    w(ord, thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id)
+  WHERE (SELECT h FROM held)[w.ord]
   ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
     channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob, task_path = EXCLUDED.task_path, run_id = EXCLUDED.run_id
   WHERE checkpoint_writes.idx < 0
 )
-SELECT ord, held FROM held`;
+SELECT u.ord, (SELECT h FROM held)[u.ord] AS held FROM generate_series(1, cardinality($1::text[])) u(ord)`;
 
 const writeKeys = new WeakMap<readonly PutWritesItem[], Set<string>>();
 const writeRowKeys = (i: PutWritesItem): string[] => i.rows.map((r) => JSON.stringify([i.threadId, i.ns, i.checkpointId, i.taskId, r.idx]));
@@ -285,23 +314,24 @@ const writeRowKeys = (i: PutWritesItem): string[] => i.rows.map((r) => JSON.stri
 export const PUT_WRITES_MANY: MergeKind<PutWritesItem> = {
   accepts: (items, item) => fresh(writeKeys, items, writeRowKeys(item), writeRowKeys),
   query(items): pg.QueryConfig {
-    const rows = items.flatMap((i, at) => i.rows.map((r) => ({ ord: at + 1, ...r })));
+    const rows = items.flatMap((i, at) => i.rows.map((r) => ({ ord: at + 1, item: i, ...r })));
     return {
       name: "troupe_put_writes_many",
       text: PUT_WRITES_MANY_TEXT,
       values: [
         items.map((i) => i.threadId),
-        items.map((i) => i.ns),
-        items.map((i) => i.checkpointId),
-        items.map((i) => i.taskId),
-        items.map((i) => i.taskPath),
-        items.map((i) => i.runId),
         items.map((i) => i.fence?.epoch ?? null),
         rows.map((r) => r.ord),
+        rows.map((r) => r.item.threadId),
+        rows.map((r) => r.item.ns),
+        rows.map((r) => r.item.checkpointId),
+        rows.map((r) => r.item.taskId),
         rows.map((r) => r.idx),
         rows.map((r) => r.channel),
         rows.map((r) => r.type),
         rows.map((r) => r.blob),
+        rows.map((r) => r.item.taskPath),
+        rows.map((r) => r.item.runId),
         ...fenceManyValues(items.map((i) => i.fence)),
       ],
     };
