@@ -11,7 +11,7 @@ import type { PostgresCheckpointSaver } from "../../src/storage/postgres/checkpo
 import type { PostgresStorage } from "../../src/storage/postgres/adapter.ts";
 import { cfg, checkpoint, meta } from "../helpers/checkpoints.ts";
 import { usePostgresNodePair } from "../helpers/postgres.ts";
-import { threadRecord } from "../helpers/records.ts";
+import { runRecord, threadRecord } from "../helpers/records.ts";
 
 const nodes = usePostgresNodePair();
 const timing = { ttlMs: 15_000, stamp: databaseStamp };
@@ -268,5 +268,43 @@ describe("merged checkpoint writes (Postgres)", () => {
     // c2 alone: its own `foo`, no `bar` (c1 was never written)
     const [rows] = (await stored(node, merged)) as [{ blob_refs: Record<string, unknown> }[]];
     expect(rows.map((r) => Object.keys(r.blob_refs).sort())).toEqual([["foo"]]);
+  });
+
+  it("run ends of several threads in a group go as one statement; a refused one writes nothing and rejects alone", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    const [held, moved, unfenced] = [nextId("t"), nextId("t"), nextId("t")];
+    const fillers = Array.from({ length: 6 }, () => nextId("t"));
+    for (const t of [held, moved, unfenced, ...fillers]) await node.threads.create(threadRecord(t));
+    const runs = new Map([held, moved, unfenced].map((t) => [t, runRecord(t, nextId("run"))]));
+    for (const [t, r] of runs) await node.runs.create({ run: r, thread: threadRecord(t, { status: "busy" }) }).committed;
+    for (const t of [held, moved]) {
+      const lease = await acquireLease(node.db, t, "node-a", timing);
+      node.fences!.fence(t, lease!.epoch);
+    }
+    await node.db.pool.query("UPDATE thread_leases SET epoch = epoch + 1, node_id = 'node-b' WHERE thread_id = $1", [moved]);
+    countStatements();
+    const release = holdWrites(saver, held, moved, unfenced);
+    const ends = [held, moved, unfenced].map(
+      (t) =>
+        node.runs.finish({
+          run: { ...runs.get(t)!, status: "success" },
+          thread: threadRecord(t, { status: "idle", metadata: { ended: t } }),
+          valuesJson: new TextEncoder().encode(JSON.stringify({ ended: t })),
+        }).committed,
+    );
+    const busy = fillers.map((t) => node.threads.save(threadRecord(t, { status: "busy" })));
+    release();
+    const outcomes = await Promise.allSettled([...ends, ...busy]);
+    expect(outcomes.slice(0, 3).map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect(String((outcomes[1] as PromiseRejectedResult).reason)).toMatch(/no longer holds its lease/);
+    // (was one FINISH statement each)
+    expect(sent.filter((s) => s.startsWith("troupe_run_finish"))).toEqual(["troupe_run_finish_many"]);
+    for (const t of [held, unfenced]) {
+      expect(await node.runs.get(t, runs.get(t)!.run_id)).toMatchObject({ status: "success" });
+      expect(await node.threads.get(t)).toMatchObject({ status: "idle", metadata: { ended: t } });
+    }
+    expect(await node.runs.get(moved, runs.get(moved)!.run_id)).toMatchObject({ status: "pending" });
+    expect(await node.threads.get(moved)).toMatchObject({ status: "busy", metadata: {} });
   });
 });

@@ -160,13 +160,15 @@ export class ThreadWriteChains implements ThreadFences {
   /**
    * A write statement in its plain or fenced form (fencedStatements): fenced while the thread is,
    * with the holding of now; a refusal rejects it (checkHeld). `answer`: the write's outcome from
-   * the statement's answer row (none: undefined).
+   * the statement's answer row (none: undefined). `merge`: the write's part in a statement
+   * merging several (its fence taken now, as here; its answer row must answer as this one's).
    */
   issueWrite<T = undefined>(
     threadId: string,
     statement: { plain: NamedStatement; fenced: NamedStatement },
     values: unknown[],
     answer?: (row: Record<string, unknown> | undefined) => T,
+    merge?: Mergeable,
   ): Promise<T> {
     const fence = this.fenceOf(threadId);
     const query = fence === undefined ? { ...statement.plain, values } : { ...statement.fenced, values: [...values, ...fenceValues(fence)] };
@@ -176,6 +178,7 @@ export class ThreadWriteChains implements ThreadFences {
         if (fence !== undefined) this.checkHeld(fence, r.rows[0]?.held);
         return answer === undefined ? (undefined as T) : answer(r.rows[0]);
       },
+      merge,
     });
   }
 
