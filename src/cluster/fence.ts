@@ -125,17 +125,17 @@ function highestParam(text: string): number {
 
 /**
  * The fence of a statement merging writes of several threads (write-chains.ts, MergeKind): a CTE
- * named FENCE_CTE locking, FOR SHARE, the lease rows still carrying one of the holdings its
+ * (`name`) locking, FOR SHARE, the lease rows still carrying one of the holdings its
  * writes were issued under ($pairsParam: "<thread id> <epoch>" each, fenceManyValues; the thread
  * ids alone at $pairsParam - 1 for the index). Each write keeps its rows only if its own holding
  * is there (`holdsFor`), so a refusal is that write's alone. (A condition on the lease row's own
  * columns: a steal committed meanwhile is re-checked on the row's new version, as fenceSql's.)
  */
-export function fenceManySql(pairsParam: number): { cte: string; holdsFor(threadId: string, epoch: string): string } {
+export function fenceManySql(pairsParam: number, name = FENCE_CTE): { cte: string; holdsFor(threadId: string, epoch: string): string } {
   return {
-    cte: `${FENCE_CTE} AS MATERIALIZED (SELECT l.thread_id, l.epoch FROM thread_leases l
+    cte: `${name} AS MATERIALIZED (SELECT l.thread_id, l.epoch FROM thread_leases l
   WHERE l.thread_id = ANY($${pairsParam - 1}::text[]) AND (l.thread_id || ' ' || l.epoch::text) = ANY($${pairsParam}::text[]) FOR SHARE)`,
-    holdsFor: (threadId, epoch) => `(${epoch} IS NULL OR EXISTS (SELECT 1 FROM ${FENCE_CTE} f WHERE f.thread_id = ${threadId} AND f.epoch = ${epoch}))`,
+    holdsFor: (threadId, epoch) => `(${epoch} IS NULL OR EXISTS (SELECT 1 FROM ${name} f WHERE f.thread_id = ${threadId} AND f.epoch = ${epoch}))`,
   };
 }
 

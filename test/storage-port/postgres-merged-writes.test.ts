@@ -184,10 +184,9 @@ describe("merged checkpoint writes (Postgres)", () => {
     countStatements();
     release();
     await expect(saver.flush(t)).rejects.toThrow();
-    // the merged statements failed (one transaction, rolled back); then each write alone
-    expect(sent.filter((s) => s !== "BEGIN" && s !== "COMMIT" && s !== "ROLLBACK")).toEqual([
-      "troupe_put_checkpoints",
-      "troupe_put_writes",
+    // the merged statement failed (the puts and the putWrites: one statement); then each write alone
+    expect(sent).toEqual([
+      "troupe_batch(put_checkpoints,put_writes_many)",
       "troupe_put_checkpoint",
       "troupe_put_writes",
       "troupe_put_checkpoint",
@@ -306,5 +305,40 @@ describe("merged checkpoint writes (Postgres)", () => {
     }
     expect(await node.runs.get(moved, runs.get(moved)!.run_id)).toMatchObject({ status: "pending" });
     expect(await node.threads.get(moved)).toMatchObject({ status: "busy", metadata: {} });
+  });
+
+  it("a run's last batch (its puts, putWrites and end) is one statement without BEGIN/COMMIT; if it fails, each write runs alone", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    for (const failing of [false, true]) {
+      const t = nextId("t");
+      await node.threads.create(threadRecord(t));
+      const run = runRecord(t, nextId("run"));
+      await node.runs.create({ run, thread: threadRecord(t, { status: "busy" }) }).committed;
+      const ids = checkpointIds(2);
+      countStatements();
+      const release = holdWrites(saver, t);
+      await saver.put(cfg(t), { ...checkpoint({ foo: "a" }, { foo: 1 }), id: ids[0] }, meta(0), { foo: 1 });
+      await saver.putWrites(cfg(t, ids[0]), [["foo", "w"]], "task");
+      await saver.put(cfg(t, ids[0]), { ...checkpoint({ foo: "b" }, { foo: 2 }), id: ids[1] }, meta(1), { foo: 2 });
+      // failing: a pending write PostgreSQL cannot store (a NUL in its task id) fails the statement
+      if (failing) await saver.putWrites(cfg(t, ids[1]), [["foo", "x"]], "bad\u0000task");
+      const end = node.runs.finish({ run: { ...run, status: "success" }, thread: threadRecord(t, { status: "idle" }), valuesJson: undefined }).committed;
+      release();
+      await end;
+      if (failing) await expect(saver.flush(t)).rejects.toThrow();
+      else await saver.flush(t);
+      // (was: BEGIN, 2 puts, 1-2 putWrites, the end, COMMIT)
+      const merged = "troupe_batch(put_checkpoints,put_writes_many,run_finish_many)";
+      expect(sent).toEqual(
+        failing
+          ? [merged, "troupe_put_checkpoint", "troupe_put_writes", "troupe_put_checkpoint", "troupe_put_writes", "troupe_run_finish"]
+          : [merged],
+      );
+      expect((await saver.getTuple(cfg(t)))?.checkpoint.channel_values).toEqual({ foo: "b" });
+      expect((await saver.getTuple(cfg(t, ids[0])))?.pendingWrites).toEqual([["task", "foo", "w"]]);
+      expect(await node.runs.get(t, run.run_id)).toMatchObject({ status: "success" });
+      expect(await node.threads.get(t)).toMatchObject({ status: "idle" });
+    }
   });
 });

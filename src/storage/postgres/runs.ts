@@ -159,34 +159,36 @@ interface FinishItem {
 // (FINISH_MANY.accepts): two ends of one thread would update its row twice. The rows are found
 // by `= ANY` of the ids (an index scan whatever the plan thought of the table's size: a join alone
 // got a seq scan in the generic plan made while the tables were small).
-const F_MANY_FINISH = fenceManySql(16);
-const FINISH_MANY_TEXT = `
-WITH items AS MATERIALIZED (
+const F_MANY_FINISH = fenceManySql(16, "§troupe_fence");
+const FINISH_MANY_CTES = `
+§items AS MATERIALIZED (
   SELECT u.thread_id, u.status, u.created_at, u.updated_at, u.metadata::jsonb AS metadata, u.record::json AS record, u.run_id, u.run_status,
     u.run_record::json AS run_record, u.values_json, u.next_attempt_at, u.hook_record::json AS hook_record, u.hook_values, u.epoch, u.ord::int AS ord
   FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bytea[],
     $11::text[], $12::text[], $13::bytea[], $14::bigint[])
     WITH ORDINALITY u(thread_id, status, created_at, updated_at, metadata, record, run_id, run_status, run_record, values_json,
       next_attempt_at, hook_record, hook_values, epoch, ord)
-), ${F_MANY_FINISH.cte}, held AS MATERIALIZED (
-  SELECT array_agg(${F_MANY_FINISH.holdsFor("i.thread_id", "i.epoch")} ORDER BY i.ord) AS h FROM items i
-), r AS (
-  UPDATE runs SET status = i.run_status, record = i.run_record FROM items i
-  WHERE runs.run_id = ANY($7::text[]) AND runs.run_id = i.run_id AND runs.thread_id = i.thread_id AND i.run_record IS NOT NULL AND (SELECT h FROM held)[i.ord]
-), d AS (
-  DELETE FROM runs USING items i
-  WHERE runs.run_id = ANY($7::text[]) AND runs.run_id = i.run_id AND runs.thread_id = i.thread_id AND i.run_record IS NULL AND (SELECT h FROM held)[i.ord]
-), w AS (
+), ${F_MANY_FINISH.cte}, §held AS MATERIALIZED (
+  SELECT array_agg(${F_MANY_FINISH.holdsFor("i.thread_id", "i.epoch")} ORDER BY i.ord) AS h FROM §items i
+), §r AS (
+  UPDATE runs SET status = i.run_status, record = i.run_record FROM §items i
+  WHERE runs.run_id = ANY($7::text[]) AND runs.run_id = i.run_id AND runs.thread_id = i.thread_id AND i.run_record IS NOT NULL AND (SELECT h FROM §held)[i.ord]
+), §d AS (
+  DELETE FROM runs USING §items i
+  WHERE runs.run_id = ANY($7::text[]) AND runs.run_id = i.run_id AND runs.thread_id = i.thread_id AND i.run_record IS NULL AND (SELECT h FROM §held)[i.ord]
+), §w AS (
   INSERT INTO webhook_outbox (thread_id, run_id, next_attempt_at, record, values_json)
-  SELECT i.thread_id, i.run_id, i.next_attempt_at, i.hook_record, i.hook_values FROM items i
-  WHERE i.hook_record IS NOT NULL AND (SELECT h FROM held)[i.ord]
+  SELECT i.thread_id, i.run_id, i.next_attempt_at, i.hook_record, i.hook_values FROM §items i
+  WHERE i.hook_record IS NOT NULL AND (SELECT h FROM §held)[i.ord]
   ON CONFLICT (thread_id, run_id) DO UPDATE SET next_attempt_at = EXCLUDED.next_attempt_at, record = EXCLUDED.record, values_json = EXCLUDED.values_json
-), t AS (
+), §t AS (
   UPDATE threads SET status = i.status, created_at = i.created_at, updated_at = i.updated_at, metadata = i.metadata, record = i.record,
     values_json = i.values_json
-  FROM items i WHERE threads.thread_id = ANY($1::text[]) AND threads.thread_id = i.thread_id AND (SELECT h FROM held)[i.ord]
-)
-SELECT i.ord, (SELECT h FROM held)[i.ord] AS held FROM items i`;
+  FROM §items i WHERE threads.thread_id = ANY($1::text[]) AND threads.thread_id = i.thread_id AND (SELECT h FROM §held)[i.ord]
+), §answer AS (
+  SELECT i.ord, (SELECT h FROM §held)[i.ord] AS held, NULL::int AS missing, NULL::text[] AS blob_channels, NULL::text[] AS blob_stamps
+  FROM §items i
+)`;
 
 const finishThreads = new WeakMap<readonly FinishItem[], Set<string>>();
 
@@ -198,18 +200,12 @@ const FINISH_MANY: MergeKind<FinishItem> = {
     threads.add(item.threadId);
     return true;
   },
-  query(items): pg.QueryConfig {
+  name: "troupe_run_finish_many",
+  ctes: FINISH_MANY_CTES,
+  values(items): unknown[] {
     // FINISH's $10 (values given: always true) is left out
     const col = (i: number) => items.map((item) => item.values[i]);
-    return {
-      name: "troupe_run_finish_many",
-      text: FINISH_MANY_TEXT,
-      values: [
-        ...[0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13].map(col),
-        items.map((i) => i.fence?.epoch ?? null),
-        ...fenceManyValues(items.map((i) => i.fence)),
-      ],
-    };
+    return [...[0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13].map(col), items.map((i) => i.fence?.epoch ?? null), ...fenceManyValues(items.map((i) => i.fence))];
   },
 };
 

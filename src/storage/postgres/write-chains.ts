@@ -54,15 +54,24 @@ export interface ChainStatement<T> {
 }
 
 /**
- * A kind of write a batch sends as one statement when several are in it. The merged statement
- * answers one row per write with `ord`, the write's 1-based place in `items`; the write's result()
- * gets that row alone (rows[0]).
+ * A kind of write a batch sends as one statement when several are in it. The statement is the
+ * kind's CTEs; the last, `§answer`, answers one row per write (ANSWER_COLUMNS; `ord`: the write's
+ * 1-based place in the items) and the write's result() gets its row alone (rows[0]). `§` stands
+ * before each CTE name of the kind's own, so that a batch holding several kinds of them (and
+ * nothing else) sends them all as one statement, each kind's names and parameters apart.
  */
 export interface MergeKind<I> {
+  /** the prepared statement's name (a statement of several kinds: troupe_batch(their names)) */
+  name: string;
   /** false when `item` writes a row `items` already write (a statement may not touch a row twice): it starts the kind's next statement */
   accepts(items: readonly I[], item: I): boolean;
-  query(items: readonly I[]): pg.QueryConfig;
+  ctes: string;
+  /** the parameters $1.. of `ctes` for these items (always as many: the highest $n of ctes) */
+  values(items: readonly I[]): unknown[];
 }
+
+/** What every kind's `§answer` selects: the write's place and outcome (columns a kind has no use for are NULL). */
+export const ANSWER_COLUMNS = "ord, held, missing, blob_channels, blob_stamps";
 
 /** A write's part in a merged statement: its kind, and its item, built when it is sent. */
 export interface Mergeable {
@@ -395,29 +404,35 @@ export class ThreadWriteChains implements ThreadFences {
     }
     statements.forEach((st, i) => {
       const r = results[i];
-      if (st.writes.length === 1 && !st.merged) return settleWith(st.writes[0], r);
-      const byOrd = new Map<number, Record<string, unknown>>();
-      for (const row of r.rows as Record<string, unknown>[]) byOrd.set(Number(row.ord), row);
-      st.writes.forEach((w, at) => {
-        const row = byOrd.get(at + 1);
-        settleWith(w, { ...r, rowCount: row === undefined ? 0 : 1, rows: row === undefined ? [] : [row] });
-      });
+      if (st.parts === undefined) return settleWith(st.writes[0], r);
+      const answers = new Map<string, Record<string, unknown>>();
+      for (const row of r.rows as Record<string, unknown>[]) answers.set(`${String(row.part)} ${String(row.ord)}`, row);
+      st.parts.forEach((writes, part) =>
+        writes.forEach((w, at) => {
+          const row = answers.get(`${part} ${at + 1}`);
+          settleWith(w, { ...r, rowCount: row === undefined ? 0 : 1, rows: row === undefined ? [] : [row] });
+        }),
+      );
     });
     return true;
   }
 }
 
-/** One statement of a batch: a write's own, or several writes' merged (in item order). */
+/**
+ * One statement of a batch: a write's own (`parts` undefined), or writes merged: per kind in it,
+ * its writes in item order (the answer rows carry `part`, the kind's place, and `ord`).
+ */
 interface PlannedStatement {
   query: pg.QueryConfig;
   writes: Write[];
-  merged: boolean;
+  parts?: Write[][];
 }
 
 /**
  * The statements a batch's writes (in issue order) go as: each mergeable write joins the latest
  * statement of its kind unless its thread wrote something not mergeable since that statement's
- * place, or the kind refuses it (a row written twice); a kind's single write keeps its own statement.
+ * place, or the kind refuses it (a row written twice); a kind's single write keeps its own
+ * statement. A batch of mergeable writes only, one statement per kind, is one statement.
  */
 function planStatements(writes: Write[]): PlannedStatement[] {
   interface Slot {
@@ -454,11 +469,51 @@ function planStatements(writes: Write[]): PlannedStatement[] {
     latest.set(merge.kind, slots.length);
     slots.push({ kind: merge.kind, writes: [w] });
   }
+  const itemsOf = (s: Slot) => (s.items ??= s.writes.map((x) => x.statement!.merge!.item()));
+  if (slots.length > 1 && slots.every((s) => s.kind !== undefined) && latest.size === slots.length) {
+    // every write mergeable, one statement per kind: one statement, in a fixed order of the kinds
+    const parts = slots.slice().sort((a, b) => (a.kind!.name < b.kind!.name ? -1 : 1));
+    return [{ query: mergedQuery(parts.map((s) => ({ kind: s.kind!, items: itemsOf(s) }))), writes: writes, parts: parts.map((s) => s.writes) }];
+  }
   return slots.map((s) =>
     s.kind === undefined || s.writes.length === 1
-      ? { query: s.writes[0].statement!.query(), writes: s.writes, merged: false }
-      : { query: s.kind.query(s.items!), writes: s.writes, merged: true },
+      ? { query: s.writes[0].statement!.query(), writes: s.writes }
+      : { query: mergedQuery([{ kind: s.kind, items: s.items! }]), writes: s.writes, parts: [s.writes] },
   );
+}
+
+/** statement texts by name (a kind's, or several kinds' together) */
+const mergedTexts = new Map<string, string>();
+
+/** One statement writing each kind's items: its CTEs with names and parameters apart, its answers with their part. */
+function mergedQuery(parts: { kind: MergeKind<unknown>; items: unknown[] }[]): pg.QueryConfig {
+  // (PostgreSQL keeps 63 bytes of a name: "troupe_batch(put_checkpoints,put_writes_many,run_finish_many)" is 61)
+  const name = parts.length === 1 ? parts[0].kind.name : `troupe_batch(${parts.map((p) => p.kind.name.replace(/^troupe_/, "")).join(",")})`;
+  const values = parts.flatMap((p) => p.kind.values(p.items));
+  let text = mergedTexts.get(name);
+  if (text === undefined) {
+    let offset = 0;
+    const ctes: string[] = [];
+    const answers: string[] = [];
+    parts.forEach((p, i) => {
+      const prefix = parts.length === 1 ? "" : `p${i}_`;
+      const shift = offset;
+      ctes.push(p.kind.ctes.replaceAll("§", prefix).replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + shift}`));
+      answers.push(`SELECT ${i} AS part, ${ANSWER_COLUMNS} FROM ${prefix}answer`);
+      offset += highestParam(p.kind.ctes);
+    });
+    text = `WITH ${ctes.join(", ")}\n${answers.join("\nUNION ALL\n")}`;
+    if (offset !== values.length) throw new Error(`${name}: ${values.length} values for ${offset} parameters`);
+    mergedTexts.set(name, text);
+  }
+  return { name, text, values };
+}
+
+/** The highest `$n` a text names. */
+function highestParam(text: string): number {
+  let n = 0;
+  for (const m of text.matchAll(/\$(\d+)/g)) n = Math.max(n, Number(m[1]));
+  return n;
 }
 
 function settleWith(w: Write, r: pg.QueryResult): void {
