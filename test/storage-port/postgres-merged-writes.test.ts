@@ -44,7 +44,9 @@ async function stored(node: PostgresStorage, threadId: string): Promise<unknown[
   return [
     await q("SELECT checkpoint_id, parent_checkpoint_id, blob_refs FROM checkpoints WHERE thread_id = $1 ORDER BY checkpoint_id"),
     await q("SELECT channel, version, owner, encode(blob, 'hex') AS blob FROM checkpoint_blobs WHERE thread_id = $1 ORDER BY owner, channel"),
-    await q("SELECT checkpoint_id, task_id, idx, channel, encode(blob, 'hex') AS blob FROM checkpoint_writes WHERE thread_id = $1 ORDER BY checkpoint_id, task_id, idx"),
+    await q(
+      "SELECT checkpoint_id, task_id, idx, channel, encode(blob, 'hex') AS blob FROM checkpoint_writes WHERE thread_id = $1 ORDER BY checkpoint_id, task_id, idx",
+    ),
   ];
 }
 
@@ -67,7 +69,14 @@ function runWrites(saver: PostgresCheckpointSaver, threadId: string, ids: string
       await saver.put(cfg(threadId, parent), c, meta(i), step.changed);
       await each();
       if (i < steps.length - 1) {
-        await saver.putWrites(cfg(threadId, c.id), [["foo", `w${i}`], ["bar", `v${i}`]], `task-${i}`);
+        await saver.putWrites(
+          cfg(threadId, c.id),
+          [
+            ["foo", `w${i}`],
+            ["bar", `v${i}`],
+          ],
+          `task-${i}`,
+        );
         await each();
       }
       parent = c.id;
@@ -331,9 +340,7 @@ describe("merged checkpoint writes (Postgres)", () => {
       // (was: BEGIN, 2 puts, 1-2 putWrites, the end, COMMIT)
       const merged = "troupe_batch(put_checkpoints,put_writes_many,run_finish_many)";
       expect(sent).toEqual(
-        failing
-          ? [merged, "troupe_put_checkpoint", "troupe_put_writes", "troupe_put_checkpoint", "troupe_put_writes", "troupe_run_finish"]
-          : [merged],
+        failing ? [merged, "troupe_put_checkpoint", "troupe_put_writes", "troupe_put_checkpoint", "troupe_put_writes", "troupe_run_finish"] : [merged],
       );
       expect((await saver.getTuple(cfg(t)))?.checkpoint.channel_values).toEqual({ foo: "b" });
       expect((await saver.getTuple(cfg(t, ids[0])))?.pendingWrites).toEqual([["task", "foo", "w"]]);

@@ -362,7 +362,15 @@ export class PostgresRuns implements RunsPort {
     ];
     // several runs' ends in a batch (a group's, at load): one statement
     const fence = this.chains.fenceOf(key.threadId);
-    return { committed: this.chains.issueWrite(key.threadId, FINISH, values, undefined, mergeable(FINISH_MANY, () => ({ threadId: key.threadId, values, fence }))) };
+    return {
+      committed: this.chains.issueWrite(
+        key.threadId,
+        FINISH,
+        values,
+        undefined,
+        mergeable(FINISH_MANY, () => ({ threadId: key.threadId, values, fence })),
+      ),
+    };
   }
 
   delete(threadId: string, runId: string): Promise<void> {

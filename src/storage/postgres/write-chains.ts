@@ -246,7 +246,14 @@ export class ThreadWriteChains implements ThreadFences {
     if (refusal !== undefined) return Promise.reject(refusal);
     const chain = this.chainOf(threadId);
     const result = new Promise<T>((resolve, reject) => {
-      chain.queue.push({ kind: "write", threadId, statement: statement as ChainStatement<unknown> | undefined, alone, resolve: resolve as (v: unknown) => void, reject });
+      chain.queue.push({
+        kind: "write",
+        threadId,
+        statement: statement as ChainStatement<unknown> | undefined,
+        alone,
+        resolve: resolve as (v: unknown) => void,
+        reject,
+      });
     });
     chain.tail = Promise.all([chain.tail, result.then(settle, settle)]).then(settle);
     this.start(threadId, chain);
