@@ -125,3 +125,32 @@ function highestParam(text: string): number {
   for (const m of text.matchAll(/\$(\d+)/g)) n = Math.max(n, Number(m[1]));
   return n;
 }
+
+/**
+ * The fence of a statement merging writes of several threads (write-chains.ts, MergeKind): a CTE
+ * (`name`) locking, FOR SHARE, the lease rows still carrying one of the holdings its
+ * writes were issued under ($pairsParam: "<thread id> <epoch>" each, fenceManyValues; the thread
+ * ids alone at $pairsParam - 1 for the index). Each write keeps its rows only if its own holding
+ * is there (`holdsFor`), so a refusal is that write's alone. (A condition on the lease row's own
+ * columns: a steal committed meanwhile is re-checked on the row's new version, as fenceSql's.)
+ */
+export function fenceManySql(pairsParam: number, name = FENCE_CTE): { cte: string; holdsFor(threadId: string, epoch: string): string } {
+  return {
+    cte: `${name} AS MATERIALIZED (SELECT l.thread_id, l.epoch FROM thread_leases l
+  WHERE l.thread_id = ANY($${pairsParam - 1}::text[]) AND (l.thread_id || ' ' || l.epoch::text) = ANY($${pairsParam}::text[]) FOR SHARE)`,
+    holdsFor: (threadId, epoch) => `(${epoch} IS NULL OR EXISTS (SELECT 1 FROM ${name} f WHERE f.thread_id = ${threadId} AND f.epoch = ${epoch}))`,
+  };
+}
+
+/** fenceManySql's two values for the writes' fences (undefined: an unfenced write). */
+export function fenceManyValues(fences: readonly (Fence | undefined)[]): [string[], string[]] {
+  const threads = new Set<string>();
+  const pairs = new Set<string>();
+  for (const f of fences) {
+    if (f === undefined) continue;
+    threads.add(f.threadId);
+    // (no ambiguity: an epoch has no space, so "<id> <epoch>" names one pair)
+    pairs.add(`${f.threadId} ${f.epoch}`);
+  }
+  return [[...threads], [...pairs]];
+}

@@ -1,6 +1,7 @@
 // The checkpointer's SQL (tables: schema.ts). Each saver call is one statement, one round trip,
 // atomic by itself; the statements are prepared once per connection (named).
-import { fenceSql, fencedStatements } from "../../cluster/fence.ts";
+import { fenceManySql, fenceManyValues, fenceSql, fencedStatements, type Fence } from "../../cluster/fence.ts";
+import type { MergeKind } from "./write-chains.ts";
 
 /**
  * A put: the checkpoint row (its blob refs: the parent's for channels whose version did not
@@ -91,6 +92,259 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SE
 WHERE checkpoint_writes.idx < 0`,
   ],
 ]);
+
+/** A put's values, for a statement writing several (PUT_CHECKPOINTS). */
+export interface PutCheckpointItem {
+  threadId: string;
+  ns: string;
+  checkpointId: string;
+  parentId: string | null;
+  runId: string | null;
+  type: string;
+  body: Uint8Array;
+  metadataType: string;
+  metadata: Uint8Array;
+  metadataJson: string | null;
+  /** every channel's version (as stored: its JSON text) */
+  versions: Record<string, string>;
+  /** the channels with a new version (their parent's refs are not inherited) */
+  newVersions: string[];
+  /** the refs of the channels this put writes: [version, owner] */
+  ownRefs: Record<string, [string, string]>;
+  blobs: { channel: string; version: string; type: string; bytes: Uint8Array; chunks: string | null }[];
+  /** chunks sent */
+  chunks: { channel: string; id: string; bytes: Uint8Array }[];
+  /** chunks believed stored: checked, not sent (one missing fails the statement) */
+  skipped: { channel: string; id: string }[];
+  fence: Fence | undefined;
+}
+
+/*
+ * The puts of a batch (write-chains.ts) as one statement, each doing what PUT_CHECKPOINT_OR_FAIL
+ * (_FENCED) does: each gated by its own fence (a refused put writes nothing, `held` false in its
+ * row); a missing chunk fails the statement. A statement sees the rows as they were before it, so
+ * a put whose parent is an earlier put of the same statement cannot read that put's refs: the
+ * client composes them (PUT_CHECKPOINTS.query) into what it inherits from the first ancestor
+ * outside the statement (`inherit_from`, the refs whose version `keep` names) plus the refs the
+ * puts in between wrote (`own_refs`) — what it would read from that put's committed row. Only
+ * across puts of one holding: puts of two holdings are never both written (a lease row has one
+ * epoch), and a put after a refused one reads the parent as it is stored, as it would after it.
+ * Every row carries its thread (no joins: each part is a scan of its arrays); `held` is one array
+ * by item ($14: epochs, NULL unfenced).
+ */
+const F_MANY_PUT = fenceManySql(35, "§troupe_fence");
+const PUT_CHECKPOINTS_CTES = `
+§items AS MATERIALIZED (
+  SELECT u.thread_id, u.checkpoint_ns, u.checkpoint_id, u.parent_id, u.run_id, u.type, u.checkpoint, u.metadata_type, u.metadata,
+    u.metadata_json::jsonb AS metadata_json, u.inherit_from, u.keep::jsonb AS keep, u.own_refs::jsonb AS own_refs, u.epoch, u.ord::int AS ord
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::bytea[], $10::text[],
+    $11::text[], $12::text[], $13::text[], $14::bigint[])
+    WITH ORDINALITY u(thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, type, checkpoint, metadata_type, metadata, metadata_json,
+      inherit_from, keep, own_refs, epoch, ord)
+), ${F_MANY_PUT.cte}, §held AS MATERIALIZED (
+  SELECT array_agg(${F_MANY_PUT.holdsFor("i.thread_id", "i.epoch")} ORDER BY i.ord) AS h FROM §items i
+), §missing AS (
+  SELECT count(*)::int AS n FROM unnest($30::text[], $31::text[], $32::text[], $33::text[]) k(thread_id, checkpoint_ns, channel, chunk_id)
+  -- a lookup per chunk (as NOT EXISTS: a hash anti join over every stored chunk in the generic plan)
+  WHERE (SELECT 1 FROM checkpoint_chunks c
+    WHERE c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns AND c.channel = k.channel AND c.chunk_id = k.chunk_id LIMIT 1) IS NULL
+), §chunks AS (
+  INSERT INTO checkpoint_chunks (thread_id, checkpoint_ns, channel, chunk_id, bytes)
+  SELECT k.thread_id, k.checkpoint_ns, k.channel, k.chunk_id, k.bytes
+  FROM unnest($24::int[], $25::text[], $26::text[], $27::text[], $28::text[], $29::bytea[]) k(ord, thread_id, checkpoint_ns, channel, chunk_id, bytes)
+  WHERE (SELECT h FROM §held)[k.ord] AND (SELECT n FROM §missing) = 0
+  ON CONFLICT DO NOTHING
+), §blobs AS (
+  INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, owner, type, blob, chunks)
+  SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, b.owner, b.type, b.blob, string_to_array(b.chunks, ',')
+  FROM unnest($15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::bytea[], $23::text[])
+    b(ord, thread_id, checkpoint_ns, owner, channel, version, type, blob, chunks)
+  WHERE (SELECT h FROM §held)[b.ord] AND (SELECT n FROM §missing) = 0
+  ON CONFLICT (thread_id, checkpoint_ns, channel, version, owner)
+  DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob, chunks = EXCLUDED.chunks
+  RETURNING thread_id, checkpoint_ns, owner, channel, xmin::text AS stamp
+), §saved AS (
+  INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
+    metadata_type, metadata, metadata_json, blob_refs)
+  SELECT i.thread_id, i.checkpoint_ns, i.checkpoint_id, i.parent_id, i.run_id, i.type, i.checkpoint, i.metadata_type, i.metadata, i.metadata_json,
+    (SELECT coalesce(jsonb_object_agg(r.key, r.value), '{}'::jsonb)
+      FROM checkpoints p, jsonb_each(p.blob_refs) r
+      WHERE p.thread_id = i.thread_id AND p.checkpoint_ns = i.checkpoint_ns AND p.checkpoint_id = i.inherit_from
+        AND (i.keep ->> r.key) = (r.value ->> 0)) || i.own_refs
+  FROM §items i
+  WHERE (SELECT h FROM §held)[i.ord] AND (SELECT n FROM §missing) = 0
+  ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, run_id = EXCLUDED.run_id, type = EXCLUDED.type,
+    checkpoint = EXCLUDED.checkpoint, metadata_type = EXCLUDED.metadata_type, metadata = EXCLUDED.metadata,
+    metadata_json = EXCLUDED.metadata_json, blob_refs = EXCLUDED.blob_refs
+), §answer AS (
+SELECT i.ord, (SELECT h FROM §held)[i.ord] AS held,
+  CASE WHEN (SELECT n FROM §missing) = 0 THEN 0 ELSE ('message chunks missing: ' || (SELECT n FROM §missing))::int END AS missing,
+  (SELECT array_agg(b.channel ORDER BY b.channel) FROM §blobs b
+    WHERE b.thread_id = i.thread_id AND b.checkpoint_ns = i.checkpoint_ns AND b.owner = i.checkpoint_id) AS blob_channels,
+  (SELECT array_agg(b.stamp ORDER BY b.channel) FROM §blobs b
+    WHERE b.thread_id = i.thread_id AND b.checkpoint_ns = i.checkpoint_ns AND b.owner = i.checkpoint_id) AS blob_stamps
+FROM §items i
+)`;
+
+const checkpointKey = (thread: string, ns: string, id: string): string => JSON.stringify([thread, ns, id]);
+const putKeys = new WeakMap<readonly PutCheckpointItem[], Set<string>>();
+
+/** What a put inherits: the refs of `from` (a stored checkpoint) whose version `keep` names, then `own`. */
+interface Inheritance {
+  from: string | null;
+  keep: Record<string, string>;
+  own: Record<string, [string, string]>;
+}
+
+/**
+ * Each put's inheritance: from its parent as stored, or — when its parent is an earlier put of the
+ * statement under the same holding — composed with that put's (its refs are the ones it inherits
+ * plus its own; of those, this put keeps each channel whose version it still has).
+ */
+function inheritances(items: readonly PutCheckpointItem[]): Inheritance[] {
+  const earlier = new Map<string, { item: PutCheckpointItem; inheritance: Inheritance }>();
+  return items.map((item) => {
+    const unchanged = (channel: string, version: string) => !item.newVersions.includes(channel) && item.versions[channel] === version;
+    const parent = item.parentId === null ? undefined : earlier.get(checkpointKey(item.threadId, item.ns, item.parentId));
+    let inheritance: Inheritance;
+    if (parent === undefined || parent.item.fence?.epoch !== item.fence?.epoch) {
+      const keep: Record<string, string> = {};
+      for (const [channel, version] of Object.entries(item.versions)) if (!item.newVersions.includes(channel)) keep[channel] = version;
+      inheritance = { from: item.parentId, keep, own: item.ownRefs };
+    } else {
+      const keep: Record<string, string> = {};
+      for (const [channel, version] of Object.entries(parent.inheritance.keep)) if (unchanged(channel, version)) keep[channel] = version;
+      const own: Record<string, [string, string]> = {};
+      for (const [channel, ref] of Object.entries(parent.inheritance.own)) if (unchanged(channel, ref[0])) own[channel] = ref;
+      inheritance = { from: parent.inheritance.from, keep, own: { ...own, ...item.ownRefs } };
+    }
+    earlier.set(checkpointKey(item.threadId, item.ns, item.checkpointId), { item, inheritance });
+    return inheritance;
+  });
+}
+
+export const PUT_CHECKPOINTS: MergeKind<PutCheckpointItem> = {
+  accepts: (items, item) =>
+    fresh(putKeys, items, [checkpointKey(item.threadId, item.ns, item.checkpointId)], (i) => [checkpointKey(i.threadId, i.ns, i.checkpointId)]),
+  name: "troupe_put_checkpoints",
+  ctes: PUT_CHECKPOINTS_CTES,
+  values(items): unknown[] {
+    const col = <K extends keyof PutCheckpointItem>(k: K) => items.map((i) => i[k]);
+    const inherited = inheritances(items);
+    const blobs = items.flatMap((i, at) => i.blobs.map((b) => ({ ord: at + 1, item: i, ...b })));
+    const chunks = items.flatMap((i, at) => i.chunks.map((c) => ({ ord: at + 1, item: i, ...c })));
+    const skipped = items.flatMap((i) => i.skipped.map((c) => ({ item: i, ...c })));
+    return [
+      col("threadId"),
+      col("ns"),
+      col("checkpointId"),
+      col("parentId"),
+      col("runId"),
+      col("type"),
+      col("body"),
+      col("metadataType"),
+      col("metadata"),
+      col("metadataJson"),
+      inherited.map((h) => h.from),
+      inherited.map((h) => JSON.stringify(h.keep)),
+      inherited.map((h) => JSON.stringify(h.own)),
+      items.map((i) => i.fence?.epoch ?? null),
+      blobs.map((b) => b.ord),
+      blobs.map((b) => b.item.threadId),
+      blobs.map((b) => b.item.ns),
+      blobs.map((b) => b.item.checkpointId),
+      blobs.map((b) => b.channel),
+      blobs.map((b) => b.version),
+      blobs.map((b) => b.type),
+      blobs.map((b) => b.bytes),
+      blobs.map((b) => b.chunks),
+      chunks.map((c) => c.ord),
+      chunks.map((c) => c.item.threadId),
+      chunks.map((c) => c.item.ns),
+      chunks.map((c) => c.channel),
+      chunks.map((c) => c.id),
+      chunks.map((c) => c.bytes),
+      skipped.map((c) => c.item.threadId),
+      skipped.map((c) => c.item.ns),
+      skipped.map((c) => c.channel),
+      skipped.map((c) => c.id),
+      ...fenceManyValues(items.map((i) => i.fence)),
+    ];
+  },
+};
+
+/** A putWrites' values, for a statement writing several (PUT_WRITES_MANY). */
+export interface PutWritesItem {
+  threadId: string;
+  ns: string;
+  checkpointId: string;
+  taskId: string;
+  taskPath: string;
+  runId: string | null;
+  rows: { idx: number; channel: string; type: string; blob: Uint8Array }[];
+  fence: Fence | undefined;
+}
+
+// The putWrites of a batch as one statement: PUT_WRITES for each, each gated by its own fence
+// (`held`: one array by item, $1: epochs). A statement never writes one row twice
+// (PUT_WRITES_MANY.accepts): a putWrites repeating a row of one already in it starts the next
+// statement, which then sees it as PUT_WRITES would.
+const F_MANY_WRITES = fenceManySql(15, "§troupe_fence");
+const PUT_WRITES_MANY_CTES = `
+${F_MANY_WRITES.cte}, §held AS MATERIALIZED (
+  SELECT array_agg(${F_MANY_WRITES.holdsFor("u.thread_id", "u.epoch")} ORDER BY u.ord) AS h
+  FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY u(thread_id, epoch, ord)
+), §put AS (
+  INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id)
+  SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.type, w.blob, w.task_path, w.run_id
+  FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $10::text[], $11::bytea[], $12::text[], $13::text[])
+    w(ord, thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, run_id)
+  WHERE (SELECT h FROM §held)[w.ord]
+  ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+    channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob, task_path = EXCLUDED.task_path, run_id = EXCLUDED.run_id
+  WHERE checkpoint_writes.idx < 0
+), §answer AS (
+  SELECT u.ord, (SELECT h FROM §held)[u.ord] AS held, NULL::int AS missing, NULL::text[] AS blob_channels, NULL::text[] AS blob_stamps
+  FROM generate_series(1, cardinality($1::text[])) u(ord)
+)`;
+
+const writeKeys = new WeakMap<readonly PutWritesItem[], Set<string>>();
+const writeRowKeys = (i: PutWritesItem): string[] => i.rows.map((r) => JSON.stringify([i.threadId, i.ns, i.checkpointId, i.taskId, r.idx]));
+
+export const PUT_WRITES_MANY: MergeKind<PutWritesItem> = {
+  accepts: (items, item) => fresh(writeKeys, items, writeRowKeys(item), writeRowKeys),
+  name: "troupe_put_writes_many",
+  ctes: PUT_WRITES_MANY_CTES,
+  values(items): unknown[] {
+    const rows = items.flatMap((i, at) => i.rows.map((r) => ({ ord: at + 1, item: i, ...r })));
+    return [
+      items.map((i) => i.threadId),
+      items.map((i) => i.fence?.epoch ?? null),
+      rows.map((r) => r.ord),
+      rows.map((r) => r.item.threadId),
+      rows.map((r) => r.item.ns),
+      rows.map((r) => r.item.checkpointId),
+      rows.map((r) => r.item.taskId),
+      rows.map((r) => r.idx),
+      rows.map((r) => r.channel),
+      rows.map((r) => r.type),
+      rows.map((r) => r.blob),
+      rows.map((r) => r.item.taskPath),
+      rows.map((r) => r.item.runId),
+      ...fenceManyValues(items.map((i) => i.fence)),
+    ];
+  },
+};
+
+/** Whether none of `keys` is written by `items` (their keys kept per items array); if so they are now. */
+function fresh<I>(known: WeakMap<readonly I[], Set<string>>, items: readonly I[], keys: string[], keysOf: (item: I) => string[]): boolean {
+  let set = known.get(items);
+  if (set === undefined) known.set(items, (set = new Set(items.flatMap(keysOf))));
+  if (keys.some((k) => set.has(k))) return false;
+  for (const k of keys) set.add(k);
+  return true;
+}
 
 /**
  * Checkpoint rows with their channel values and pending writes, one row per checkpoint: a

@@ -48,12 +48,16 @@ import {
   PUT_CHECKPOINT_FENCED,
   PUT_CHECKPOINT_OR_FAIL,
   PUT_CHECKPOINT_OR_FAIL_FENCED,
+  PUT_CHECKPOINTS,
   PUT_WRITES,
+  PUT_WRITES_MANY,
+  type PutCheckpointItem,
+  type PutWritesItem,
 } from "./checkpoint-sql.ts";
 import type { PostgresDb } from "./pool.ts";
 import { InflightCheckpoints, type KnownChannel } from "./inflight-checkpoints.ts";
 import { IssuedCheckpointWrites } from "./issued-writes.ts";
-import { ThreadWriteChains } from "./write-chains.ts";
+import { ThreadWriteChains, mergeable } from "./write-chains.ts";
 
 type StoredCheckpointBody = Omit<Checkpoint, "channel_values">;
 
@@ -309,6 +313,35 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
         committed(r.rows[0] as PutRow);
       },
       alone: async () => committed(await this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs, fence)),
+      // several puts in a batch: one statement (its row for this put answers as the statement above)
+      merge: mergeable(PUT_CHECKPOINTS, (): PutCheckpointItem => {
+        const { send, skipped } = this.chunksToSend(threadId, ns, blobs, true);
+        return {
+          threadId,
+          ns,
+          checkpointId: checkpoint.id,
+          parentId,
+          runId: fixed[4] as string | null,
+          type,
+          body: bytes,
+          metadataType,
+          metadata: metadataBytes,
+          metadataJson: fixed[9] as string | null,
+          versions,
+          newVersions: Object.keys(newVersions),
+          ownRefs,
+          blobs: blobs.map((b) => ({
+            channel: b.channel,
+            version: b.version,
+            type: b.type,
+            bytes: b.bytes,
+            chunks: b.chunks === undefined ? null : b.chunks.map((c) => c.id).join(","),
+          })),
+          chunks: send.map((x) => ({ channel: x.channel, id: x.chunk.id, bytes: x.chunk.bytes })),
+          skipped,
+          fence,
+        };
+      }),
     });
     // (fenced, on a cluster node: a write the lease refused tells the shard at once, through the
     // chains' refused listener, and is reported by the thread's next checkpoint read or write)
@@ -371,6 +404,24 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
 
   /** PUT_CHECKPOINT's parameters: `fixed` and the chunks to send ($19-$21) or, when `skipKnown`, check ($22-$23) */
   private putValues(threadId: string, ns: string, fixed: unknown[], blobs: EncodedBlob[], skipKnown: boolean): unknown[] {
+    const { send, skipped } = this.chunksToSend(threadId, ns, blobs, skipKnown);
+    return [
+      ...fixed,
+      send.map((s) => s.channel),
+      send.map((s) => s.chunk.id),
+      send.map((s) => s.chunk.bytes),
+      skipped.map((s) => s.channel),
+      skipped.map((s) => s.id),
+    ];
+  }
+
+  /** a put's chunks to send, and (`skipKnown`) those known stored, only checked */
+  private chunksToSend(
+    threadId: string,
+    ns: string,
+    blobs: EncodedBlob[],
+    skipKnown: boolean,
+  ): { send: { channel: string; chunk: MessageChunk }[]; skipped: { channel: string; id: string }[] } {
     const known = skipKnown ? this.storedChunks.of(threadId) : undefined;
     const send: { channel: string; chunk: MessageChunk }[] = [];
     const skipped: { channel: string; id: string }[] = [];
@@ -380,14 +431,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
         else send.push({ channel: blob.channel, chunk });
       }
     }
-    return [
-      ...fixed,
-      send.map((s) => s.channel),
-      send.map((s) => s.chunk.id),
-      send.map((s) => s.chunk.bytes),
-      skipped.map((s) => s.channel),
-      skipped.map((s) => s.id),
-    ];
+    return { send, skipped };
   }
 
   /** after a put committed: the message lists it wrote, under the stamps of their blob rows */
@@ -437,19 +481,27 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
         checkpointId,
         rows.map((r) => ({ taskId, idx: r.idx, channel: r.channel, type: r.type, value: r.blob, taskPath: taskPath ?? "" })),
       );
-    const values = [
+    const item: PutWritesItem = {
       threadId,
-      namespaceOf(config),
+      ns: namespaceOf(config),
       checkpointId,
       taskId,
-      taskPath ?? "",
-      runIdOf(undefined, config),
-      rows.map((r) => r.idx),
-      rows.map((r) => r.channel),
-      rows.map((r) => r.type),
-      rows.map((r) => r.blob),
-    ];
-    this.issued.add(threadId, this.chains.issueWrite(threadId, PUT_WRITES, values)); // cluster mode: fenced by the thread's holding
+      taskPath: taskPath ?? "",
+      runId: runIdOf(undefined, config) ?? null,
+      rows,
+      fence: this.chains.fenceOf(threadId), // cluster mode: written only while this holding stands
+    };
+    const { fence } = item;
+    const values = [item.threadId, item.ns, checkpointId, taskId, item.taskPath, item.runId, ...writeColumns(rows)];
+    const written = this.chains.issueStatement(threadId, {
+      query: () => (fence === undefined ? { ...PUT_WRITES.plain, values } : { ...PUT_WRITES.fenced, values: [...values, ...fenceValues(fence)] }),
+      result: (r) => {
+        if (fence !== undefined) this.chains.checkHeld(fence, r.rows[0]?.held);
+      },
+      // several putWrites in a batch: one statement
+      merge: mergeable(PUT_WRITES_MANY, () => item),
+    });
+    this.issued.add(threadId, written);
   }
 
   async deleteThread(threadId: string): Promise<void> {
@@ -743,6 +795,11 @@ function hasNul(...values: unknown[]): boolean {
 /** A channel version as stored: its JSON text, so 1 and "1" stay different versions. */
 function versionText(version: unknown): string {
   return JSON.stringify(version);
+}
+
+/** PUT_WRITES' row columns ($7-$10) */
+function writeColumns(rows: PutWritesItem["rows"]): unknown[] {
+  return [rows.map((r) => r.idx), rows.map((r) => r.channel), rows.map((r) => r.type), rows.map((r) => r.blob)];
 }
 
 /** Values sent as one bytea, cut by their lengths (views into `joined`, no copy). */

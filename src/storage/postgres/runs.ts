@@ -3,7 +3,7 @@
 // thread's write chain. A run's create, start and finish are one statement each: the run row and
 // the thread row change together (data-modifying CTEs), in one round trip.
 import type pg from "pg";
-import { fencedStatements, guardAlso, type Guard, type NamedStatement } from "../../cluster/fence.ts";
+import { fenceManySql, fenceManyValues, fencedStatements, guardAlso, type Fence, type Guard, type NamedStatement } from "../../cluster/fence.ts";
 import { assistantChanged, threadNotFound } from "../../errors.ts";
 import type { ActiveRun, AssistantCheck, Issued, QueuedStop, RunKey, RunsPort } from "../port.ts";
 import { assistantCheckSql, assistantCheckValues } from "./assistants.ts";
@@ -11,7 +11,7 @@ import type { RunRecord, RunStatus, ThreadRecord, ThreadStatus, WebhookDeliveryR
 import { jsonText } from "./json-columns.ts";
 import { bytesParam, threadRowValues, upsertThreadSql } from "./threads.ts";
 import { deliveryValues, enqueueSql } from "./webhooks.ts";
-import type { ThreadWriteChains } from "./write-chains.ts";
+import { mergeable, type MergeKind, type ThreadWriteChains } from "./write-chains.ts";
 
 interface RunRow {
   record: RunRecord;
@@ -181,6 +181,69 @@ const FINISH = fencedStatements("troupe_run_finish", (g) => [
   ],
 ]);
 
+/** A run's end for a statement ending several (FINISH_MANY): FINISH's values, its fence. */
+interface FinishItem {
+  threadId: string;
+  /** FINISH's $1-$14 */
+  values: unknown[];
+  fence: Fence | undefined;
+}
+
+// The finishes of a batch (write-chains.ts; a group's: several threads') as one statement: FINISH
+// for each, each gated by its own fence (`held`: one array by item). One per thread
+// (FINISH_MANY.accepts): two ends of one thread would update its row twice. The rows are found
+// by `= ANY` of the ids (an index scan whatever the plan thought of the table's size: a join alone
+// got a seq scan in the generic plan made while the tables were small).
+const F_MANY_FINISH = fenceManySql(16, "§troupe_fence");
+const FINISH_MANY_CTES = `
+§items AS MATERIALIZED (
+  SELECT u.thread_id, u.status, u.created_at, u.updated_at, u.metadata::jsonb AS metadata, u.record::json AS record, u.run_id, u.run_status,
+    u.run_record::json AS run_record, u.values_json, u.next_attempt_at, u.hook_record::json AS hook_record, u.hook_values, u.epoch, u.ord::int AS ord
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bytea[],
+    $11::text[], $12::text[], $13::bytea[], $14::bigint[])
+    WITH ORDINALITY u(thread_id, status, created_at, updated_at, metadata, record, run_id, run_status, run_record, values_json,
+      next_attempt_at, hook_record, hook_values, epoch, ord)
+), ${F_MANY_FINISH.cte}, §held AS MATERIALIZED (
+  SELECT array_agg(${F_MANY_FINISH.holdsFor("i.thread_id", "i.epoch")} ORDER BY i.ord) AS h FROM §items i
+), §r AS (
+  UPDATE runs SET status = i.run_status, record = i.run_record FROM §items i
+  WHERE runs.run_id = ANY($7::text[]) AND runs.run_id = i.run_id AND runs.thread_id = i.thread_id AND i.run_record IS NOT NULL AND (SELECT h FROM §held)[i.ord]
+), §d AS (
+  DELETE FROM runs USING §items i
+  WHERE runs.run_id = ANY($7::text[]) AND runs.run_id = i.run_id AND runs.thread_id = i.thread_id AND i.run_record IS NULL AND (SELECT h FROM §held)[i.ord]
+), §w AS (
+  INSERT INTO webhook_outbox (thread_id, run_id, next_attempt_at, record, values_json)
+  SELECT i.thread_id, i.run_id, i.next_attempt_at, i.hook_record, i.hook_values FROM §items i
+  WHERE i.hook_record IS NOT NULL AND (SELECT h FROM §held)[i.ord]
+  ON CONFLICT (thread_id, run_id) DO UPDATE SET next_attempt_at = EXCLUDED.next_attempt_at, record = EXCLUDED.record, values_json = EXCLUDED.values_json
+), §t AS (
+  UPDATE threads SET status = i.status, created_at = i.created_at, updated_at = i.updated_at, metadata = i.metadata, record = i.record,
+    values_json = i.values_json
+  FROM §items i WHERE threads.thread_id = ANY($1::text[]) AND threads.thread_id = i.thread_id AND (SELECT h FROM §held)[i.ord]
+), §answer AS (
+  SELECT i.ord, (SELECT h FROM §held)[i.ord] AS held, NULL::int AS missing, NULL::text[] AS blob_channels, NULL::text[] AS blob_stamps
+  FROM §items i
+)`;
+
+const finishThreads = new WeakMap<readonly FinishItem[], Set<string>>();
+
+const FINISH_MANY: MergeKind<FinishItem> = {
+  accepts(items, item) {
+    let threads = finishThreads.get(items);
+    if (threads === undefined) finishThreads.set(items, (threads = new Set(items.map((i) => i.threadId))));
+    if (threads.has(item.threadId)) return false;
+    threads.add(item.threadId);
+    return true;
+  },
+  name: "troupe_run_finish_many",
+  ctes: FINISH_MANY_CTES,
+  values(items): unknown[] {
+    // FINISH's $10 (values given: always true) is left out
+    const col = (i: number) => items.map((item) => item.values[i]);
+    return [...[0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13].map(col), items.map((i) => i.fence?.epoch ?? null), ...fenceManyValues(items.map((i) => i.fence))];
+  },
+};
+
 /** A run whose thread was deleted while it ran: $1 thread, $2 run, $3-$5 its delivery ($4 NULL: none). */
 const DISCARD = fencedStatements("troupe_run_discard", (g) => [
   ["d", `DELETE FROM runs WHERE thread_id = $1 AND run_id = $2${g.and}`],
@@ -341,7 +404,17 @@ export class PostgresRuns implements RunsPort {
       end.valuesJson === undefined ? null : bytesParam(end.valuesJson),
       ...(end.webhook === undefined ? [null, null, null] : deliveryValues(end.webhook)),
     ];
-    return { committed: this.chains.issueWrite(key.threadId, FINISH, values) };
+    // several runs' ends in a batch (a group's, at load): one statement
+    const fence = this.chains.fenceOf(key.threadId);
+    return {
+      committed: this.chains.issueWrite(
+        key.threadId,
+        FINISH,
+        values,
+        undefined,
+        mergeable(FINISH_MANY, () => ({ threadId: key.threadId, values, fence })),
+      ),
+    };
   }
 
   delete(threadId: string, runId: string): Promise<void> {

@@ -11,6 +11,17 @@
 // batch that fails in any way was rolled back whole: its writes then run again one at a time, as
 // they would have without batching, and each settles with its own outcome.
 //
+// Inside a batch, writes of one mergeable kind (checkpoint puts, pending writes, run ends) leave
+// as one statement for them all (MergeKind: multi-row, each write's row gated by its own fence,
+// one answer row per write): a group's puts of 20 threads are one statement. Such a write joins
+// the kind's latest statement in the batch, placed where the first of them stood, so it moves
+// ahead of writes of other mergeable kinds (they commute: each writes tables the others neither
+// write nor read) and of other threads' writes (threads' rows are disjoint), never ahead of a
+// write of its own thread that is not mergeable, nor of one of its own kind (a write whose row
+// the statement already writes starts the next statement). A batch of mergeable writes only (a
+// run's last one: its puts, putWrites and end) is one statement of all its kinds' parts, sent
+// without BEGIN/COMMIT (a statement is its own transaction): 1 statement instead of 7.
+//
 // Cluster mode: a thread's run and checkpoint writes carry the holding of its lease (fence) in
 // their own statement (fenceSql: a lease-row lookup with FOR SHARE and a condition on each write,
 // docs/CLUSTER.md "Fencing"). A refused write writes nothing and answers held = false: a value, not
@@ -35,14 +46,45 @@ const settle = (): void => undefined;
 export interface ChainStatement<T> {
   /** the statement, built when it is sent */
   query(): pg.QueryConfig;
-  /** the write's outcome from its committed result */
+  /** the write's outcome from its committed result (merged: the result holding its one answer row) */
   result(r: pg.QueryResult): T;
   /** how the write runs on its own (default: the statement on the pool, autocommitted) */
   alone?: () => Promise<T>;
+  /** a write of a kind several of which a batch sends as one statement (mergeable()) */
+  merge?: Mergeable;
 }
+
+/**
+ * A kind of write a batch sends as one statement when several are in it. The statement is the
+ * kind's CTEs; the last, `§answer`, answers one row per write (ANSWER_COLUMNS; `ord`: the write's
+ * 1-based place in the items) and the write's result() gets its row alone (rows[0]). `§` stands
+ * before each CTE name of the kind's own, so that a batch holding several kinds of them (and
+ * nothing else) sends them all as one statement, each kind's names and parameters apart.
+ */
+export interface MergeKind<I> {
+  /** the prepared statement's name (a statement of several kinds: troupe_batch(their names)) */
+  name: string;
+  /** false when `item` writes a row `items` already write (a statement may not touch a row twice): it starts the kind's next statement */
+  accepts(items: readonly I[], item: I): boolean;
+  ctes: string;
+  /** the parameters $1.. of `ctes` for these items (always as many: the highest $n of ctes) */
+  values(items: readonly I[]): unknown[];
+}
+
+/** What every kind's `§answer` selects: the write's place and outcome (columns a kind has no use for are NULL). */
+export const ANSWER_COLUMNS = "ord, held, missing, blob_channels, blob_stamps";
+
+/** A write's part in a merged statement: its kind, and its item, built when it is sent. */
+export interface Mergeable {
+  kind: MergeKind<unknown>;
+  item(): unknown;
+}
+
+export const mergeable = <I>(kind: MergeKind<I>, item: () => I): Mergeable => ({ kind: kind as MergeKind<unknown>, item });
 
 interface Write {
   kind: "write";
+  threadId: string;
   statement: ChainStatement<unknown> | undefined;
   alone: () => Promise<unknown>;
   resolve(value: unknown): void;
@@ -128,13 +170,15 @@ export class ThreadWriteChains implements ThreadFences {
   /**
    * A write statement in its plain or fenced form (fencedStatements): fenced while the thread is,
    * with the holding of now; a refusal rejects it (checkHeld). `answer`: the write's outcome from
-   * the statement's answer row (none: undefined).
+   * the statement's answer row (none: undefined). `merge`: the write's part in a statement
+   * merging several (its fence taken now, as here; its answer row must answer as this one's).
    */
   issueWrite<T = undefined>(
     threadId: string,
     statement: { plain: NamedStatement; fenced: NamedStatement },
     values: unknown[],
     answer?: (row: Record<string, unknown> | undefined) => T,
+    merge?: Mergeable,
   ): Promise<T> {
     const fence = this.fenceOf(threadId);
     const query = fence === undefined ? { ...statement.plain, values } : { ...statement.fenced, values: [...values, ...fenceValues(fence)] };
@@ -144,6 +188,7 @@ export class ThreadWriteChains implements ThreadFences {
         if (fence !== undefined) this.checkHeld(fence, r.rows[0]?.held);
         return answer === undefined ? (undefined as T) : answer(r.rows[0]);
       },
+      merge,
     });
   }
 
@@ -201,7 +246,14 @@ export class ThreadWriteChains implements ThreadFences {
     if (refusal !== undefined) return Promise.reject(refusal);
     const chain = this.chainOf(threadId);
     const result = new Promise<T>((resolve, reject) => {
-      chain.queue.push({ kind: "write", statement: statement as ChainStatement<unknown> | undefined, alone, resolve: resolve as (v: unknown) => void, reject });
+      chain.queue.push({
+        kind: "write",
+        threadId,
+        statement: statement as ChainStatement<unknown> | undefined,
+        alone,
+        resolve: resolve as (v: unknown) => void,
+        reject,
+      });
     });
     chain.tail = Promise.all([chain.tail, result.then(settle, settle)]).then(settle);
     this.start(threadId, chain);
@@ -330,19 +382,27 @@ export class ThreadWriteChains implements ThreadFences {
     }
     let results: pg.QueryResult[] | undefined;
     let client: pg.PoolClient | undefined;
+    let statements: PlannedStatement[] = [];
     try {
-      const queries = writes.map((w) => w.statement!.query());
+      statements = planStatements(writes);
       client = await pool.connect();
       const c = client;
-      const sent: Promise<pg.QueryResult>[] = [c.query("BEGIN"), ...queries.map((q) => c.query(q)), c.query("COMMIT")];
-      const settled = await Promise.allSettled(sent);
-      const commit = settled[settled.length - 1];
-      // a statement that failed aborted the transaction: COMMIT then answers ROLLBACK
-      if (settled.every((s) => s.status === "fulfilled") && commit.status === "fulfilled" && commit.value.command === "COMMIT") {
-        results = settled.slice(1, -1).map((s) => (s as PromiseFulfilledResult<pg.QueryResult>).value);
+      if (statements.length === 1) {
+        // one statement (the writes merged): its own transaction
+        const [only] = await Promise.allSettled([c.query(statements[0].query)]);
+        if (only.status === "fulfilled") results = [only.value];
+      } else {
+        const sent: Promise<pg.QueryResult>[] = [c.query("BEGIN"), ...statements.map((st) => c.query(st.query)), c.query("COMMIT")];
+        const settled = await Promise.allSettled(sent);
+        const commit = settled[settled.length - 1];
+        // a statement that failed aborted the transaction: COMMIT then answers ROLLBACK
+        if (settled.every((s) => s.status === "fulfilled") && commit.status === "fulfilled" && commit.value.command === "COMMIT") {
+          results = settled.slice(1, -1).map((s) => (s as PromiseFulfilledResult<pg.QueryResult>).value);
+        }
       }
       client.release();
     } catch (err) {
+      results = undefined;
       client?.release(err instanceof Error ? err : new Error(String(err)));
     }
     if (results === undefined) {
@@ -350,14 +410,125 @@ export class ThreadWriteChains implements ThreadFences {
       for (const w of writes) await runAlone(w);
       return true;
     }
-    writes.forEach((w, i) => {
-      try {
-        w.resolve(w.statement!.result(results[i]));
-      } catch (err) {
-        w.reject(err);
-      }
+    statements.forEach((st, i) => {
+      const r = results[i];
+      if (st.parts === undefined) return settleWith(st.writes[0], r);
+      const answers = new Map<string, Record<string, unknown>>();
+      for (const row of r.rows as Record<string, unknown>[]) answers.set(`${String(row.part)} ${String(row.ord)}`, row);
+      st.parts.forEach((writes, part) =>
+        writes.forEach((w, at) => {
+          const row = answers.get(`${part} ${at + 1}`);
+          settleWith(w, { ...r, rowCount: row === undefined ? 0 : 1, rows: row === undefined ? [] : [row] });
+        }),
+      );
     });
     return true;
+  }
+}
+
+/**
+ * One statement of a batch: a write's own (`parts` undefined), or writes merged: per kind in it,
+ * its writes in item order (the answer rows carry `part`, the kind's place, and `ord`).
+ */
+interface PlannedStatement {
+  query: pg.QueryConfig;
+  writes: Write[];
+  parts?: Write[][];
+}
+
+/**
+ * The statements a batch's writes (in issue order) go as: each mergeable write joins the latest
+ * statement of its kind unless its thread wrote something not mergeable since that statement's
+ * place, or the kind refuses it (a row written twice); a kind's single write keeps its own
+ * statement. A batch of mergeable writes only, one statement per kind, is one statement.
+ */
+function planStatements(writes: Write[]): PlannedStatement[] {
+  interface Slot {
+    kind?: MergeKind<unknown>;
+    /** the writes' items, built once a second write is to join (a kind's single write keeps its own statement) */
+    items?: unknown[];
+    writes: Write[];
+  }
+  const slots: Slot[] = [];
+  const latest = new Map<MergeKind<unknown>, number>();
+  /** thread → place of its latest write that is not mergeable */
+  const barrier = new Map<string, number>();
+  for (const w of writes) {
+    const merge = w.statement!.merge;
+    if (merge === undefined) {
+      barrier.set(w.threadId, slots.length);
+      slots.push({ writes: [w] });
+      continue;
+    }
+    const at = latest.get(merge.kind);
+    const slot = at === undefined ? undefined : slots[at];
+    if (slot !== undefined && at! > (barrier.get(w.threadId) ?? -1)) {
+      const items = (slot.items ??= slot.writes.map((x) => x.statement!.merge!.item()));
+      const item = merge.item();
+      if (merge.kind.accepts(items, item)) {
+        items.push(item);
+        slot.writes.push(w);
+        continue;
+      }
+      latest.set(merge.kind, slots.length);
+      slots.push({ kind: merge.kind, items: [item], writes: [w] });
+      continue;
+    }
+    latest.set(merge.kind, slots.length);
+    slots.push({ kind: merge.kind, writes: [w] });
+  }
+  const itemsOf = (s: Slot) => (s.items ??= s.writes.map((x) => x.statement!.merge!.item()));
+  if (slots.length > 1 && slots.every((s) => s.kind !== undefined) && latest.size === slots.length) {
+    // every write mergeable, one statement per kind: one statement, in a fixed order of the kinds
+    const parts = slots.slice().sort((a, b) => (a.kind!.name < b.kind!.name ? -1 : 1));
+    return [{ query: mergedQuery(parts.map((s) => ({ kind: s.kind!, items: itemsOf(s) }))), writes: writes, parts: parts.map((s) => s.writes) }];
+  }
+  return slots.map((s) =>
+    s.kind === undefined || s.writes.length === 1
+      ? { query: s.writes[0].statement!.query(), writes: s.writes }
+      : { query: mergedQuery([{ kind: s.kind, items: s.items! }]), writes: s.writes, parts: [s.writes] },
+  );
+}
+
+/** statement texts by name (a kind's, or several kinds' together) */
+const mergedTexts = new Map<string, string>();
+
+/** One statement writing each kind's items: its CTEs with names and parameters apart, its answers with their part. */
+function mergedQuery(parts: { kind: MergeKind<unknown>; items: unknown[] }[]): pg.QueryConfig {
+  // (PostgreSQL keeps 63 bytes of a name: "troupe_batch(put_checkpoints,put_writes_many,run_finish_many)" is 61)
+  const name = parts.length === 1 ? parts[0].kind.name : `troupe_batch(${parts.map((p) => p.kind.name.replace(/^troupe_/, "")).join(",")})`;
+  const values = parts.flatMap((p) => p.kind.values(p.items));
+  let text = mergedTexts.get(name);
+  if (text === undefined) {
+    let offset = 0;
+    const ctes: string[] = [];
+    const answers: string[] = [];
+    parts.forEach((p, i) => {
+      const prefix = parts.length === 1 ? "" : `p${i}_`;
+      const shift = offset;
+      ctes.push(p.kind.ctes.replaceAll("§", prefix).replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + shift}`));
+      answers.push(`SELECT ${i} AS part, ${ANSWER_COLUMNS} FROM ${prefix}answer`);
+      offset += highestParam(p.kind.ctes);
+    });
+    text = `WITH ${ctes.join(", ")}\n${answers.join("\nUNION ALL\n")}`;
+    if (offset !== values.length) throw new Error(`${name}: ${values.length} values for ${offset} parameters`);
+    mergedTexts.set(name, text);
+  }
+  return { name, text, values };
+}
+
+/** The highest `$n` a text names. */
+function highestParam(text: string): number {
+  let n = 0;
+  for (const m of text.matchAll(/\$(\d+)/g)) n = Math.max(n, Number(m[1]));
+  return n;
+}
+
+function settleWith(w: Write, r: pg.QueryResult): void {
+  try {
+    w.resolve(w.statement!.result(r));
+  } catch (err) {
+    w.reject(err);
   }
 }
 

@@ -1,0 +1,351 @@
+// Merged checkpoint writes on Postgres (write-chains.ts, MergeKind; checkpoint-sql.ts
+// PUT_CHECKPOINTS, PUT_WRITES_MANY): the puts of a batch leave as one statement, its putWrites as
+// another, in every other way as if each had been sent alone: the same rows (a put inheriting its
+// parent's values from a put of the same statement), each write its own outcome (a statement that
+// fails runs each write alone; a fence refusal is its own write's), the order of every other write.
+import pg from "pg";
+import { afterEach, describe, expect, it } from "vitest";
+import { acquireLease } from "../../src/cluster/leases.ts";
+import { databaseStamp } from "../../src/cluster/time.ts";
+import type { PostgresCheckpointSaver } from "../../src/storage/postgres/checkpointer.ts";
+import type { PostgresStorage } from "../../src/storage/postgres/adapter.ts";
+import { cfg, checkpoint, meta } from "../helpers/checkpoints.ts";
+import { usePostgresNodePair } from "../helpers/postgres.ts";
+import { runRecord, threadRecord } from "../helpers/records.ts";
+
+const nodes = usePostgresNodePair();
+const timing = { ttlMs: 15_000, stamp: databaseStamp };
+
+let serial = 0;
+const nextId = (prefix: string): string => `${prefix}-${String(++serial).padStart(6, "0")}`;
+
+/** Every statement sent on a connection of this process, by its prepared name (or its text's first word: BEGIN, COMMIT). */
+const sent: string[] = [];
+const clientQuery = pg.Client.prototype.query;
+function countStatements(): void {
+  sent.length = 0;
+  (pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown }).query = function (this: pg.Client, ...a: unknown[]) {
+    const c = a[0] as { name?: string; text?: string } | string;
+    sent.push(typeof c === "string" ? c.split(/\s/)[0] : (c.name ?? c.text?.trim().split(/\s/)[0] ?? "?"));
+    return (clientQuery as (...x: unknown[]) => unknown).apply(this, a);
+  };
+}
+afterEach(() => {
+  pg.Client.prototype.query = clientQuery;
+});
+
+async function saverOf(node: PostgresStorage): Promise<PostgresCheckpointSaver> {
+  return (await node.checkpoints.open()).saver() as PostgresCheckpointSaver;
+}
+
+/** The thread's checkpoints as stored, the thread id left out (two threads written alike compare equal). */
+async function stored(node: PostgresStorage, threadId: string): Promise<unknown[]> {
+  const q = async (sql: string) => (await node.db.pool.query(sql, [threadId])).rows;
+  return [
+    await q("SELECT checkpoint_id, parent_checkpoint_id, blob_refs FROM checkpoints WHERE thread_id = $1 ORDER BY checkpoint_id"),
+    await q("SELECT channel, version, owner, encode(blob, 'hex') AS blob FROM checkpoint_blobs WHERE thread_id = $1 ORDER BY owner, channel"),
+    await q(
+      "SELECT checkpoint_id, task_id, idx, channel, encode(blob, 'hex') AS blob FROM checkpoint_writes WHERE thread_id = $1 ORDER BY checkpoint_id, task_id, idx",
+    ),
+  ];
+}
+
+/**
+ * A run's checkpoint writes as LangGraph issues them (put, putWrites, put, ...), each channel
+ * changing in some steps only: c2 keeps c1's `bar`, c3 keeps c2's `foo`, c4 changes nothing (it
+ * inherits `foo` through c3 from c2). `ids`: the checkpoint ids to use (the same for a twin thread).
+ */
+function runWrites(saver: PostgresCheckpointSaver, threadId: string, ids: string[], each: () => Promise<unknown> = async () => undefined): Promise<void> {
+  const steps: { values: Record<string, unknown>; versions: Record<string, number>; changed: Record<string, number> }[] = [
+    { values: { foo: "a", bar: "x" }, versions: { foo: 1, bar: 1 }, changed: { foo: 1, bar: 1 } },
+    { values: { foo: "b", bar: "x" }, versions: { foo: 2, bar: 1 }, changed: { foo: 2 } },
+    { values: { foo: "b", bar: "y" }, versions: { foo: 2, bar: 2 }, changed: { bar: 2 } },
+    { values: { foo: "b", bar: "y" }, versions: { foo: 2, bar: 2 }, changed: {} },
+  ];
+  return (async () => {
+    let parent: string | undefined;
+    for (const [i, step] of steps.entries()) {
+      const c = { ...checkpoint(step.values, step.versions), id: ids[i] };
+      await saver.put(cfg(threadId, parent), c, meta(i), step.changed);
+      await each();
+      if (i < steps.length - 1) {
+        await saver.putWrites(
+          cfg(threadId, c.id),
+          [
+            ["foo", `w${i}`],
+            ["bar", `v${i}`],
+          ],
+          `task-${i}`,
+        );
+        await each();
+      }
+      parent = c.id;
+    }
+  })();
+}
+
+/** Holds the threads' writes until released: what is issued meanwhile leaves as one batch. */
+function holdWrites(saver: PostgresCheckpointSaver, ...threadIds: string[]): () => void {
+  let release!: () => void;
+  const until = new Promise<void>((resolve) => (release = resolve));
+  for (const t of threadIds) saver.holdWritesUntil(t, until);
+  return release;
+}
+
+const checkpointIds = (n: number): string[] => Array.from({ length: n }, () => checkpoint({}, {}).id);
+
+describe("merged checkpoint writes (Postgres)", () => {
+  it("a run's puts go as one statement and its putWrites as another, and store what each alone stores", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    const [merged, alone] = [nextId("t"), nextId("t")];
+    await node.threads.create(threadRecord(merged));
+    await node.threads.create(threadRecord(alone));
+    const ids = checkpointIds(4);
+    // each write on its own (flushed before the next is issued)
+    await runWrites(saver, alone, ids, () => saver.flush(alone));
+
+    countStatements();
+    const release = holdWrites(saver, merged);
+    await runWrites(saver, merged, ids);
+    const after = node.threads.save(threadRecord(merged, { metadata: { n: 2 } })); // the thread's next write: after them
+    release();
+    await Promise.all([after, saver.flush(merged)]);
+    // (was: BEGIN, 4 puts, 3 putWrites, the save, COMMIT)
+    expect(sent).toEqual(["BEGIN", "troupe_put_checkpoints", "troupe_put_writes_many", "troupe_thread_save", "COMMIT"]);
+
+    expect(await stored(node, merged)).toEqual(await stored(node, alone));
+    const latest = await saver.getTuple(cfg(merged));
+    expect(latest?.checkpoint.id).toBe(ids[3]);
+    expect(latest?.checkpoint.channel_values).toEqual({ foo: "b", bar: "y" });
+    expect((await saver.getTuple(cfg(merged, ids[1])))?.pendingWrites).toEqual([
+      ["task-1", "foo", "w1"],
+      ["task-1", "bar", "v1"],
+    ]);
+    expect(await node.threads.get(merged)).toMatchObject({ metadata: { n: 2 } });
+  });
+
+  it("writes merged and nothing else leave as one statement, without BEGIN/COMMIT", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    const t = nextId("t");
+    await node.threads.create(threadRecord(t));
+    countStatements();
+    const release = holdWrites(saver, t);
+    const ids = checkpointIds(2);
+    await saver.put(cfg(t), { ...checkpoint({ foo: "a" }, { foo: 1 }), id: ids[0] }, meta(0), { foo: 1 });
+    await saver.put(cfg(t, ids[0]), { ...checkpoint({ foo: "b" }, { foo: 2 }), id: ids[1] }, meta(1), { foo: 2 });
+    release();
+    await saver.flush(t);
+    // (was: BEGIN, 2 puts, COMMIT)
+    expect(sent).toEqual(["troupe_put_checkpoints"]);
+    expect((await saver.getTuple(cfg(t)))?.checkpoint.channel_values).toEqual({ foo: "b" });
+  });
+
+  it("a write a statement may not hold twice (the same checkpoint put again, the same pending write) starts the next one", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    const t = nextId("t");
+    await node.threads.create(threadRecord(t));
+    const [id] = checkpointIds(1);
+    countStatements();
+    const release = holdWrites(saver, t);
+    await saver.put(cfg(t), { ...checkpoint({ foo: "a" }, { foo: 1 }), id }, meta(0), { foo: 1 });
+    await saver.putWrites(cfg(t, id), [["foo", "first"]], "task");
+    await saver.put(cfg(t), { ...checkpoint({ foo: "b" }, { foo: 2 }), id }, meta(1), { foo: 2 }); // replaces it
+    await saver.putWrites(cfg(t, id), [["foo", "second"]], "task"); // a regular write: the first stays
+    await saver.putWrites(cfg(t, id), [["__error__", "e1"]], "task");
+    await saver.putWrites(cfg(t, id), [["__error__", "e2"]], "task"); // a special write: the last stays
+    release();
+    await saver.flush(t);
+    // put, "first"; put again, "second" (the same row as "first"), e1; e2 (the same row as e1)
+    expect(sent.filter((s) => s !== "BEGIN" && s !== "COMMIT")).toEqual([
+      "troupe_put_checkpoint_or_fail",
+      "troupe_put_writes",
+      "troupe_put_checkpoint_or_fail",
+      "troupe_put_writes_many",
+      "troupe_put_writes",
+    ]);
+    const tuple = await saver.getTuple(cfg(t));
+    expect(tuple?.checkpoint.channel_values).toEqual({ foo: "b" });
+    expect(tuple?.pendingWrites).toEqual(
+      expect.arrayContaining([
+        ["task", "foo", "first"],
+        ["task", "__error__", "e2"],
+      ]),
+    );
+    expect(tuple?.pendingWrites).toHaveLength(2);
+  });
+
+  it("a write that fails in a merged statement fails alone: the others commit", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    const t = nextId("t");
+    await node.threads.create(threadRecord(t));
+    const ids = checkpointIds(3);
+    const release = holdWrites(saver, t);
+    await saver.put(cfg(t), { ...checkpoint({ foo: "a" }, { foo: 1 }), id: ids[0] }, meta(0), { foo: 1 });
+    await saver.putWrites(cfg(t, ids[0]), [["foo", "w"]], "task");
+    // a namespace PostgreSQL cannot store (a NUL character): its put fails the merged statement
+    const bad = { configurable: { thread_id: t, checkpoint_ns: "x\u0000y", checkpoint_id: ids[0] } };
+    await saver.put(bad, { ...checkpoint({ foo: "b" }, { foo: 2 }), id: ids[1] }, meta(1), { foo: 2 });
+    await saver.put(cfg(t, ids[0]), { ...checkpoint({ foo: "c" }, { foo: 3 }), id: ids[2] }, meta(2), { foo: 3 });
+    countStatements();
+    release();
+    await expect(saver.flush(t)).rejects.toThrow();
+    // the merged statement failed (the puts and the putWrites: one statement); then each write alone
+    expect(sent).toEqual([
+      "troupe_batch(put_checkpoints,put_writes_many)",
+      "troupe_put_checkpoint",
+      "troupe_put_writes",
+      "troupe_put_checkpoint",
+      "troupe_put_checkpoint",
+    ]);
+    const tuple = await saver.getTuple(cfg(t));
+    expect(tuple?.checkpoint.id).toBe(ids[2]);
+    expect(tuple?.checkpoint.channel_values).toEqual({ foo: "c" });
+    expect((await saver.getTuple(cfg(t, ids[0])))?.pendingWrites).toEqual([["task", "foo", "w"]]);
+  });
+
+  it("fenced (cluster mode): a refused write in a merged statement writes nothing and rejects alone; the other thread's commit", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    const [held, moved] = [nextId("t"), nextId("t")];
+    const fillers = Array.from({ length: 6 }, () => nextId("t"));
+    for (const t of [held, moved, ...fillers]) await node.threads.create(threadRecord(t));
+    for (const t of [held, moved]) {
+      const lease = await acquireLease(node.db, t, "node-a", timing);
+      node.fences!.fence(t, lease!.epoch);
+    }
+    const refused: string[] = [];
+    node.fences!.onRefused((t) => refused.push(t));
+    // another node took `moved` over (its epoch moved on): this node's writes to it are refused
+    await node.db.pool.query("UPDATE thread_leases SET epoch = epoch + 1, node_id = 'node-b' WHERE thread_id = $1", [moved]);
+    const ids = checkpointIds(4);
+    countStatements();
+    const release = holdWrites(saver, held, moved);
+    await saver.put(cfg(held), { ...checkpoint({ foo: "a" }, { foo: 1 }), id: ids[0] }, meta(0), { foo: 1 });
+    await saver.put(cfg(moved), { ...checkpoint({ foo: "b" }, { foo: 1 }), id: ids[1] }, meta(0), { foo: 1 });
+    await saver.putWrites(cfg(held, ids[0]), [["foo", "w"]], "task");
+    await saver.putWrites(cfg(moved, ids[1]), [["foo", "w"]], "task");
+    await saver.put(cfg(held, ids[0]), { ...checkpoint({ foo: "c" }, { foo: 2 }), id: ids[2] }, meta(1), { foo: 2 });
+    await saver.put(cfg(moved, ids[1]), { ...checkpoint({ foo: "d" }, { foo: 2 }), id: ids[3] }, meta(1), { foo: 2 });
+    // transactions in flight first, so that both threads' batches wait for them and leave as one group
+    const busy = fillers.map((t) => node.threads.save(threadRecord(t, { status: "busy" })));
+    release();
+    await Promise.all(busy);
+    await saver.flush(held);
+    await expect(saver.flush(moved)).rejects.toThrow(/no longer holds its lease/);
+    // the two threads' puts went in one statement, their putWrites in another
+    expect(sent.filter((s) => s.startsWith("troupe_put"))).toEqual(["troupe_put_checkpoints", "troupe_put_writes_many"]);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(new Set(refused)).toEqual(new Set([moved]));
+    expect((await saver.getTuple(cfg(held)))?.checkpoint.channel_values).toEqual({ foo: "c" });
+    expect((await saver.getTuple(cfg(held, ids[0])))?.pendingWrites).toEqual([["task", "foo", "w"]]);
+    for (const table of ["checkpoints", "checkpoint_blobs", "checkpoint_writes"]) {
+      const r = await node.db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE thread_id = $1`, [moved]);
+      expect(r.rows[0].n).toBe(0);
+    }
+  });
+
+  it("fenced: a put whose parent in the same statement was refused inherits nothing from it, as if sent after it", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    const [merged, alone] = [nextId("t"), nextId("t")];
+    const ids = checkpointIds(2);
+    const write = async (t: string, each: () => Promise<unknown>, hold = false) => {
+      await node.threads.create(threadRecord(t));
+      const first = await acquireLease(node.db, t, "node-a", timing);
+      node.fences!.fence(t, first!.epoch);
+      // the lease moves on (another node's holding, here this one's again under a new epoch) between two puts
+      await node.db.pool.query("UPDATE thread_leases SET epoch = epoch + 1 WHERE thread_id = $1", [t]);
+      const release = hold ? holdWrites(saver, t) : () => undefined;
+      await saver.put(cfg(t), { ...checkpoint({ foo: "a", bar: "x" }, { foo: 1, bar: 1 }), id: ids[0] }, meta(0), { foo: 1, bar: 1 });
+      await each();
+      node.fences!.fence(t, first!.epoch + 1);
+      await saver.put(cfg(t, ids[0]), { ...checkpoint({ foo: "b", bar: "x" }, { foo: 2, bar: 1 }), id: ids[1] }, meta(1), { foo: 2 });
+      await each();
+      release();
+    };
+    await write(alone, () => saver.flush(alone).catch(() => undefined));
+    countStatements();
+    await write(merged, async () => undefined, true); // both puts queue, then leave together
+    await expect(saver.flush(merged)).rejects.toThrow(/no longer holds its lease/);
+    expect(sent.filter((s) => s.startsWith("troupe_put"))).toEqual(["troupe_put_checkpoints"]);
+    expect(await stored(node, merged)).toEqual(await stored(node, alone));
+    // c2 alone: its own `foo`, no `bar` (c1 was never written)
+    const [rows] = (await stored(node, merged)) as [{ blob_refs: Record<string, unknown> }[]];
+    expect(rows.map((r) => Object.keys(r.blob_refs).sort())).toEqual([["foo"]]);
+  });
+
+  it("run ends of several threads in a group go as one statement; a refused one writes nothing and rejects alone", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    const [held, moved, unfenced] = [nextId("t"), nextId("t"), nextId("t")];
+    const fillers = Array.from({ length: 6 }, () => nextId("t"));
+    for (const t of [held, moved, unfenced, ...fillers]) await node.threads.create(threadRecord(t));
+    const runs = new Map([held, moved, unfenced].map((t) => [t, runRecord(t, nextId("run"))]));
+    for (const [t, r] of runs) await node.runs.create({ run: r, thread: threadRecord(t, { status: "busy" }) }).committed;
+    for (const t of [held, moved]) {
+      const lease = await acquireLease(node.db, t, "node-a", timing);
+      node.fences!.fence(t, lease!.epoch);
+    }
+    await node.db.pool.query("UPDATE thread_leases SET epoch = epoch + 1, node_id = 'node-b' WHERE thread_id = $1", [moved]);
+    countStatements();
+    const release = holdWrites(saver, held, moved, unfenced);
+    const ends = [held, moved, unfenced].map(
+      (t) =>
+        node.runs.finish({
+          run: { ...runs.get(t)!, status: "success" },
+          thread: threadRecord(t, { status: "idle", metadata: { ended: t } }),
+          valuesJson: new TextEncoder().encode(JSON.stringify({ ended: t })),
+        }).committed,
+    );
+    const busy = fillers.map((t) => node.threads.save(threadRecord(t, { status: "busy" })));
+    release();
+    const outcomes = await Promise.allSettled([...ends, ...busy]);
+    expect(outcomes.slice(0, 3).map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect(String((outcomes[1] as PromiseRejectedResult).reason)).toMatch(/no longer holds its lease/);
+    // (was one FINISH statement each)
+    expect(sent.filter((s) => s.startsWith("troupe_run_finish"))).toEqual(["troupe_run_finish_many"]);
+    for (const t of [held, unfenced]) {
+      expect(await node.runs.get(t, runs.get(t)!.run_id)).toMatchObject({ status: "success" });
+      expect(await node.threads.get(t)).toMatchObject({ status: "idle", metadata: { ended: t } });
+    }
+    expect(await node.runs.get(moved, runs.get(moved)!.run_id)).toMatchObject({ status: "pending" });
+    expect(await node.threads.get(moved)).toMatchObject({ status: "busy", metadata: {} });
+  });
+
+  it("a run's last batch (its puts, putWrites and end) is one statement without BEGIN/COMMIT; if it fails, each write runs alone", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    for (const failing of [false, true]) {
+      const t = nextId("t");
+      await node.threads.create(threadRecord(t));
+      const run = runRecord(t, nextId("run"));
+      await node.runs.create({ run, thread: threadRecord(t, { status: "busy" }) }).committed;
+      const ids = checkpointIds(2);
+      countStatements();
+      const release = holdWrites(saver, t);
+      await saver.put(cfg(t), { ...checkpoint({ foo: "a" }, { foo: 1 }), id: ids[0] }, meta(0), { foo: 1 });
+      await saver.putWrites(cfg(t, ids[0]), [["foo", "w"]], "task");
+      await saver.put(cfg(t, ids[0]), { ...checkpoint({ foo: "b" }, { foo: 2 }), id: ids[1] }, meta(1), { foo: 2 });
+      // failing: a pending write PostgreSQL cannot store (a NUL in its task id) fails the statement
+      if (failing) await saver.putWrites(cfg(t, ids[1]), [["foo", "x"]], "bad\u0000task");
+      const end = node.runs.finish({ run: { ...run, status: "success" }, thread: threadRecord(t, { status: "idle" }), valuesJson: undefined }).committed;
+      release();
+      await end;
+      if (failing) await expect(saver.flush(t)).rejects.toThrow();
+      else await saver.flush(t);
+      // (was: BEGIN, 2 puts, 1-2 putWrites, the end, COMMIT)
+      const merged = "troupe_batch(put_checkpoints,put_writes_many,run_finish_many)";
+      expect(sent).toEqual(
+        failing ? [merged, "troupe_put_checkpoint", "troupe_put_writes", "troupe_put_checkpoint", "troupe_put_writes", "troupe_run_finish"] : [merged],
+      );
+      expect((await saver.getTuple(cfg(t)))?.checkpoint.channel_values).toEqual({ foo: "b" });
+      expect((await saver.getTuple(cfg(t, ids[0])))?.pendingWrites).toEqual([["task", "foo", "w"]]);
+      expect(await node.runs.get(t, run.run_id)).toMatchObject({ status: "success" });
+      expect(await node.threads.get(t)).toMatchObject({ status: "idle" });
+    }
+  });
+});
