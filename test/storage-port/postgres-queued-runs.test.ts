@@ -1,0 +1,75 @@
+// What a run queued on a busy thread costs PostgreSQL (enqueue-1000): the thread actor in-process
+// over the Postgres port a shard uses (test/helpers/actor-harness.ts), the real saver and the gate
+// graph, every statement the driver sends recorded (the driver's side of the timeline trace,
+// src/storage/postgres/driver-trace.ts) — counts, not timings.
+import { describe, expect, it } from "vitest";
+import { runCheckpointMetadata } from "../../src/actors/run-checkpoint-saver.ts";
+import { traceDriver } from "../../src/storage/postgres/driver-trace.ts";
+import { gateOf } from "../fixtures/actor/gate.ts";
+import { ActorHarness } from "../helpers/actor-harness.ts";
+import { usePostgresStorage } from "../helpers/postgres.ts";
+import { waitUntil } from "../helpers/wait.ts";
+
+const fx = usePostgresStorage();
+
+/** the names (or first words) of the statements sent while `recording` */
+const sent: string[] = [];
+let recording = false;
+traceDriver((what) => {
+  const m = /^pg\.send #\d+ c\d+ (.*)$/.exec(what);
+  if (recording && m) sent.push(m[1]);
+});
+
+let n = 0;
+const ids = () => {
+  const k = ++n;
+  const hex = (i: number) => `00000000-0000-7000-8000-${String(k * 10 + i).padStart(12, "0")}`;
+  return { t: `00000000-0000-4000-8000-${String(k).padStart(12, "0")}`, r1: hex(1), r2: hex(2) };
+};
+
+async function harness(): Promise<ActorHarness> {
+  const saver = (await fx.storage.checkpoints.open()).saver({ putMetadata: runCheckpointMetadata });
+  return ActorHarness.onPort({ port: fx.storage, saver });
+}
+
+describe("a queued run on PostgreSQL", () => {
+  it("whose graph ended before the previous run's final commit writes no `running` record: its finish is its next write", async () => {
+    const h = await harness();
+    const { t, r1, r2 } = ids();
+    let commitFirst!: () => void;
+    const firstCommitted = new Promise<void>((resolve) => (commitFirst = resolve));
+    h.finishGate = (runId) => (runId === r1 ? firstCommitted : undefined);
+    await h.create(t, r1);
+    await h.create(t, r2);
+    gateOf(r2).open();
+    gateOf(r1).open();
+    // r1's final commit is slow (as seen by its actor): r2 runs meanwhile, and its graph ends first
+    await waitUntil(() => h.actor(t).finishingRuns === 2, { what: "both runs' outcomes waiting for r1's final commit" });
+    recording = true;
+    commitFirst();
+    await h.sentLine(`done ${r2} success idle`);
+    recording = false;
+    // r2's writes from here: its checkpoints (held behind r1's commit) and its finish, no run save
+    // (was: troupe_run_save too, overwritten by the finish, usually in the same transaction)
+    expect(sent.filter((s) => s.startsWith("troupe_run_save"))).toEqual([]);
+    expect(sent.filter((s) => s.startsWith("troupe_put_checkpoint"))).toHaveLength(3);
+    expect(await fx.storage.runs.get(t, r2)).toMatchObject({ status: "success", attempt: 1 });
+    expect((await fx.storage.runs.get(t, r2))?.started_at).toBeDefined();
+    expect(h.saves).toEqual([]); // (r1 started before its create committed, stored running by it)
+  });
+
+  it("leaves its thread's values stored as they are, not compressed (a long thread's finish rewrote and pglz-compressed them)", async () => {
+    const h = await harness();
+    const { t, r1 } = ids();
+    gateOf(r1).open();
+    await h.create(t, r1, { input: "a long and very compressible message. ".repeat(1_000) });
+    await h.sentLine(`done ${r1} success idle`);
+    const r = await fx.storage.db.pool.query<{ stored: number; bytes: number }>(
+      "SELECT pg_column_size(values_json) AS stored, octet_length(values_json) AS bytes FROM threads WHERE thread_id = $1",
+      [t],
+    );
+    const { stored, bytes } = r.rows[0];
+    expect(bytes).toBeGreaterThan(76_000); // the input and its echo
+    expect(stored).toBeGreaterThanOrEqual(bytes); // (was ~1/20 of it: pglz)
+  });
+});
