@@ -4,6 +4,8 @@
 // src/storage/postgres/driver-trace.ts) — counts, not timings.
 import { describe, expect, it } from "vitest";
 import { runCheckpointMetadata } from "../../src/actors/run-checkpoint-saver.ts";
+import { acquireLease } from "../../src/cluster/leases.ts";
+import { databaseStamp } from "../../src/cluster/time.ts";
 import { traceDriver } from "../../src/storage/postgres/driver-trace.ts";
 import { gateOf } from "../fixtures/actor/gate.ts";
 import { ActorHarness } from "../helpers/actor-harness.ts";
@@ -56,6 +58,38 @@ describe("a queued run on PostgreSQL", () => {
     expect(await fx.storage.runs.get(t, r2)).toMatchObject({ status: "success", attempt: 1 });
     expect((await fx.storage.runs.get(t, r2))?.started_at).toBeDefined();
     expect(h.saves).toEqual([]); // (r1 started before its create committed, stored running by it)
+  });
+
+  it("leaves its checkpoints and its finish in one transaction after the previous run's final commit (a cluster node's fenced thread)", async () => {
+    const h = await harness();
+    const { t, r1, r2 } = ids();
+    // as a shard's thread.recover: the lease taken, the thread's writes fenced, its record known
+    const lease = await acquireLease(fx.storage.db, t, "node-a", { ttlMs: 15_000, stamp: databaseStamp });
+    fx.storage.fences!.fence(t, lease!.epoch);
+    let commitFirst!: () => void;
+    const firstCommitted = new Promise<void>((resolve) => (commitFirst = resolve));
+    h.finishGate = (runId) => (runId === r1 ? firstCommitted : undefined);
+    await h.create(t, r1);
+    await h.create(t, r2);
+    gateOf(r2).open();
+    gateOf(r1).open();
+    await waitUntil(() => h.actor(t).finishingRuns === 2, { what: "both runs' outcomes waiting for r1's final commit" });
+    await fx.storage.db.pool.query("SELECT 1"); // (r1's own writes are all answered by now)
+    sent.length = 0;
+    recording = true;
+    commitFirst();
+    await h.sentLine(`done ${r2} success idle`);
+    recording = false;
+    // r2's checkpoints were held behind r1's commit; its finish is issued a few microtasks after
+    // that commit is read: they leave together (was: the checkpoints' batch, then the finish alone)
+    // (as sent now: BEGIN, 3 puts, 2 putWrites, the finish, COMMIT)
+    const names = sent.map((s) => s.replace(/_fenced$/, ""));
+    expect(names.filter((s) => s === "BEGIN")).toHaveLength(1);
+    expect(names[0]).toBe("BEGIN");
+    expect(names.at(-1)).toBe("COMMIT");
+    expect(names.at(-2)).toBe("troupe_run_finish");
+    expect(names.filter((s) => s.startsWith("troupe_put_checkpoint")).length).toBeGreaterThan(0);
+    expect(h.reads).toEqual({ threads: 1, runs: 0 }); // (the first create's read: the record is known from there)
   });
 
   it("leaves its thread's values stored as they are, not compressed (a long thread's finish rewrote and pglz-compressed them)", async () => {
