@@ -46,6 +46,8 @@ interface InFlight {
   createFailed?: boolean;
   /** (started before its create committed) names this execution to its checkpoint writes, refused for good if the create fails */
   execution?: string;
+  /** its graph has ended (its outcome is known; its finish comes next) */
+  executed?: boolean;
 }
 
 /** Numbers the executions of runs started before their create committed (InFlight.execution). */
@@ -584,6 +586,8 @@ export class ThreadActor {
           break;
         case "stop": // its turn comes first (queue order): execute() ends it as its stop says, without running it
         case "requeue":
+          // (a pending run that left checkpoints, e.g. one never stored running, see execute, is
+          // resumed by LangGraph itself: the latest checkpoint carries its run id)
           break;
       }
       this.insertQueued(run);
@@ -613,6 +617,11 @@ export class ThreadActor {
   /** whether a run of this thread executes now */
   get executing(): boolean {
     return this.current !== undefined;
+  }
+
+  /** runs whose graph has ended and whose outcome is not yet committed */
+  get finishingRuns(): number {
+    return this.finishing;
   }
 
   /** whether a run executes or has not yet committed its outcome */
@@ -728,9 +737,13 @@ export class ThreadActor {
     const startedAt = nowIso();
     const running: RunRecord = stored ? run : { ...inflight.record, status: "running", attempt: run.attempt + 1, started_at: startedAt, updated_at: startedAt };
     inflight.record = running;
-    // (written as it is when the write goes out: a stop recorded meanwhile is in it)
+    // (written as it is when the write goes out: a stop recorded meanwhile is in it). Held while
+    // the previous run's final commit is in flight: if the graph has ended by then, the run's
+    // finish is the next write of it (issued once that commit is in), and on PostgreSQL the two
+    // leave in one transaction, so the `running` record would be overwritten unseen: not written.
     if (!stored)
       this.send(() => {
+        if (inflight.executed === true) return;
         const saved = s.runs.save(inflight.record).committed;
         // cluster: refused by the lease fence, the actor was abandoned, nothing more to do (no fences: as before)
         if (s.fences !== undefined) void saved.catch((err: unknown) => void (this.abandoned || Promise.reject(err)));
@@ -781,6 +794,7 @@ export class ThreadActor {
       outcome = { status: "error", rolledBack: false, error };
     }
     trace?.("actor.run.executed");
+    inflight.executed = true;
     await this.finishInFlight(inflight, outcome, stateless, outcomeQueued);
   }
 

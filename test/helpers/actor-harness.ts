@@ -76,6 +76,13 @@ export class ActorHarness {
    * commit that takes that long); rejected, nothing is written and the create fails with it
    */
   createGate: ((runId: string) => Promise<void> | undefined) | undefined;
+  /**
+   * a run's finish is issued to storage at once (its place in the thread's write order), but the
+   * actor learns of its commit only once the promise this returns for its run resolves (a slow commit)
+   */
+  finishGate: ((runId: string) => Promise<void> | undefined) | undefined;
+  /** the run ids of the runs.save calls the actors made (a run's `running` record, a recorded stop) */
+  readonly saves: string[] = [];
   readonly ctx: ShardContext;
   private readonly actors = new Map<string, ThreadActor>();
   private killed = false;
@@ -100,7 +107,7 @@ export class ActorHarness {
       draining: false,
       // as a shard on this backend does (tests of the early start turn it on)
       startBeforeCommit: backend?.port.backend === "postgres",
-      storage: countReads(this.gatedCreates(backend?.port ?? lmdbStoragePort(view)), this.reads),
+      storage: countReads(this.gatedFinishes(this.gatedCreates(backend?.port ?? lmdbStoragePort(view))), this.reads, this.saves),
       registry,
       saver: {
         deleteThread: (t) => saver.deleteThread(t),
@@ -149,6 +156,16 @@ export class ActorHarness {
     port.runs.create = (write) => {
       const gate = this.createGate?.(write.run.run_id);
       return gate === undefined ? create(write) : { committed: gate.then(() => create(write).committed) };
+    };
+    return port;
+  }
+
+  private gatedFinishes(port: StoragePort): StoragePort {
+    const finish = port.runs.finish.bind(port.runs);
+    port.runs.finish = (end) => {
+      const issued = finish(end);
+      const gate = this.finishGate?.("rolledBack" in end.run ? end.run.rolledBack.runId : end.run.run_id);
+      return gate === undefined ? issued : { committed: gate.then(() => issued.committed) };
     };
     return port;
   }
@@ -242,8 +259,8 @@ export class ActorHarness {
   }
 }
 
-/** The port with its threads.get and runs.exists counted in `reads`. */
-function countReads(port: StoragePort, reads: RecordReads): StoragePort {
+/** The port with its threads.get and runs.exists counted in `reads`, and runs.save's run ids listed in `saves`. */
+function countReads(port: StoragePort, reads: RecordReads, saves: string[]): StoragePort {
   const counted = <T extends object>(family: T, method: keyof T, count: () => void): T =>
     new Proxy(family, {
       get: (target, prop) => {
@@ -258,6 +275,11 @@ function countReads(port: StoragePort, reads: RecordReads): StoragePort {
     });
   const threads = counted(port.threads, "get", () => reads.threads++);
   const runs = counted(port.runs, "exists", () => reads.runs++);
+  const save = port.runs.save.bind(port.runs);
+  port.runs.save = (run) => {
+    saves.push(run.run_id);
+    return save(run);
+  };
   return new Proxy(port, {
     get: (target, prop) => {
       if (prop === "threads") return threads;

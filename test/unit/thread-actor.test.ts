@@ -147,6 +147,50 @@ describe("ThreadActor", () => {
     await second.close();
   });
 
+  it("a queued run whose graph ends before the previous run's final commit is not stored running: its finish is its next write", async () => {
+    const h = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1, r2 } = ids();
+    let commitFirst!: () => void;
+    const firstCommitted = new Promise<void>((resolve) => (commitFirst = resolve));
+    h.finishGate = (runId) => (runId === r1 ? firstCommitted : undefined);
+    await h.create(t, r1);
+    await h.create(t, r2);
+    gateOf(r2).open();
+    gateOf(r1).open();
+    // r1's final commit is slow: r2 starts meanwhile and its graph ends before that commit is in
+    await waitUntil(() => h.actor(t).finishingRuns === 2, { what: "both runs' outcomes waiting for r1's final commit" });
+    expect(h.saves).toEqual([r1]); // r1's running record (it started alone); r2's is held until r1's commit
+    commitFirst();
+    await h.sentLine(`done ${r2} success idle`);
+    expect(h.saves).toEqual([r1]); // (was [r1, r2]: a running record its finish overwrote, on PostgreSQL in the same transaction)
+    expect(h.sent).toEqual([`start ${r1}`, `done ${r1} success busy`, `start ${r2}`, `done ${r2} success idle`]);
+    expect(h.run(t, r2)).toMatchObject({ status: "success", attempt: 1 });
+    expect(h.run(t, r2)?.started_at).toBeDefined();
+    expect(h.messages(t)).toEqual([`human:${r1}`, `ai:echo ${r1}`, `human:${r2}`, `ai:echo ${r2}`]);
+  });
+
+  it("after a crash that left a run pending with checkpoints of its own (its finish lost), it resumes instead of replaying its input", async () => {
+    const first = new ActorHarness(tmp.storage, tmp.dir);
+    const { t, r1 } = ids();
+    gateOf(r1).open();
+    await first.create(t, r1);
+    await first.sentLine(`done ${r1} success idle`);
+    // the state a crash leaves when a run's checkpoints committed before its record left pending
+    // (a queued run whose `running` record was never written, or a batch that committed alone):
+    // requeued, it runs with its input, which LangGraph ignores, resuming instead, as the latest
+    // checkpoint carries the run's id
+    const ended = first.run(t, r1)!;
+    const thread = first.thread(t)!;
+    await first.ctx.storage.runs.create({ run: { ...ended, status: "pending" }, thread: { ...thread, status: "busy" }, prev: thread }).committed;
+    first.kill();
+    const second = await first.restarted();
+    await second.sentLine(`done ${r1} success idle`);
+    expect(gateOf(r1).arrivals).toBe(1); // its graph did not run again
+    expect(second.messages(t)).toEqual([`human:${r1}`, `ai:echo ${r1}`]); // not the input once more, nor its echo
+    expect(second.run(t, r1)).toMatchObject({ status: "success", attempt: 2 });
+    await second.close();
+  });
+
   it("a run with multitask_strategy rollback stops the running one in the same commit as its own create", async () => {
     const h = new ActorHarness(tmp.storage, tmp.dir);
     const { t, r1, r2 } = ids();

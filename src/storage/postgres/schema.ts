@@ -20,6 +20,7 @@ import { RECORD_TABLES } from "./schema-records.ts";
  *   database's locale.
  */
 import { THREAD_TERMS } from "./schema-terms.ts";
+import { THREAD_VALUES_UNCOMPRESSED } from "./schema-values.ts";
 import { CLUSTER_MIGRATION, CLUSTER_WEBHOOKS_MIGRATION } from "../../cluster/schema.ts";
 
 export interface Migration {
@@ -94,4 +95,5 @@ CREATE INDEX checkpoint_writes_run ON checkpoint_writes (thread_id, run_id) WHER
   { version: 4, ...ROW_COUNTS },
   { version: 5, ...CLUSTER_WEBHOOKS_MIGRATION },
   { version: 6, ...THREAD_TERMS },
+  { version: 7, ...THREAD_VALUES_UNCOMPRESSED },
 ];

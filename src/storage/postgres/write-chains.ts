@@ -283,6 +283,12 @@ export class ThreadWriteChains implements ThreadFences {
           (err: unknown) => (head.refuseUntil === undefined ? undefined : err instanceof Error ? err : new Error(String(err))),
         );
         if (refusal !== undefined) this.refuse(threadId, chain, refusal, head.refuseUntil!);
+        // The writes issued in reaction to what released the hold (the actor's finish of the run
+        // that ran meanwhile, creates waiting in its mailbox) come a few microtasks later: sent
+        // once the microtask queue has drained (a nextTick), they leave with the writes the hold
+        // kept, in one transaction instead of a second round trip; still before the actor's next
+        // run starts (a setImmediate), whose graph would hold them back until it ends.
+        else await new Promise<void>((resolve) => process.nextTick(resolve));
         continue;
       }
       let n = 0;
