@@ -44,7 +44,7 @@ interface InFlight {
   created?: Promise<unknown>;
   /** ...and it failed: the run ends writing and announcing nothing */
   createFailed?: boolean;
-  /** (started before its create committed) names this execution to its checkpoint writes, refused for good if the create fails */
+  /** names this execution to its checkpoint writes (PostgreSQL, or started before its create committed): refused for good if the create fails or the run is rolled back */
   execution?: string;
   /** its graph has ended (its outcome is known; its finish comes next) */
   executed?: boolean;
@@ -703,7 +703,9 @@ export class ThreadActor {
     const finished = new Promise<void>((r) => (resolveFinished = r));
     const abort = new AbortController();
     const inflight: InFlight = { record, abort, finished, outcomeFixed: false, created };
-    if (created !== undefined) inflight.execution = `${record.run_id}/${++executions}`;
+    // named when its create may fail (started before it committed) or it may be rolled back: a
+    // saver that can refuse an execution's late writes (PostgreSQL) gets a name for every run
+    if (created !== undefined || this.ctx.saver.refuseExecution !== undefined) inflight.execution = `${record.run_id}/${++executions}`;
     this.current = inflight;
     // the next run may start once this one's outcome is queued; `finished` waits for its commit
     const makeWay = () => {
@@ -812,13 +814,11 @@ export class ThreadActor {
     try {
       await this.serial(() => {
         inflight.outcomeFixed = true;
-        return this.finish(
-          inflight.record,
-          outcomeAfterStop(outcome, stopActionOf(inflight.record)),
-          stateless,
-          outcomeQueued,
-          inflight.threadDeleted === true,
-        );
+        const fixed = outcomeAfterStop(outcome, stopActionOf(inflight.record));
+        // rolled back: LangGraph may still put a checkpoint after the aborted stream ended (its
+        // loop runs on); refused from here, so none lands after the run's checkpoints are deleted
+        if (fixed.rolledBack && inflight.execution !== undefined) this.ctx.saver.refuseExecution?.(inflight.execution);
+        return this.finish(inflight.record, fixed, stateless, outcomeQueued, inflight.threadDeleted === true);
       }, false);
     } catch (err) {
       if (!this.abandoned) throw err; // its final write was refused by the lease fence: the new owner ends it
