@@ -6,7 +6,7 @@
 // update or copy before the take, another node's holding in between, a late message of an older
 // holding, a write of the same holding before the read. Then a real server alone on its database,
 // traced (TROUPE_TRACE): the statements a fresh thread's runs send.
-import { readFileSync } from "node:fs";
+import { statementsSince } from "./helpers/trace-statements.ts";
 import { join } from "node:path";
 import { Client } from "@langchain/langgraph-sdk";
 import pg from "pg";
@@ -201,17 +201,6 @@ describe("a run started before its create committed, on a thread known to have n
     expect(await humans(h, t)).toEqual([r]);
   });
 });
-
-/** The statements sent on the server's connections (the trace's `pg.send` lines) from line `from` on, by name. */
-function statementsSince(file: string, from: number): { lines: number; sent: Map<string, number> } {
-  const lines = readFileSync(file, "utf8").split("\n");
-  const sent = new Map<string, number>();
-  for (const line of lines.slice(from)) {
-    const m = / pg\.send #\d+ c\d+ (.*)$/.exec(line);
-    if (m) sent.set(m[1], (sent.get(m[1]) ?? 0) + 1);
-  }
-  return { lines: lines.length - 1, sent };
-}
 
 describe("a fresh thread's runs on a server alone (PostgreSQL, traced)", () => {
   let server: TestServer | undefined;

@@ -5,7 +5,7 @@
 // on two storages of one database (the actor over the port, its early start included), then real
 // servers: one alone, traced (no assistant read on a known assistant's run), and two nodes on one
 // database (an assistant changed or deleted through one, a run created right after through the other).
-import { readFileSync } from "node:fs";
+import { statementsSince } from "./helpers/trace-statements.ts";
 import { join } from "node:path";
 import { Client } from "@langchain/langgraph-sdk";
 import pg from "pg";
@@ -212,17 +212,6 @@ describe("assistant writes told over the cluster bus (Postgres, in-process)", ()
     }
   });
 });
-
-/** The statements sent on the server's connections (the trace's `pg.send` lines) from line `from` on, by name. */
-function statementsSince(file: string, from: number): { lines: number; sent: Map<string, number> } {
-  const lines = readFileSync(file, "utf8").split("\n");
-  const sent = new Map<string, number>();
-  for (const line of lines.slice(from)) {
-    const m = / pg\.send #\d+ c\d+ (.*)$/.exec(line);
-    if (m) sent.set(m[1], (sent.get(m[1]) ?? 0) + 1);
-  }
-  return { lines: lines.length - 1, sent };
-}
 
 const flushed = () => new Promise((resolve) => setTimeout(resolve, 400)); // each thread appends its trace every 100 ms
 type Messages = { messages: { content: string; type: string }[] };
