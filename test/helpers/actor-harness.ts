@@ -81,6 +81,14 @@ export class ActorHarness {
    * actor learns of its commit only once the promise this returns for its run resolves (a slow commit)
    */
   finishGate: ((runId: string) => Promise<void> | undefined) | undefined;
+
+  /** Sets finishGate to hold the commit of `runId`'s finish (as the actor sees it) until the returned function is called. */
+  holdFinishOf(runId: string): () => void {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    this.finishGate = (id) => (id === runId ? held : undefined);
+    return release;
+  }
   /** the run ids of the runs.save calls the actors made (a run's `running` record, a recorded stop) */
   readonly saves: string[] = [];
   readonly ctx: ShardContext;

@@ -38,9 +38,7 @@ describe("a queued run on PostgreSQL", () => {
   it("whose graph ended before the previous run's final commit writes no `running` record: its finish is its next write", async () => {
     const h = await harness();
     const { t, r1, r2 } = ids();
-    let commitFirst!: () => void;
-    const firstCommitted = new Promise<void>((resolve) => (commitFirst = resolve));
-    h.finishGate = (runId) => (runId === r1 ? firstCommitted : undefined);
+    const commitFirst = h.holdFinishOf(r1);
     await h.create(t, r1);
     await h.create(t, r2);
     gateOf(r2).open();
@@ -67,9 +65,7 @@ describe("a queued run on PostgreSQL", () => {
     // as a shard's thread.recover: the lease taken, the thread's writes fenced, its record known
     const lease = await acquireLease(fx.storage.db, t, "node-a", { ttlMs: 15_000, stamp: databaseStamp });
     fx.storage.fences!.fence(t, lease!.epoch);
-    let commitFirst!: () => void;
-    const firstCommitted = new Promise<void>((resolve) => (commitFirst = resolve));
-    h.finishGate = (runId) => (runId === r1 ? firstCommitted : undefined);
+    const commitFirst = h.holdFinishOf(r1);
     await h.create(t, r1);
     await h.create(t, r2);
     gateOf(r2).open();

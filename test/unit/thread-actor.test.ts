@@ -150,9 +150,7 @@ describe("ThreadActor", () => {
   it("a queued run whose graph ends before the previous run's final commit is not stored running: its finish is its next write", async () => {
     const h = new ActorHarness(tmp.storage, tmp.dir);
     const { t, r1, r2 } = ids();
-    let commitFirst!: () => void;
-    const firstCommitted = new Promise<void>((resolve) => (commitFirst = resolve));
-    h.finishGate = (runId) => (runId === r1 ? firstCommitted : undefined);
+    const commitFirst = h.holdFinishOf(r1);
     await h.create(t, r1);
     await h.create(t, r2);
     gateOf(r2).open();
