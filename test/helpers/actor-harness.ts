@@ -7,6 +7,7 @@
 // `ActorHarness.onPort` hosts actors over any storage port and its saver instead (PostgreSQL,
 // fenced like a cluster node's shard): no crash, no LMDB helpers. Either way `reads` counts the
 // actors' record reads (threads.get, runs.exists) through the port.
+import { assistantRecord } from "./records.ts";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { GraphRegistry } from "../../src/actors/graph-registry.ts";
@@ -28,18 +29,7 @@ import { RunTelemetry } from "../../src/actors/run-telemetry.ts";
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/actor");
 
-export const GATE_ASSISTANT: AssistantRecord = {
-  assistant_id: "00000000-0000-4000-8000-00000000ga7e",
-  graph_id: "gate",
-  version: 1,
-  config: {},
-  context: null,
-  created_at: "2026-01-01T00:00:00.000Z",
-  updated_at: "2026-01-01T00:00:00.000Z",
-  metadata: {},
-  name: "gate",
-  description: null,
-};
+export const GATE_ASSISTANT: AssistantRecord = assistantRecord("00000000-0000-4000-8000-00000000ga7e", { graph_id: "gate", name: "gate" });
 
 export interface CreateOptions {
   strategy?: MultitaskStrategy;

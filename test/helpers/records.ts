@@ -1,8 +1,24 @@
 // Storage records for storage-port tests: a thread and a pending run with every field a record
 // needs, at one fixed time; a test overrides the fields it is about.
-import type { RunRecord, ThreadRecord } from "../../src/storage/records.ts";
+import type { AssistantRecord, RunRecord, ThreadRecord } from "../../src/storage/records.ts";
 
 export const T0 = "2026-01-01T00:00:00.000Z";
+
+export function assistantRecord(id: string, over: Partial<AssistantRecord> = {}): AssistantRecord {
+  return {
+    assistant_id: id,
+    graph_id: "echo",
+    version: 1,
+    config: {},
+    context: null,
+    created_at: T0,
+    updated_at: T0,
+    metadata: {},
+    name: id,
+    description: null,
+    ...over,
+  };
+}
 
 export function threadRecord(id: string, over: Partial<ThreadRecord> = {}): ThreadRecord {
   return { thread_id: id, created_at: T0, updated_at: T0, metadata: {}, status: "idle", config: {}, ...over };

@@ -2,20 +2,9 @@
 // (least recently used first) and age, and never keeping a read that a write overlapped.
 import { describe, expect, it } from "vitest";
 import { MAX_AGE_MS, MAX_ENTRIES, RunAssistantCache } from "../../src/storage/postgres/assistant-cache.ts";
-import type { AssistantRecord } from "../../src/storage/records.ts";
+import { assistantRecord } from "../helpers/records.ts";
 
-const record = (id: string): AssistantRecord => ({
-  assistant_id: id,
-  graph_id: "echo",
-  version: 1,
-  config: {},
-  context: null,
-  created_at: "2026-01-01T00:00:00.000Z",
-  updated_at: "2026-01-01T00:00:00.000Z",
-  metadata: {},
-  name: id,
-  description: null,
-});
+const record = (id: string) => assistantRecord(id);
 
 function cacheAt(): { cache: RunAssistantCache; advance(ms: number): void } {
   let now = 0;
