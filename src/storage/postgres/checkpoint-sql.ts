@@ -1,6 +1,7 @@
 // The checkpointer's SQL (tables: schema.ts). Each saver call is one statement, one round trip,
 // atomic by itself; the statements are prepared once per connection (named).
 import { fenceManySql, fenceManyValues, fenceSql, fencedStatements, type Fence } from "../../cluster/fence.ts";
+import { byteaArray, textArray } from "./binary-arrays.ts";
 import type { MergeKind } from "./write-chains.ts";
 
 /**
@@ -242,10 +243,10 @@ export const PUT_CHECKPOINTS: MergeKind<PutCheckpointItem> = {
       col("parentId"),
       col("runId"),
       col("type"),
-      col("body"),
+      byteaArray(col("body")),
       col("metadataType"),
-      col("metadata"),
-      col("metadataJson"),
+      byteaArray(col("metadata")),
+      textArray(col("metadataJson")),
       inherited.map((h) => h.from),
       inherited.map((h) => JSON.stringify(h.keep)),
       inherited.map((h) => JSON.stringify(h.own)),
@@ -257,14 +258,14 @@ export const PUT_CHECKPOINTS: MergeKind<PutCheckpointItem> = {
       blobs.map((b) => b.channel),
       blobs.map((b) => b.version),
       blobs.map((b) => b.type),
-      blobs.map((b) => b.bytes),
+      byteaArray(blobs.map((b) => b.bytes)),
       blobs.map((b) => b.chunks),
       chunks.map((c) => c.ord),
       chunks.map((c) => c.item.threadId),
       chunks.map((c) => c.item.ns),
       chunks.map((c) => c.channel),
       chunks.map((c) => c.id),
-      chunks.map((c) => c.bytes),
+      byteaArray(chunks.map((c) => c.bytes)),
       skipped.map((c) => c.item.threadId),
       skipped.map((c) => c.item.ns),
       skipped.map((c) => c.channel),
@@ -329,7 +330,7 @@ export const PUT_WRITES_MANY: MergeKind<PutWritesItem> = {
       rows.map((r) => r.idx),
       rows.map((r) => r.channel),
       rows.map((r) => r.type),
-      rows.map((r) => r.blob),
+      byteaArray(rows.map((r) => r.blob)),
       rows.map((r) => r.item.taskPath),
       rows.map((r) => r.item.runId),
       ...fenceManyValues(items.map((i) => i.fence)),

@@ -56,6 +56,7 @@ import {
 } from "./checkpoint-sql.ts";
 import type { PostgresDb } from "./pool.ts";
 import { InflightCheckpoints, type KnownChannel } from "./inflight-checkpoints.ts";
+import { byteaArray } from "./binary-arrays.ts";
 import { IssuedCheckpointWrites } from "./issued-writes.ts";
 import { ThreadWriteChains, mergeable } from "./write-chains.ts";
 
@@ -296,7 +297,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       blobs.map((b) => b.channel),
       blobs.map((b) => b.version),
       blobs.map((b) => b.type),
-      blobs.map((b) => b.bytes),
+      byteaArray(blobs.map((b) => b.bytes)),
       blobs.map((b) => (b.chunks === undefined ? null : b.chunks.map((c) => c.id).join(","))),
     ];
     const fence = this.chains.fenceOf(threadId); // cluster mode: written only while this holding stands
@@ -409,7 +410,7 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       ...fixed,
       send.map((s) => s.channel),
       send.map((s) => s.chunk.id),
-      send.map((s) => s.chunk.bytes),
+      byteaArray(send.map((s) => s.chunk.bytes)),
       skipped.map((s) => s.channel),
       skipped.map((s) => s.id),
     ];
@@ -799,7 +800,7 @@ function versionText(version: unknown): string {
 
 /** PUT_WRITES' row columns ($7-$10) */
 function writeColumns(rows: PutWritesItem["rows"]): unknown[] {
-  return [rows.map((r) => r.idx), rows.map((r) => r.channel), rows.map((r) => r.type), rows.map((r) => r.blob)];
+  return [rows.map((r) => r.idx), rows.map((r) => r.channel), rows.map((r) => r.type), byteaArray(rows.map((r) => r.blob))];
 }
 
 /** Values sent as one bytea, cut by their lengths (views into `joined`, no copy). */

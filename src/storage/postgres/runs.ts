@@ -8,6 +8,7 @@ import { assistantChanged, threadNotFound } from "../../errors.ts";
 import type { ActiveRun, AssistantCheck, Issued, QueuedStop, RunKey, RunsPort } from "../port.ts";
 import { assistantCheckSql, assistantCheckValues } from "./assistants.ts";
 import type { RunRecord, RunStatus, ThreadRecord, ThreadStatus, WebhookDeliveryRecord } from "../records.ts";
+import { byteaArray, textArray } from "./binary-arrays.ts";
 import { jsonText } from "./json-columns.ts";
 import { bytesParam, threadRowValues, upsertThreadSql } from "./threads.ts";
 import { deliveryValues, enqueueSql } from "./webhooks.ts";
@@ -153,11 +154,11 @@ function queuedStopValues(stops: readonly QueuedStop[]): unknown[] {
   return [
     finals.map((s) => s.final.run_id),
     finals.map((s) => s.final.status),
-    finals.map((s) => recordText(s.final)),
+    textArray(finals.map((s) => recordText(s.final))),
     hooks.map((h) => h.runId),
     hooks.map((h) => h.d[0]),
-    hooks.map((h) => h.d[1]),
-    hooks.map((h) => h.d[2]),
+    textArray(hooks.map((h) => h.d[1])),
+    byteaArray(hooks.map((h) => h.d[2])),
     stops.flatMap((s) => ("rolledBack" in s ? [s.rolledBack.runId] : [])),
   ];
 }
@@ -240,7 +241,23 @@ const FINISH_MANY: MergeKind<FinishItem> = {
   values(items): unknown[] {
     // FINISH's $10 (values given: always true) is left out
     const col = (i: number) => items.map((item) => item.values[i]);
-    return [...[0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13].map(col), items.map((i) => i.fence?.epoch ?? null), ...fenceManyValues(items.map((i) => i.fence))];
+    // the JSON and the values in PostgreSQL's binary array format (binary-arrays.ts): they can be large
+    const text = (i: number) => textArray(col(i) as (string | null)[]);
+    const bytes = (i: number) => byteaArray(col(i) as (Buffer | null)[]);
+    return [
+      ...[0, 1, 2, 3].map(col),
+      text(4),
+      text(5),
+      col(6),
+      col(7),
+      text(8),
+      bytes(10),
+      col(11),
+      text(12),
+      bytes(13),
+      items.map((i) => i.fence?.epoch ?? null),
+      ...fenceManyValues(items.map((i) => i.fence)),
+    ];
   },
 };
 
