@@ -34,6 +34,30 @@ export interface AssistantVersionRecord {
   created_at: string;
 }
 
+/**
+ * An assistant after a PATCH (AssistantsPort.patch), as both adapters store it: fields given
+ * replace the current ones (metadata merges key by key; context and description may be set to
+ * null-like values, so only `undefined` keeps them), under the next version number.
+ */
+export function patchedAssistant(
+  a: AssistantRecord,
+  change: Partial<Pick<AssistantRecord, "graph_id" | "config" | "context" | "metadata" | "name" | "description">>,
+  version: number,
+  now: string,
+): AssistantRecord {
+  return {
+    ...a,
+    graph_id: change.graph_id ?? a.graph_id,
+    config: change.config ?? a.config,
+    context: change.context !== undefined ? change.context : a.context,
+    metadata: change.metadata ? { ...a.metadata, ...change.metadata } : a.metadata,
+    name: change.name ?? a.name,
+    description: change.description !== undefined ? change.description : a.description,
+    version,
+    updated_at: now,
+  };
+}
+
 /** The version record an assistant's current state is kept as. */
 export const assistantVersionOf = (a: AssistantRecord): AssistantVersionRecord => ({
   assistant_id: a.assistant_id,

@@ -2,7 +2,7 @@
 // write transaction (the read-modify-writes read inside it, so two PATCHes never reuse a version).
 import { matchesFilter } from "../../domain/lifecycle.ts";
 import type { Storage } from "../env.ts";
-import { assistantVersionOf, type AssistantRecord, type AssistantVersionRecord, type JsonObject } from "../records.ts";
+import { assistantVersionOf, patchedAssistant, type AssistantRecord, type AssistantVersionRecord, type JsonObject } from "../records.ts";
 import { countAssistants, putAssistant, removeAssistant, searchAssistants } from "../indexes/assistants.ts";
 import type { AssistantFilter, AssistantSort, AssistantWrite, AssistantsPort, Page, PageSpec, RunAssistant } from "../port.ts";
 
@@ -33,17 +33,7 @@ export class LmdbAssistants implements AssistantsPort {
     return this.s.root.transaction(() => {
       const a = this.s.assistants.get(assistantId);
       if (!a) return undefined;
-      const next: AssistantRecord = {
-        ...a,
-        graph_id: p.graph_id ?? a.graph_id,
-        config: p.config ?? a.config,
-        context: p.context !== undefined ? p.context : a.context,
-        metadata: p.metadata ? { ...a.metadata, ...p.metadata } : a.metadata,
-        name: p.name ?? a.name,
-        description: p.description !== undefined ? p.description : a.description,
-        version: this.maxVersion(assistantId) + 1,
-        updated_at: now,
-      };
+      const next = patchedAssistant(a, p, this.maxVersion(assistantId) + 1, now);
       putAssistant(this.s, next, a);
       this.s.assistantVersions.put([assistantId, next.version], assistantVersionOf(next));
       return next;

@@ -4,7 +4,7 @@
 // (forRun, assistant-cache.ts), checked by the run's create statement.
 import type pg from "pg";
 import type { AssistantCheck, AssistantFilter, AssistantSort, AssistantsPort, AssistantWrite, Page, PageSpec, RunAssistant } from "../port.ts";
-import { assistantVersionOf, type AssistantRecord, type AssistantVersionRecord, type JsonObject } from "../records.ts";
+import { assistantVersionOf, patchedAssistant, type AssistantRecord, type AssistantVersionRecord, type JsonObject } from "../records.ts";
 import { authFilterSql, metadataFilterSql, Params } from "./filter-sql.ts";
 import { jsonbText, jsonText } from "./json-columns.ts";
 import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
@@ -128,17 +128,7 @@ export class PostgresAssistants implements AssistantsPort {
         const a = await lockedRecord(c, assistantId);
         if (a === undefined) return undefined;
         const max = await c.query<{ v: number | null }>("SELECT max(version) AS v FROM assistant_versions WHERE assistant_id = $1", [assistantId]);
-        const next: AssistantRecord = {
-          ...a,
-          graph_id: change.graph_id ?? a.graph_id,
-          config: change.config ?? a.config,
-          context: change.context !== undefined ? change.context : a.context,
-          metadata: change.metadata ? { ...a.metadata, ...change.metadata } : a.metadata,
-          name: change.name ?? a.name,
-          description: change.description !== undefined ? change.description : a.description,
-          version: (max.rows[0].v ?? 0) + 1,
-          updated_at: now,
-        };
+        const next = patchedAssistant(a, change, (max.rows[0].v ?? 0) + 1, now);
         const v = assistantVersionOf(next);
         await c.query(`WITH u AS (${UPDATE}) INSERT INTO assistant_versions (assistant_id, version, metadata, record) VALUES ($1, $5, $10::jsonb, $11::json)`, [
           ...rowValues(next),
