@@ -116,4 +116,52 @@ describe("thread metadata terms", () => {
       await db.close();
     }
   });
+
+  it("a metadata change or a delete looks the thread's old terms up by key: no scan of every term", async () => {
+    // one connection: the statements share the session whose generic plans the trigger keeps
+    const db = openPostgres({ uri: fx.uri, schema: "terms_by_key", maxConnections: 1 });
+    const q = <R extends object>(sql: string, values: unknown[] = []) => db.pool.query<R>(sql, values);
+    const seqScans = async (): Promise<number> => {
+      await q("SELECT pg_stat_force_next_flush()");
+      const r = await q<{ n: string }>("SELECT seq_scan::text AS n FROM pg_stat_user_tables WHERE schemaname = 'terms_by_key' AND relname = 'thread_terms'");
+      return Number(r.rows[0].n);
+    };
+    try {
+      await migrate(db);
+      await q(`INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record)
+        SELECT 't' || lpad(i::text, 5, '0'), 'idle', '${at(0)}', '${at(0)}', jsonb_build_object('user', 'u' || (i % 100), 'n', i), '{}'
+        FROM generate_series(1, 5000) i`);
+      await q("INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record) VALUES ('fresh', 'idle', $1, $1, '{}', '{}')", [at(1)]);
+      await q("ANALYZE threads");
+      await q("ANALYZE thread_terms");
+      // as the actor shards' sessions plan (pool.ts genericPlans): a plan made once, kept
+      await q("SET plan_cache_mode = force_generic_plan");
+      const before = await seqScans();
+      for (let i = 1; i <= 8; i++)
+        await q("UPDATE threads SET metadata = jsonb_build_object('user', 'changed', 'n', -$1::int) WHERE thread_id = $2", [
+          i,
+          `t${String(i).padStart(5, "0")}`,
+        ]);
+      await q("UPDATE threads SET metadata = '{\"graph_id\": \"echo\"}' WHERE thread_id = 'fresh'"); // a fresh thread's first run
+      for (let i = 9; i <= 12; i++) await q("DELETE FROM threads WHERE thread_id = $1", [`t${String(i).padStart(5, "0")}`]);
+      expect(await seqScans()).toBe(before);
+
+      const ids = async (key: string, value: string) =>
+        (
+          await q<{ id: string }>(
+            "SELECT term_thread_id AS id FROM thread_terms WHERE term_key = troupe_term_spelling($1) AND term_value = troupe_term_value($2::jsonb) ORDER BY 1",
+            [key, value],
+          )
+        ).rows.map((r) => r.id);
+      expect(await ids("user", '"changed"')).toEqual(Array.from({ length: 8 }, (_, k) => `t${String(k + 1).padStart(5, "0")}`));
+      expect(await ids("user", '"u1"')).toEqual(
+        Array.from({ length: 50 }, (_, k) => `t${String(100 * k + 1).padStart(5, "0")}`).filter((id) => id !== "t00001"),
+      );
+      expect(await ids("n", "9")).toEqual([]); // deleted
+      expect(await ids("n", "-3")).toEqual(["t00003"]);
+      expect(await ids("graph_id", '"echo"')).toEqual(["fresh"]);
+    } finally {
+      await db.close();
+    }
+  });
 });

@@ -82,3 +82,44 @@ INSERT INTO thread_terms (term_key, term_value, term_created_at, term_thread_id)
   ON CONFLICT DO NOTHING;
 `,
 };
+
+/*
+ * Migration 8: the trigger removes a thread's old terms by primary key, one lookup per term. Its
+ * `DELETE … WHERE (key, value, created_at, thread_id) IN (SELECT … FROM jsonb_each(OLD.metadata))`
+ * got a hash semi join over a sequential scan of every term (a plan made for the table's size
+ * when the session first ran the trigger, kept while it lived): on a fresh thread's first run (its
+ * metadata gains graph_id and assistant_id, and there is nothing to remove) that scan was ~10% of
+ * PostgreSQL's CPU per run at wait-c64 with ~5,000 terms, and grew with them. With all four key
+ * columns equal the only plan is the primary key's; an empty old metadata costs no statement.
+ */
+export const THREAD_TERMS_DELETE_BY_KEY: Omit<Migration, "version"> = {
+  name: "thread terms removed by key",
+  sql: `
+CREATE OR REPLACE FUNCTION troupe_thread_terms() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+  old_term record;
+BEGIN
+  IF TG_OP = 'UPDATE' AND OLD.metadata = NEW.metadata AND OLD.created_at = NEW.created_at THEN
+    RETURN NULL;
+  END IF;
+  IF TG_OP <> 'INSERT' AND jsonb_typeof(OLD.metadata) = 'object' THEN
+    FOR old_term IN
+      SELECT troupe_term_spelling(e.key) AS term_key, troupe_term_value(e.value) AS term_value
+      FROM jsonb_each(OLD.metadata) e WHERE troupe_is_term(e.value)
+    LOOP
+      DELETE FROM thread_terms
+      WHERE term_key = old_term.term_key AND term_value = old_term.term_value
+        AND term_created_at = OLD.created_at AND term_thread_id = OLD.thread_id;
+    END LOOP;
+  END IF;
+  IF TG_OP <> 'DELETE' AND jsonb_typeof(NEW.metadata) = 'object' THEN
+    INSERT INTO thread_terms (term_key, term_value, term_created_at, term_thread_id)
+      SELECT troupe_term_spelling(e.key), troupe_term_value(e.value), NEW.created_at, NEW.thread_id
+      FROM jsonb_each(NEW.metadata) e WHERE troupe_is_term(e.value)
+      ON CONFLICT DO NOTHING;
+  END IF;
+  RETURN NULL;
+END
+$fn$;
+`,
+};

@@ -19,7 +19,7 @@ import { RECORD_TABLES } from "./schema-records.ts";
  *   bytewise (COLLATE "C"): checkpoint ids order as LangGraph orders them, whatever the
  *   database's locale.
  */
-import { THREAD_TERMS } from "./schema-terms.ts";
+import { THREAD_TERMS, THREAD_TERMS_DELETE_BY_KEY } from "./schema-terms.ts";
 import { THREAD_VALUES_UNCOMPRESSED } from "./schema-values.ts";
 import { CLUSTER_MIGRATION, CLUSTER_WEBHOOKS_MIGRATION } from "../../cluster/schema.ts";
 
@@ -96,4 +96,5 @@ CREATE INDEX checkpoint_writes_run ON checkpoint_writes (thread_id, run_id) WHER
   { version: 5, ...CLUSTER_WEBHOOKS_MIGRATION },
   { version: 6, ...THREAD_TERMS },
   { version: 7, ...THREAD_VALUES_UNCOMPRESSED },
+  { version: 8, ...THREAD_TERMS_DELETE_BY_KEY },
 ];
