@@ -29,7 +29,7 @@ Usage:
                     local scratch (compiled modules, schema cache)
   --database-uri URI  store everything in PostgreSQL (postgres://user:password@host:port/db; env
                     DATABASE_URI; the flag wins). Migrations run at startup. Default: LMDB in --data-dir
-  --workers N       actor worker threads (default: number of CPUs)
+  --workers N       actor worker threads (default: number of CPUs; one less when the database is on this machine)
   --node-id ID      this server's name in /info and the metrics' node label (letters, digits, . _ -;
                     default: TROUPE_NODE_NAME, else the host name)
   --sync-commits    fsync every commit (survives power loss; slower). Default survives kill -9.

@@ -59,6 +59,7 @@ import { claimCronTick, forgetCronTicks } from "../cluster/cron-claims.ts";
 import type { PostgresStorage } from "../storage/postgres/adapter.ts";
 import { startClusterJobs, type ClusterJobs } from "./cluster-jobs.ts";
 import { sweepStoreOnce } from "../ttl/store-sweeper.ts";
+import { actorWorkerCount } from "./actor-workers.ts";
 
 export interface ServerOptions {
   configPath: string;
@@ -206,7 +207,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     env: { ...config.env },
     storeTtl,
     storeIndex,
-    workers: opts.workers,
+    workers: actorWorkerCount(opts.workers, opts.databaseUri),
     webhookPortFor: config.http.disableWebhooks ? undefined : () => webhooks.connectPort(),
     onShardMessages: () => port.refreshReads(),
     log: threadLog,
