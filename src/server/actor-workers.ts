@@ -8,6 +8,7 @@
  * session 24). With the database elsewhere the cores are all Troupe's.
  */
 import { availableParallelism } from "node:os";
+import { addressKind, isLoopbackName } from "../util/address-kind.ts";
 
 /** whether `databaseUri` names a PostgreSQL server on this machine */
 export function databaseIsLocal(databaseUri: string): boolean {
@@ -20,8 +21,8 @@ export function databaseIsLocal(databaseUri: string): boolean {
   // libpq-style `?host=/path` is a Unix socket directory, as is an empty host (`postgres:///db`)
   const host = url.searchParams.get("host") ?? decodeURIComponent(url.hostname);
   if (host === "" || host.startsWith("/")) return true;
-  const bare = host.replace(/^\[|\]$/g, "").toLowerCase();
-  return bare === "localhost" || bare === "::1" || /^127\.\d+\.\d+\.\d+$/.test(bare);
+  const name = host.toLowerCase().replace(/\.$/, "");
+  return addressKind(name) === "loopback" || isLoopbackName(name);
 }
 
 /** the actor workers to start: `requested` if given, else one per CPU (less one for a local database) */

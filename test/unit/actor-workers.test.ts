@@ -24,6 +24,7 @@ describe("actor workers by default", () => {
       "postgres://u@127.0.0.1/db",
       "postgres://u@127.8.9.10/db",
       "postgres://u@[::1]:5432/db",
+      "postgres://u@[::ffff:127.0.0.1]/db",
       "postgres:///db",
       "postgres:///db?host=/var/run/postgresql",
       "postgres://u@%2Fvar%2Frun%2Fpostgresql/db",
