@@ -25,6 +25,7 @@ import type { AssistantRecord, MultitaskStrategy, RunRecord, ThreadRecord } from
 import { threadValues } from "../../src/storage/thread-values.ts";
 import { ManualClock } from "../../src/util/clock.ts";
 import { waitUntil } from "./wait.ts";
+import { gateOf } from "../fixtures/actor/gate.ts";
 import { RunTelemetry } from "../../src/actors/run-telemetry.ts";
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/actor");
@@ -78,6 +79,21 @@ export class ActorHarness {
     const held = new Promise<void>((resolve) => (release = resolve));
     this.finishGate = (id) => (id === runId ? held : undefined);
     return release;
+  }
+
+  /**
+   * Two gate-graph runs of thread `t`, `second` queued behind `first`, both let through their
+   * gates while `first`'s final commit is held (holdFinishOf): resolves once both outcomes wait for
+   * that commit (`second`'s graph ended before it), with the function that lets it in.
+   */
+  async endBehindHeldFinish(t: string, first: string, second: string): Promise<() => void> {
+    const commitFirst = this.holdFinishOf(first);
+    await this.create(t, first);
+    await this.create(t, second);
+    gateOf(second).open();
+    gateOf(first).open();
+    await waitUntil(() => this.actor(t).finishingRuns === 2, { what: "both runs' outcomes waiting for the first's final commit" });
+    return commitFirst;
   }
   /** the run ids of the runs.save calls the actors made (a run's `running` record, a recorded stop) */
   readonly saves: string[] = [];

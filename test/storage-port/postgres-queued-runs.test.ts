@@ -38,13 +38,8 @@ describe("a queued run on PostgreSQL", () => {
   it("whose graph ended before the previous run's final commit writes no `running` record: its finish is its next write", async () => {
     const h = await harness();
     const { t, r1, r2 } = ids();
-    const commitFirst = h.holdFinishOf(r1);
-    await h.create(t, r1);
-    await h.create(t, r2);
-    gateOf(r2).open();
-    gateOf(r1).open();
     // r1's final commit is slow (as seen by its actor): r2 runs meanwhile, and its graph ends first
-    await waitUntil(() => h.actor(t).finishingRuns === 2, { what: "both runs' outcomes waiting for r1's final commit" });
+    const commitFirst = await h.endBehindHeldFinish(t, r1, r2);
     await waitUntil(async () => (await fx.storage.runs.get(t, r1))?.status === "success", { what: "r1's finish committed" });
     recording = true;
     commitFirst();
@@ -65,12 +60,7 @@ describe("a queued run on PostgreSQL", () => {
     // as a shard's thread.recover: the lease taken, the thread's writes fenced, its record known
     const lease = await acquireLease(fx.storage.db, t, "node-a", { ttlMs: 15_000, stamp: databaseStamp });
     fx.storage.fences!.fence(t, lease!.epoch);
-    const commitFirst = h.holdFinishOf(r1);
-    await h.create(t, r1);
-    await h.create(t, r2);
-    gateOf(r2).open();
-    gateOf(r1).open();
-    await waitUntil(() => h.actor(t).finishingRuns === 2, { what: "both runs' outcomes waiting for r1's final commit" });
+    const commitFirst = await h.endBehindHeldFinish(t, r1, r2);
     // r1's own writes committed (its finish is gated only as its actor sees it), before recording
     await waitUntil(async () => (await fx.storage.runs.get(t, r1))?.status === "success", { what: "r1's finish committed" });
     sent.length = 0;

@@ -150,13 +150,8 @@ describe("ThreadActor", () => {
   it("a queued run whose graph ends before the previous run's final commit is not stored running: its finish is its next write", async () => {
     const h = new ActorHarness(tmp.storage, tmp.dir);
     const { t, r1, r2 } = ids();
-    const commitFirst = h.holdFinishOf(r1);
-    await h.create(t, r1);
-    await h.create(t, r2);
-    gateOf(r2).open();
-    gateOf(r1).open();
     // r1's final commit is slow: r2 starts meanwhile and its graph ends before that commit is in
-    await waitUntil(() => h.actor(t).finishingRuns === 2, { what: "both runs' outcomes waiting for r1's final commit" });
+    const commitFirst = await h.endBehindHeldFinish(t, r1, r2);
     expect(h.saves).toEqual([r1]); // r1's running record (it started alone); r2's is held until r1's commit
     commitFirst();
     await h.sentLine(`done ${r2} success idle`);
