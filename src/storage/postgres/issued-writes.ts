@@ -34,7 +34,7 @@ export class IssuedCheckpointWrites {
   /** a write of a refused execution: fails before anything is issued */
   throwIfRefused(execution: string | undefined): void {
     if (execution !== undefined && this.refused.has(execution)) {
-      throw new TroupeError("UNAVAILABLE", `checkpoint write of a run whose create failed (${execution}): refused`);
+      throw new TroupeError("UNAVAILABLE", `checkpoint write of a run execution refused (its create failed or it was rolled back: ${execution})`);
     }
   }
 
