@@ -43,7 +43,9 @@ function sourceMapOf(url: string): SourceMap | null {
   return map;
 }
 
-function frameName(n: ProfileNode): string {
+/** "function file:line" of a profile frame, through the compiled file's source map when it has one
+ *  (also used by bench/alloc-summary.ts and bench/call-counts.ts) */
+export function frameName(n: { callFrame: ProfileNode["callFrame"] }): string {
   const { functionName, url, lineNumber, columnNumber } = n.callFrame;
   const entry = (url ? sourceMapOf(url)?.findEntry(lineNumber, columnNumber ?? 0) : undefined) as
     { originalSource?: string; originalLine?: number } | undefined;

@@ -18,7 +18,7 @@ import type { ShardContext } from "./shard-context.ts";
 import { RunOutputs } from "./run-outputs.ts";
 import { RunEventGates, type ProducedRunEvent } from "./event-gate.ts";
 import { shardOf } from "../bridge/sharding.ts";
-import { startCpuProfile } from "../util/cpu-profile.ts";
+import { startProfilesFromEnv } from "../util/worker-profiles.ts";
 import { startIdleGc } from "../util/idle-gc.ts";
 import { useCompiledModules } from "../loader/user-modules.ts";
 import { ThreadActor } from "./thread-actor.ts";
@@ -41,7 +41,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
   configureLogging(task.log, `actor-${task.shardIndex}`);
   const shardLog = componentLog("shard");
   registerGraphLogger(); // before any graph module loads: getLogger() at import must find it
-  const profiler = startCpuProfile(process.env.TROUPE_CPU_PROFILE_DIR, `shard${task.shardIndex}`);
+  const profiles = startProfilesFromEnv(process.env, `shard${task.shardIndex}`);
   const stopIdleGc = startIdleGc({ board: task.idleBoard });
   for (const [k, v] of Object.entries(task.env)) process.env[k] ??= v;
   useFastEnv();
@@ -234,7 +234,7 @@ export async function runShardHost(task: ShardTask, opts: ShardHostOptions = {})
           if (busy && Date.now() < deadline) return void setTimeout(() => void finish(), 25);
           stopIdleGc();
           stopSnapshots();
-          await profiler.stop().catch((err: unknown) => ctx.log(`cpu profile not written: ${String(err)}`));
+          await profiles.stop().catch((err: unknown) => ctx.log(`worker profiles not written: ${String(err)}`));
           flush();
           port.close();
           // Runs still running past the grace period stay "running" in LMDB: the next server
