@@ -398,7 +398,7 @@ export class ThreadWriteChains implements ThreadFences {
         const [only] = await Promise.allSettled([c.query(statements[0].query)]);
         if (only.status === "fulfilled") results = [only.value];
       } else {
-        const sent: Promise<pg.QueryResult>[] = [c.query("BEGIN"), ...statements.map((st) => c.query(st.query)), c.query("COMMIT")];
+        const sent = pipelinedInOneWrite(c, () => [c.query("BEGIN"), ...statements.map((st) => c.query(st.query)), c.query("COMMIT")]);
         const settled = await Promise.allSettled(sent);
         const commit = settled[settled.length - 1];
         // a statement that failed aborted the transaction: COMMIT then answers ROLLBACK
@@ -429,6 +429,25 @@ export class ThreadWriteChains implements ThreadFences {
       );
     });
     return true;
+  }
+}
+
+/** The socket under a pooled client (node-postgres keeps it on its connection). */
+type Corkable = { connection?: { stream?: { cork?(): void; uncork?(): void } } };
+
+/**
+ * Queries issued by `issue` on a pipelining client leave in one socket write. node-postgres corks
+ * and uncorks the socket around each query it sends, so a batch of BEGIN, n statements and COMMIT
+ * was n + 2 writes, each a system call and, when PostgreSQL's backend had caught up, a wake-up of
+ * it; inside our cork (corks nest) they are buffered and written together when it is lifted.
+ */
+export function pipelinedInOneWrite<T>(client: pg.PoolClient, issue: () => T): T {
+  const stream = (client as unknown as Corkable).connection?.stream;
+  stream?.cork?.();
+  try {
+    return issue();
+  } finally {
+    stream?.uncork?.();
   }
 }
 
