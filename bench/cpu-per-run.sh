@@ -1,6 +1,7 @@
 #!/bin/bash
 # CPU milliseconds per request of one bench scenario, by who spent them: the server's HTTP thread,
-# its actor shards (the busiest threads), its other threads (V8's helper threads, libuv's pool),
+# its actor shards (as many of its busiest threads as it has actor workers, lg_api_workers_max on
+# /metrics), its other threads (V8's platform threads: GC and compiles; libuv's pool),
 # PostgreSQL's processes (all of the troupe-pg user's) and the bench client itself. From /proc
 # (Linux), over one run of the scenario against a fresh server after a 3 s warm-up. CPU per run is
 # steadier than runs/s on a shared machine; alternate two configurations to compare them.
@@ -29,6 +30,7 @@ if [ -n "${PRE_SQL:-}" ]; then
   node -e 'const pg=require(process.argv[1]);(async()=>{const c=new pg.Client(process.argv[2]);await c.connect();await c.query(process.argv[3]);await c.end()})()' "$here/node_modules/pg" "$uri" "$PRE_SQL"
 fi
 node $here/bin/troupe-bench.js --url $u --only $sc --duration 3 > /dev/null 2>&1
+workers=$(curl -s $u/metrics | awk '/^lg_api_workers_max/ {print $2}')
 ticks() { awk '{print $14+$15}' "$1"; } # utime + stime, clock ticks (10 ms)
 threads() { for t in /proc/$p/task/*; do echo "$(basename $t) $(ticks $t/stat)"; done | sort; }
 pgticks() { for q in $(pgrep -u troupe-pg || true); do awk '{print $14+$15+$16+$17}' /proc/$q/stat 2>/dev/null || true; done | awk '{s+=$1} END {print s+0}'; }
@@ -40,6 +42,6 @@ tp=$(echo "$out" | grep -E "^$sc +throughput" | awk '{print $3}')
 n=$(echo "$tp $dur" | awk '{print $1*$2}')
 benchms=$(echo "$out" | grep BENCHCPU | awk -v n=$n '{printf "%.2f", ($2+$3)*1000/n}')
 join <(echo "$a") <(echo "$b") | awk -v p=$p '{print ($1==p ? "main" : "t"), ($3-$2)*10}' | sort -k2 -n -r |
-  awk -v n=$n -v pg=$((pb - pa)) -v tp=$tp -v sc=$sc -v bench=$benchms '
-    { if ($1 == "main") m = $2; else { k++; if (k <= 2) s += $2; else o += $2 } }
-    END { printf "%s %s/s; CPU ms per request: http %.2f shards %.2f other %.2f (troupe %.2f) postgres %.2f bench %s\n", sc, tp, m/n, s/n, o/n, (m+s+o)/n, pg*10/n, bench }'
+  awk -v n=$n -v pg=$((pb - pa)) -v tp=$tp -v sc=$sc -v bench=$benchms -v w=${workers:-1} '
+    { if ($1 == "main") m = $2; else { k++; if (k <= w) s += $2; else o += $2 } }
+    END { printf "%s %s/s; CPU ms per request: http %.2f shards(%d) %.2f other %.2f (troupe %.2f) postgres %.2f bench %s\n", sc, tp, m/n, w, s/n, o/n, (m+s+o)/n, pg*10/n, bench }'
