@@ -1,7 +1,8 @@
 // Compares two .callcounts files written by TROUPE_CALL_COUNTS_DIR: calls per run of each function,
 // the run count taken from how often a function called once per run ran (default buildRunConfig, a
-// synchronous one: an async function counts once per resumption, not per call). Tells "the same code called more often" from "the same calls taking
-// longer" when two CPU profiles differ (e.g. the two storage backends).
+// synchronous one: an async function counts once per resumption, not per call). Tells "the same
+// code called more often" from "the same calls taking longer" when two CPU profiles differ (e.g.
+// the two storage backends).
 // Usage: npx tsx bench/call-counts.ts <a.callcounts> <b.callcounts> [top=40] [--only=regex] [--per-run=name]
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";

@@ -10,7 +10,7 @@ import { Session } from "node:inspector";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-export interface CpuProfiler {
+export interface RunningProfile {
   /** stops profiling and writes `<dir>/<label>-<pid>-<time>.<ext>`; resolves to its path */
   stop(): Promise<string | undefined>;
 }
@@ -53,12 +53,13 @@ const post = (session: Session, method: string, params?: object): Promise<Record
   new Promise((resolve, reject) => session.post(method, params ?? {}, (err, result) => (err ? reject(err) : resolve(result as Record<string, unknown>))));
 
 /** Starts a profile of this thread when `dir` is set; otherwise a no-op. */
-export function startProfile(kind: ProfileKindName, dir: string | undefined, label: string): CpuProfiler {
+export function startProfile(kind: ProfileKindName, dir: string | undefined, label: string): RunningProfile {
   if (!dir) return { stop: async () => undefined };
   const k: ProfileKind = KINDS[kind];
   const session = new Session();
   session.connect();
   const started = k.start.reduce<Promise<unknown>>((chain, [method, params]) => chain.then(() => post(session, method, params)), Promise.resolve());
+  started.catch(() => undefined); // a failed start is reported by stop(), not as an unhandled rejection
   return {
     async stop() {
       await started;
@@ -73,7 +74,7 @@ export function startProfile(kind: ProfileKindName, dir: string | undefined, lab
 }
 
 /** Starts profiling this thread's CPU when `dir` is set (sampling every 250 µs); otherwise a no-op. */
-export function startCpuProfile(dir: string | undefined, label: string): CpuProfiler {
+export function startCpuProfile(dir: string | undefined, label: string): RunningProfile {
   return startProfile("cpu", dir, label);
 }
 
