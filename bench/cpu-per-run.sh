@@ -14,7 +14,7 @@
 set -euo pipefail
 co=$(cd "$1" && pwd); be=$2; sc=${3:-wait-c64}; dur=${4:-10}
 here=$(cd "$(dirname "$0")/.." && pwd)
-d=$(mktemp -d /tmp/troupe-cpu-XXXX); db=()
+d=$(mktemp -d /tmp/troupe-cpu-XXXX); db=(); uri=""
 if [ "$be" = pg ]; then
   uri=$(node $here/bench/pg-admin.mjs create "${ADMIN:-postgres://troupe@127.0.0.1:55432/postgres}" cpu_$$_$RANDOM)
   db=(--database-uri "$uri")
@@ -27,6 +27,7 @@ u=""
 for _ in $(seq 1 300); do u=$(grep -o 'http://127.0.0.1:[0-9]*' $d.log | head -1 || true); [ -n "$u" ] && break; sleep 0.1; done
 [ -n "$u" ] || { echo "server did not start: $d.log" >&2; cat $d.log >&2; exit 1; }
 if [ -n "${PRE_SQL:-}" ]; then
+  [ -n "$uri" ] || { echo "PRE_SQL needs the pg backend" >&2; exit 2; }
   node -e 'const pg=require(process.argv[1]);(async()=>{const c=new pg.Client(process.argv[2]);await c.connect();await c.query(process.argv[3]);await c.end()})()' "$here/node_modules/pg" "$uri" "$PRE_SQL"
 fi
 node $here/bin/troupe-bench.js --url $u --only $sc --duration 3 > /dev/null 2>&1

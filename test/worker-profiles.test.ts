@@ -10,11 +10,11 @@ import { startTestServer } from "./helpers/server.ts";
 import { categoriseProfile, profileWithin, summariseProfile, type CpuProfileFile } from "../bench/profile-summary.ts";
 import { summariseAllocations } from "../bench/alloc-summary.ts";
 import { callsByFunction, compareCallCounts } from "../bench/call-counts.ts";
-import { startCpuProfile, startProfile } from "../src/util/worker-profiles.ts";
+import { startProfile } from "../src/util/worker-profiles.ts";
 
 describe("worker profiles", () => {
   it("is a no-op without a directory", async () => {
-    expect(await startCpuProfile(undefined, "x").stop()).toBeUndefined();
+    expect(await startProfile("cpu", undefined, "x").stop()).toBeUndefined();
     expect(await startProfile("heap", undefined, "x").stop()).toBeUndefined();
     expect(await startProfile("calls", undefined, "x").stop()).toBeUndefined();
   });

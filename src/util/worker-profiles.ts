@@ -73,11 +73,6 @@ export function startProfile(kind: ProfileKindName, dir: string | undefined, lab
   };
 }
 
-/** Starts profiling this thread's CPU when `dir` is set (sampling every 250 µs); otherwise a no-op. */
-export function startCpuProfile(dir: string | undefined, label: string): RunningProfile {
-  return startProfile("cpu", dir, label);
-}
-
 /** The profiles the environment asks for (TROUPE_CPU_PROFILE_DIR, TROUPE_HEAP_PROFILE_DIR,
  *  TROUPE_CALL_COUNTS_DIR); stop() writes them all and resolves to the files written. */
 export function startProfilesFromEnv(env: NodeJS.ProcessEnv, label: string): { stop(): Promise<string[]> } {
