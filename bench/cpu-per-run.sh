@@ -14,15 +14,16 @@
 set -euo pipefail
 co=$(cd "$1" && pwd); be=$2; sc=${3:-wait-c64}; dur=${4:-10}
 here=$(cd "$(dirname "$0")/.." && pwd)
-d=$(mktemp -d /tmp/troupe-cpu-XXXX); db=(); uri=""
+d=$(mktemp -d /tmp/troupe-cpu-XXXX); db=(); uri=""; admin=${ADMIN:-postgres://troupe@127.0.0.1:55432/postgres}; dbname=cpu_$$_$RANDOM
 if [ "$be" = pg ]; then
-  uri=$(node $here/bench/pg-admin.mjs create "${ADMIN:-postgres://troupe@127.0.0.1:55432/postgres}" cpu_$$_$RANDOM)
+  uri=$(node $here/bench/pg-admin.mjs create "$admin" $dbname)
   db=(--database-uri "$uri")
 fi
 # shellcheck disable=SC2086
 (cd $co && exec ${SERVER_PREFIX:-} node bin/troupe.js serve --host 127.0.0.1 --config examples/service.json --rate-limit off --port 0 --data-dir $d "${db[@]}" ${SERVE_ARGS:-} > $d.log 2>&1) &
 p=$!
-trap 'kill $p 2>/dev/null; wait $p 2>/dev/null; rm -rf $d $d.log' EXIT
+# the database goes too: left, its autovacuum would run during the next measurement and count in its PostgreSQL CPU
+trap 'kill $p 2>/dev/null; wait $p 2>/dev/null; rm -rf $d $d.log; [ -z "$uri" ] || node $here/bench/pg-admin.mjs drop "$admin" $dbname' EXIT
 u=""
 for _ in $(seq 1 300); do u=$(grep -o 'http://127.0.0.1:[0-9]*' $d.log | head -1 || true); [ -n "$u" ] && break; sleep 0.1; done
 [ -n "$u" ] || { echo "server did not start: $d.log" >&2; cat $d.log >&2; exit 1; }

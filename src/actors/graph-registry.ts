@@ -2,13 +2,15 @@
 // its own copies of @langchain/langgraph and @langchain/core, so the library objects the runtime
 // hands to a graph (Command, Send, the checkpoint serializer) are taken from the copy that graph
 // imports, not from ours. TypeScript files were compiled by the main thread (src/loader/).
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
+import * as ourSingletons from "@langchain/core/singletons";
 import * as ourLangGraph from "@langchain/langgraph";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { TroupeError, graphNotFound } from "../errors.ts";
 import { importUserModule } from "../loader/user-modules.ts";
+import { installUntracedRunTrees } from "./untraced-run-trees.ts";
 import type { GraphSpecLite } from "../bridge/messages.ts";
 
 /** The subset of a compiled LangGraph graph the runtime uses (structural, works across copies). */
@@ -153,6 +155,7 @@ async function loadGraph(spec: GraphSpecLite): Promise<LoadedGraph> {
   const exported = await mod[spec.exportName];
   const dir = dirname(spec.filePath);
   const lib = ((await importFrom(dir, "@langchain/langgraph")) as unknown as LangGraphLib | undefined) ?? (ourLangGraph as unknown as LangGraphLib);
+  await untracedRunTreesFor(dir);
   const ckpt = (await importFrom(dir, "@langchain/langgraph-checkpoint")) as { JsonPlusSerializer?: new () => SerializerProtocol } | undefined;
   const serde = ckpt?.JsonPlusSerializer ? new ckpt.JsonPlusSerializer() : undefined;
   const serdeSource = ckpt?.JsonPlusSerializer ? (ckpt.JsonPlusSerializer as object) : undefined;
@@ -160,6 +163,17 @@ async function loadGraph(spec: GraphSpecLite): Promise<LoadedGraph> {
     return { spec, factory: exported as Factory, lib, serde, serdeSource };
   }
   return { spec, graph: await toCompiled(exported, spec), lib, serde, serdeSource };
+}
+
+/**
+ * The copy of @langchain/core that the graph's LangGraph runs its calls with gives untraced calls a
+ * copied run tree (untraced-run-trees.ts): the copy next to the graph's LangGraph, else ours.
+ */
+async function untracedRunTreesFor(graphDir: string): Promise<void> {
+  const langgraphDir = packageDir(graphDir, "@langchain/langgraph");
+  // from its real path: a linked install (pnpm) keeps its dependencies beside the real one
+  const singletons = langgraphDir === undefined ? ourSingletons : await importFrom(realpathSync(langgraphDir), "@langchain/core", "./singletons");
+  installUntracedRunTrees(singletons?.AsyncLocalStorageProviderSingleton);
 }
 
 function isGraphLike(v: unknown): boolean {
@@ -181,24 +195,24 @@ async function toCompiled(value: unknown, spec: GraphSpecLite): Promise<Compiled
   return v as CompiledGraphLike;
 }
 
-/**
- * Import a package as the graph's directory would see it (ESM "import" condition), by walking
- * up node_modules. Returns undefined when the package is not installed there.
- */
-async function importFrom(fromDir: string, pkg: string): Promise<Record<string, unknown> | undefined> {
+/** The directory of `pkg` as code in `fromDir` would find it (walking up node_modules); undefined when not installed there. */
+function packageDir(fromDir: string, pkg: string): string | undefined {
   let dir = fromDir;
   for (;;) {
     const pkgDir = join(dir, "node_modules", pkg);
-    const pj = join(pkgDir, "package.json");
-    if (existsSync(pj)) {
-      const entry = esmEntry(JSON.parse(readFileSync(pj, "utf8")) as PackageJson);
-      if (!entry) return undefined;
-      return (await import(pathToFileURL(join(pkgDir, entry)).href)) as Record<string, unknown>;
-    }
+    if (existsSync(join(pkgDir, "package.json"))) return pkgDir;
     const parent = dirname(dir);
     if (parent === dir) return undefined;
     dir = parent;
   }
+}
+
+/** Import a package's entry (`subpath`: "." or e.g. "./singletons") as ESM code in `fromDir` would ("import" condition). */
+async function importFrom(fromDir: string, pkg: string, subpath = "."): Promise<Record<string, unknown> | undefined> {
+  const pkgDir = packageDir(fromDir, pkg);
+  if (pkgDir === undefined) return undefined;
+  const entry = esmEntry(JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8")) as PackageJson, subpath);
+  return entry === undefined ? undefined : ((await import(pathToFileURL(join(pkgDir, entry)).href)) as Record<string, unknown>);
 }
 
 interface PackageJson {
@@ -207,8 +221,9 @@ interface PackageJson {
   exports?: unknown;
 }
 
-function esmEntry(pj: PackageJson): string | undefined {
-  const dot = typeof pj.exports === "object" && pj.exports !== null ? ((pj.exports as Record<string, unknown>)["."] ?? pj.exports) : pj.exports;
+function esmEntry(pj: PackageJson, subpath: string): string | undefined {
+  const exports = typeof pj.exports === "object" && pj.exports !== null ? (pj.exports as Record<string, unknown>) : undefined;
+  const target = exports !== undefined && Object.keys(exports).some((k) => k.startsWith(".")) ? exports[subpath] : subpath === "." ? pj.exports : undefined;
   const pick = (e: unknown): string | undefined => {
     if (typeof e === "string") return e;
     if (e && typeof e === "object") {
@@ -217,5 +232,5 @@ function esmEntry(pj: PackageJson): string | undefined {
     }
     return undefined;
   };
-  return pick(dot) ?? pj.module ?? pj.main;
+  return pick(target) ?? (subpath === "." ? (pj.module ?? pj.main) : undefined);
 }
