@@ -171,9 +171,13 @@ async function loadGraph(spec: GraphSpecLite): Promise<LoadedGraph> {
  */
 async function untracedRunTreesFor(graphDir: string): Promise<void> {
   const langgraphDir = packageDir(graphDir, "@langchain/langgraph");
-  // from its real path: a linked install (pnpm) keeps its dependencies beside the real one
-  const singletons = langgraphDir === undefined ? ourSingletons : await importFrom(realpathSync(langgraphDir), "@langchain/core", "./singletons");
-  installUntracedRunTrees(singletons?.AsyncLocalStorageProviderSingleton);
+  try {
+    // from its real path: a linked install (pnpm) keeps its dependencies beside the real one
+    const singletons = langgraphDir === undefined ? ourSingletons : await importFrom(realpathSync(langgraphDir), "@langchain/core", "./singletons");
+    installUntracedRunTrees(singletons?.AsyncLocalStorageProviderSingleton);
+  } catch {
+    // a copy we cannot reach runs as LangChain made it: a shortcut never fails a graph's load
+  }
 }
 
 function isGraphLike(v: unknown): boolean {
