@@ -5,7 +5,7 @@
 // With `runs` (how many runs the server did while it sampled) the figures are KB per run, else %.
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
-import { frameName } from "./profile-summary.ts";
+import { frameName, ownerOf } from "./profile-summary.ts";
 
 interface HeapNode {
   callFrame: { functionName: string; url: string; lineNumber: number; columnNumber?: number };
@@ -16,14 +16,6 @@ interface HeapNode {
 export interface AllocRow {
   name: string;
   bytes: number;
-}
-
-/** Who a frame's code belongs to: an npm package by name, a node: module, or Troupe (its compiled code). */
-export function ownerOf(url: string): string {
-  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1];
-  if (pkg !== undefined && pkg !== ".cache") return pkg;
-  if (url.startsWith("node:")) return "node";
-  return url ? "troupe" : "(native)";
 }
 
 export function summariseAllocations(head: HeapNode, top = 30): { total: number; byFunction: AllocRow[]; byOwner: AllocRow[] } {

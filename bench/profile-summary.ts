@@ -1,6 +1,8 @@
 // Summarises a .cpuprofile (Chrome/V8 format, e.g. written by TROUPE_CPU_PROFILE_DIR or node
 // --cpu-prof): the functions with the most self time and the most inclusive time, in % of samples.
 // Usage: npx tsx bench/profile-summary.ts <file.cpuprofile> [top=30] [name=regex ...]
+// It also prints self time by owner: each npm package, node, Troupe (its compiled code), and V8's
+// own entries ((garbage collector), (idle), (program)).
 // With name=regex arguments it also splits the samples into those categories: a sample belongs to
 // the first category (in the order given) matching any frame of its stack ("file.ts:line" names
 // after source maps), else to "other"; (idle) and (garbage collector) samples are their own.
@@ -61,17 +63,29 @@ function treeOf(profile: CpuProfileFile): { byId: Map<number, ProfileNode>; pare
   return { byId, parentOf };
 }
 
-/** Self and inclusive time per function (a recursive function counts once per sample). */
-export function summariseProfile(profile: CpuProfileFile, top = 30): { self: ProfileRow[]; inclusive: ProfileRow[]; samples: number } {
+/** Who a frame's code belongs to: an npm package by name, a node: module, or Troupe (its compiled code). */
+export function ownerOf(url: string): string {
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1];
+  if (pkg !== undefined && pkg !== ".cache") return pkg;
+  if (url.startsWith("node:")) return "node";
+  return url ? "troupe" : "(native)";
+}
+
+/** Self and inclusive time per function (a recursive function counts once per sample), and self time by owner. */
+export function summariseProfile(profile: CpuProfileFile, top = 30): { self: ProfileRow[]; inclusive: ProfileRow[]; byOwner: ProfileRow[]; samples: number } {
   const { byId, parentOf } = treeOf(profile);
   const hits = new Map<number, number>();
   for (const id of profile.samples) hits.set(id, (hits.get(id) ?? 0) + 1);
   const self = new Map<string, number>();
   const inclusive = new Map<string, number>();
+  const byOwner = new Map<string, number>();
   for (const [id, count] of hits) {
     const node = byId.get(id);
     if (!node) continue;
     self.set(frameName(node), (self.get(frameName(node)) ?? 0) + count);
+    const { url, functionName } = node.callFrame;
+    const owner = !url && functionName.startsWith("(") ? functionName : ownerOf(url);
+    byOwner.set(owner, (byOwner.get(owner) ?? 0) + count);
     const seen = new Set<string>();
     for (let cur: number | undefined = id; cur !== undefined; cur = parentOf.get(cur)) {
       const name = frameName(byId.get(cur)!);
@@ -81,12 +95,13 @@ export function summariseProfile(profile: CpuProfileFile, top = 30): { self: Pro
     }
   }
   const total = profile.samples.length || 1;
-  const rows = (m: Map<string, number>) =>
+  const rows = (m: Map<string, number>, n = top) =>
     [...m]
       .sort((a, b) => b[1] - a[1])
-      .slice(0, top)
-      .map(([name, n]) => ({ name, percent: (100 * n) / total }));
-  return { self: rows(self), inclusive: rows(inclusive), samples: profile.samples.length };
+      .slice(0, n)
+      .map(([name, count]) => ({ name, percent: (100 * count) / total }));
+  // owners are few: all of them
+  return { self: rows(self), inclusive: rows(inclusive), byOwner: rows(byOwner, byOwner.size), samples: profile.samples.length };
 }
 
 /** The profile with only the samples that have a frame matching `pattern` on their stack. */
@@ -141,6 +156,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const print = (title: string, rows: ProfileRow[]) =>
     console.log(`${title}\n${rows.map((r) => `${r.percent.toFixed(1).padStart(5)}%  ${r.name}`).join("\n")}\n`);
   console.log(`${s.samples} samples\n`);
+  print("self time by owner", s.byOwner);
   print("self time", s.self);
   print("inclusive time", s.inclusive);
   if (categoryArgs.length > 0) {

@@ -37,6 +37,10 @@ describe("worker profiles", () => {
     expect(summary.samples).toBeGreaterThan(0);
     expect(summary.inclusive[0].name).toMatch(/^\(root\)/);
     expect(summary.inclusive.some((r) => r.name.includes("run-executor.ts"))).toBe(true);
+    // self time by owner: Troupe's compiled code, LangGraph's package, V8's own entries
+    const owners = summary.byOwner.map((r) => r.name);
+    expect(owners).toEqual(expect.arrayContaining(["troupe", "@langchain/langgraph", "(garbage collector)"]));
+    expect(summary.byOwner.reduce((sum, r) => sum + r.percent, 0)).toBeCloseTo(100, 5);
     // --within: only the samples with a run-executor frame on their stack
     const executor = /run-executor\.ts/;
     const within = profileWithin(JSON.parse(readFileSync(join(dir, files[0]), "utf8")) as CpuProfileFile, executor);
