@@ -154,8 +154,11 @@ async function loadGraph(spec: GraphSpecLite): Promise<LoadedGraph> {
   }
   const exported = await mod[spec.exportName];
   const dir = dirname(spec.filePath);
-  const lib = ((await importFrom(dir, "@langchain/langgraph")) as unknown as LangGraphLib | undefined) ?? (ourLangGraph as unknown as LangGraphLib);
-  await untracedRunTreesFor(dir);
+  const langgraphDir = packageDir(dir, "@langchain/langgraph");
+  const lib =
+    ((langgraphDir === undefined ? undefined : await importPackage(langgraphDir)) as unknown as LangGraphLib | undefined) ??
+    (ourLangGraph as unknown as LangGraphLib);
+  await untracedRunTreesFor(langgraphDir);
   const ckpt = (await importFrom(dir, "@langchain/langgraph-checkpoint")) as { JsonPlusSerializer?: new () => SerializerProtocol } | undefined;
   const serde = ckpt?.JsonPlusSerializer ? new ckpt.JsonPlusSerializer() : undefined;
   const serdeSource = ckpt?.JsonPlusSerializer ? (ckpt.JsonPlusSerializer as object) : undefined;
@@ -169,8 +172,7 @@ async function loadGraph(spec: GraphSpecLite): Promise<LoadedGraph> {
  * The copy of @langchain/core that the graph's LangGraph runs its calls with gives untraced calls a
  * copied run tree (untraced-run-trees.ts): the copy next to the graph's LangGraph, else ours.
  */
-async function untracedRunTreesFor(graphDir: string): Promise<void> {
-  const langgraphDir = packageDir(graphDir, "@langchain/langgraph");
+async function untracedRunTreesFor(langgraphDir: string | undefined): Promise<void> {
   try {
     // from its real path: a linked install (pnpm) keeps its dependencies beside the real one
     const singletons = langgraphDir === undefined ? ourSingletons : await importFrom(realpathSync(langgraphDir), "@langchain/core", "./singletons");
@@ -211,12 +213,16 @@ function packageDir(fromDir: string, pkg: string): string | undefined {
   }
 }
 
-/** Import a package's entry (`subpath`: "." or e.g. "./singletons") as ESM code in `fromDir` would ("import" condition). */
-async function importFrom(fromDir: string, pkg: string, subpath = "."): Promise<Record<string, unknown> | undefined> {
-  const pkgDir = packageDir(fromDir, pkg);
-  if (pkgDir === undefined) return undefined;
+/** Import a package's entry (`subpath`: "." or e.g. "./singletons") as ESM code would ("import" condition). */
+async function importPackage(pkgDir: string, subpath = "."): Promise<Record<string, unknown> | undefined> {
   const entry = esmEntry(JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8")) as PackageJson, subpath);
   return entry === undefined ? undefined : ((await import(pathToFileURL(join(pkgDir, entry)).href)) as Record<string, unknown>);
+}
+
+/** importPackage of `pkg` as code in `fromDir` would find it; undefined when it is not installed there. */
+async function importFrom(fromDir: string, pkg: string, subpath = "."): Promise<Record<string, unknown> | undefined> {
+  const pkgDir = packageDir(fromDir, pkg);
+  return pkgDir === undefined ? undefined : importPackage(pkgDir, subpath);
 }
 
 interface PackageJson {

@@ -78,9 +78,6 @@ function uuid7(ms: number): string {
   return `${t.slice(0, 8)}-${t.slice(8, 12)}-7${randomUUID().slice(15)}`;
 }
 
-/** whether installUntracedRunTrees patched this singleton */
-export const hasUntracedRunTrees = (singleton: unknown): boolean => typeof singleton === "object" && singleton !== null && installed.has(singleton);
-
 /**
  * Makes this copy of @langchain/core (its AsyncLocalStorageProviderSingleton) give untraced calls
  * a copied tree. True once installed (or already); false, leaving LangChain as it is, when the

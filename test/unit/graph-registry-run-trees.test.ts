@@ -1,5 +1,6 @@
 // The run-tree shortcut (untraced-run-trees.ts) reaches the copy of LangChain a graph runs with:
 // LangChain's next to the graph's own LangGraph in a user project, ours for graphs without one.
+// Observed by its effect: an untraced runnable call no longer constructs a LangSmith RunTree.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,8 +9,30 @@ import { MemorySaver } from "@langchain/langgraph";
 import { AsyncLocalStorageProviderSingleton as ours } from "@langchain/core/singletons";
 import { afterAll, describe, expect, it } from "vitest";
 import { GraphRegistry } from "../../src/actors/graph-registry.ts";
-import { hasUntracedRunTrees } from "../../src/actors/untraced-run-trees.ts";
 import { makeUserProject } from "../fixtures/make-user-project.ts";
+
+interface Singleton {
+  runWithConfig(config: unknown, callback: () => unknown): unknown;
+  getInstance(): { getStore(): unknown };
+}
+
+/** Counts the RunTree constructions of a LangChain copy (its RunTree class asks getDefaultConfig once per construction). */
+function constructionsOf(singleton: Singleton): () => number {
+  const tree = singleton.runWithConfig({}, () => singleton.getInstance().getStore()) as { constructor: { getDefaultConfig(): unknown } };
+  const RunTree = tree.constructor;
+  const defaults = RunTree.getDefaultConfig.bind(RunTree);
+  let n = 0;
+  RunTree.getDefaultConfig = () => {
+    n++;
+    return defaults();
+  };
+  // constructions over 5 untraced calls (not the template an install makes)
+  return () => {
+    n = 0;
+    for (let i = 0; i < 5; i++) singleton.runWithConfig({}, () => undefined);
+    return n;
+  };
+}
 
 const dir = mkdtempSync(join(tmpdir(), "troupe-runtrees-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -24,18 +47,19 @@ describe("graph registry", () => {
       ],
       { checkpointer: () => new MemorySaver(), store: undefined },
     );
-    const theirs = (await import(pathToFileURL(join(dir, "node_modules/@langchain/core/dist/singletons/index.js")).href)) as {
-      AsyncLocalStorageProviderSingleton: object;
-    };
-    expect(theirs.AsyncLocalStorageProviderSingleton).not.toBe(ours);
-    expect(hasUntracedRunTrees(theirs.AsyncLocalStorageProviderSingleton)).toBe(false);
-    expect(hasUntracedRunTrees(ours)).toBe(false);
-
-    const user = await registry.get("user_graph", {});
-    expect(hasUntracedRunTrees(theirs.AsyncLocalStorageProviderSingleton)).toBe(true);
-    expect(hasUntracedRunTrees(ours)).toBe(false);
+    const theirs = (
+      (await import(pathToFileURL(join(dir, "node_modules/@langchain/core/dist/singletons/index.js")).href)) as {
+        AsyncLocalStorageProviderSingleton: Singleton;
+      }
+    ).AsyncLocalStorageProviderSingleton;
+    expect(theirs).not.toBe(ours);
+    const user = await registry.get("user_graph", {}); // loads the project's LangGraph (and sets up its storage)
+    const theirConstructions = constructionsOf(theirs);
+    const ourConstructions = constructionsOf(ours);
+    expect(theirConstructions()).toBe(0);
+    expect(ourConstructions()).toBe(5); // no graph without its own LangGraph loaded yet
     await registry.get("echo", {});
-    expect(hasUntracedRunTrees(ours)).toBe(true);
+    expect(ourConstructions()).toBe(0);
 
     const out = [];
     for await (const chunk of await user.stream({ messages: [{ role: "user", content: "hi" }] }, { configurable: { thread_id: "t" } })) out.push(chunk);
