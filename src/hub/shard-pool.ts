@@ -52,6 +52,8 @@ export interface ShardPoolOptions {
   storeTtl?: StoreTtlOptions;
   storeIndex?: StoreIndexOptions;
   workers?: number;
+  /** each actor worker's V8 young generation, MB (src/server/actor-workers.ts: 24 unless given) */
+  youngGenerationMb?: number;
   /** gives each shard a direct port to the webhook worker (absent: webhooks are disabled) */
   webhookPortFor?: () => MessagePort | null;
   /**
@@ -121,11 +123,9 @@ export class ShardPool {
       concurrentTasksPerWorker: 1,
       idleTimeout: Number.POSITIVE_INFINITY,
       maxQueue: this.size * 2,
-      // Young generation 24 MB = 8 MB semi-spaces instead of V8's 16 MB: once grown under load the
-      // new space of each worker stays resident, so this saves ~16 MB of RSS per worker; wait-c64 /
-      // stateless-wait throughput moved by -5% / -2% in alternating A/B runs (within the noise).
-      // 12 MB (4 MB semi-spaces) cost 10-15% and was not kept.
-      resourceLimits: { maxOldGenerationSizeMb: 4096, maxYoungGenerationSizeMb: 24 },
+      // young generation: by backend (actorWorkerYoungGenerationMb), 24 MB (8 MB semi-spaces, not
+      // V8's 16) on LMDB: once grown under load a worker's new space stays resident until idle
+      resourceLimits: { maxOldGenerationSizeMb: 4096, maxYoungGenerationSizeMb: opts.youngGenerationMb ?? 24 },
     });
     for (let i = 0; i < this.size; i++) this.shards.push(this.startShard(i));
   }

@@ -1,4 +1,4 @@
-// How many actor worker threads a server starts when --workers is not given.
+// How many actor worker threads a server starts when --workers is not given, and their young generation.
 /*
  * One per CPU, except when the PostgreSQL server runs on this machine (a loopback host or a Unix
  * socket): then one CPU is left to it. Its backends serve every run's statements on the same
@@ -23,6 +23,21 @@ export function databaseIsLocal(databaseUri: string): boolean {
   if (host === "" || host.startsWith("/")) return true;
   const name = host.toLowerCase().replace(/\.$/, "");
   return addressKind(name) === "loopback" || isLoopbackName(name);
+}
+
+/*
+ * Each actor worker's V8 young generation (Piscina `resourceLimits.maxYoungGenerationSizeMb`; a
+ * third of it is one semi-space). A run's objects live as long as the run: on LMDB a wait-c64 run
+ * takes ~80 ms, on PostgreSQL ~200 ms (its statements' round trips). With 24 MB (8 MB semi-spaces:
+ * a scavenge every ~11 runs) a PostgreSQL run outlives several scavenges, so most of what it holds
+ * is copied and promoted: scavenges took ~0.7 ms of pause per run and V8's helper threads ~1 ms.
+ * 96 MB (32 MB semi-spaces) cut Troupe's CPU per run on PostgreSQL by ~12% and raised wait-c64
+ * 286–301 → 319–349 runs/s (3 alternated rounds, bench/RESULTS.md session 27); on LMDB it was level,
+ * so LMDB keeps 24 MB, which holds ~16 MB less resident per worker once grown under load (an idle
+ * server shrinks either back).
+ */
+export function actorWorkerYoungGenerationMb(databaseUri: string | undefined): number {
+  return databaseUri === undefined ? 24 : 96;
 }
 
 /** the actor workers to start: `requested` if given, else one per CPU (less one for a local database) */

@@ -59,7 +59,7 @@ import { claimCronTick, forgetCronTicks } from "../cluster/cron-claims.ts";
 import type { PostgresStorage } from "../storage/postgres/adapter.ts";
 import { startClusterJobs, type ClusterJobs } from "./cluster-jobs.ts";
 import { sweepStoreOnce } from "../ttl/store-sweeper.ts";
-import { actorWorkerCount } from "./actor-workers.ts";
+import { actorWorkerCount, actorWorkerYoungGenerationMb } from "./actor-workers.ts";
 
 export interface ServerOptions {
   configPath: string;
@@ -208,6 +208,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     storeTtl,
     storeIndex,
     workers: actorWorkerCount(opts.workers, opts.databaseUri),
+    youngGenerationMb: actorWorkerYoungGenerationMb(opts.databaseUri),
     webhookPortFor: config.http.disableWebhooks ? undefined : () => webhooks.connectPort(),
     onShardMessages: () => port.refreshReads(),
     log: threadLog,

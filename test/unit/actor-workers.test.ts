@@ -1,7 +1,8 @@
 // actorWorkerCount (src/server/actor-workers.ts): one actor worker per CPU, one less when the
-// PostgreSQL server shares the machine; --workers always wins.
+// PostgreSQL server shares the machine; --workers always wins. actorWorkerYoungGenerationMb: a
+// larger young generation with a database (its runs live longer).
 import { describe, expect, it } from "vitest";
-import { actorWorkerCount, databaseIsLocal } from "../../src/server/actor-workers.ts";
+import { actorWorkerCount, actorWorkerYoungGenerationMb, databaseIsLocal } from "../../src/server/actor-workers.ts";
 
 describe("actor workers by default", () => {
   it("one per CPU without a database or with a remote one; --workers as given", () => {
@@ -38,5 +39,13 @@ describe("actor workers by default", () => {
       "not a uri",
     ])
       expect(databaseIsLocal(uri), uri).toBe(false);
+  });
+});
+
+describe("actor workers' young generation", () => {
+  it("24 MB on LMDB, 96 MB with a database, local or not", () => {
+    expect(actorWorkerYoungGenerationMb(undefined)).toBe(24);
+    expect(actorWorkerYoungGenerationMb("postgres://troupe@127.0.0.1:55432/postgres")).toBe(96);
+    expect(actorWorkerYoungGenerationMb("postgres://u:p@db.internal:5432/troupe")).toBe(96);
   });
 });
