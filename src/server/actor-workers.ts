@@ -33,8 +33,9 @@ export function databaseIsLocal(databaseUri: string): boolean {
  * is copied and promoted: scavenges took ~0.7 ms of pause per run and V8's helper threads ~1 ms.
  * 96 MB (32 MB semi-spaces) cut Troupe's CPU per run on PostgreSQL by ~12% and raised wait-c64
  * 286–301 → 319–349 runs/s (3 alternated rounds, bench/RESULTS.md session 27); on LMDB it was level,
- * so LMDB keeps 24 MB, which holds ~16 MB less resident per worker once grown under load (an idle
- * server shrinks either back).
+ * so LMDB keeps 24 MB (session 10: ~16 MB less resident per worker than V8's default once grown
+ * under load, throughput within noise; 12 MB cost 10-15%), and an idle server shrinks either back.
+ * Checked where it lands by test/e2e-worker-limits.test.ts (a graph reads its worker's limits).
  */
 export function actorWorkerYoungGenerationMb(databaseUri: string | undefined): number {
   return databaseUri === undefined ? 24 : 96;
