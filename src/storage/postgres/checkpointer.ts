@@ -280,26 +280,33 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       this.cacheWritten(threadId, ns, checkpoint.id, blobs, lists, row);
     };
     if (ns === "") this.knowPut(threadId, checkpoint, parentId, versions, newVersions, blobs, lists, [type, bytes], [metadataType, metadataBytes]);
-    const fixed = [
-      threadId,
-      ns,
-      checkpoint.id,
-      parentId,
-      runIdOf(metadata, config),
-      type,
-      bytes,
-      metadataType,
-      metadataBytes,
-      metadataJsonOf(metadataType, metadataBytes),
-      JSON.stringify(versions),
-      Object.keys(newVersions),
-      JSON.stringify(ownRefs),
-      blobs.map((b) => b.channel),
-      blobs.map((b) => b.version),
-      blobs.map((b) => b.type),
-      byteaArray(blobs.map((b) => b.bytes)),
-      blobs.map((b) => (b.chunks === undefined ? null : b.chunks.map((c) => c.id).join(","))),
-    ];
+    const runId = runIdOf(metadata, config);
+    const metadataJson = metadataJsonOf(metadataType, metadataBytes);
+    // PUT_CHECKPOINT's own parameters, made only if the put is sent on its own (in a batch it is
+    // usually merged, and the merged statement's values() makes its arrays): until the write
+    // settles, whatever this holds stays alive, and a run's puts outlive young-generation GCs
+    let fixedValues: unknown[] | undefined;
+    const fixed = (): unknown[] =>
+      (fixedValues ??= [
+        threadId,
+        ns,
+        checkpoint.id,
+        parentId,
+        runId,
+        type,
+        bytes,
+        metadataType,
+        metadataBytes,
+        metadataJson,
+        JSON.stringify(versions),
+        Object.keys(newVersions),
+        JSON.stringify(ownRefs),
+        blobs.map((b) => b.channel),
+        blobs.map((b) => b.version),
+        blobs.map((b) => b.type),
+        byteaArray(blobs.map((b) => b.bytes)),
+        blobs.map((b) => (b.chunks === undefined ? null : b.chunks.map((c) => c.id).join(","))),
+      ]);
     const fence = this.chains.fenceOf(threadId); // cluster mode: written only while this holding stands
     const fenced = fence === undefined ? [] : fenceValues(fence);
     const written = this.chains.issueStatement(threadId, {
@@ -307,13 +314,13 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       // runs each write alone, this one through writeCheckpoint, which resends the chunks)
       query: () => ({
         ...(fence ? PUT_CHECKPOINT_OR_FAIL_FENCED : PUT_CHECKPOINT_OR_FAIL),
-        values: [...this.putValues(threadId, ns, fixed, blobs, true), ...fenced],
+        values: [...this.putValues(threadId, ns, fixed(), blobs, true), ...fenced],
       }),
       result: (r) => {
         if (fence !== undefined) this.chains.checkHeld(fence, (r.rows[0] as PutRow).held);
         committed(r.rows[0] as PutRow);
       },
-      alone: async () => committed(await this.writeCheckpoint(threadId, ns, checkpoint.id, fixed, blobs, fence)),
+      alone: async () => committed(await this.writeCheckpoint(threadId, ns, checkpoint.id, fixed(), blobs, fence)),
       // several puts in a batch: one statement (its row for this put answers as the statement above)
       merge: mergeable(PUT_CHECKPOINTS, (): PutCheckpointItem => {
         const { send, skipped } = this.chunksToSend(threadId, ns, blobs, true);
@@ -322,12 +329,12 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
           ns,
           checkpointId: checkpoint.id,
           parentId,
-          runId: fixed[4] as string | null,
+          runId,
           type,
           body: bytes,
           metadataType,
           metadata: metadataBytes,
-          metadataJson: fixed[9] as string | null,
+          metadataJson,
           versions,
           newVersions: Object.keys(newVersions),
           ownRefs,
@@ -493,9 +500,12 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
       fence: this.chains.fenceOf(threadId), // cluster mode: written only while this holding stands
     };
     const { fence } = item;
-    const values = [item.threadId, item.ns, checkpointId, taskId, item.taskPath, item.runId, ...writeColumns(rows)];
     const written = this.chains.issueStatement(threadId, {
-      query: () => (fence === undefined ? { ...PUT_WRITES.plain, values } : { ...PUT_WRITES.fenced, values: [...values, ...fenceValues(fence)] }),
+      // made when sent on its own (merged, PUT_WRITES_MANY makes its own)
+      query: () => {
+        const values = [item.threadId, item.ns, checkpointId, taskId, item.taskPath, item.runId, ...writeColumns(rows)];
+        return fence === undefined ? { ...PUT_WRITES.plain, values } : { ...PUT_WRITES.fenced, values: [...values, ...fenceValues(fence)] };
+      },
       result: (r) => {
         if (fence !== undefined) this.chains.checkHeld(fence, r.rows[0]?.held);
       },
