@@ -3,25 +3,15 @@
 // live through their statements' round trips; bench/RESULTS.md, session 27). Runs once per backend
 // (vitest.config.ts: the e2e and e2e-postgres projects).
 import { join } from "node:path";
-import { Client } from "@langchain/langgraph-sdk";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REPO, startTestServer, TEST_BACKEND, type TestServer } from "./helpers/server.ts";
+import { describe, expect, it } from "vitest";
+import { REPO, TEST_BACKEND } from "./helpers/server.ts";
+import { useServer } from "./helpers/suite.ts";
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer({ config: join(REPO, "test/fixtures/worker-limits/service.json") });
-}, 60_000);
-
-afterAll(async () => {
-  await server?.stop();
-  server?.cleanup();
-});
+const fx = useServer({ config: join(REPO, "test/fixtures/worker-limits/service.json") });
 
 describe("actor worker limits", () => {
   it(`a young generation of ${TEST_BACKEND === "postgres" ? 96 : 24} MB on ${TEST_BACKEND}`, async () => {
-    const client = new Client({ apiUrl: server.url, apiKey: null });
-    const out = (await client.runs.wait(null, "limits", { input: { messages: [] } })) as { messages: { content: string }[] };
+    const out = (await fx.client.runs.wait(null, "limits", { input: { messages: [] } })) as { messages: { content: string }[] };
     const limits = JSON.parse(out.messages.at(-1)!.content) as { maxYoungGenerationSizeMb: number; maxOldGenerationSizeMb: number };
     expect(limits.maxYoungGenerationSizeMb).toBe(TEST_BACKEND === "postgres" ? 96 : 24);
     expect(limits.maxOldGenerationSizeMb).toBe(4096);
