@@ -308,13 +308,12 @@ export class PostgresCheckpointSaver extends BaseCheckpointSaver {
         blobs.map((b) => (b.chunks === undefined ? null : b.chunks.map((c) => c.id).join(","))),
       ]);
     const fence = this.chains.fenceOf(threadId); // cluster mode: written only while this holding stands
-    const fenced = fence === undefined ? [] : fenceValues(fence);
     const written = this.chains.issueStatement(threadId, {
       // in a batch: the statement that fails when a chunk it skipped is missing (the batch then
       // runs each write alone, this one through writeCheckpoint, which resends the chunks)
       query: () => ({
         ...(fence ? PUT_CHECKPOINT_OR_FAIL_FENCED : PUT_CHECKPOINT_OR_FAIL),
-        values: [...this.putValues(threadId, ns, fixed(), blobs, true), ...fenced],
+        values: [...this.putValues(threadId, ns, fixed(), blobs, true), ...(fence === undefined ? [] : fenceValues(fence))],
       }),
       result: (r) => {
         if (fence !== undefined) this.chains.checkHeld(fence, (r.rows[0] as PutRow).held);
