@@ -1,17 +1,21 @@
-// Merged checkpoint writes on Postgres (write-chains.ts, MergeKind; checkpoint-sql.ts
-// PUT_CHECKPOINTS, PUT_WRITES_MANY): the puts of a batch leave as one statement, its putWrites as
-// another, in every other way as if each had been sent alone: the same rows (a put inheriting its
-// parent's values from a put of the same statement), each write its own outcome (a statement that
-// fails runs each write alone; a fence refusal is its own write's), the order of every other write.
+// Merged writes on Postgres (write-chains.ts, MergeKind; checkpoint-sql.ts PUT_CHECKPOINTS,
+// PUT_WRITES_MANY; runs.ts FINISH_MANY, CREATE_ON_THREAD_MANY; threads.ts threadCreateMany): the
+// puts of a batch leave as one statement, its putWrites as another, a group's run ends, run creates
+// and thread creates one statement per kind, in every other way as if each had been sent alone:
+// the same rows (a put inheriting its parent's values from a put of the same statement), each write
+// its own outcome (a statement that fails runs each write alone; a fence refusal, a changed
+// assistant, a thread gone are its own write's), the order of every other write (a create never
+// shares a statement with, nor moves ahead of, another write of its thread).
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLease } from "../../src/cluster/leases.ts";
+import { TroupeError } from "../../src/errors.ts";
 import { databaseStamp } from "../../src/cluster/time.ts";
 import type { PostgresCheckpointSaver } from "../../src/storage/postgres/checkpointer.ts";
 import type { PostgresStorage } from "../../src/storage/postgres/adapter.ts";
 import { cfg, checkpoint, meta } from "../helpers/checkpoints.ts";
 import { usePostgresNodePair } from "../helpers/postgres.ts";
-import { runRecord, threadRecord } from "../helpers/records.ts";
+import { assistantRecord, runRecord, threadRecord } from "../helpers/records.ts";
 
 const nodes = usePostgresNodePair();
 const timing = { ttlMs: 15_000, stamp: databaseStamp };
@@ -347,5 +351,152 @@ describe("merged checkpoint writes (Postgres)", () => {
       expect(await node.runs.get(t, run.run_id)).toMatchObject({ status: "success" });
       expect(await node.threads.get(t)).toMatchObject({ status: "idle" });
     }
+  });
+});
+
+describe("merged creates (Postgres)", () => {
+  const take = { nodeId: "node-a", ttlMs: 15_000, stamp: null };
+
+  /** Writes of other threads in flight (GROUPS_IN_FLIGHT and more): what becomes ready meanwhile leaves as one group. */
+  async function inFlight(node: PostgresStorage): Promise<() => Promise<unknown>> {
+    const fillers = Array.from({ length: 6 }, () => nextId("t"));
+    for (const t of fillers) await node.threads.create(threadRecord(t));
+    return () => Promise.all(fillers.map((t) => node.threads.save(threadRecord(t, { status: "busy" }))));
+  }
+
+  it("thread creates of several threads in a group go as one statement per kind, each answering as alone", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    const [a, b, existing, p1, p2, lone] = Array.from({ length: 6 }, () => nextId("t"));
+    await node.threads.create(threadRecord(existing));
+    const fill = await inFlight(node);
+    const before = await node.threads.count({});
+    countStatements();
+    const release = holdWrites(saver, a, b, existing, p1, p2);
+    const creates = [
+      node.threads.createTaking!(threadRecord(a), take),
+      node.threads.createTaking!(threadRecord(b), take),
+      node.threads.createTaking!(threadRecord(existing, { metadata: { x: 1 } }), take),
+      node.threads.create(threadRecord(p1), JSON.stringify({ v: 1 })),
+      node.threads.create(threadRecord(p2)),
+    ];
+    const busy = fill();
+    release();
+    const [ta, tb, te, c1, c2] = await Promise.all(creates);
+    await busy;
+    // (was one statement per create)
+    expect(sent.filter((s) => s.startsWith("troupe_thread_create"))).toEqual(["troupe_thread_create_taking_many", "troupe_thread_create_many"]);
+
+    const taken = { epoch: expect.any(Number), expiresAt: expect.any(Date), noCheckpoints: true };
+    expect(await node.threads.createTaking!(threadRecord(lone), take)).toEqual(taken); // alone, for the shape
+    expect([ta, tb, te]).toEqual([taken, taken, "exists"]);
+    expect([c1, c2]).toEqual([threadRecord(p1), threadRecord(p2)]);
+    const leases = await node.db.pool.query<{ thread_id: string; epoch: string }>(
+      "SELECT thread_id, epoch FROM thread_leases WHERE thread_id = ANY($1) ORDER BY thread_id",
+      [[a, b, existing, p1, p2]],
+    );
+    expect(leases.rows.map((r) => [r.thread_id, Number(r.epoch)])).toEqual([
+      [a, (ta as { epoch: number }).epoch],
+      [b, (tb as { epoch: number }).epoch],
+    ]);
+    expect(await node.threads.get(existing)).toEqual(threadRecord(existing)); // left as it was
+    expect(await node.threads.valuesJson(p1)).toBe(JSON.stringify({ v: 1 }));
+    expect(await node.threads.valuesJson(p2)).toBeUndefined();
+    expect(await node.threads.count({})).toBe(before + 5); // a, b, p1, p2 and the lone one: the row-count trigger counted each once
+  });
+
+  it("run creates on several threads in a group go as one statement, each answering as alone: an assistant changed, a thread gone", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    const [t1, t2, t3, t4] = Array.from({ length: 4 }, () => nextId("t"));
+    for (const t of [t1, t2, t3, t4]) await node.threads.create(threadRecord(t));
+    // a cached assistant's check (forRun's second answer), and one of a version no longer current
+    const assistant = assistantRecord(nextId("asst"));
+    await node.assistants.create(assistant);
+    await node.assistants.forRun(assistant.assistant_id, false);
+    const current = (await node.assistants.forRun(assistant.assistant_id, false))!.check!;
+    expect(current).toBeDefined();
+    const stale = { ...current, stamp: String(Number(current.stamp) + 1_000_000) };
+    await node.db.pool.query("DELETE FROM threads WHERE thread_id = $1", [t4]); // behind the actor's back
+    const runs = [t1, t2, t3, t4].map((t) => runRecord(t, nextId("run")));
+    const fill = await inFlight(node);
+    countStatements();
+    const release = holdWrites(saver, t1, t2, t3, t4);
+    const checks = [undefined, current, stale, undefined];
+    const creates = runs.map(
+      (run, i) =>
+        node.runs.create({ run, thread: threadRecord(run.thread_id, { status: "busy" }), prev: threadRecord(run.thread_id), assistant: checks[i] }).committed,
+    );
+    const busy = fill();
+    release();
+    const outcomes = await Promise.allSettled(creates);
+    await busy;
+    // (was one statement per create)
+    expect(sent.filter((s) => s.startsWith("troupe_run_create"))).toEqual(["troupe_run_create_on_thread_many"]);
+    expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "fulfilled", "rejected", "rejected"]);
+    const reason = (i: number) => (outcomes[i] as PromiseRejectedResult).reason as TroupeError;
+    expect(reason(2).code).toBe("ASSISTANT_CHANGED");
+    expect(reason(3).code).toBe("NOT_FOUND");
+    for (const i of [0, 1]) {
+      expect(await node.runs.get(runs[i].thread_id, runs[i].run_id)).toEqual(runs[i]);
+      expect(await node.threads.get(runs[i].thread_id)).toMatchObject({ status: "busy" });
+    }
+    expect(await node.runs.get(t3, runs[2].run_id)).toBeUndefined();
+    expect(await node.threads.get(t3)).toMatchObject({ status: "idle" });
+    expect(await node.runs.get(t4, runs[3].run_id)).toBeUndefined();
+    expect(await node.threads.get(t4)).toBeUndefined();
+  });
+
+  it("a create never shares a statement with another write of its thread, nor moves ahead of one", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    const busy = (t: string) => threadRecord(t, { status: "busy" });
+
+    // a thread's create, then its run's create: the run's sees the thread's row
+    const t = nextId("t");
+    const r1 = runRecord(t, nextId("run"));
+    countStatements();
+    let release = holdWrites(saver, t);
+    const made = node.threads.createTaking!(threadRecord(t), take);
+    const first = node.runs.create({ run: r1, thread: busy(t), prev: threadRecord(t) }).committed;
+    release();
+    await Promise.all([made, first]);
+    expect(sent).toEqual(["BEGIN", "troupe_thread_create_taking", "troupe_run_create_on_thread", "COMMIT"]);
+    expect(await node.runs.get(t, r1.run_id)).toEqual(r1);
+
+    // a run's end, then the next run's create: the create sees the end
+    const r2 = runRecord(t, nextId("run"));
+    countStatements();
+    release = holdWrites(saver, t);
+    const end = node.runs.finish({ run: { ...r1, status: "success" }, thread: threadRecord(t), valuesJson: undefined }).committed;
+    const second = node.runs.create({ run: r2, thread: busy(t), prev: threadRecord(t) }).committed;
+    release();
+    await Promise.all([end, second]);
+    expect(sent).toEqual(["BEGIN", "troupe_run_finish", "troupe_run_create_on_thread", "COMMIT"]);
+    expect(await node.runs.get(t, r1.run_id)).toMatchObject({ status: "success" });
+    expect(await node.runs.get(t, r2.run_id)).toEqual(r2);
+    expect(await node.threads.get(t)).toMatchObject({ status: "busy" });
+
+    // in a group: another thread's run create first does not take this thread's create ahead of its run's end
+    const [other, u] = [nextId("t"), nextId("t")];
+    for (const id of [other, u]) await node.threads.create(threadRecord(id));
+    const [ro, ru1, ru2] = [runRecord(other, nextId("run")), runRecord(u, nextId("run")), runRecord(u, nextId("run"))];
+    await node.runs.create({ run: ru1, thread: busy(u), prev: threadRecord(u) }).committed;
+    const fill = await inFlight(node);
+    countStatements();
+    release = holdWrites(saver, other, u);
+    const writes = [
+      node.runs.create({ run: ro, thread: busy(other), prev: threadRecord(other) }).committed,
+      node.runs.finish({ run: { ...ru1, status: "success" }, thread: threadRecord(u), valuesJson: undefined }).committed,
+      node.runs.create({ run: ru2, thread: busy(u), prev: threadRecord(u) }).committed,
+    ];
+    const filling = fill();
+    release();
+    await Promise.all([...writes, filling]);
+    expect(sent.filter((s) => s.startsWith("troupe_run"))).toEqual(["troupe_run_create_on_thread", "troupe_run_finish", "troupe_run_create_on_thread"]);
+    expect(await node.runs.get(u, ru1.run_id)).toMatchObject({ status: "success" });
+    expect(await node.runs.get(u, ru2.run_id)).toEqual(ru2);
+    expect(await node.threads.get(u)).toMatchObject({ status: "busy" });
+    expect(await node.runs.get(other, ro.run_id)).toEqual(ro);
   });
 });

@@ -2,7 +2,7 @@
 // atomic by itself; the statements are prepared once per connection (named).
 import { fenceManySql, fenceManyValues, fenceSql, fencedStatements, type Fence } from "../../cluster/fence.ts";
 import { byteaArray, textArray } from "./binary-arrays.ts";
-import type { MergeKind } from "./write-chains.ts";
+import { acceptsFresh, type MergeKind } from "./write-chains.ts";
 
 /**
  * A put: the checkpoint row (its blob refs: the parent's for channels whose version did not
@@ -226,10 +226,14 @@ function inheritances(items: readonly PutCheckpointItem[]): Inheritance[] {
 }
 
 export const PUT_CHECKPOINTS: MergeKind<PutCheckpointItem> = {
-  accepts: (items, item) =>
-    fresh(putKeys, items, [checkpointKey(item.threadId, item.ns, item.checkpointId)], (i) => [checkpointKey(i.threadId, i.ns, i.checkpointId)]),
+  accepts: acceptsFresh(putKeys, (i) => [checkpointKey(i.threadId, i.ns, i.checkpointId)]),
   name: "troupe_put_checkpoints",
   ctes: PUT_CHECKPOINTS_CTES,
+  answers: [
+    ["missing", "int"],
+    ["blob_channels", "text[]"],
+    ["blob_stamps", "text[]"],
+  ],
   values(items): unknown[] {
     const col = <K extends keyof PutCheckpointItem>(k: K) => items.map((i) => i[k]);
     const inherited = inheritances(items);
@@ -306,7 +310,7 @@ ${F_MANY_WRITES.cte}, §held AS MATERIALIZED (
     channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob, task_path = EXCLUDED.task_path, run_id = EXCLUDED.run_id
   WHERE checkpoint_writes.idx < 0
 ), §answer AS (
-  SELECT u.ord, (SELECT h FROM §held)[u.ord] AS held, NULL::int AS missing, NULL::text[] AS blob_channels, NULL::text[] AS blob_stamps
+  SELECT u.ord, (SELECT h FROM §held)[u.ord] AS held
   FROM generate_series(1, cardinality($1::text[])) u(ord)
 )`;
 
@@ -314,9 +318,10 @@ const writeKeys = new WeakMap<readonly PutWritesItem[], Set<string>>();
 const writeRowKeys = (i: PutWritesItem): string[] => i.rows.map((r) => JSON.stringify([i.threadId, i.ns, i.checkpointId, i.taskId, r.idx]));
 
 export const PUT_WRITES_MANY: MergeKind<PutWritesItem> = {
-  accepts: (items, item) => fresh(writeKeys, items, writeRowKeys(item), writeRowKeys),
+  accepts: acceptsFresh(writeKeys, writeRowKeys),
   name: "troupe_put_writes_many",
   ctes: PUT_WRITES_MANY_CTES,
+  answers: [],
   values(items): unknown[] {
     const rows = items.flatMap((i, at) => i.rows.map((r) => ({ ord: at + 1, item: i, ...r })));
     return [
@@ -337,15 +342,6 @@ export const PUT_WRITES_MANY: MergeKind<PutWritesItem> = {
     ];
   },
 };
-
-/** Whether none of `keys` is written by `items` (their keys kept per items array); if so they are now. */
-function fresh<I>(known: WeakMap<readonly I[], Set<string>>, items: readonly I[], keys: string[], keysOf: (item: I) => string[]): boolean {
-  let set = known.get(items);
-  if (set === undefined) known.set(items, (set = new Set(items.flatMap(keysOf))));
-  if (keys.some((k) => set.has(k))) return false;
-  for (const k of keys) set.add(k);
-  return true;
-}
 
 /**
  * Checkpoint rows with their channel values and pending writes, one row per checkpoint: a

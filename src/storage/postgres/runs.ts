@@ -12,7 +12,7 @@ import { byteaArray, textArray } from "./binary-arrays.ts";
 import { jsonText } from "./json-columns.ts";
 import { bytesParam, threadRowValues, upsertThreadSql } from "./threads.ts";
 import { deliveryValues, enqueueSql } from "./webhooks.ts";
-import { mergeable, type MergeKind, type ThreadWriteChains } from "./write-chains.ts";
+import { mergeable, oncePerThread, type MergeKind, type ThreadWriteChains } from "./write-chains.ts";
 
 interface RunRow {
   record: RunRecord;
@@ -105,6 +105,77 @@ const CREATE_ON_THREAD = createStatements(
   12,
   "(SELECT count(*)::int FROM t) AS updated",
 );
+
+/** A run create on a thread whose row exists, for a statement creating several (CREATE_ON_THREAD_MANY). */
+interface CreateOnThreadItem {
+  threadId: string;
+  /** CREATE_ON_THREAD's $1-$11 (first in the array) */
+  values: unknown[];
+  assistant: AssistantCheck | undefined;
+  fence: Fence | undefined;
+}
+
+// The run creates of a batch (a group's: several threads', each on its own thread) as one
+// statement: CREATE_ON_THREAD for each, each gated by its own fence (`h`) and, a cached
+// assistant's, by its check (`a`: the assistant's row still the version read); one per thread
+// (two would update its row twice). Exclusive (MergeKind): it writes the thread's row, as a run
+// end does, so it shares no statement with another write of its thread.
+const F_MANY_CREATE = fenceManySql(16, "§troupe_fence");
+const CREATE_ON_THREAD_MANY_CTES = `
+§items AS MATERIALIZED (
+  SELECT u.thread_id, u.status, u.created_at, u.updated_at, u.metadata::jsonb AS metadata, u.record::json AS record, u.run_id, u.assistant_id,
+    u.run_status, u.run_record::json AS run_record, u.kwargs::json AS kwargs, u.check_assistant, u.check_stamp, u.epoch, u.ord::int AS ord
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+    $12::text[], $13::text[], $14::bigint[])
+    WITH ORDINALITY u(thread_id, status, created_at, updated_at, metadata, record, run_id, assistant_id, run_status, run_record, kwargs,
+      check_assistant, check_stamp, epoch, ord)
+), ${F_MANY_CREATE.cte}, §held AS MATERIALIZED (
+  SELECT array_agg(${F_MANY_CREATE.holdsFor("i.thread_id", "i.epoch")} ORDER BY i.ord) AS h,
+    array_agg(i.check_assistant IS NULL OR EXISTS (SELECT 1 FROM assistants a WHERE a.assistant_id = i.check_assistant AND a.xmin = i.check_stamp::xid)
+      ORDER BY i.ord) AS a
+  FROM §items i
+), §t AS (
+  UPDATE threads SET status = i.status, created_at = i.created_at, updated_at = i.updated_at, metadata = i.metadata, record = i.record
+  FROM §items i WHERE threads.thread_id = ANY($1::text[]) AND threads.thread_id = i.thread_id AND (SELECT h FROM §held)[i.ord] AND (SELECT a FROM §held)[i.ord]
+  RETURNING threads.thread_id
+), §r AS (
+  INSERT INTO runs (run_id, thread_id, assistant_id, status, record, kwargs)
+  SELECT i.run_id, i.thread_id, i.assistant_id, i.run_status, i.run_record, i.kwargs FROM §items i JOIN §t t ON t.thread_id = i.thread_id
+), §answer AS (
+  SELECT i.ord, (SELECT h FROM §held)[i.ord] AS held, (SELECT a FROM §held)[i.ord] AS assistant_current,
+    (SELECT count(*)::int FROM §t t WHERE t.thread_id = i.thread_id) AS updated
+  FROM §items i
+)`;
+
+const CREATE_ON_THREAD_MANY: MergeKind<CreateOnThreadItem> = {
+  accepts: oncePerThread(),
+  name: "troupe_run_create_on_thread_many",
+  ctes: CREATE_ON_THREAD_MANY_CTES,
+  answers: [
+    ["assistant_current", "boolean"],
+    ["updated", "int"],
+  ],
+  exclusive: true,
+  values(items): unknown[] {
+    const col = (i: number) => items.map((item) => item.values[i]);
+    // the JSON in PostgreSQL's binary array format (binary-arrays.ts): records and kwargs can be large
+    const text = (i: number) => textArray(col(i) as (string | null)[]);
+    return [
+      ...[0, 1, 2, 3].map(col),
+      text(4),
+      text(5),
+      col(6),
+      col(7),
+      col(8),
+      text(9),
+      text(10),
+      items.map((i) => i.assistant?.assistantId ?? null),
+      items.map((i) => i.assistant?.stamp ?? null),
+      items.map((i) => i.fence?.epoch ?? null),
+      ...fenceManyValues(items.map((i) => i.fence)),
+    ];
+  },
+};
 
 /**
  * The ends of queued runs stopped (queuedStopValues at $first..$first+7): finals (run ids,
@@ -222,22 +293,14 @@ const FINISH_MANY_CTES = `
     values_json = i.values_json
   FROM §items i WHERE threads.thread_id = ANY($1::text[]) AND threads.thread_id = i.thread_id AND (SELECT h FROM §held)[i.ord]
 ), §answer AS (
-  SELECT i.ord, (SELECT h FROM §held)[i.ord] AS held, NULL::int AS missing, NULL::text[] AS blob_channels, NULL::text[] AS blob_stamps
-  FROM §items i
+  SELECT i.ord, (SELECT h FROM §held)[i.ord] AS held FROM §items i
 )`;
 
-const finishThreads = new WeakMap<readonly FinishItem[], Set<string>>();
-
 const FINISH_MANY: MergeKind<FinishItem> = {
-  accepts(items, item) {
-    let threads = finishThreads.get(items);
-    if (threads === undefined) finishThreads.set(items, (threads = new Set(items.map((i) => i.threadId))));
-    if (threads.has(item.threadId)) return false;
-    threads.add(item.threadId);
-    return true;
-  },
+  accepts: oncePerThread(),
   name: "troupe_run_finish_many",
   ctes: FINISH_MANY_CTES,
+  answers: [],
   values(items): unknown[] {
     // FINISH's $10 (values given: always true) is left out
     const col = (i: number) => items.map((item) => item.values[i]);
@@ -367,13 +430,15 @@ export class PostgresRuns implements RunsPort {
         ...queuedStopValues(c.stopped ?? []),
       );
     const statements = plain && c.prev !== undefined ? CREATE_ON_THREAD : plain ? CREATE : CREATE_SUPERSEDING;
+    // several creates on existing threads in a batch (a group's, at load): one statement (its item reads $1-$11 of `values`)
+    const fence = this.chains.fenceOf(run.thread_id);
+    const merge = statements === CREATE_ON_THREAD ? mergeable(CREATE_ON_THREAD_MANY, () => ({ threadId: run.thread_id, values, assistant, fence })) : undefined;
     if (assistant !== undefined) values.push(...assistantCheckValues(assistant));
-    return {
-      committed: this.chains.issueWrite(run.thread_id, assistant === undefined ? statements.unchecked : statements.checked, values, (row) => {
-        if (assistant !== undefined && row?.assistant_current !== true) throw assistantChanged(assistant.assistantId);
-        if (statements === CREATE_ON_THREAD && row?.updated !== 1) throw threadNotFound(run.thread_id);
-      }),
+    const answer = (row: Record<string, unknown> | undefined) => {
+      if (assistant !== undefined && row?.assistant_current !== true) throw assistantChanged(assistant.assistantId);
+      if (statements === CREATE_ON_THREAD && row?.updated !== 1) throw threadNotFound(run.thread_id);
     };
+    return { committed: this.chains.issueWrite(run.thread_id, assistant === undefined ? statements.unchecked : statements.checked, values, answer, merge) };
   }
 
   /** replaces an existing run's record: its start (running, attempt + 1), a stop recorded while it runs (cancel_reason) */

@@ -2,7 +2,7 @@
 // actor, through the storage's per-thread write chain (write-chains.ts), so a thread's writes
 // commit in the order its actor issued them.
 import type pg from "pg";
-import { fencedStatements, type Guard } from "../../cluster/fence.ts";
+import { fencedStatements, fenceManySql, fenceManyValues, type Fence, type Guard } from "../../cluster/fence.ts";
 import { laterSql } from "../../cluster/time.ts";
 import type { LeaseTake, Page, PageSpec, TakenLease, ThreadFilter, ThreadSort, ThreadsPort } from "../port.ts";
 import type { ThreadRecord, WebhookDeliveryRecord } from "../records.ts";
@@ -11,7 +11,8 @@ import { jsonbText, jsonText } from "./json-columns.ts";
 import { countByTerm, searchByTerm, soleTerm } from "./thread-terms.ts";
 import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
 import { deliveryValues, enqueueSql } from "./webhooks.ts";
-import type { ThreadWriteChains } from "./write-chains.ts";
+import { byteaArray, textArray } from "./binary-arrays.ts";
+import { mergeable, oncePerThread, type MergeKind, type ThreadWriteChains } from "./write-chains.ts";
 
 export const THREAD_SEARCH: SearchSql<ThreadSort> = {
   table: "threads",
@@ -92,6 +93,94 @@ const CREATE_THREAD_TAKING = fencedStatements(
   NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '') AS no_checkpoints`,
 );
 
+/** A thread create, for a statement creating several (threadCreateMany): its row and, taking, its lease. */
+interface ThreadCreateItem {
+  threadId: string;
+  /** threadRowValues */
+  row: unknown[];
+  /** plain create: its values (null: none) */
+  values?: Buffer | null;
+  take?: LeaseTake;
+  fence: Fence | undefined;
+}
+
+/**
+ * The thread creates of a batch (a group's: several threads') as one statement: CREATE_THREAD or,
+ * `taking`, CREATE_THREAD_TAKING for each, each gated by its own fence, answering as that
+ * statement does. One per thread; exclusive (MergeKind): the thread's row is what the other kinds
+ * write too. One statement instead of one per thread: the row-count trigger runs once.
+ */
+function threadCreateMany(taking: boolean): MergeKind<ThreadCreateItem> {
+  const [last, lastType] = taking
+    ? [
+        ["node_id", "stamp", "ttl_ms"],
+        ["text", "timestamptz", "float8"],
+      ]
+    : [["values_json"], ["bytea"]];
+  const columns = ["thread_id", "status", "created_at", "updated_at", "metadata", "record", ...last, "epoch"];
+  const types = ["text", "text", "text", "text", "text", "text", ...lastType, "bigint"];
+  const f = fenceManySql(columns.length + 2, "§troupe_fence");
+  const ctes = `
+§items AS MATERIALIZED (
+  SELECT u.*, u.ord::int AS n FROM unnest(${types.map((t, i) => `$${i + 1}::${t}[]`).join(", ")}) WITH ORDINALITY u(${columns.join(", ")}, ord)
+), ${f.cte}, §held AS MATERIALIZED (
+  SELECT array_agg(${f.holdsFor("i.thread_id", "i.epoch")} ORDER BY i.n) AS h FROM §items i
+), §c AS (
+  INSERT INTO threads (thread_id, status, created_at, updated_at, metadata, record, values_json)
+  SELECT i.thread_id, i.status, i.created_at, i.updated_at, i.metadata::jsonb, i.record::json, ${taking ? "NULL" : "i.values_json"}
+  FROM §items i WHERE (SELECT h FROM §held)[i.n]
+  ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id
+)${
+    taking
+      ? `, §l AS (
+  INSERT INTO thread_leases (thread_id, node_id, epoch, expires_at)
+  SELECT c.thread_id, i.node_id, nextval('thread_lease_epochs'), ${laterSql("i.stamp", "i.ttl_ms")} FROM §c c JOIN §items i ON i.thread_id = c.thread_id
+  ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id, epoch, expires_at
+)`
+      : ""
+  }, §answer AS (
+  SELECT i.n AS ord, (SELECT h FROM §held)[i.n] AS held, (SELECT count(*)::int FROM §c c WHERE c.thread_id = i.thread_id) AS created${
+    taking
+      ? `, l.epoch, l.expires_at,
+    NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = i.thread_id AND checkpoint_ns = '') AS no_checkpoints
+  FROM §items i LEFT JOIN §l l ON l.thread_id = i.thread_id`
+      : `
+  FROM §items i`
+  }
+)`;
+  return {
+    accepts: oncePerThread(),
+    name: taking ? "troupe_thread_create_taking_many" : "troupe_thread_create_many",
+    ctes,
+    answers: [
+      ["created", "int"],
+      ...(taking
+        ? ([
+            ["epoch", "bigint"],
+            ["expires_at", "timestamptz"],
+            ["no_checkpoints", "boolean"],
+          ] as const)
+        : []),
+    ],
+    exclusive: true,
+    values(items): unknown[] {
+      const col = (i: number) => items.map((item) => item.row[i]);
+      return [
+        ...[0, 1, 2, 3].map(col),
+        textArray(col(4) as string[]),
+        textArray(col(5) as string[]),
+        ...(taking
+          ? [items.map((i) => i.take!.nodeId), items.map((i) => i.take!.stamp), items.map((i) => i.take!.ttlMs)]
+          : [byteaArray(items.map((i) => i.values ?? null))]),
+        items.map((i) => i.fence?.epoch ?? null),
+        ...fenceManyValues(items.map((i) => i.fence)),
+      ];
+    },
+  };
+}
+const CREATE_THREAD_MANY = threadCreateMany(false);
+const CREATE_THREAD_TAKING_MANY = threadCreateMany(true);
+
 const SAVE_THREAD = fencedStatements("troupe_thread_save", (g) => [["t", upsertThreadSql(1, false, g.when)]]);
 const SAVE_THREAD_VALUES = fencedStatements("troupe_thread_save_values", (g) => [["t", upsertThreadSql(1, true, g.when)]]);
 
@@ -168,19 +257,36 @@ export class PostgresThreads implements ThreadsPort {
     return r.rows.map((row) => row.thread_id);
   }
 
+  // (several creates in a batch, a group's at load: one statement, CREATE_THREAD_MANY / CREATE_THREAD_TAKING_MANY)
+
   create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists"> {
-    const values = [...threadRowValues(record), valuesJson === undefined ? null : bytesParam(valuesJson)];
-    return this.chains.issueWrite(record.thread_id, CREATE_THREAD, values, (row): ThreadRecord | "exists" => (row?.created === 1 ? record : "exists"));
+    const row = threadRowValues(record);
+    const bytes = valuesJson === undefined ? null : bytesParam(valuesJson);
+    const fence = this.chains.fenceOf(record.thread_id);
+    return this.chains.issueWrite(
+      record.thread_id,
+      CREATE_THREAD,
+      [...row, bytes],
+      (answer): ThreadRecord | "exists" => (answer?.created === 1 ? record : "exists"),
+      mergeable(CREATE_THREAD_MANY, () => ({ threadId: record.thread_id, row, values: bytes, fence })),
+    );
   }
 
   createTaking(record: ThreadRecord, take: LeaseTake): Promise<TakenLease | undefined | "exists"> {
-    const values = [...threadRowValues(record), take.nodeId, take.stamp, take.ttlMs];
-    return this.chains.issueWrite(record.thread_id, CREATE_THREAD_TAKING, values, (row): TakenLease | undefined | "exists" => {
-      const r = row as { created: number; epoch: string | null; expires_at: Date | null; no_checkpoints: boolean } | undefined;
-      if (r?.created !== 1) return "exists";
-      // int8 comes back as text; epochs stay far below 2^53 (one per acquisition)
-      return r.epoch === null || r.expires_at === null ? undefined : { epoch: Number(r.epoch), expiresAt: r.expires_at, noCheckpoints: r.no_checkpoints };
-    });
+    const row = threadRowValues(record);
+    const fence = this.chains.fenceOf(record.thread_id);
+    return this.chains.issueWrite(
+      record.thread_id,
+      CREATE_THREAD_TAKING,
+      [...row, take.nodeId, take.stamp, take.ttlMs],
+      (answer): TakenLease | undefined | "exists" => {
+        const r = answer as { created: number; epoch: string | null; expires_at: Date | null; no_checkpoints: boolean } | undefined;
+        if (r?.created !== 1) return "exists";
+        // int8 comes back as text; epochs stay far below 2^53 (one per acquisition)
+        return r.epoch === null || r.expires_at === null ? undefined : { epoch: Number(r.epoch), expiresAt: r.expires_at, noCheckpoints: r.no_checkpoints };
+      },
+      mergeable(CREATE_THREAD_TAKING_MANY, () => ({ threadId: record.thread_id, row, take, fence })),
+    );
   }
 
   save(record: ThreadRecord, valuesJson?: string): Promise<void> {

@@ -11,16 +11,18 @@
 // batch that fails in any way was rolled back whole: its writes then run again one at a time, as
 // they would have without batching, and each settles with its own outcome.
 //
-// Inside a batch, writes of one mergeable kind (checkpoint puts, pending writes, run ends) leave
-// as one statement for them all (MergeKind: multi-row, each write's row gated by its own fence,
-// one answer row per write): a group's puts of 20 threads are one statement. Such a write joins
-// the kind's latest statement in the batch, placed where the first of them stood, so it moves
-// ahead of writes of other mergeable kinds (they commute: each writes tables the others neither
-// write nor read) and of other threads' writes (threads' rows are disjoint), never ahead of a
-// write of its own thread that is not mergeable, nor of one of its own kind (a write whose row
-// the statement already writes starts the next statement). A batch of mergeable writes only (a
-// run's last one: its puts, putWrites and end) is one statement of all its kinds' parts, sent
-// without BEGIN/COMMIT (a statement is its own transaction): 1 statement instead of 7.
+// Inside a batch, writes of one mergeable kind (checkpoint puts, pending writes, run ends, run
+// creates, thread creates) leave as one statement for them all (MergeKind: multi-row, each
+// write's row gated by its own fence, one answer row per write): a group's puts of 20 threads are
+// one statement. Such a write joins the kind's latest statement in the batch, placed where the
+// first of them stood, so it moves ahead of writes of other mergeable kinds (they commute: each
+// writes tables the others neither write nor read) and of other threads' writes (threads' rows
+// are disjoint), never ahead of a write of its own thread that is not mergeable, nor of one of
+// its own kind (a write whose row the statement already writes starts the next statement). The
+// creates write the thread's row as a run end does: their kinds are exclusive, never moved ahead
+// of nor merged with another write of their thread. A batch of mergeable writes only (a run's
+// last one: its puts, putWrites and end) is one statement of all its kinds' parts, sent without
+// BEGIN/COMMIT (a statement is its own transaction): 1 statement instead of 7.
 //
 // Cluster mode: a thread's run and checkpoint writes carry the holding of its lease (fence) in
 // their own statement (fenceSql: a lease-row lookup with FOR SHARE and a condition on each write,
@@ -34,6 +36,7 @@
 // thread has at most one batch in flight, so a group
 // never holds two writes of one thread out of order; if the group fails, each thread's batch runs
 // again on its own (and from there, each write alone), so a failure is never another thread's.
+import { createHash } from "node:crypto";
 import type pg from "pg";
 import { FENCE_CHECK_OR_FAIL, fenceValues, isFenceRefusal, type Fence, type NamedStatement } from "../../cluster/fence.ts";
 import { TroupeError } from "../../errors.ts";
@@ -56,10 +59,11 @@ export interface ChainStatement<T> {
 
 /**
  * A kind of write a batch sends as one statement when several are in it. The statement is the
- * kind's CTEs; the last, `§answer`, answers one row per write (ANSWER_COLUMNS; `ord`: the write's
- * 1-based place in the items) and the write's result() gets its row alone (rows[0]). `§` stands
- * before each CTE name of the kind's own, so that a batch holding several kinds of them (and
- * nothing else) sends them all as one statement, each kind's names and parameters apart.
+ * kind's CTEs; the last, `§answer`, answers one row per write (`ord`: the write's 1-based place in
+ * the items, `held`: its fence held, then the kind's `answers`) and the write's result() gets its
+ * row alone (rows[0]), with the columns its own statement answers. `§` stands before each CTE
+ * name of the kind's own, so that a batch holding several kinds of them (and nothing else) sends
+ * them all as one statement, each kind's names and parameters apart.
  */
 export interface MergeKind<I> {
   /** the prepared statement's name (a statement of several kinds: troupe_batch(their names)) */
@@ -69,10 +73,34 @@ export interface MergeKind<I> {
   ctes: string;
   /** the parameters $1.. of `ctes` for these items (always as many: the highest $n of ctes) */
   values(items: readonly I[]): unknown[];
+  /** the columns `§answer` selects after `ord, held`, with their types (another kind's part of the statement answers them NULL) */
+  answers: readonly (readonly [column: string, type: string])[];
+  /**
+   * A kind writing rows the other kinds write too (the thread's row: creates): a write of it shares
+   * no statement with another write of its thread and is never moved ahead of one (the other kinds
+   * write rows apart from each other's and commute).
+   */
+  exclusive?: boolean;
 }
 
-/** What every kind's `§answer` selects: the write's place and outcome (columns a kind has no use for are NULL). */
-export const ANSWER_COLUMNS = "ord, held, missing, blob_channels, blob_stamps";
+/**
+ * An `accepts` for kinds whose items each write the rows `keysOf` names: false once one of them is
+ * written by `items` already (`memo`: the keys of each items list seen, built once).
+ */
+export function acceptsFresh<I>(memo: WeakMap<readonly I[], Set<string>>, keysOf: (item: I) => string[]): MergeKind<I>["accepts"] {
+  return (items, item) => {
+    let known = memo.get(items);
+    if (known === undefined) memo.set(items, (known = new Set(items.flatMap(keysOf))));
+    const keys = keysOf(item);
+    if (keys.some((k) => known.has(k))) return false;
+    for (const k of keys) known.add(k);
+    return true;
+  };
+}
+
+/** `accepts` of a kind writing one row per thread (its run end, its create): one write per thread in a statement. */
+export const oncePerThread = <I extends { threadId: string }>(): MergeKind<I>["accepts"] =>
+  acceptsFresh(new WeakMap<readonly I[], Set<string>>(), (item) => [item.threadId]);
 
 /** A write's part in a merged statement: its kind, and its item, built when it is sent. */
 export interface Mergeable {
@@ -476,34 +504,52 @@ function planStatements(writes: Write[]): PlannedStatement[] {
   }
   const slots: Slot[] = [];
   const latest = new Map<MergeKind<unknown>, number>();
-  /** thread → place of its latest write that is not mergeable */
+  /** thread → place of its latest write no later write of it may join or move ahead of (not mergeable, or exclusive) */
   const barrier = new Map<string, number>();
+  /** thread → place of its latest write */
+  const last = new Map<string, number>();
+  /** threads with an exclusive write in the batch */
+  const exclusives = new Set<string>();
+  /** false once a thread has an exclusive write and another one: they may not share one statement */
+  let oneStatement = true;
+  const placed = (w: Write, at: number, bars: boolean) => {
+    last.set(w.threadId, Math.max(at, last.get(w.threadId) ?? -1));
+    if (bars) barrier.set(w.threadId, at);
+  };
   for (const w of writes) {
     const merge = w.statement!.merge;
     if (merge === undefined) {
-      barrier.set(w.threadId, slots.length);
+      placed(w, slots.length, true);
       slots.push({ writes: [w] });
       continue;
     }
+    const exclusive = merge.kind.exclusive === true;
+    if (exclusive ? last.has(w.threadId) : exclusives.has(w.threadId)) oneStatement = false;
+    if (exclusive) exclusives.add(w.threadId);
+    // an exclusive write goes after every write of its thread so far; any other, after the last barrier
+    const floor = (exclusive ? last : barrier).get(w.threadId) ?? -1;
     const at = latest.get(merge.kind);
     const slot = at === undefined ? undefined : slots[at];
-    if (slot !== undefined && at! > (barrier.get(w.threadId) ?? -1)) {
+    if (slot !== undefined && at! > floor) {
       const items = (slot.items ??= slot.writes.map((x) => x.statement!.merge!.item()));
       const item = merge.item();
       if (merge.kind.accepts(items, item)) {
         items.push(item);
         slot.writes.push(w);
+        placed(w, at!, exclusive);
         continue;
       }
       latest.set(merge.kind, slots.length);
+      placed(w, slots.length, exclusive);
       slots.push({ kind: merge.kind, items: [item], writes: [w] });
       continue;
     }
     latest.set(merge.kind, slots.length);
+    placed(w, slots.length, exclusive);
     slots.push({ kind: merge.kind, writes: [w] });
   }
   const itemsOf = (s: Slot) => (s.items ??= s.writes.map((x) => x.statement!.merge!.item()));
-  if (slots.length > 1 && slots.every((s) => s.kind !== undefined) && latest.size === slots.length) {
+  if (oneStatement && slots.length > 1 && slots.every((s) => s.kind !== undefined) && latest.size === slots.length) {
     // every write mergeable, one statement per kind: one statement, in a fixed order of the kinds
     const parts = slots.slice().sort((a, b) => (a.kind!.name < b.kind!.name ? -1 : 1));
     return [{ query: mergedQuery(parts.map((s) => ({ kind: s.kind!, items: itemsOf(s) }))), writes: writes, parts: parts.map((s) => s.writes) }];
@@ -520,11 +566,12 @@ const mergedTexts = new Map<string, string>();
 
 /** One statement writing each kind's items: its CTEs with names and parameters apart, its answers with their part. */
 function mergedQuery(parts: { kind: MergeKind<unknown>; items: unknown[] }[]): pg.QueryConfig {
-  // (PostgreSQL keeps 63 bytes of a name: "troupe_batch(put_checkpoints,put_writes_many,run_finish_many)" is 61)
-  const name = parts.length === 1 ? parts[0].kind.name : `troupe_batch(${parts.map((p) => p.kind.name.replace(/^troupe_/, "")).join(",")})`;
+  const name = parts.length === 1 ? parts[0].kind.name : batchName(parts.map((p) => p.kind.name));
   const values = parts.flatMap((p) => p.kind.values(p.items));
   let text = mergedTexts.get(name);
   if (text === undefined) {
+    // every part answers every part's columns (UNION ALL): its own, NULL for the others'
+    const columns = new Map(parts.flatMap((p) => p.kind.answers));
     let offset = 0;
     const ctes: string[] = [];
     const answers: string[] = [];
@@ -532,7 +579,9 @@ function mergedQuery(parts: { kind: MergeKind<unknown>; items: unknown[] }[]): p
       const prefix = parts.length === 1 ? "" : `p${i}_`;
       const shift = offset;
       ctes.push(p.kind.ctes.replaceAll("§", prefix).replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + shift}`));
-      answers.push(`SELECT ${i} AS part, ${ANSWER_COLUMNS} FROM ${prefix}answer`);
+      const own = new Set(p.kind.answers.map(([column]) => column));
+      const selected = [...columns].map(([column, type]) => (own.has(column) ? column : `NULL::${type} AS ${column}`));
+      answers.push(`SELECT ${[`${i} AS part`, "ord", "held", ...selected].join(", ")} FROM ${prefix}answer`);
       offset += highestParam(p.kind.ctes);
     });
     text = `WITH ${ctes.join(", ")}\n${answers.join("\nUNION ALL\n")}`;
@@ -540,6 +589,16 @@ function mergedQuery(parts: { kind: MergeKind<unknown>; items: unknown[] }[]): p
     mergedTexts.set(name, text);
   }
   return { name, text, values };
+}
+
+/**
+ * The prepared name of a statement of several kinds: troupe_batch(their names). PostgreSQL keeps
+ * 63 bytes of a name, and two statements cut to one name would collide on a connection: a longer
+ * one is named by a digest of it.
+ */
+function batchName(kinds: string[]): string {
+  const name = `troupe_batch(${kinds.map((k) => k.replace(/^troupe_/, "")).join(",")})`;
+  return name.length <= 63 ? name : `troupe_batch_${createHash("sha1").update(name).digest("hex").slice(0, 32)}`;
 }
 
 /** The highest `$n` a text names. */
