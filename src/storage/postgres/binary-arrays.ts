@@ -58,3 +58,21 @@ export function byteaArray(values: readonly (Uint8Array | null | undefined)[]): 
 export function textArray(values: readonly (string | null | undefined)[]): Buffer {
   return binaryArray(TEXT_OID, values);
 }
+
+/** How one column of arrayColumns travels: a JS array (short values), or binary (textArray, byteaArray: large JSON, bytes). */
+export type ColumnFormat = "plain" | "text" | "bytes";
+
+/**
+ * The array parameters of a multi-row statement: one per entry of `formats`, the column at that
+ * position of every row (`rows`: each write's single-statement values; an entry undefined skips
+ * its position).
+ */
+export function arrayColumns(rows: readonly (readonly unknown[])[], formats: readonly (ColumnFormat | undefined)[]): unknown[] {
+  const columns: unknown[] = [];
+  formats.forEach((format, at) => {
+    if (format === undefined) return;
+    const column = rows.map((row) => row[at]);
+    columns.push(format === "plain" ? column : format === "text" ? textArray(column as (string | null)[]) : byteaArray(column as (Uint8Array | null)[]));
+  });
+  return columns;
+}

@@ -8,7 +8,7 @@ import { assistantChanged, threadNotFound } from "../../errors.ts";
 import type { ActiveRun, AssistantCheck, Issued, QueuedStop, RunKey, RunsPort } from "../port.ts";
 import { assistantCheckSql, assistantCheckValues } from "./assistants.ts";
 import type { RunRecord, RunStatus, ThreadRecord, ThreadStatus, WebhookDeliveryRecord } from "../records.ts";
-import { byteaArray, textArray } from "./binary-arrays.ts";
+import { arrayColumns, byteaArray, textArray } from "./binary-arrays.ts";
 import { jsonText } from "./json-columns.ts";
 import { bytesParam, threadRowValues, upsertThreadSql } from "./threads.ts";
 import { deliveryValues, enqueueSql } from "./webhooks.ts";
@@ -157,18 +157,12 @@ const CREATE_ON_THREAD_MANY: MergeKind<CreateOnThreadItem> = {
   ],
   exclusive: true,
   values(items): unknown[] {
-    const col = (i: number) => items.map((item) => item.values[i]);
-    // the JSON in PostgreSQL's binary array format (binary-arrays.ts): records and kwargs can be large
-    const text = (i: number) => textArray(col(i) as (string | null)[]);
+    // the JSON binary (binary-arrays.ts): records and kwargs can be large
     return [
-      ...[0, 1, 2, 3].map(col),
-      text(4),
-      text(5),
-      col(6),
-      col(7),
-      col(8),
-      text(9),
-      text(10),
+      ...arrayColumns(
+        items.map((i) => i.values),
+        ["plain", "plain", "plain", "plain", "text", "text", "plain", "plain", "plain", "text", "text"],
+      ),
       items.map((i) => i.assistant?.assistantId ?? null),
       items.map((i) => i.assistant?.stamp ?? null),
       items.map((i) => i.fence?.epoch ?? null),
@@ -302,22 +296,13 @@ const FINISH_MANY: MergeKind<FinishItem> = {
   ctes: FINISH_MANY_CTES,
   answers: [],
   values(items): unknown[] {
-    // FINISH's $10 (values given: always true) is left out
-    const col = (i: number) => items.map((item) => item.values[i]);
-    // the JSON and the values in PostgreSQL's binary array format (binary-arrays.ts): they can be large
-    const text = (i: number) => textArray(col(i) as (string | null)[]);
-    const bytes = (i: number) => byteaArray(col(i) as (Buffer | null)[]);
+    // the JSON and the values binary (binary-arrays.ts): they can be large; FINISH's $10 (values
+    // given: always true) is left out
     return [
-      ...[0, 1, 2, 3].map(col),
-      text(4),
-      text(5),
-      col(6),
-      col(7),
-      text(8),
-      bytes(10),
-      col(11),
-      text(12),
-      bytes(13),
+      ...arrayColumns(
+        items.map((i) => i.values),
+        ["plain", "plain", "plain", "plain", "text", "text", "plain", "plain", "text", undefined, "bytes", "plain", "text", "bytes"],
+      ),
       items.map((i) => i.fence?.epoch ?? null),
       ...fenceManyValues(items.map((i) => i.fence)),
     ];

@@ -11,7 +11,7 @@ import { jsonbText, jsonText } from "./json-columns.ts";
 import { countByTerm, searchByTerm, soleTerm } from "./thread-terms.ts";
 import { countRows, searchPage, type SearchSql } from "./search-sql.ts";
 import { deliveryValues, enqueueSql } from "./webhooks.ts";
-import { byteaArray, textArray } from "./binary-arrays.ts";
+import { arrayColumns, byteaArray } from "./binary-arrays.ts";
 import { mergeable, oncePerThread, type MergeKind, type ThreadWriteChains } from "./write-chains.ts";
 
 export const THREAD_SEARCH: SearchSql<ThreadSort> = {
@@ -164,11 +164,11 @@ function threadCreateMany(taking: boolean): MergeKind<ThreadCreateItem> {
     ],
     exclusive: true,
     values(items): unknown[] {
-      const col = (i: number) => items.map((item) => item.row[i]);
       return [
-        ...[0, 1, 2, 3].map(col),
-        textArray(col(4) as string[]),
-        textArray(col(5) as string[]),
+        ...arrayColumns(
+          items.map((i) => i.row),
+          ["plain", "plain", "plain", "plain", "text", "text"],
+        ),
         ...(taking
           ? [items.map((i) => i.take!.nodeId), items.map((i) => i.take!.stamp), items.map((i) => i.take!.ttlMs)]
           : [byteaArray(items.map((i) => i.values ?? null))]),
