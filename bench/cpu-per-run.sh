@@ -10,7 +10,8 @@
 #   pg: a fresh database on ADMIN (default postgres://troupe@127.0.0.1:55432/postgres, as
 #   bench/local-postgres.ts --port 55432 starts one). SERVE_ARGS: more `troupe serve` options
 #   (e.g. --workers 1); SERVER_PREFIX / BENCH_PREFIX: a command in front of each (e.g. taskset -c 0);
-#   PRE_SQL: a statement run on the new database once the server has migrated it.
+#   PRE_SQL: a statement run on the new database once the server has migrated it. WARMUP: seconds
+#   of the scenario run before measuring (default 3; ~30 for the steady state, JIT compiles done).
 set -euo pipefail
 co=$(cd "$1" && pwd); be=$2; sc=${3:-wait-c64}; dur=${4:-10}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +32,7 @@ if [ -n "${PRE_SQL:-}" ]; then
   [ -n "$uri" ] || { echo "PRE_SQL needs the pg backend" >&2; exit 2; }
   node -e 'const pg=require(process.argv[1]);(async()=>{const c=new pg.Client(process.argv[2]);await c.connect();await c.query(process.argv[3]);await c.end()})()' "$here/node_modules/pg" "$uri" "$PRE_SQL"
 fi
-node $here/bin/troupe-bench.js --url $u --only $sc --duration 3 > /dev/null 2>&1
+node $here/bin/troupe-bench.js --url $u --only $sc --duration ${WARMUP:-3} > /dev/null 2>&1
 workers=$(curl -s $u/metrics | awk '/^lg_api_workers_max/ {print $2}')
 ticks() { awk '{print $14+$15}' "$1"; } # utime + stime, clock ticks (10 ms)
 threads() { for t in /proc/$p/task/*; do echo "$(basename $t) $(ticks $t/stat)"; done | sort; }
