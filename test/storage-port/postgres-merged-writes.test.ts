@@ -13,6 +13,7 @@ import { TroupeError } from "../../src/errors.ts";
 import { databaseStamp } from "../../src/cluster/time.ts";
 import type { PostgresCheckpointSaver } from "../../src/storage/postgres/checkpointer.ts";
 import type { PostgresStorage } from "../../src/storage/postgres/adapter.ts";
+import { GROUPS_IN_FLIGHT } from "../../src/storage/postgres/write-chains.ts";
 import { cfg, checkpoint, meta } from "../helpers/checkpoints.ts";
 import { usePostgresNodePair } from "../helpers/postgres.ts";
 import { assistantRecord, runRecord, threadRecord } from "../helpers/records.ts";
@@ -357,9 +358,9 @@ describe("merged checkpoint writes (Postgres)", () => {
 describe("merged creates (Postgres)", () => {
   const take = { nodeId: "node-a", ttlMs: 15_000, stamp: null };
 
-  /** Writes of other threads in flight (GROUPS_IN_FLIGHT and more): what becomes ready meanwhile leaves as one group. */
-  async function inFlight(node: PostgresStorage): Promise<() => Promise<unknown>> {
-    const fillers = Array.from({ length: 6 }, () => nextId("t"));
+  /** Writes of `n` other threads (GROUPS_IN_FLIGHT or more) to issue: what becomes ready while they are in flight leaves as one group. */
+  async function inFlight(node: PostgresStorage, n = 6): Promise<() => Promise<unknown>> {
+    const fillers = Array.from({ length: n }, () => nextId("t"));
     for (const t of fillers) await node.threads.create(threadRecord(t));
     return () => Promise.all(fillers.map((t) => node.threads.save(threadRecord(t, { status: "busy" }))));
   }
@@ -498,5 +499,37 @@ describe("merged creates (Postgres)", () => {
     expect(await node.runs.get(u, ru2.run_id)).toEqual(ru2);
     expect(await node.threads.get(u)).toMatchObject({ status: "busy" });
     expect(await node.runs.get(other, ro.run_id)).toEqual(ro);
+  });
+
+  it("a group of mergeable writes only is one statement even when its kinds' names pass PostgreSQL's 63 bytes (named by a digest)", async () => {
+    const node = nodes.a;
+    const saver = await saverOf(node);
+    const [a, b] = [nextId("t"), nextId("t")];
+    for (const t of [a, b]) await node.threads.create(threadRecord(t));
+    const runB = runRecord(b, nextId("run"));
+    await node.runs.create({ run: runB, thread: threadRecord(b, { status: "busy" }) }).committed;
+    const runA = runRecord(a, nextId("run"));
+    const ids = checkpointIds(2);
+    // exactly as many in flight as make the others wait: the group then holds a's and b's writes only
+    const fill = await inFlight(node, GROUPS_IN_FLIGHT);
+    countStatements();
+    const release = holdWrites(saver, a, b);
+    // a's run create; b's run's last batch (puts, putWrites, end): four kinds, every write mergeable
+    const create = node.runs.create({ run: runA, thread: threadRecord(a, { status: "busy" }), prev: threadRecord(a) }).committed;
+    await saver.put(cfg(b), { ...checkpoint({ foo: "a" }, { foo: 1 }), id: ids[0] }, meta(0), { foo: 1 });
+    await saver.putWrites(cfg(b, ids[0]), [["foo", "w"]], "task");
+    await saver.put(cfg(b, ids[0]), { ...checkpoint({ foo: "b" }, { foo: 2 }), id: ids[1] }, meta(1), { foo: 2 });
+    const end = node.runs.finish({ run: { ...runB, status: "success" }, thread: threadRecord(b), valuesJson: undefined }).committed;
+    const filling = fill();
+    release();
+    await Promise.all([create, end, filling, saver.flush(b)]);
+    // "troupe_batch(put_checkpoints,put_writes_many,run_create_on_thread_many,run_finish_many)" would be cut to 63 bytes
+    const batches = sent.filter((s) => s.startsWith("troupe_batch"));
+    expect(batches).toEqual([expect.stringMatching(/^troupe_batch_[0-9a-f]{32}$/)]);
+    expect(sent.filter((s) => /^troupe_(run|put)/.test(s))).toEqual([]);
+    expect(await node.runs.get(a, runA.run_id)).toEqual(runA);
+    expect(await node.threads.get(a)).toMatchObject({ status: "busy" });
+    expect(await node.runs.get(b, runB.run_id)).toMatchObject({ status: "success" });
+    expect((await saver.getTuple(cfg(b)))?.checkpoint.channel_values).toEqual({ foo: "b" });
   });
 });

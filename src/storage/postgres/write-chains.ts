@@ -144,7 +144,7 @@ const MAX_GROUP = 256;
  * merge too (session 28): a larger group is fewer, larger merged statements, and PostgreSQL's CPU
  * per run at wait-c64 fell ~20% (bench/RESULTS.md); a lone run still waits for nothing.
  */
-const GROUPS_IN_FLIGHT = 2;
+export const GROUPS_IN_FLIGHT = 2;
 
 /** A thread's batch waiting for its group: settles once every write of it settled. */
 interface Submission {
