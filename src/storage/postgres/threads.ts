@@ -96,7 +96,7 @@ const CREATE_THREAD_TAKING = fencedStatements(
 /** A thread create, for a statement creating several (threadCreateMany): its row and, taking, its lease. */
 interface ThreadCreateItem {
   threadId: string;
-  /** threadRowValues */
+  /** the single statement's values: threadRowValues first */
   row: unknown[];
   /** plain create: its values (null: none) */
   values?: Buffer | null;
@@ -260,25 +260,29 @@ export class PostgresThreads implements ThreadsPort {
   // (several creates in a batch, a group's at load: one statement, CREATE_THREAD_MANY / CREATE_THREAD_TAKING_MANY)
 
   create(record: ThreadRecord, valuesJson?: string): Promise<ThreadRecord | "exists"> {
-    const row = threadRowValues(record);
+    // the statement's values; the merged item reads the row's ($1-$6) from the same array
     const bytes = valuesJson === undefined ? null : bytesParam(valuesJson);
+    const row = threadRowValues(record);
+    row.push(bytes);
     const fence = this.chains.fenceOf(record.thread_id);
     return this.chains.issueWrite(
       record.thread_id,
       CREATE_THREAD,
-      [...row, bytes],
+      row,
       (answer): ThreadRecord | "exists" => (answer?.created === 1 ? record : "exists"),
       mergeable(CREATE_THREAD_MANY, () => ({ threadId: record.thread_id, row, values: bytes, fence })),
     );
   }
 
   createTaking(record: ThreadRecord, take: LeaseTake): Promise<TakenLease | undefined | "exists"> {
+    // the statement's values; the merged item reads the row's ($1-$6) from the same array
     const row = threadRowValues(record);
+    row.push(take.nodeId, take.stamp, take.ttlMs);
     const fence = this.chains.fenceOf(record.thread_id);
     return this.chains.issueWrite(
       record.thread_id,
       CREATE_THREAD_TAKING,
-      [...row, take.nodeId, take.stamp, take.ttlMs],
+      row,
       (answer): TakenLease | undefined | "exists" => {
         const r = answer as { created: number; epoch: string | null; expires_at: Date | null; no_checkpoints: boolean } | undefined;
         if (r?.created !== 1) return "exists";

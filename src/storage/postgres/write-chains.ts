@@ -565,15 +565,16 @@ function planStatements(writes: Write[]): PlannedStatement[] {
   );
 }
 
-/** statement texts by name (a kind's, or several kinds' together) */
-const mergedTexts = new Map<string, string>();
+/** statements (prepared name and text) by their kinds' names in order: made once each */
+const mergedStatements = new Map<string, { name: string; text: string }>();
 
 /** One statement writing each kind's items: its CTEs with names and parameters apart, its answers with their part. */
 function mergedQuery(parts: { kind: MergeKind<unknown>; items: unknown[] }[]): pg.QueryConfig {
-  const name = parts.length === 1 ? parts[0].kind.name : batchName(parts.map((p) => p.kind.name));
   const values = parts.flatMap((p) => p.kind.values(p.items));
-  let text = mergedTexts.get(name);
-  if (text === undefined) {
+  const key = parts.length === 1 ? parts[0].kind.name : parts.map((p) => p.kind.name).join(",");
+  let statement = mergedStatements.get(key);
+  if (statement === undefined) {
+    const name = parts.length === 1 ? parts[0].kind.name : batchName(parts.map((p) => p.kind.name));
     // every part answers every part's columns (UNION ALL): its own, NULL for the others'
     const columns = new Map(parts.flatMap((p) => p.kind.answers));
     let offset = 0;
@@ -588,11 +589,11 @@ function mergedQuery(parts: { kind: MergeKind<unknown>; items: unknown[] }[]): p
       answers.push(`SELECT ${[`${i} AS part`, "ord", "held", ...selected].join(", ")} FROM ${prefix}answer`);
       offset += highestParam(p.kind.ctes);
     });
-    text = `WITH ${ctes.join(", ")}\n${answers.join("\nUNION ALL\n")}`;
+    const text = `WITH ${ctes.join(", ")}\n${answers.join("\nUNION ALL\n")}`;
     if (offset !== values.length) throw new Error(`${name}: ${values.length} values for ${offset} parameters`);
-    mergedTexts.set(name, text);
+    mergedStatements.set(key, (statement = { name, text }));
   }
-  return { name, text, values };
+  return { name: statement.name, text: statement.text, values };
 }
 
 /**
